@@ -1,0 +1,23 @@
+/*
+ * cmd_stubs.c -- subcommands whose issue has not landed yet. Each says so
+ * plainly and exits 1. Remove an entry when its cmd_NAME.c lands.
+ */
+#include "cli.h"
+
+#include <stdio.h>
+
+#define KILN_STUB(fn, name)                                                              \
+    int fn(int argc, char **argv) {                                                      \
+        (void)argc;                                                                      \
+        (void)argv;                                                                      \
+        fprintf(stderr, "kiln %s: not available in this build yet\n", name);             \
+        return 1;                                                                        \
+    }
+
+KILN_STUB(kiln_cmd_generate, "generate")
+KILN_STUB(kiln_cmd_serve, "serve")
+KILN_STUB(kiln_cmd_bench, "bench")
+KILN_STUB(kiln_cmd_tokenize, "tokenize")
+KILN_STUB(kiln_cmd_detokenize, "detokenize")
+KILN_STUB(kiln_cmd_chat_render, "chat-render")
+KILN_STUB(kiln_cmd_kernels, "kernels")

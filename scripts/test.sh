@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# test.sh -- set up, build, and run every test that needs no GPU; then the
+# file parsers and tokenizer tests again under AddressSanitizer + UBSan.
+# This is the command CI runs (.ci/run) and the README gives.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+"$root/scripts/setup.sh"
+"$root/scripts/build.sh" "$root/build"
+jobs=$(nproc 2>/dev/null || echo 2)
+(cd "$root/build" && ctest -LE "gpu|multigpu" --output-on-failure -j"$jobs")
+# sanitizer pass over the parsers (label unit)
+"$root/scripts/build.sh" "$root/build-asan" -DKILN_SANITIZE=address,undefined -DCMAKE_BUILD_TYPE=Debug
+(cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=1 ctest -L unit --output-on-failure -j"$jobs")
