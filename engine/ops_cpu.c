@@ -59,6 +59,7 @@ void kiln_cpu_add_rmsnorm(float *out, float *residual, const float *x, const voi
 
 typedef struct gemm_ctx {
     float *out;
+    int64_t ldo;
     const float *x;
     const void *w;
     kiln_dtype wdt;
@@ -90,7 +91,7 @@ static void gemm_task(void *vctx, int64_t task) {
     const float *W = wf ? wf : (const float *)c->w + n0 * c->K;
     for (int64_t m = 0; m < c->M; m++) {
         const float *xr = c->x + m * c->K;
-        float *o = c->out + m * c->N;
+        float *o = c->out + m * c->ldo;
         for (int64_t n = n0; n < n1; n++) {
             float s = dot(xr, W + (n - n0) * c->K, c->K);
             if (c->bias) s += load_w(c->bias, c->bdt, n);
@@ -100,9 +101,9 @@ static void gemm_task(void *vctx, int64_t task) {
     free(wf);
 }
 
-void kiln_cpu_gemm(kiln_pool *pool, float *out, const float *x, const void *w, kiln_dtype wdt, const void *bias,
-                   kiln_dtype bdt, int64_t M, int64_t N, int64_t K) {
-    gemm_ctx c = {out, x, w, wdt, bias, bdt, M, N, K};
+void kiln_cpu_gemm(kiln_pool *pool, float *out, int64_t ldo, const float *x, const void *w, kiln_dtype wdt,
+                   const void *bias, kiln_dtype bdt, int64_t M, int64_t N, int64_t K) {
+    gemm_ctx c = {out, ldo, x, w, wdt, bias, bdt, M, N, K};
     kiln_pool_for(pool, KILN_DIV_UP(N, GEMM_NB), gemm_task, &c);
 }
 

@@ -34,9 +34,10 @@ void kiln_cpu_rmsnorm(float *out, const float *x, const void *w, kiln_dtype wdt,
 void kiln_cpu_add_rmsnorm(float *out, float *residual, const float *x, const void *w, kiln_dtype wdt,
                           int64_t rows, int64_t dim, float eps);
 
-/* out[M, N] = x[M, K] @ W[N, K]^T (+ bias[N]). bias may be NULL. */
-void kiln_cpu_gemm(kiln_pool *pool, float *out, const float *x, const void *w, kiln_dtype wdt, const void *bias,
-                   kiln_dtype bdt, int64_t M, int64_t N, int64_t K);
+/* out[M, N] = x[M, K] @ W[N, K]^T (+ bias[N]); out rows have stride ldo (>= N).
+ * bias may be NULL. */
+void kiln_cpu_gemm(kiln_pool *pool, float *out, int64_t ldo, const float *x, const void *w, kiln_dtype wdt,
+                   const void *bias, kiln_dtype bdt, int64_t M, int64_t N, int64_t K);
 
 /* out = a + b, elementwise over n. */
 void kiln_cpu_add(float *out, const float *a, const float *b, int64_t n);

@@ -40,7 +40,7 @@ typedef struct kiln_sample_row {
 
 void kiln_sampler_apply_penalties(float *logits, int V, const int32_t *prompt, int n_prompt,
                                   const int32_t *output, int n_output, float repetition, float presence,
-                                  float frequency);
+                                  float frequency, int32_t *scratch /* [V], zero on entry and exit */);
 
 /* Pick a token from logits[V] (modified in place as scratch). work must
  * hold 2 * V floats + V int32 (kiln_sampler_work_bytes). */

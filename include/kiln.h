@@ -315,6 +315,12 @@ typedef struct kiln_stats {
 /* Thread-safe snapshot of counters. */
 KILN_API void kiln_engine_get_stats(kiln_engine *e, kiln_stats *s);
 
+/* The engine's counters and latency histograms as Prometheus text, with
+ * vLLM's metric names (vllm:num_requests_running, ...) labelled
+ * model_name=model (NULL: the model argument). Thread-safe. *out returned
+ * owned (kiln_free). */
+KILN_API kiln_status kiln_engine_metrics_prometheus(kiln_engine *e, const char *model, char **out);
+
 /* Model facts (borrowed strings live as long as the engine). */
 typedef struct kiln_model_info {
     const char *architecture;

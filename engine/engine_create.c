@@ -1,0 +1,193 @@
+/*
+ * engine_create.c -- building and tearing down an engine: parameters,
+ * model files and program, the executor for the chosen device, the KV
+ * block manager sized from what the executor reserved, the tokenizer and
+ * chat template, and every per-step buffer (nothing is allocated per step).
+ * Ownership: the engine owns everything it creates here.
+ * Thread-safety: create/destroy are not concurrent with anything else.
+ */
+#include "engine_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char *dup_param(kiln_engine *e, int slot, const char *s) {
+    if (!s) return NULL;
+    e->str_copies[slot] = kiln_strdup(s);
+    return e->str_copies[slot];
+}
+
+static bool has_file(const char *dir, const char *name) {
+    if (!dir) return false;
+    char *p = kiln_path_join(dir, name);
+    bool r = p && kiln_path_exists(p);
+    free(p);
+    return r;
+}
+
+static kiln_status parse_kv_dtype(const char *s, kiln_dtype *out) {
+    if (!s || !strcmp(s, "auto")) {
+        *out = KILN_DTYPE_INVALID;
+        return KILN_OK;
+    }
+    if (!strcmp(s, "fp8_e5m2")) *out = KILN_DTYPE_FP8_E5M2;
+    else if (!strcmp(s, "fp8_e4m3") || !strcmp(s, "fp8")) *out = KILN_DTYPE_FP8_E4M3;
+    else return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "unknown kv cache dtype \"%s\" (auto, fp8_e5m2, fp8_e4m3)", s);
+    return KILN_OK;
+}
+
+kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **out) {
+    kiln_status st = KILN_OK;
+    kiln_engine *e = NULL;
+    KILN_CHECK(params && out, KILN_ERR_INVALID_ARGUMENT, "null parameters");
+    e = calloc(1, sizeof *e);
+    KILN_CHECK_ALLOC(e);
+    pthread_mutex_init(&e->mu, NULL);
+    atomic_init(&e->fatal, false);
+    kiln_metrics_init(&e->metrics);
+    e->params = *params;
+    kiln_engine_params *p = &e->params;
+    p->model = dup_param(e, 0, params->model);
+    p->tokenizer = dup_param(e, 1, params->tokenizer);
+    p->device = dup_param(e, 2, params->device ? params->device : "auto");
+    p->policy_file = dup_param(e, 3, params->policy_file);
+    p->policy_dir = dup_param(e, 4, params->policy_dir);
+    p->policy_options = dup_param(e, 5, params->policy_options);
+    p->dtype = dup_param(e, 6, params->dtype ? params->dtype : "auto");
+    p->kv_cache_dtype = dup_param(e, 7, params->kv_cache_dtype ? params->kv_cache_dtype : "auto");
+    p->load_format = dup_param(e, 8, params->load_format ? params->load_format : "auto");
+    p->speculative_method = dup_param(e, 9, params->speculative_method);
+    p->speculative_model = dup_param(e, 10, params->speculative_model);
+
+    KILN_CHECK(p->model, KILN_ERR_INVALID_ARGUMENT, "no model given");
+    KILN_CHECK(p->block_size >= 1 && p->block_size <= 1024, KILN_ERR_INVALID_ARGUMENT,
+               "block_size must be in [1, 1024], got %d", p->block_size);
+    KILN_CHECK(p->max_num_seqs >= 1 && p->max_num_seqs <= 65536, KILN_ERR_INVALID_ARGUMENT,
+               "max_num_seqs must be in [1, 65536], got %d", p->max_num_seqs);
+    KILN_CHECK(p->max_num_batched_tokens >= 1, KILN_ERR_INVALID_ARGUMENT, "max_num_batched_tokens must be >= 1");
+    KILN_CHECK(p->max_model_len >= 0, KILN_ERR_INVALID_ARGUMENT, "max_model_len must be >= 0");
+    KILN_CHECK(p->tensor_parallel_size >= 1, KILN_ERR_INVALID_ARGUMENT, "tensor_parallel_size must be >= 1");
+    KILN_CHECK(p->prefill_ratio >= 0, KILN_ERR_INVALID_ARGUMENT, "prefill_ratio must be >= 0");
+    KILN_CHECK(!p->speculative_method || !strcmp(p->speculative_method, "none"), KILN_ERR_UNSUPPORTED,
+               "speculative decoding is not available in this build yet");
+
+    const char *dev = p->device;
+    KILN_CHECK(!strcmp(dev, "auto") || !strcmp(dev, "cpu") || !strcmp(dev, "cuda"), KILN_ERR_INVALID_ARGUMENT,
+               "unknown device \"%s\" (auto, cpu, cuda)", dev);
+    if (!strcmp(dev, "auto")) dev = "cpu";
+    KILN_CHECK(strcmp(dev, "cuda"), KILN_ERR_UNAVAILABLE, "the CUDA backend is not available in this build yet");
+    kiln_dtype kvd = KILN_DTYPE_INVALID;
+    KILN_TRY(parse_kv_dtype(p->kv_cache_dtype, &kvd));
+
+    KILN_TRY(kiln_model_files_open(p, dev, 0, &e->mf));
+    const kiln_model_config *cfg = &e->mf.cfg;
+    e->vocab_size = cfg->vocab_size;
+    e->logits_stride = e->mf.program->slots[e->mf.program->logits_slot].width;
+    e->max_model_len = p->max_model_len ? p->max_model_len : cfg->max_position_embeddings;
+    KILN_CHECK(e->max_model_len <= cfg->max_position_embeddings, KILN_ERR_INVALID_ARGUMENT,
+               "max_model_len %d exceeds the model's max_position_embeddings %d", e->max_model_len,
+               cfg->max_position_embeddings);
+    e->max_num_seqs = p->max_num_seqs;
+    e->max_batched_tokens = p->max_num_batched_tokens;
+    e->max_tokens_plan = KILN_MAX(p->max_num_batched_tokens, e->max_model_len);
+    e->max_queued = 1 << 20;
+    e->prefill_ratio = p->prefill_ratio;
+    e->seed = p->seed;
+    for (int i = 0; i < cfg->n_eos; i++) e->eos[e->n_eos++] = cfg->eos_token_ids[i];
+
+    /* tokenizer and chat template */
+    const char *tokpath = p->tokenizer;
+    if (!tokpath && (has_file(e->mf.dir, "tokenizer.json") || has_file(e->mf.dir, "tokenizer.model")))
+        tokpath = e->mf.dir;
+    if (tokpath) {
+        st = kiln_tokenizer_load(tokpath, &e->tok);
+        if (st) {
+            kiln_error_context("loading the tokenizer");
+            goto fail;
+        }
+        if (e->n_eos == 0 && kiln_tokenizer_eos_id(e->tok) >= 0) e->eos[e->n_eos++] = kiln_tokenizer_eos_id(e->tok);
+    }
+    if (e->mf.dir) {
+        if (kiln_chat_template_load(e->mf.dir, &e->tmpl) != KILN_OK) {
+            if (kiln_last_error_code() != KILN_ERR_NOT_FOUND) KILN_WARN("chat template: %s", kiln_last_error());
+            e->tmpl = NULL;
+            kiln_clear_error();
+        }
+    }
+
+    /* executor */
+    int max_blocks = KILN_DIV_UP(e->max_model_len + 1, p->block_size);
+    kiln_exec_config xc = {
+        .max_tokens = e->max_tokens_plan,
+        .max_out = e->max_num_seqs,
+        .max_seqs = e->max_num_seqs,
+        .block_size = p->block_size,
+        .max_blocks_per_seq = max_blocks,
+        .num_kv_blocks = p->num_kv_blocks,
+        .kv_cache_bytes = p->kv_cache_bytes,
+        .gpu_memory_utilization = p->gpu_memory_utilization,
+        .kv_dtype = kvd,
+        .n_threads = p->n_threads,
+        .device_id = p->device_id,
+        .enforce_eager = p->enforce_eager,
+        .seed = p->seed ? p->seed : 1234,
+    };
+    KILN_TRY(kiln_exec_cpu_create(&e->mf, &xc, &e->exec));
+    KILN_TRY(kiln_kv_manager_init(&e->kv, e->exec->num_kv_blocks, p->block_size, max_blocks));
+    KILN_INFO("%s on %s: %d layers, vocab %d, max_model_len %d; KV cache %d blocks x %d tokens (%d tokens, %.1f MB, "
+              "%s)",
+              cfg->architecture, e->exec->device, cfg->num_layers, e->vocab_size, e->max_model_len,
+              e->kv.num_blocks, e->kv.block_size, e->kv.num_blocks * e->kv.block_size,
+              (double)e->exec->kv_bytes_per_block * e->kv.num_blocks / 1e6, kiln_dtype_name(e->exec->kv_dtype));
+
+    /* per-step buffers */
+    int T = e->max_tokens_plan, S = e->max_num_seqs;
+    e->running = calloc((size_t)S, sizeof *e->running);
+    e->b_tokens = malloc(sizeof(int32_t) * (size_t)T);
+    e->b_pos = malloc(sizeof(int32_t) * (size_t)T);
+    e->b_slots = malloc(sizeof(int32_t) * (size_t)T);
+    e->b_qstart = malloc(sizeof(int32_t) * (size_t)(S + 1));
+    e->b_ctx = malloc(sizeof(int32_t) * (size_t)S);
+    e->b_out = malloc(sizeof(int32_t) * (size_t)S);
+    e->b_tables = calloc((size_t)S * (size_t)max_blocks, sizeof(int32_t));
+    e->b_reqs = calloc((size_t)S, sizeof *e->b_reqs);
+    e->logits_tmp = malloc(sizeof(float) * (size_t)e->vocab_size);
+    e->sample_work = malloc(kiln_sampler_work_bytes(e->vocab_size));
+    e->pen_scratch = calloc((size_t)e->vocab_size, sizeof(int32_t));
+    KILN_CHECK(e->running && e->b_tokens && e->b_pos && e->b_slots && e->b_qstart && e->b_ctx && e->b_out &&
+                   e->b_tables && e->b_reqs && e->logits_tmp && e->sample_work && e->pen_scratch,
+               KILN_ERR_OUT_OF_MEMORY, "out of host memory for the step buffers");
+    e->stats.num_kv_blocks = e->kv.num_blocks;
+    e->stats.block_size = e->kv.block_size;
+    e->stats.num_free_kv_blocks = e->kv.n_free;
+    *out = e;
+    return KILN_OK;
+fail:
+    kiln_engine_destroy(e);
+    return st;
+}
+
+void kiln_engine_destroy(kiln_engine *e) {
+    if (!e) return;
+    if (e->running) kiln_engine_abort_all(e); /* requests exist only after a full create */
+    kiln_exec_destroy(e->exec);
+    kiln_kv_manager_fini(&e->kv);
+    kiln_tokenizer_destroy(e->tok);
+    kiln_chat_template_destroy(e->tmpl);
+    kiln_model_files_close(&e->mf);
+    free(e->running);
+    free(e->b_tokens);
+    free(e->b_pos);
+    free(e->b_slots);
+    free(e->b_qstart);
+    free(e->b_ctx);
+    free(e->b_out);
+    free(e->b_tables);
+    free(e->b_reqs);
+    free(e->logits_tmp);
+    free(e->sample_work);
+    free(e->pen_scratch);
+    for (size_t i = 0; i < KILN_ARRAY_LEN(e->str_copies); i++) free(e->str_copies[i]);
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+}
