@@ -83,10 +83,14 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
     const kiln_model_config *cfg = &e->mf.cfg;
     e->vocab_size = cfg->vocab_size;
     e->logits_stride = e->mf.program->slots[e->mf.program->logits_slot].width;
-    e->max_model_len = p->max_model_len ? p->max_model_len : cfg->max_position_embeddings;
-    KILN_CHECK(e->max_model_len <= cfg->max_position_embeddings, KILN_ERR_INVALID_ARGUMENT,
-               "max_model_len %d exceeds the model's max_position_embeddings %d", e->max_model_len,
-               cfg->max_position_embeddings);
+    /* like vLLM: linear and dynamic rope scaling stretch the usable context */
+    int derived = cfg->max_position_embeddings;
+    if (!strcmp(cfg->rope.type, "linear") || !strcmp(cfg->rope.type, "dynamic"))
+        derived = (int)KILN_MIN((double)derived * cfg->rope.factor, 1e8);
+    e->max_model_len = p->max_model_len ? p->max_model_len : derived;
+    if (e->max_model_len > derived)
+        KILN_WARN("max_model_len %d exceeds the model's derived context length %d: quality past it is not assured",
+                  e->max_model_len, derived);
     e->max_num_seqs = p->max_num_seqs;
     e->max_batched_tokens = p->max_num_batched_tokens;
     e->max_tokens_plan = KILN_MAX(p->max_num_batched_tokens, e->max_model_len);
@@ -97,7 +101,9 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
 
     /* tokenizer and chat template */
     const char *tokpath = p->tokenizer;
-    if (!tokpath && (has_file(e->mf.dir, "tokenizer.json") || has_file(e->mf.dir, "tokenizer.model")))
+    bool no_tok = tokpath && !strcmp(tokpath, "none");
+    if (no_tok) tokpath = NULL;
+    if (!tokpath && !no_tok && (has_file(e->mf.dir, "tokenizer.json") || has_file(e->mf.dir, "tokenizer.model")))
         tokpath = e->mf.dir;
     if (tokpath) {
         st = kiln_tokenizer_load(tokpath, &e->tok);

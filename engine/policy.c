@@ -24,6 +24,7 @@
 
 typedef struct host {
     size_t mem_used, mem_limit;
+    char last_line[160]; /* "file:line" of the last policy line run */
     bool mem_exceeded;
     uint64_t insns;
     bool insn_exceeded;
@@ -55,13 +56,19 @@ static host *get_host(lua_State *L) {
 }
 
 static void insn_hook(lua_State *L, lua_Debug *ar) {
-    (void)ar;
     host *h = get_host(L);
+    if (ar->event == LUA_HOOKLINE) {
+        /* remember where we are, so a failed allocation can name the line */
+        if (lua_getinfo(L, "S", ar)) snprintf(h->last_line, sizeof h->last_line, "%s:%d", ar->short_src, ar->currentline);
+        if (h->mem_used > h->mem_limit / 4 * 3)
+            luaL_error(L, "policy exceeded its memory limit (%d MB)", (int)(h->mem_limit >> 20));
+        return;
+    }
     h->insns += POLICY_HOOK_EVERY;
     if (h->insns > POLICY_INSN_LIMIT) {
         h->insn_exceeded = true;
-        luaL_error(L, "policy exceeded the instruction limit (%llu instructions): an infinite loop?",
-                   (unsigned long long)POLICY_INSN_LIMIT);
+        luaL_error(L, "policy exceeded the instruction limit (%d instructions): an infinite loop?",
+                   (int)POLICY_INSN_LIMIT);
     }
 }
 
@@ -764,7 +771,7 @@ static lua_State *new_sandbox(host *h) {
     lua_setglobal(L, "require");
     lua_pushcfunction(L, l_where);
     lua_setglobal(L, "kiln_where");
-    lua_sethook(L, insn_hook, LUA_MASKCOUNT, POLICY_HOOK_EVERY);
+    lua_sethook(L, insn_hook, LUA_MASKCOUNT | LUA_MASKLINE, POLICY_HOOK_EVERY);
     return L;
 }
 
@@ -773,8 +780,8 @@ static kiln_status lua_failure(lua_State *L, host *h, int r, const char *what) {
     const char *msg = lua_tostring(L, -1);
     if (!msg) msg = "(error object is not a string)";
     if (h->mem_exceeded || r == LUA_ERRMEM)
-        return KILN_FAIL(KILN_ERR_POLICY, "policy %s exceeded its memory limit (%u MB): %s", h->policy_path,
-                         POLICY_MEM_LIMIT >> 20, msg);
+        return KILN_FAIL(KILN_ERR_POLICY, "policy %s exceeded its memory limit (%u MB) at %s: %s", h->policy_path,
+                         POLICY_MEM_LIMIT >> 20, h->last_line[0] ? h->last_line : "?", msg);
     return KILN_FAIL(KILN_ERR_POLICY, "policy %s failed %s: %s", h->policy_path, what, msg);
 }
 

@@ -149,7 +149,7 @@ typedef struct kiln_engine_params {
     const char *model;          /* model directory, org/name in the HF cache,
                                    or a built-in config name with
                                    load_format "dummy" (llama3-8b, ...)      */
-    const char *tokenizer;      /* NULL: from the model directory           */
+    const char *tokenizer;      /* NULL: from the model directory; "none"    */
     const char *device;         /* "auto" (default), "cpu", "cuda"           */
     int device_id;              /* CUDA device ordinal (default 0)           */
     const char *policy_file;    /* NULL: the family's built-in policy        */
