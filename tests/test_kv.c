@@ -85,6 +85,7 @@ KT_TEST(test_kv_admission) {
     KT_CHECK(kiln_kv_slot(&m, &a, 17) == a.blocks[1] * 16 + 1);
     kiln_kv_table_fini(&m, &a);
     KT_CHECK(m.n_free == 10);
+    kiln_kv_manager_fini(&m);
     KT_ERR(kiln_kv_manager_init(&m, 0, 16, 4), KILN_ERR_INVALID_ARGUMENT, "at least one block");
 }
 
