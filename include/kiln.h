@@ -260,6 +260,8 @@ typedef struct kiln_request {
     kiln_sampling_params sampling;
     kiln_stream_fn on_event;      /* may be NULL                             */
     void *user;
+    int num_speculative_tokens;   /* -1: the engine's setting (default);
+                                     0: never speculate for this request     */
 } kiln_request;
 
 KILN_API void kiln_request_default(kiln_request *r);
