@@ -242,13 +242,34 @@ kiln_status kiln_jit_nvrtc_version(int *major, int *minor);
 /* The cache directory opt resolves to (owned, free()). */
 char *kiln_jit_cache_dir(const kiln_jit_options *opt);
 
-/* Per-device kernel set: compiled (through the JIT and its cache) and loaded
- * on first use or ahead of time with prepare. Internally locked. */
-typedef struct kiln_rt_kernels kiln_rt_kernels;
 typedef struct kiln_jit_spec {
     const char *name;    /* registry name (or one added with add_source) */
     const char *defines;
 } kiln_jit_spec;
+
+/* The specializations a model needs (for `kiln kernels --model` and
+ * kiln_gpu_prepare). */
+typedef struct kiln_jit_model {
+    kiln_dtype act;      /* BF16 or F16 activations (and attention KV)        */
+    kiln_dtype kv;       /* KV cache dtype: act, FP8_E5M2 or FP8_E4M3          */
+    int head_dim, n_heads, n_kv_heads, block_size;
+    bool gelu;           /* gelu_tanh MLP instead of SiLU                     */
+    bool interleaved;    /* GPT-J style rotary pairs                          */
+} kiln_jit_model;
+#define KILN_JIT_MAX_SPECS 32
+typedef struct kiln_jit_spec_list {
+    kiln_jit_spec specs[KILN_JIT_MAX_SPECS];
+    char defines[KILN_JIT_MAX_SPECS][128];
+    int n;
+} kiln_jit_spec_list;
+kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *out);
+/* Query heads handled together per KV head by the attention kernels: the
+ * largest of 16, 8, 4, 2, 1 dividing n_heads / n_kv_heads. */
+int kiln_jit_attn_group(int n_heads, int n_kv_heads);
+
+/* Per-device kernel set: compiled (through the JIT and its cache) and loaded
+ * on first use or ahead of time with prepare. Internally locked. */
+typedef struct kiln_rt_kernels kiln_rt_kernels;
 
 /* opt may be NULL (arch from the device, env for dirs). */
 kiln_status kiln_rt_kernels_create(kiln_rt_device *d, const kiln_jit_options *opt, kiln_rt_kernels **out);
@@ -257,6 +278,9 @@ void kiln_rt_kernels_destroy(kiln_rt_kernels *k);
 kiln_status kiln_rt_kernels_prepare(kiln_rt_kernels *k, const kiln_jit_spec *specs, int n);
 /* The entry point of `name` specialized by `defines` (borrowed). */
 kiln_status kiln_rt_kernels_get(kiln_rt_kernels *k, const char *name, const char *defines, kiln_rt_func **out);
+/* True when get/prepare has loaded `name` (tests: every registry kernel
+ * must be exercised). */
+bool kiln_rt_kernels_was_used(kiln_rt_kernels *k, const char *name);
 /* Register a policy-provided kernel: CUDA source text with its entry point
  * and signature. When name is a registry name, it replaces that variant
  * (same defines and signature apply). */

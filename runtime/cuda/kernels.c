@@ -34,7 +34,24 @@ struct kiln_rt_kernels {
     pthread_mutex_t mu;
     kiln_vec units;     /* loaded */
     kiln_vec overrides; /* override */
+    char used[64][32];  /* names handed out by get */
+    int n_used;
 };
+
+static void mark_used(kiln_rt_kernels *k, const char *name) {
+    for (int i = 0; i < k->n_used; i++)
+        if (!strcmp(k->used[i], name)) return;
+    if (k->n_used < 64) snprintf(k->used[k->n_used++], sizeof k->used[0], "%s", name);
+}
+
+bool kiln_rt_kernels_was_used(kiln_rt_kernels *k, const char *name) {
+    pthread_mutex_lock(&k->mu);
+    bool r = false;
+    for (int i = 0; i < k->n_used; i++)
+        if (!strcmp(k->used[i], name)) r = true;
+    pthread_mutex_unlock(&k->mu);
+    return r;
+}
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -178,6 +195,7 @@ kiln_status kiln_rt_kernels_get(kiln_rt_kernels *k, const char *name, const char
         l = find_loaded(k, file, norm);
     }
     KILN_TRY(kiln_rt_module_get(l->mod, entry, out));
+    mark_used(k, name);
 fail:
     pthread_mutex_unlock(&k->mu);
     if (st) kiln_error_context("kernel %s [%s]", name, defines ? defines : "");

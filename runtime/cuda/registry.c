@@ -51,7 +51,7 @@ static const kiln_jit_kernel_def registry[] = {
      "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32", ATTN_PARAMS, ATTN_EX},
     {"sample_penalties", "kernel_src/sample.cu", "kiln_sample_penalties", "ptr,i32,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr",
      {{NULL, NULL}}, ""},
-    {"sample", "kernel_src/sample.cu", "kiln_sample", "ptr,ptr,ptr,i32,ptr", {{NULL, NULL}}, ""},
+    {"sample", "kernel_src/sample.cu", "kiln_sample", "ptr,ptr,ptr,i32,ptr,ptr", {{NULL, NULL}}, ""},
 };
 
 const kiln_jit_kernel_def *kiln_jit_registry(int *n) {
@@ -99,9 +99,22 @@ kiln_status kiln_jit_check_defines(const kiln_jit_kernel_def *def, const char *d
         int k = -1;
         for (int i = 0; i < KILN_JIT_MAX_PARAMS && def->params[i].name; i++)
             if (strlen(def->params[i].name) == nlen && !strncmp(def->params[i].name, p, nlen)) k = i;
-        if (k < 0)
-            return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "kernel %s has no specialization parameter %.*s", def->name,
-                             (int)nlen, p);
+        if (k < 0) {
+            /* a parameter of another entry of the same file is allowed (one
+             * compile serves every entry of a file) */
+            bool other = false;
+            for (size_t r = 0; r < KILN_ARRAY_LEN(registry) && !other; r++) {
+                if (strcmp(registry[r].file, def->file)) continue;
+                for (int i = 0; i < KILN_JIT_MAX_PARAMS && registry[r].params[i].name; i++)
+                    if (strlen(registry[r].params[i].name) == nlen && !strncmp(registry[r].params[i].name, p, nlen))
+                        other = true;
+            }
+            if (!other)
+                return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "kernel %s has no specialization parameter %.*s",
+                                 def->name, (int)nlen, p);
+            p += len;
+            continue;
+        }
         char val[64];
         size_t vlen = len - nlen - 1;
         snprintf(val, sizeof val, "%.*s", (int)KILN_MIN(vlen, sizeof val - 1), eq + 1);
@@ -136,4 +149,57 @@ kiln_status kiln_jit_signature_parse(const char *sig, kiln_jit_arg *kinds, int m
     }
     *n = k;
     return KILN_OK;
+}
+
+int kiln_jit_attn_group(int n_heads, int n_kv_heads) {
+    if (n_kv_heads <= 0 || n_heads % n_kv_heads) return 1;
+    int ratio = n_heads / n_kv_heads;
+    for (int gsz = 16; gsz > 1; gsz /= 2)
+        if (ratio % gsz == 0) return gsz;
+    return 1;
+}
+
+static kiln_status add_spec(kiln_jit_spec_list *l, const char *name, const char *fmt, ...) KILN_PRINTF(3, 4);
+static kiln_status add_spec(kiln_jit_spec_list *l, const char *name, const char *fmt, ...) {
+    if (l->n >= KILN_JIT_MAX_SPECS) return KILN_FAIL(KILN_ERR_LIMIT, "too many kernel specializations");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(l->defines[l->n], sizeof l->defines[l->n], fmt, ap);
+    va_end(ap);
+    l->specs[l->n].name = name;
+    l->specs[l->n].defines = l->defines[l->n];
+    l->n++;
+    return KILN_OK;
+}
+
+kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l) {
+    kiln_status st = KILN_OK;
+    l->n = 0;
+    KILN_CHECK(m->act == KILN_DTYPE_BF16 || m->act == KILN_DTYPE_F16, KILN_ERR_UNSUPPORTED,
+               "GPU activations must be bf16 or fp16, not %s", kiln_dtype_name(m->act));
+    KILN_CHECK(m->head_dim > 0 && m->head_dim % 8 == 0, KILN_ERR_UNSUPPORTED,
+               "head_dim %d is not a multiple of 8", m->head_dim);
+    KILN_CHECK(m->n_kv_heads > 0 && m->n_heads % m->n_kv_heads == 0, KILN_ERR_UNSUPPORTED,
+               "%d query heads do not divide into %d KV heads", m->n_heads, m->n_kv_heads);
+    const char *a = kiln_dtype_name(m->act);
+    const char *kv = kiln_dtype_name(m->kv ? m->kv : m->act);
+    int bs = m->block_size > 0 ? m->block_size : 16, grp = kiln_jit_attn_group(m->n_heads, m->n_kv_heads);
+    KILN_TRY(add_spec(l, "embed", "ACT=%s W=%s", a, a));
+    KILN_TRY(add_spec(l, "rmsnorm", "ACT=%s W=%s", a, a));
+    KILN_TRY(add_spec(l, "add_rmsnorm", "ACT=%s W=%s", a, a));
+    KILN_TRY(add_spec(l, m->gelu ? "gelu_mul" : "silu_mul", "ACT=%s", a));
+    KILN_TRY(add_spec(l, "add", "ACT=%s", a));
+    KILN_TRY(add_spec(l, "rope", "ACT=%s INTERLEAVED=%d", a, m->interleaved ? 1 : 0));
+    KILN_TRY(add_spec(l, "kv_write", "ACT=%s KV=%s", a, kv));
+    KILN_TRY(add_spec(l, "rope_kv_write", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, kv));
+    KILN_TRY(add_spec(l, "attn_decode", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d", a, bs, grp, m->head_dim));
+    KILN_TRY(add_spec(l, "attn_reduce", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d", a, bs, grp, m->head_dim));
+    KILN_TRY(add_spec(l, "attn_prefill", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d", a, bs, grp, m->head_dim));
+    KILN_TRY(add_spec(l, "gather_last", "ACT=%s", a));
+    KILN_TRY(add_spec(l, "gather_rows", "ACT=%s", a));
+    KILN_TRY(add_spec(l, "cast", "DST=fp32 SRC=%s", a));
+    KILN_TRY(add_spec(l, "sample_penalties", "%s", ""));
+    KILN_TRY(add_spec(l, "sample", "%s", ""));
+fail:
+    return st;
 }
