@@ -209,12 +209,19 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
     e->b_ndraft = calloc((size_t)S, sizeof(int32_t));
     e->b_draft = calloc((size_t)S * (size_t)KILN_MAX(e->spec_k, 1), sizeof(int32_t));
     e->draft_idx = calloc((size_t)S, sizeof(int));
+    e->srows = calloc((size_t)max_out, sizeof *e->srows);
+    e->dev_tokens = calloc((size_t)max_out, sizeof(int32_t));
+    e->dev_lps = calloc((size_t)max_out, sizeof(float));
+    e->ban_cap = max_out * 64 + 4096;
+    e->ban_buf = calloc((size_t)e->ban_cap, sizeof(int32_t));
+    const char *hs = getenv("KILN_HOST_SAMPLING");
+    e->host_sampling = hs && *hs && strcmp(hs, "0");
     e->b_tables = calloc((size_t)S * (size_t)max_blocks, sizeof(int32_t));
     e->b_reqs = calloc((size_t)S, sizeof *e->b_reqs);
     e->logits_tmp = malloc(sizeof(float) * (size_t)e->vocab_size);
     e->sample_work = malloc(kiln_sampler_work_bytes(e->vocab_size));
     e->pen_scratch = calloc((size_t)e->vocab_size, sizeof(int32_t));
-    KILN_CHECK(e->running && e->b_tokens && e->b_pos && e->b_slots && e->b_qstart && e->b_ctx && e->b_out && e->b_outstart && e->b_ndraft && e->b_draft && e->draft_idx &&
+    KILN_CHECK(e->running && e->b_tokens && e->b_pos && e->b_slots && e->b_qstart && e->b_ctx && e->b_out && e->b_outstart && e->b_ndraft && e->b_draft && e->draft_idx && e->srows && e->dev_tokens && e->dev_lps && e->ban_buf &&
                    e->b_tables && e->b_reqs && e->logits_tmp && e->sample_work && e->pen_scratch,
                KILN_ERR_OUT_OF_MEMORY, "out of host memory for the step buffers");
     e->stats.num_kv_blocks = e->kv.num_blocks;
@@ -246,6 +253,10 @@ void kiln_engine_destroy(kiln_engine *e) {
     free(e->b_ndraft);
     free(e->b_draft);
     free(e->draft_idx);
+    free(e->srows);
+    free(e->dev_tokens);
+    free(e->dev_lps);
+    free(e->ban_buf);
     kiln_exec_destroy(e->draft_exec);
     kiln_batch_buf_free(&e->draft_b);
     kiln_model_files_close(&e->draft_mf);

@@ -142,6 +142,13 @@ struct kiln_engine {
     kiln_req **b_reqs;
     int b_ntok, b_nseq, b_nout, b_max_q, b_max_ctx;
     float *logits_tmp;
+    /* device sampling */
+    bool host_sampling;      /* force host sampling (tests, KILN_HOST_SAMPLING) */
+    kiln_sample_req *srows;  /* [max_out]                                      */
+    int32_t *dev_tokens;     /* [max_out]                                      */
+    float *dev_lps;          /* [max_out]                                      */
+    int32_t *ban_buf;        /* [ban_cap]                                      */
+    int ban_cap;
     void *sample_work;
     int32_t *pen_scratch;
     kiln_logprob top_tmp[20];

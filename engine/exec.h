@@ -11,6 +11,7 @@
 #define KILN_EXEC_H
 
 #include "loader.h"
+#include "sampler.h"
 
 /* One step's batch: sequences packed into one token array, no padding. */
 typedef struct kiln_batch {
@@ -48,10 +49,30 @@ typedef struct kiln_exec_config {
 
 typedef struct kiln_exec kiln_exec;
 
+/* How to choose the token of one output row on the device (sampler.h
+ * semantics): parameters, penalties and the token history they apply to,
+ * and banned ids (min_tokens, no_repeat_ngram). Pointers are borrowed for
+ * the call. */
+typedef struct kiln_sample_req {
+    kiln_sample_row p;
+    float repetition, presence, frequency;
+    const int32_t *prompt;  /* repetition penalty context                    */
+    int n_prompt;
+    const int32_t *output;  /* generated so far (penalties)                  */
+    int n_output;
+    const int32_t *banned;
+    int n_banned;
+} kiln_sample_req;
+
 typedef struct kiln_exec_vt {
     /* Run the program; *logits receives host [n_out, vocab] fp32, valid until
      * the next call. */
     kiln_status (*forward)(kiln_exec *x, const kiln_batch *b, const float **logits);
+    /* Optional (NULL when the backend has none): run the program and sample
+     * each output row on the device; tokens[n_out] and logprobs[n_out] (the
+     * chosen token's log-softmax of the processed logits) come back. */
+    kiln_status (*forward_sample)(kiln_exec *x, const kiln_batch *b, const kiln_sample_req *rows, int32_t *tokens,
+                                  float *logprobs);
     void (*destroy)(kiln_exec *x);
 } kiln_exec_vt;
 
