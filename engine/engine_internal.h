@@ -63,6 +63,7 @@ void kiln_text_stream_free(kiln_text_stream *t);
  * in kiln_engine for historical reasons). */
 typedef struct kiln_batch_buf {
     int32_t *tokens, *pos, *slots, *qstart, *ctx, *tables, *out;
+    int32_t *cross_tables, *cross_ctx; /* the verifier's, for GliDe drafters */
     int ntok, nseq, nout, max_q, max_ctx, max_blocks;
 } kiln_batch_buf;
 

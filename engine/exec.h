@@ -11,6 +11,7 @@
 #define KILN_EXEC_H
 
 #include "loader.h"
+#include "ops_cpu.h"
 #include "sampler.h"
 
 /* One step's batch: sequences packed into one token array, no padding. */
@@ -27,6 +28,9 @@ typedef struct kiln_batch {
     const int32_t *slots;       /* [T] cache slot of each token                  */
     const int32_t *out_rows;    /* [n_out] token rows whose logits are wanted    */
     int max_q_len, max_ctx_len;
+    /* cross attention into the verifier's cache (GliDe drafters only) */
+    const int32_t *cross_tables;/* [S, max_blocks] the verifier's block tables   */
+    const int32_t *cross_ctx;   /* [S] tokens in the verifier's cache            */
 } kiln_batch;
 
 typedef struct kiln_exec_config {
@@ -74,6 +78,9 @@ typedef struct kiln_exec_vt {
     kiln_status (*forward_sample)(kiln_exec *x, const kiln_batch *b, const kiln_sample_req *rows, int32_t *tokens,
                                   float *logprobs);
     void (*destroy)(kiln_exec *x);
+    /* The cache of one layer (backend pointers: host on the CPU, device
+     * addresses on the GPU) and its layout, for a drafter's cross attention. */
+    void (*kv_layer)(kiln_exec *x, int layer, const void **k, const void **v, const kiln_kv_layout **l);
 } kiln_exec_vt;
 
 struct kiln_exec {
@@ -85,6 +92,7 @@ struct kiln_exec {
     kiln_dtype act_dtype;
     size_t weight_bytes;
     uint64_t n_forward;
+    kiln_exec *cross;        /* the verifier whose cache cross_attention reads */
 };
 
 kiln_status kiln_exec_cpu_create(const kiln_model_files *mf, const kiln_exec_config *cfg, kiln_exec **out);

@@ -178,6 +178,19 @@ static kiln_status cpu_forward(kiln_exec *base, const kiln_batch *b, const float
         case KILN_OP_SILU_MUL: kiln_cpu_silu_mul(D, S, rows, dw); break;
         case KILN_OP_GELU_MUL: kiln_cpu_gelu_mul(D, S, rows, dw); break;
         case KILN_OP_GATHER_LAST: kiln_cpu_gather_rows(D, S, b->out_rows, b->n_out, dw); break;
+        case KILN_OP_CROSS_ATTENTION: {
+            KILN_CHECK(base->cross && b->cross_tables && b->cross_ctx, KILN_ERR_INTERNAL,
+                       "cross_attention without a verifier cache");
+            const void *kc, *vc;
+            const kiln_kv_layout *xl;
+            base->cross->vt->kv_layer(base->cross, o->kv_layer, &kc, &vc, &xl);
+            KILN_CHECK(xl->n_kv_heads == o->n_kv_heads && xl->head_dim == o->head_dim, KILN_ERR_INVALID_ARGUMENT,
+                       "the drafter expects %d kv heads of %d in the verifier's cache, which has %d of %d",
+                       o->n_kv_heads, o->head_dim, xl->n_kv_heads, xl->head_dim);
+            kiln_cpu_cross_attention(x->pool, D, S, sw, b->positions, &rp, o->pos_offset, kc, vc, xl, o->n_heads,
+                                     b->qstart, b->cross_ctx, b->n_seqs, b->cross_tables, b->max_blocks, o->scale);
+            break;
+        }
         case KILN_OP_ALL_REDUCE:
         case KILN_OP_ALL_GATHER:
             KILN_CHECK(p->tp_size == 1, KILN_ERR_UNSUPPORTED, "the CPU backend runs tensor-parallel size 1 only");
@@ -242,7 +255,14 @@ static void cpu_destroy(kiln_exec *base) {
     free(x);
 }
 
-static const kiln_exec_vt cpu_vt = {cpu_forward, cpu_forward_sample, cpu_destroy};
+static void cpu_kv_layer(kiln_exec *base, int layer, const void **k, const void **v, const kiln_kv_layout **l) {
+    exec_cpu *x = (exec_cpu *)base;
+    *k = x->kcache[layer];
+    *v = x->vcache[layer];
+    *l = &x->layout;
+}
+
+static const kiln_exec_vt cpu_vt = {cpu_forward, cpu_forward_sample, cpu_destroy, cpu_kv_layer};
 
 kiln_status kiln_exec_cpu_create(const kiln_model_files *mf, const kiln_exec_config *cfg, kiln_exec **out) {
     kiln_status st = KILN_OK;
