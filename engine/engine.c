@@ -213,8 +213,7 @@ kiln_status kiln_engine_add_request(kiln_engine *e, const kiln_request *rq, uint
     KILN_CHECK(rq->num_speculative_tokens >= -1, KILN_ERR_INVALID_ARGUMENT, "num_speculative_tokens must be >= -1");
     r->spec_k = rq->num_speculative_tokens < 0 ? e->spec_k : KILN_MIN(rq->num_speculative_tokens, e->spec_k);
     KILN_TRY(kiln_text_stream_init(&r->text, e->tok, r->tokens, n, rq->sampling.skip_special_tokens,
-                                   (const char *const *)r->stops, r->n_stops,
-                                   rq->sampling.include_stop_str_in_output));
+                                   (const char *const *)r->stops, r->n_stops));
     r->t_arrival = now();
     pthread_mutex_lock(&e->mu);
     if (e->n_incoming + e->n_waiting_shadow + e->n_running_shadow >= e->max_queued) {

@@ -50,9 +50,9 @@ typedef struct kiln_text_stream {
 } kiln_text_stream;
 
 kiln_status kiln_text_stream_init(kiln_text_stream *t, const kiln_tokenizer *tok, const int32_t *prompt, int n_prompt,
-                                  bool skip_special, const char *const *stops, int n_stops, bool include_stop);
+                                  bool skip_special, const char *const *stops, int n_stops);
 /* New text for token id (borrowed until the next call); *stop_hit when a
- * stop string completed (the text excludes it unless include_stop). */
+ * stop string completed (the text excludes it). */
 void kiln_text_stream_push(kiln_text_stream *t, int32_t id, const char **text, size_t *len, bool *stop_hit);
 void kiln_text_stream_finish(kiln_text_stream *t, const char **text, size_t *len);
 void kiln_text_stream_free(kiln_text_stream *t);
