@@ -213,8 +213,7 @@ kiln_status kiln_engine_add_request(kiln_engine *e, const kiln_request *rq, uint
     KILN_CHECK(rq->num_speculative_tokens >= -1, KILN_ERR_INVALID_ARGUMENT, "num_speculative_tokens must be >= -1");
     r->spec_k = rq->num_speculative_tokens < 0 ? e->spec_k : KILN_MIN(rq->num_speculative_tokens, e->spec_k);
     KILN_TRY(kiln_text_stream_init(&r->text, e->tok, r->tokens, n, rq->sampling.skip_special_tokens,
-                                   (const char *const *)r->stops, r->n_stops,
-                                   rq->sampling.include_stop_str_in_output));
+                                   (const char *const *)r->stops, r->n_stops));
     r->t_arrival = now();
     pthread_mutex_lock(&e->mu);
     if (e->n_incoming + e->n_waiting_shadow + e->n_running_shadow >= e->max_queued) {
@@ -477,28 +476,10 @@ static void ban_tokens(kiln_engine *e, kiln_req *r, float *logits) {
 
 /* Sample, append, stream and apply stop rules for each sequence of the
  * batch. Finished requests leave the running list. */
-/* Choose, append, stream and check one token from logits row `src` for r.
- * With a draft, verify it (*accepted). Returns true when r finished. */
-static bool emit_token(kiln_engine *e, kiln_req *r, const float *src, const int32_t *draft, bool *accepted,
-                       bool prefill, double t) {
-    int V = e->vocab_size;
-    float *row = e->logits_tmp;
-    memcpy(row, src, sizeof(float) * (size_t)V);
-    kiln_sampler_apply_penalties(row, V, r->tokens, r->n_prompt, r->tokens + r->n_prompt, r->n_tokens - r->n_prompt,
-                                 r->sp.repetition_penalty, r->sp.presence_penalty, r->sp.frequency_penalty,
-                                 e->pen_scratch);
-    ban_tokens(e, r, row);
+/* Append, stream and check one chosen token for r. Returns true when r
+ * finished. */
+static bool commit_token(kiln_engine *e, kiln_req *r, int32_t tok, float lp, int n_top, bool prefill, double t) {
     int gen = r->n_tokens - r->n_prompt;
-    kiln_sample_row sr = {r->sp.temperature, r->sp.top_p, r->sp.top_k, r->sp.min_p, r->seed, (uint64_t)gen};
-    int32_t tok;
-    *accepted = false;
-    if (draft)
-        tok = kiln_sampler_verify(row, V, &sr, *draft, accepted, e->sample_work);
-    else
-        tok = kiln_sampler_sample(row, V, &sr, e->sample_work);
-    float lp = 0.0f;
-    int n_top = r->sp.logprobs;
-    if (n_top > 0 || r->cb) lp = kiln_sampler_logprobs(row, V, tok, n_top, e->top_tmp);
     r->tokens[r->n_tokens++] = tok;
     pthread_mutex_lock(&e->mu);
     if (gen == 0) {
@@ -531,9 +512,97 @@ static bool emit_token(kiln_engine *e, kiln_req *r, const float *src, const int3
     return fin != KILN_FINISH_NONE;
 }
 
+/* Choose a token for r from host logits row `src` (sampler.h), verifying a
+ * draft when given, then commit it. */
+static bool emit_token(kiln_engine *e, kiln_req *r, const float *src, const int32_t *draft, bool *accepted,
+                       bool prefill, double t) {
+    int V = e->vocab_size;
+    float *row = e->logits_tmp;
+    memcpy(row, src, sizeof(float) * (size_t)V);
+    kiln_sampler_apply_penalties(row, V, r->tokens, r->n_prompt, r->tokens + r->n_prompt, r->n_tokens - r->n_prompt,
+                                 r->sp.repetition_penalty, r->sp.presence_penalty, r->sp.frequency_penalty,
+                                 e->pen_scratch);
+    ban_tokens(e, r, row);
+    int gen = r->n_tokens - r->n_prompt;
+    kiln_sample_row sr = {r->sp.temperature, r->sp.top_p, r->sp.top_k, r->sp.min_p, r->seed, (uint64_t)gen};
+    int32_t tok;
+    *accepted = false;
+    if (draft)
+        tok = kiln_sampler_verify(row, V, &sr, *draft, accepted, e->sample_work);
+    else
+        tok = kiln_sampler_sample(row, V, &sr, e->sample_work);
+    float lp = 0.0f;
+    int n_top = r->sp.logprobs;
+    if (n_top > 0 || r->cb) lp = kiln_sampler_logprobs(row, V, tok, n_top, e->top_tmp);
+    return commit_token(e, r, tok, lp, n_top, prefill, t);
+}
+
+/* Banned ids for r's next token if the sequence were tokens[0, n): EOS and
+ * stop ids before min_tokens, and no_repeat_ngram completions. */
+static int collect_bans(const kiln_engine *e, const kiln_req *r, int n, int32_t *out, int cap) {
+    int k = 0;
+    if (n - r->n_prompt < r->sp.min_tokens) {
+        for (int i = 0; i < e->n_eos && k < cap; i++) out[k++] = e->eos[i];
+        for (int i = 0; i < r->n_stop_ids && k < cap; i++) out[k++] = r->stop_ids[i];
+    }
+    int ng = r->sp.no_repeat_ngram_size;
+    if (ng > 0 && n >= ng) {
+        const int32_t *tk = r->tokens;
+        for (int start = 0; start + ng <= n && k < cap; start++) {
+            bool match = true;
+            for (int q = 0; q < ng - 1 && match; q++) match = tk[start + q] == tk[n - ng + 1 + q];
+            if (match) out[k++] = tk[start + ng - 1];
+        }
+    }
+    return k;
+}
+
+/* Can this batch be sampled on the device? Every row must need nothing but
+ * a token and its logprob, and speculating rows must be greedy. */
+static bool device_sampling_ok(const kiln_engine *e) {
+    if (!e->exec->vt->forward_sample || e->host_sampling) return false;
+    for (int s = 0; s < e->b_nseq; s++) {
+        const kiln_req *r = e->b_reqs[s];
+        if (r->sp.logprobs > 0) return false;
+        if (e->b_ndraft[s] > 0 && r->sp.temperature > 0) return false;
+    }
+    return true;
+}
+
+/* Per-row sampling requests for the device path. Row i of a speculating
+ * sequence sees its drafts d_0..d_{i-1} as generated tokens (they sit in
+ * r->tokens past n_tokens, written by batch_add). */
+static bool build_sample_reqs(kiln_engine *e) {
+    int nb = 0;
+    for (int s = 0; s < e->b_nseq; s++) {
+        kiln_req *r = e->b_reqs[s];
+        for (int i = 0; i <= e->b_ndraft[s]; i++) {
+            kiln_sample_req *q = &e->srows[e->b_outstart[s] + i];
+            int n = r->n_tokens + i, gen = n - r->n_prompt;
+            q->p = (kiln_sample_row){r->sp.temperature, r->sp.top_p, r->sp.top_k, r->sp.min_p, r->seed, (uint64_t)gen};
+            q->repetition = r->sp.repetition_penalty;
+            q->presence = r->sp.presence_penalty;
+            q->frequency = r->sp.frequency_penalty;
+            bool pen = q->repetition != 1.0f || q->presence != 0.0f || q->frequency != 0.0f;
+            q->prompt = r->tokens;
+            q->n_prompt = pen ? r->n_prompt : 0;
+            q->output = r->tokens + r->n_prompt;
+            q->n_output = pen ? gen : 0;
+            int cap = e->ban_cap - nb;
+            int k = collect_bans(e, r, n, e->ban_buf + nb, cap);
+            if (k == cap) return false; /* too many bans: the host path applies them all */
+            q->banned = e->ban_buf + nb;
+            q->n_banned = k;
+            nb += k;
+        }
+    }
+    return true;
+}
+
 /* Sample, verify drafts, append, stream and apply stop rules for each
  * sequence of the batch. Finished requests leave the running list. */
-static void process_outputs(kiln_engine *e, const float *logits, bool prefill) {
+static void process_outputs(kiln_engine *e, const float *logits, const int32_t *dev_tokens, const float *dev_lps,
+                            bool prefill) {
     double t = now();
     uint64_t drafted = 0, accepted_total = 0, spec_seqs = 0;
     for (int s = 0; s < e->b_nseq; s++) {
@@ -541,9 +610,16 @@ static void process_outputs(kiln_engine *e, const float *logits, bool prefill) {
         int n_before = r->n_tokens, nd = e->b_ndraft[s], acc = 0;
         const int32_t *drafts = e->b_draft + (size_t)s * (size_t)e->spec_k;
         for (int i = 0; i <= nd; i++) {
-            const float *src = logits + (size_t)(e->b_outstart[s] + i) * (size_t)e->logits_stride;
-            bool ok = false;
-            bool done = emit_token(e, r, src, i < nd ? &drafts[i] : NULL, &ok, prefill, t);
+            int row = e->b_outstart[s] + i;
+            bool ok = false, done;
+            if (dev_tokens) { /* chosen on the device; drafts here are greedy */
+                int32_t tok = dev_tokens[row];
+                ok = i < nd && tok == drafts[i];
+                done = commit_token(e, r, tok, dev_lps ? dev_lps[row] : 0.0f, 0, prefill, t);
+            } else {
+                const float *src = logits + (size_t)row * (size_t)e->logits_stride;
+                done = emit_token(e, r, src, i < nd ? &drafts[i] : NULL, &ok, prefill, t);
+            }
             if (done || !ok) break;
             acc++;
         }
@@ -661,7 +737,12 @@ kiln_status kiln_engine_step(kiln_engine *e, int *n_unfinished) {
             .max_q_len = e->b_max_q, .max_ctx_len = e->b_max_ctx,
         };
         const float *logits = NULL;
-        st = e->exec->vt->forward(e->exec, &b, &logits);
+        bool dev = device_sampling_ok(e) && build_sample_reqs(e);
+        if (dev) {
+            st = e->exec->vt->forward_sample(e->exec, &b, e->srows, e->dev_tokens, e->dev_lps);
+        } else {
+            st = e->exec->vt->forward(e->exec, &b, &logits);
+        }
         if (st) {
             snprintf(e->fatal_msg, sizeof e->fatal_msg, "%s", kiln_last_error());
             atomic_store(&e->fatal, true);
@@ -675,7 +756,7 @@ kiln_status kiln_engine_step(kiln_engine *e, int *n_unfinished) {
             if (n_unfinished) *n_unfinished = 0;
             return KILN_FAIL(KILN_ERR_FATAL, "the engine has failed: %s", e->fatal_msg);
         }
-        process_outputs(e, logits, prefill);
+        process_outputs(e, logits, dev ? e->dev_tokens : NULL, dev ? e->dev_lps : NULL, prefill);
         pthread_mutex_lock(&e->mu);
         e->stats.steps_total++;
         pthread_mutex_unlock(&e->mu);

@@ -74,10 +74,9 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
     else if (!strcmp(sm, "draft")) e->spec_method = KILN_SPEC_DRAFT;
     else if (!strcmp(sm, "glide")) e->spec_method = KILN_SPEC_GLIDE;
     else KILN_CHECK(false, KILN_ERR_INVALID_ARGUMENT, "unknown speculative method \"%s\" (none, draft, glide, ngram)", sm);
-    KILN_CHECK(e->spec_method != KILN_SPEC_GLIDE, KILN_ERR_UNSUPPORTED,
-               "the GliDe drafter is not available in this build yet (use draft or ngram)");
-    KILN_CHECK(e->spec_method != KILN_SPEC_DRAFT || p->speculative_model, KILN_ERR_INVALID_ARGUMENT,
-               "speculative method \"draft\" needs a speculative model (--speculative-model DIR)");
+    KILN_CHECK((e->spec_method != KILN_SPEC_DRAFT && e->spec_method != KILN_SPEC_GLIDE) || p->speculative_model,
+               KILN_ERR_INVALID_ARGUMENT, "speculative method \"%s\" needs a speculative model (--speculative-model DIR)",
+               sm);
     e->spec_k = e->spec_method == KILN_SPEC_NONE ? 0 : p->num_speculative_tokens;
     KILN_CHECK(e->spec_method == KILN_SPEC_NONE || (e->spec_k >= 1 && e->spec_k <= 16), KILN_ERR_INVALID_ARGUMENT,
                "num_speculative_tokens must be in [1, 16], got %d", p->num_speculative_tokens);
@@ -136,14 +135,14 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
     }
 
     /* draft model (same tokenizer and vocabulary) */
-    if (e->spec_method == KILN_SPEC_DRAFT) {
+    if (e->spec_method == KILN_SPEC_DRAFT || e->spec_method == KILN_SPEC_GLIDE) {
         kiln_engine_params dp = *p;
         dp.model = p->speculative_model;
         dp.policy_file = NULL;
         dp.policy_options = NULL;
         dp.load_format = "auto";
         dp.tensor_parallel_size = 1;
-        st = kiln_model_files_open(&dp, dev, 0, &e->draft_mf);
+        st = kiln_model_files_open_drafter(&dp, dev, cfg, e->spec_k, &e->draft_mf);
         if (st) {
             kiln_error_context("speculative model %s", p->speculative_model);
             goto fail;
@@ -152,6 +151,12 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
                    "the speculative model's vocabulary (%d) differs from the model's (%d): they must share a "
                    "tokenizer",
                    e->draft_mf.cfg.vocab_size, cfg->vocab_size);
+        bool cross = false;
+        for (int i = 0; i < e->draft_mf.program->n_ops; i++)
+            cross |= e->draft_mf.program->ops[i].kind == KILN_OP_CROSS_ATTENTION;
+        KILN_CHECK(cross == (e->spec_method == KILN_SPEC_GLIDE), KILN_ERR_INVALID_ARGUMENT,
+                   "speculative model %s %s a GliDe drafter: use --speculative-method %s", p->speculative_model,
+                   cross ? "is" : "is not", cross ? "glide" : "draft");
     }
 
     /* executor */
@@ -186,6 +191,7 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
         dc.max_out = e->max_num_seqs;
         dc.num_kv_blocks = e->exec->num_kv_blocks;
         KILN_TRY(kiln_exec_cpu_create(&e->draft_mf, &dc, &e->draft_exec));
+        if (e->spec_method == KILN_SPEC_GLIDE) e->draft_exec->cross = e->exec;
         KILN_TRY(kiln_batch_buf_init(&e->draft_b, e->max_tokens_plan, e->max_num_seqs, max_blocks));
     }
     KILN_TRY(kiln_kv_manager_init(&e->kv, e->exec->num_kv_blocks, p->block_size, max_blocks));
@@ -209,12 +215,19 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
     e->b_ndraft = calloc((size_t)S, sizeof(int32_t));
     e->b_draft = calloc((size_t)S * (size_t)KILN_MAX(e->spec_k, 1), sizeof(int32_t));
     e->draft_idx = calloc((size_t)S, sizeof(int));
+    e->srows = calloc((size_t)max_out, sizeof *e->srows);
+    e->dev_tokens = calloc((size_t)max_out, sizeof(int32_t));
+    e->dev_lps = calloc((size_t)max_out, sizeof(float));
+    e->ban_cap = max_out * 64 + 4096;
+    e->ban_buf = calloc((size_t)e->ban_cap, sizeof(int32_t));
+    const char *hs = getenv("KILN_HOST_SAMPLING");
+    e->host_sampling = hs && *hs && strcmp(hs, "0");
     e->b_tables = calloc((size_t)S * (size_t)max_blocks, sizeof(int32_t));
     e->b_reqs = calloc((size_t)S, sizeof *e->b_reqs);
     e->logits_tmp = malloc(sizeof(float) * (size_t)e->vocab_size);
     e->sample_work = malloc(kiln_sampler_work_bytes(e->vocab_size));
     e->pen_scratch = calloc((size_t)e->vocab_size, sizeof(int32_t));
-    KILN_CHECK(e->running && e->b_tokens && e->b_pos && e->b_slots && e->b_qstart && e->b_ctx && e->b_out && e->b_outstart && e->b_ndraft && e->b_draft && e->draft_idx &&
+    KILN_CHECK(e->running && e->b_tokens && e->b_pos && e->b_slots && e->b_qstart && e->b_ctx && e->b_out && e->b_outstart && e->b_ndraft && e->b_draft && e->draft_idx && e->srows && e->dev_tokens && e->dev_lps && e->ban_buf &&
                    e->b_tables && e->b_reqs && e->logits_tmp && e->sample_work && e->pen_scratch,
                KILN_ERR_OUT_OF_MEMORY, "out of host memory for the step buffers");
     e->stats.num_kv_blocks = e->kv.num_blocks;
@@ -246,6 +259,10 @@ void kiln_engine_destroy(kiln_engine *e) {
     free(e->b_ndraft);
     free(e->b_draft);
     free(e->draft_idx);
+    free(e->srows);
+    free(e->dev_tokens);
+    free(e->dev_lps);
+    free(e->ban_buf);
     kiln_exec_destroy(e->draft_exec);
     kiln_batch_buf_free(&e->draft_b);
     kiln_model_files_close(&e->draft_mf);

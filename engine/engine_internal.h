@@ -50,9 +50,9 @@ typedef struct kiln_text_stream {
 } kiln_text_stream;
 
 kiln_status kiln_text_stream_init(kiln_text_stream *t, const kiln_tokenizer *tok, const int32_t *prompt, int n_prompt,
-                                  bool skip_special, const char *const *stops, int n_stops, bool include_stop);
+                                  bool skip_special, const char *const *stops, int n_stops);
 /* New text for token id (borrowed until the next call); *stop_hit when a
- * stop string completed (the text excludes it unless include_stop). */
+ * stop string completed (the text excludes it). */
 void kiln_text_stream_push(kiln_text_stream *t, int32_t id, const char **text, size_t *len, bool *stop_hit);
 void kiln_text_stream_finish(kiln_text_stream *t, const char **text, size_t *len);
 void kiln_text_stream_free(kiln_text_stream *t);
@@ -63,6 +63,7 @@ void kiln_text_stream_free(kiln_text_stream *t);
  * in kiln_engine for historical reasons). */
 typedef struct kiln_batch_buf {
     int32_t *tokens, *pos, *slots, *qstart, *ctx, *tables, *out;
+    int32_t *cross_tables, *cross_ctx; /* the verifier's, for GliDe drafters */
     int ntok, nseq, nout, max_q, max_ctx, max_blocks;
 } kiln_batch_buf;
 
@@ -142,6 +143,13 @@ struct kiln_engine {
     kiln_req **b_reqs;
     int b_ntok, b_nseq, b_nout, b_max_q, b_max_ctx;
     float *logits_tmp;
+    /* device sampling */
+    bool host_sampling;      /* force host sampling (tests, KILN_HOST_SAMPLING) */
+    kiln_sample_req *srows;  /* [max_out]                                      */
+    int32_t *dev_tokens;     /* [max_out]                                      */
+    float *dev_lps;          /* [max_out]                                      */
+    int32_t *ban_buf;        /* [ban_cap]                                      */
+    int ban_cap;
     void *sample_work;
     int32_t *pen_scratch;
     kiln_logprob top_tmp[20];

@@ -41,7 +41,10 @@ kiln_status kiln_batch_buf_init(kiln_batch_buf *b, int max_tokens, int max_seqs,
     b->ctx = malloc(sizeof(int32_t) * (size_t)max_seqs);
     b->out = malloc(sizeof(int32_t) * (size_t)max_seqs);
     b->tables = calloc((size_t)max_seqs * (size_t)max_blocks, sizeof(int32_t));
-    if (!b->tokens || !b->pos || !b->slots || !b->qstart || !b->ctx || !b->out || !b->tables) {
+    b->cross_tables = calloc((size_t)max_seqs * (size_t)max_blocks, sizeof(int32_t));
+    b->cross_ctx = calloc((size_t)max_seqs, sizeof(int32_t));
+    if (!b->tokens || !b->pos || !b->slots || !b->qstart || !b->ctx || !b->out || !b->tables || !b->cross_tables ||
+        !b->cross_ctx) {
         kiln_batch_buf_free(b);
         return KILN_FAIL(KILN_ERR_OUT_OF_MEMORY, "out of host memory for batch buffers");
     }
@@ -56,14 +59,19 @@ void kiln_batch_buf_free(kiln_batch_buf *b) {
     free(b->ctx);
     free(b->out);
     free(b->tables);
+    free(b->cross_tables);
+    free(b->cross_ctx);
     memset(b, 0, sizeof *b);
 }
 
-/* Feed tokens [from, to) of the sequence whose tokens are `toks` (its draft
- * table t), logits for the last. */
-static void dbatch_add(kiln_engine *e, kiln_batch_buf *b, const kiln_kv_table *t, const int32_t *toks, int from,
-                       int to) {
+/* Feed tokens [from, to) of r (its draft table), logits for the last; the
+ * verifier's table and computed length go along for cross attention. */
+static void dbatch_add(kiln_engine *e, kiln_batch_buf *b, const kiln_req *r, int from, int to) {
     int s = b->nseq++;
+    const kiln_kv_table *t = &r->dkv;
+    const int32_t *toks = r->tokens;
+    memcpy(b->cross_tables + (size_t)s * (size_t)b->max_blocks, r->kv.blocks, sizeof(int32_t) * (size_t)r->kv.n_blocks);
+    b->cross_ctx[s] = r->n_computed;
     for (int p = from; p < to; p++) {
         int i = b->ntok++;
         b->tokens[i] = toks[p];
@@ -96,7 +104,7 @@ kiln_status kiln_spec_draft_propose(kiln_engine *e, kiln_req **seqs, const int32
             /* scratch continuation: tokens then drafts so far (r->tokens has room) */
             for (int q = 0; q < j; q++) r->tokens[nt + q] = drafts[i * stride + q];
             int from = j == 0 ? KILN_MIN(r->d_computed, nt - 1) : nt - 1 + j;
-            dbatch_add(e, b, &r->dkv, r->tokens, from, nt + j);
+            dbatch_add(e, b, r, from, nt + j);
             idx[m++] = i;
         }
         if (!m) break;
@@ -104,6 +112,7 @@ kiln_status kiln_spec_draft_propose(kiln_engine *e, kiln_req **seqs, const int32
             .n_tokens = b->ntok, .n_seqs = b->nseq, .n_out = b->nout, .tokens = b->tokens, .positions = b->pos,
             .qstart = b->qstart, .ctx_len = b->ctx, .block_tables = b->tables, .max_blocks = b->max_blocks,
             .slots = b->slots, .out_rows = b->out, .max_q_len = b->max_q, .max_ctx_len = b->max_ctx,
+            .cross_tables = b->cross_tables, .cross_ctx = b->cross_ctx,
         };
         const float *logits = NULL;
         KILN_TRY(e->draft_exec->vt->forward(e->draft_exec, &batch, &logits));
