@@ -71,7 +71,8 @@ kiln_sample_penalties(float *logits, int V, const sample_params *params, const i
             float x = l[id];
             if (p.repetition != 1.0f) x = x > 0.0f ? x / p.repetition : x * p.repetition;
             int n = c & 0xffffff;
-            x -= p.presence * (n > 0 ? 1.0f : 0.0f) + p.frequency * (float)n;
+            // no contraction: the same roundings as the host reference
+            x = __fsub_rn(x, __fadd_rn(__fmul_rn(p.presence, n > 0 ? 1.0f : 0.0f), __fmul_rn(p.frequency, (float)n)));
             l[id] = x;
         }
         __syncthreads();

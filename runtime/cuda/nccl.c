@@ -65,7 +65,7 @@ static kiln_status nccl_type(kiln_dtype dt, ncclDataType_t *t) {
 
 kiln_status kiln_rt_all_reduce_sum(kiln_rt_comm *c, kiln_devptr buf, size_t n, kiln_dtype dt, kiln_rt_stream *s) {
     kiln_status st = KILN_OK;
-    ncclDataType_t t;
+    ncclDataType_t t = ncclFloat32;
     KILN_TRY(nccl_type(dt, &t));
     KILN_CHECK_NCCL(kiln_nc.ncclAllReduce((const void *)(uintptr_t)buf, (void *)(uintptr_t)buf, n, t, ncclSum, c->comm,
                                           kiln__stream(s)));
@@ -76,7 +76,7 @@ fail:
 kiln_status kiln_rt_all_gather(kiln_rt_comm *c, kiln_devptr send, kiln_devptr recv, size_t n, kiln_dtype dt,
                                kiln_rt_stream *s) {
     kiln_status st = KILN_OK;
-    ncclDataType_t t;
+    ncclDataType_t t = ncclFloat32;
     KILN_TRY(nccl_type(dt, &t));
     KILN_CHECK_NCCL(kiln_nc.ncclAllGather((const void *)(uintptr_t)send, (void *)(uintptr_t)recv, n, t, c->comm,
                                           kiln__stream(s)));
