@@ -659,7 +659,7 @@ KT_TEST(test_gemm) {
                     int M = Ms[mi], N = 384, K = 512;
                     float *x = rand_act((size_t)M * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.05f),
                           *b = rand_act((size_t)N, odt, 1), *ref = malloc(sizeof(float) * (size_t)M * N);
-                    kiln_cpu_gemm(NULL, ref, x, w, KILN_DTYPE_F32, bias ? b : NULL, KILN_DTYPE_F32, M, N, K);
+                    kiln_cpu_gemm(NULL, ref, N, x, w, KILN_DTYPE_F32, bias ? b : NULL, KILN_DTYPE_F32, M, N, K);
                     kiln_devptr dx = up_act(x, (size_t)M * K, dt), dw = up_act(w, (size_t)N * K, dt),
                                 db = up_act(b, (size_t)N, odt), dout = dmalloc((size_t)M * N * 4);
                     KT_OK(kiln_gpu_gemm(gpu, st, dout, odt, dx, dw, dt, bias ? db : 0, M, N, K));
