@@ -12,12 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#define ATTN_COUNTERS 65536 /* split-K decode: one per (sequence, head group) */
+
 struct kiln_gpu {
     kiln_rt_device *dev;
     kiln_rt_kernels *k;
     kiln_rt_blas *blas;
     kiln_rt_mempool *pool;
-    kiln_devptr blas_ws, ws, sample_ws, counts;
+    kiln_devptr blas_ws, ws, sample_ws, counts, attn_counters;
     size_t blas_ws_bytes, ws_bytes;
     int max_rows, vocab;
 };
@@ -32,13 +34,15 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->max_rows = p && p->max_sample_rows > 0 ? p->max_sample_rows : 256;
     g->vocab = p && p->vocab > 0 ? p->vocab : 131072;
     size_t sample_bytes = (size_t)g->max_rows * (size_t)g->vocab * 4;
-    size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * 256;
+    size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + ATTN_COUNTERS * 4 + 5 * 256;
     KILN_TRY(kiln_rt_pool_create(d, "workspace", total, &g->pool));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, g->blas_ws_bytes, 256, &g->blas_ws));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, g->ws_bytes, 256, &g->ws));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, sample_bytes, 256, &g->sample_ws));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, sample_bytes, 256, &g->counts));
     KILN_TRY(kiln_rt_memset8(g->counts, 0, sample_bytes, NULL));
+    KILN_TRY(kiln_rt_pool_alloc(g->pool, ATTN_COUNTERS * 4, 256, &g->attn_counters));
+    KILN_TRY(kiln_rt_memset8(g->attn_counters, 0, ATTN_COUNTERS * 4, NULL));
     KILN_TRY(kiln_rt_kernels_create(d, p ? p->jit : NULL, &g->k));
     KILN_TRY(kiln_rt_blas_create(d, g->blas_ws, g->blas_ws_bytes, &g->blas));
     *out = g;
@@ -117,13 +121,18 @@ static kiln_status norm(kiln_gpu *g, kiln_rt_stream *s, bool add, kiln_devptr ou
     KILN_CHECK(act_ok(act) && act_ok(wdt), KILN_ERR_UNSUPPORTED, "rmsnorm: %s with %s weights", dt(act), dt(wdt));
     int ve = vec_elems(act), nv = dim / ve;
     KILN_CHECK(dim % ve == 0, KILN_ERR_UNSUPPORTED, "rmsnorm: dim %d is not a multiple of %d", dim, ve);
-    int threads = KILN_MIN(1024, ((nv + 7) / 8 + 31) / 32 * 32);
-    if (threads < 32) threads = 32;
-    if (nv <= 256 * 8) threads = KILN_MAX(threads, KILN_MIN(256, (nv + 31) / 32 * 32));
-    KILN_CHECK(nv <= threads * 8, KILN_ERR_UNSUPPORTED, "rmsnorm: dim %d too large", dim);
+    unsigned grid, threads;
+    if (nv <= 32 * 16) { /* a warp per row (kernel_src/rmsnorm.cu MAXW) */
+        threads = 256;
+        grid = (unsigned)((rows + 7) / 8);
+    } else {
+        threads = (unsigned)KILN_MIN(1024, (nv + 7) / 8 / 32 * 32 + 32);
+        KILN_CHECK(nv <= (int)threads * 8, KILN_ERR_UNSUPPORTED, "rmsnorm: dim %d too large", dim);
+        grid = (unsigned)rows;
+    }
     KILN_TRY(get(g, add ? "add_rmsnorm" : "rmsnorm", &f, "ACT=%s W=%s", dt(act), dt(wdt)));
-    if (add) LAUNCH(f, (unsigned)rows, 1, 1, (unsigned)threads, 0, s, &out, &residual, &x, &w, &rows, &dim, &eps);
-    else LAUNCH(f, (unsigned)rows, 1, 1, (unsigned)threads, 0, s, &out, &x, &w, &rows, &dim, &eps);
+    if (add) LAUNCH(f, grid, 1, 1, threads, 0, s, &out, &residual, &x, &w, &rows, &dim, &eps);
+    else LAUNCH(f, grid, 1, 1, threads, 0, s, &out, &x, &w, &rows, &dim, &eps);
 fail:
     return st;
 }
@@ -261,12 +270,12 @@ kiln_status kiln_gpu_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr kcache
     KILN_CHECK(act_ok(act), KILN_ERR_UNSUPPORTED, "kv_write: %s", dt(act));
     KILN_TRY(check_kv(l, act));
     KILN_TRY(get(g, "kv_write", &f, "ACT=%s KV=%s", dt(act), dt(l->dtype)));
-    int tt = tokens_per_block(T, kiln_rt_device_get_info(g->dev)->n_sms);
-    unsigned smem = (unsigned)(l->head_dim * (tt + 1) * 4);
+    int tt = T >= 64 ? 16 : KILN_MAX(1, T); /* heads split over the grid's y */
+    unsigned smem = (unsigned)(l->head_dim * 17 * 4);
     int nkv = l->n_kv_heads, hd = l->head_dim, bs = l->block_size;
     float ks = l->k_scale, vs = l->v_scale;
-    LAUNCH(f, (unsigned)((T + tt - 1) / tt), 1, 1, 256, smem, s, &kcache, &vcache, &k, &v, &row_stride, &slots, &T,
-           &nkv, &hd, &bs, &ks, &vs, &tt);
+    LAUNCH(f, (unsigned)((T + tt - 1) / tt), (unsigned)nkv, 1, 128, smem, s, &kcache, &vcache, &k, &v, &row_stride,
+           &slots, &T, &nkv, &hd, &bs, &ks, &vs, &tt);
 fail:
     return st;
 }
@@ -283,7 +292,7 @@ kiln_status kiln_gpu_rope_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr q
     KILN_TRY(get(g, "rope_kv_write", &f, "ACT=%s INTERLEAVED=%d KV=%s", dt(act), rp->interleaved ? 1 : 0,
                  dt(l->dtype)));
     int tt = tokens_per_block(T, kiln_rt_device_get_info(g->dev)->n_sms);
-    unsigned smem = (unsigned)KILN_MAX(tt * rp->rot_dim / 2 * 8, l->head_dim * (tt + 1) * 4);
+    unsigned smem = (unsigned)KILN_MAX(tt * rp->rot_dim / 2 * 8, l->head_dim * 17 * 4);
     int nkv = l->n_kv_heads, hd = l->head_dim, rot = rp->rot_dim, dmax = rp->dyn_max, bs = l->block_size;
     kiln_devptr inv = rp->inv_freq, dyn = rp->dyn_seq_len;
     float ms = rp->mscale, db = rp->dyn_base, df = rp->dyn_factor, ks = l->k_scale, vs = l->v_scale;
@@ -299,7 +308,7 @@ static int tile_bytes(int hd) { return ((hd + 15) / 16 * 2) * 256 + hd * 32; }
 
 kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, const kiln_gpu_attn *a) {
     kiln_status st = KILN_OK;
-    kiln_rt_func *f, *fr;
+    kiln_rt_func *f;
     const kiln_kv_layout *l = a->l;
     KILN_CHECK(act == KILN_DTYPE_BF16 || act == KILN_DTYPE_F16, KILN_ERR_UNSUPPORTED,
                "GPU attention needs bf16 or fp16 activations, not %s", dt(act));
@@ -341,13 +350,10 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
         }
         int tb = tile_bytes(hd);
         unsigned smem = (unsigned)KILN_MAX(4 * 3 * tb, (4 * 16 * 2 + 4 * 16 * hd) * 4);
+        kiln_devptr ctrs = g->attn_counters;
+        if (P && (size_t)n_seqs * (nq / grp) > ATTN_COUNTERS) P = 0, n_parts = 1;
         LAUNCH(f, (unsigned)(nq / grp), (unsigned)n_seqs, (unsigned)n_parts, 128, smem, s, &out, &q, &qst, &kc, &vc,
-               &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window, &P, &n_parts, &part_o, &part_ml);
-        if (P) {
-            KILN_TRY(kiln_rt_kernels_get(g->k, "attn_reduce", defs, &fr));
-            LAUNCH(fr, (unsigned)nq, (unsigned)n_seqs, 1, (unsigned)KILN_MIN(256, (hd + 31) / 32 * 32), 0, s, &out,
-                   &part_o, &part_ml, &qs, &cl, &nq, &n_parts, &P);
-        }
+               &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window, &P, &n_parts, &part_o, &part_ml, &ctrs);
     } else {
         KILN_TRY(kiln_rt_kernels_get(g->k, "attn_prefill", defs, &f));
         int tt = 64 / grp;
