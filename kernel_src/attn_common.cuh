@@ -103,6 +103,40 @@ KILN_DEV void load_tile(char *smem_tile, const act_t *__restrict__ kc, const act
     }
 }
 
+// Chunk-strided variant of load_tile (chunk c = lane + k * n_lanes), used by
+// the decode kernel: issue cp.async for a 16-token K+V tile
+// whose first token is `tok0`; tokens >= n_valid (and dims >= HEAD_DIM) are
+// zero-filled. Chunks: K: KCH * 16, then V: HD * 2.
+KILN_DEV void load_tile_chunks(char *smem_tile, const act_t *__restrict__ kc, const act_t *__restrict__ vc,
+                        const int *__restrict__ bt, int nkv, int kvh, int tok0, int n_valid, int lane, int n_lanes) {
+    char *sk = smem_tile, *sv = smem_tile + K_TILE_BYTES;
+    for (int c = lane; c < KCH * 16; c += n_lanes) {
+        int col = c >> 4, j = c & 15;
+        int tok = tok0 + j;
+        bool ok = j < n_valid && col < HD / 8;
+        const act_t *src = kc;
+        if (ok) {
+            int b = bt[tok / BLOCK_SIZE], o = tok % BLOCK_SIZE;
+            src = kc + ((((size_t)b * nkv + kvh) * (HD / 8) + col) * BLOCK_SIZE + o) * 8;
+        }
+        cp_async16(sk + c * 16, src, ok ? 16 : 0);
+    }
+    for (int c = lane; c < HD * 2; c += n_lanes) {
+        int d = c >> 1, h = c & 1;
+        int tok = tok0 + h * 8;
+        int nv = n_valid - h * 8; // valid tokens in this chunk
+        const act_t *src = vc;
+        int bytes = 0;
+        if (nv > 0) {
+            int b = bt[tok / BLOCK_SIZE], o = tok % BLOCK_SIZE;
+            src = vc + (((size_t)b * nkv + kvh) * HD + d) * BLOCK_SIZE + o;
+            bytes = nv >= 8 ? 16 : nv * 2;
+        }
+        cp_async16(sv + v_chunk_off(d, h), src, bytes);
+    }
+}
+
+
 // S[16 rows][16 tokens] += Q (A fragments qa[HD16/16][4]) x K tile^T.
 // s[0..3]: tokens 0-7, s[4..7]: tokens 8-15 (C fragment layout).
 KILN_DEV void qk_tile(float s[8], const u32 (*qa)[4], u32 sk_addr, int lane) {

@@ -8,18 +8,19 @@
 // position ctx_len[s] - q_len + i and attends to cached positions p with
 // p <= pos and (window <= 0 or p > pos - window).
 //
-// A block computes 64 rows = TT tokens x GROUP heads of one KV head (row r:
-// head qh0 + r / TT, token tile_tok0 + r % TT, TT = 64 / GROUP); each of its
-// 4 warps owns 16 rows. KV is streamed in tiles of 64 tokens (4 x 16-token
+// A block computes 128 rows = TT tokens x GROUP heads of one KV head (row r:
+// head qh0 + r / TT, token tile_tok0 + r % TT, TT = 128 / GROUP); each of its
+// 8 warps owns 16 rows. KV is streamed in tiles of 64 tokens (4 x 16-token
 // sub-tiles, the layout of attn_common.cuh) through a 2-stage cp.async
 // pipeline shared by the block.
 //   q [T, q_stride] (head h at h * HEAD_DIM), out [T, nq * HEAD_DIM]
-// Grid (ceil(max_q_len / TT), n_seqs, nq / GROUP), 128 threads, dynamic smem
+// Grid (ceil(max_q_len / TT), n_seqs, nq / GROUP), 256 threads, dynamic smem
 // 2 * 4 * TILE_BYTES. Blocks past their sequence's queries exit; the grid's
 // x is walked in reverse so the longest (latest) query tiles start first.
 #include "attn_common.cuh"
 
-#define BM 64
+#define PW 8 /* warps */
+#define BM (16 * PW)
 #define TT (BM / GROUP)
 #define NSUB 4 /* 16-token sub-tiles per KV tile */
 #define PSTAGES 2
@@ -32,11 +33,11 @@ __device__ __forceinline__ void load_kv(char *smem, const act_t *__restrict__ kc
     for (int sub = 0; sub < NSUB; sub++) {
         int t0 = (kt * NSUB + sub) * 16;
         int nv = min(16, ctx - t0);
-        if (nv > 0) load_tile(dst + sub * TILE_BYTES, kc, vc, bt, nkv, kvh, t0, nv, threadIdx.x, 128);
+        if (nv > 0) load_tile(dst + sub * TILE_BYTES, kc, vc, bt, nkv, kvh, t0, nv, threadIdx.x, PW * 32);
     }
 }
 
-extern "C" __global__ void __launch_bounds__(128, 2)
+extern "C" __global__ void __launch_bounds__(PW * 32, 1)
 kiln_attn_prefill(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const act_t *__restrict__ kc,
                   const act_t *__restrict__ vc, const int *__restrict__ qstart, const int *__restrict__ ctx_len,
                   const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,

@@ -52,39 +52,23 @@ __device__ __forceinline__ void rope_body(act_t *qkv, i64 row_stride, int t0, in
     const int nh = a.nq + a.nkv;
     if (!ILV) {
         const int vph = half / AV::N; // vectors per half
-        const int per_tok = nh * vph, n_items = ntok * per_tok;
-        // 4 items per thread per step, all loads issued before the stores
-        for (int e0 = threadIdx.x; e0 < n_items; e0 += 4 * blockDim.x) {
-            AV lo[4], hi[4];
-            act_t *p[4];
-            int jj[4], vv[4];
+        const int per_tok = nh * vph;
+        for (int e = threadIdx.x; e < ntok * per_tok; e += blockDim.x) {
+            int j = e / per_tok, r = e - j * per_tok, h = r / vph, v = r - h * vph;
+            act_t *p = qkv + (size_t)(t0 + j) * row_stride + (size_t)h * a.hd + v * AV::N;
+            AV lo, hi;
+            lo.v = ld16(p);
+            hi.v = ld16(p + half);
+            const float2 *c = cs + j * half + v * AV::N;
 #pragma unroll
-            for (int u = 0; u < 4; u++) {
-                int e = e0 + u * blockDim.x;
-                p[u] = nullptr;
-                if (e < n_items) {
-                    int j = e / per_tok, r = e - j * per_tok, h = r / vph, v = r - h * vph;
-                    p[u] = qkv + (size_t)(t0 + j) * row_stride + (size_t)h * a.hd + v * AV::N;
-                    jj[u] = j;
-                    vv[u] = v;
-                    lo[u].v = ld16(p[u]);
-                    hi[u].v = ld16(p[u] + half);
-                }
+            for (int k = 0; k < AV::N; k++) {
+                float x0 = lo.get(k), x1 = hi.get(k);
+                float2 q = c[k];
+                lo.set(k, x0 * q.x - x1 * q.y);
+                hi.set(k, x1 * q.x + x0 * q.y);
             }
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                if (!p[u]) continue;
-                const float2 *c = cs + jj[u] * half + vv[u] * AV::N;
-#pragma unroll
-                for (int k = 0; k < AV::N; k++) {
-                    float x0 = lo[u].get(k), x1 = hi[u].get(k);
-                    float2 q = c[k];
-                    lo[u].set(k, x0 * q.x - x1 * q.y);
-                    hi[u].set(k, x1 * q.x + x0 * q.y);
-                }
-                st16(p[u], lo[u].v);
-                st16(p[u] + half, hi[u].v);
-            }
+            st16(p, lo.v);
+            st16(p + half, hi.v);
         }
     } else {
         const int vpr = a.rot / AV::N;

@@ -123,8 +123,8 @@ static kiln_status norm(kiln_gpu *g, kiln_rt_stream *s, bool add, kiln_devptr ou
     KILN_CHECK(dim % ve == 0, KILN_ERR_UNSUPPORTED, "rmsnorm: dim %d is not a multiple of %d", dim, ve);
     unsigned grid, threads;
     if (nv <= 32 * 16) { /* a warp per row (kernel_src/rmsnorm.cu MAXW) */
-        threads = 256;
-        grid = (unsigned)((rows + 7) / 8);
+        threads = 128;
+        grid = (unsigned)((rows + 3) / 4);
     } else {
         threads = (unsigned)KILN_MIN(1024, (nv + 7) / 8 / 32 * 32 + 32);
         KILN_CHECK(nv <= (int)threads * 8, KILN_ERR_UNSUPPORTED, "rmsnorm: dim %d too large", dim);
@@ -270,7 +270,7 @@ kiln_status kiln_gpu_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr kcache
     KILN_CHECK(act_ok(act), KILN_ERR_UNSUPPORTED, "kv_write: %s", dt(act));
     KILN_TRY(check_kv(l, act));
     KILN_TRY(get(g, "kv_write", &f, "ACT=%s KV=%s", dt(act), dt(l->dtype)));
-    int tt = T >= 64 ? 16 : KILN_MAX(1, T); /* heads split over the grid's y */
+    int tt = KILN_MIN(16, KILN_MAX(1, T)); /* at most 16 (kv_body); heads split over the grid's y */
     unsigned smem = (unsigned)(l->head_dim * 17 * 4);
     int nkv = l->n_kv_heads, hd = l->head_dim, bs = l->block_size;
     float ks = l->k_scale, vs = l->v_scale;
@@ -356,9 +356,9 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
                &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window, &P, &n_parts, &part_o, &part_ml, &ctrs);
     } else {
         KILN_TRY(kiln_rt_kernels_get(g->k, "attn_prefill", defs, &f));
-        int tt = 64 / grp;
+        int tt = 128 / grp; /* kernel_src/attn_prefill.cu BM / GROUP */
         unsigned smem = (unsigned)(2 * 4 * tile_bytes(hd));
-        LAUNCH(f, (unsigned)((a->max_q_len + tt - 1) / tt), (unsigned)n_seqs, (unsigned)(nq / grp), 128, smem, s, &out,
+        LAUNCH(f, (unsigned)((a->max_q_len + tt - 1) / tt), (unsigned)n_seqs, (unsigned)(nq / grp), 256, smem, s, &out,
                &q, &qst, &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window);
     }
 fail:
