@@ -15,28 +15,19 @@
 //   q    [T, q_stride] (head h at h * HEAD_DIM)     out [T, nq * HEAD_DIM]
 //   block_tables [n_seqs, max_blocks]
 //   part_o [n_seqs, nq, n_parts, HEAD_DIM] f32, part_ml [n_seqs, nq, n_parts, 2]
-//   (split mode: unnormalized output, running max (log2 domain) and sum);
-//   counters [n_seqs, nq / GROUP] int32, zero on entry and left zero: the last
-//   partition block of a (sequence, group) to finish merges the partitions.
+//   (split mode: unnormalized output, running max (log2 domain) and sum)
 // Grid (nq / GROUP, n_seqs, n_parts), 128 threads, dynamic smem
 // 4 warps * STAGES * TILE_BYTES.
 #include "attn_common.cuh"
 
 #define NW 4
-
-__device__ __forceinline__ float ldcg_f32(const float *p) {
-    float v;
-    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
-    return v;
-}
 #define STAGES 3
 
 extern "C" __global__ void __launch_bounds__(NW * 32)
 kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const act_t *__restrict__ kc,
                  const act_t *__restrict__ vc, const int *__restrict__ qstart, const int *__restrict__ ctx_len,
                  const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
-                 int window, int partition_size, int n_parts, float *__restrict__ part_o, float *__restrict__ part_ml,
-                 int *__restrict__ counters) {
+                 int window, int partition_size, int n_parts, float *__restrict__ part_o, float *__restrict__ part_ml) {
     extern __shared__ float4 smem4[];
     char *smem = (char *)smem4;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -201,32 +192,25 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
             out[(size_t)tok_row * nq * HD + (size_t)qh * HD + d] = from_f32<act_t>(L > 0.0f ? acc / L : 0.0f);
         }
     }
-    if (partition_size <= 0) return;
-    // the last partition block of this (sequence, head group) to finish
-    // combines all partitions (no second launch); it also re-arms the counter
-    __shared__ int ticket;
-    __threadfence();
-    __syncthreads();
-    int *ctr = counters + (size_t)s * gridDim.x + blockIdx.x;
-    if (threadIdx.x == 0) ticket = atomicAdd(ctr, 1);
-    __syncthreads();
-    const int np = (ctx + partition_size - 1) / partition_size;
-    if (ticket != np - 1) return;
-    __threadfence();
-    for (int e = threadIdx.x; e < GROUP * HD; e += blockDim.x) {
-        int row = e / HD, d = e - row * HD, qh = qh0 + row;
-        size_t base = ((size_t)s * nq + qh) * n_parts;
-        float M = -KILN_INF;
-        for (int p = 0; p < np; p++) M = fmaxf(M, ldcg_f32(part_ml + (base + p) * 2));
-        float L = 0.0f, acc = 0.0f;
-        for (int p = 0; p < np; p++) {
-            float pm = ldcg_f32(part_ml + (base + p) * 2);
-            float f = pm == -KILN_INF ? 0.0f : exp2f(pm - M);
-            L += ldcg_f32(part_ml + (base + p) * 2 + 1) * f;
-            acc += ldcg_f32(part_o + (base + p) * HD + d) * f;
-        }
-        out[(size_t)tok_row * nq * HD + (size_t)qh * HD + d] = from_f32<act_t>(L > 0.0f ? acc / L : 0.0f);
-    }
-    if (threadIdx.x == 0) *ctr = 0;
 }
 
+// Combine the partitions of each (sequence, head): grid (nq, n_seqs), HD threads.
+extern "C" __global__ void kiln_attn_reduce(act_t *__restrict__ out, const float *__restrict__ part_o,
+                                            const float *__restrict__ part_ml, const int *__restrict__ qstart,
+                                            const int *__restrict__ ctx_len, int nq, int n_parts, int partition_size) {
+    const int qh = blockIdx.x, s = blockIdx.y;
+    const int np = min(n_parts, (ctx_len[s] + partition_size - 1) / partition_size);
+    const size_t base = ((size_t)s * nq + qh) * n_parts;
+    float M = -KILN_INF;
+    for (int p = 0; p < np; p++) M = fmaxf(M, part_ml[(base + p) * 2]);
+    for (int d = threadIdx.x; d < HD; d += blockDim.x) {
+        float L = 0.0f, acc = 0.0f;
+        for (int p = 0; p < np; p++) {
+            float pm = part_ml[(base + p) * 2];
+            float f = pm == -KILN_INF ? 0.0f : exp2f(pm - M);
+            L += part_ml[(base + p) * 2 + 1] * f;
+            acc += part_o[(base + p) * HD + d] * f;
+        }
+        out[(size_t)qstart[s] * nq * HD + (size_t)qh * HD + d] = from_f32<act_t>(L > 0.0f ? acc / L : 0.0f);
+    }
+}

@@ -8,19 +8,18 @@
 // position ctx_len[s] - q_len + i and attends to cached positions p with
 // p <= pos and (window <= 0 or p > pos - window).
 //
-// A block computes 128 rows = TT tokens x GROUP heads of one KV head (row r:
-// head qh0 + r / TT, token tile_tok0 + r % TT, TT = 128 / GROUP); each of its
-// 8 warps owns 16 rows. KV is streamed in tiles of 64 tokens (4 x 16-token
+// A block computes 64 rows = TT tokens x GROUP heads of one KV head (row r:
+// head qh0 + r / TT, token tile_tok0 + r % TT, TT = 64 / GROUP); each of its
+// 4 warps owns 16 rows. KV is streamed in tiles of 64 tokens (4 x 16-token
 // sub-tiles, the layout of attn_common.cuh) through a 2-stage cp.async
 // pipeline shared by the block.
 //   q [T, q_stride] (head h at h * HEAD_DIM), out [T, nq * HEAD_DIM]
-// Grid (ceil(max_q_len / TT), n_seqs, nq / GROUP), 256 threads, dynamic smem
+// Grid (ceil(max_q_len / TT), n_seqs, nq / GROUP), 128 threads, dynamic smem
 // 2 * 4 * TILE_BYTES. Blocks past their sequence's queries exit; the grid's
 // x is walked in reverse so the longest (latest) query tiles start first.
 #include "attn_common.cuh"
 
-#define PW 8 /* warps */
-#define BM (16 * PW)
+#define BM 64
 #define TT (BM / GROUP)
 #define NSUB 4 /* 16-token sub-tiles per KV tile */
 #define PSTAGES 2
@@ -33,11 +32,11 @@ __device__ __forceinline__ void load_kv(char *smem, const act_t *__restrict__ kc
     for (int sub = 0; sub < NSUB; sub++) {
         int t0 = (kt * NSUB + sub) * 16;
         int nv = min(16, ctx - t0);
-        if (nv > 0) load_tile(dst + sub * TILE_BYTES, kc, vc, bt, nkv, kvh, t0, nv, threadIdx.x, PW * 32);
+        if (nv > 0) load_tile_chunks(dst + sub * TILE_BYTES, kc, vc, bt, nkv, kvh, t0, nv, threadIdx.x, 128);
     }
 }
 
-extern "C" __global__ void __launch_bounds__(PW * 32, 1)
+extern "C" __global__ void __launch_bounds__(128)
 kiln_attn_prefill(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const act_t *__restrict__ kc,
                   const act_t *__restrict__ vc, const int *__restrict__ qstart, const int *__restrict__ ctx_len,
                   const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
@@ -111,84 +110,57 @@ kiln_attn_prefill(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_st
         cp_async_commit();
         cp_async_wait<1>();
         __syncthreads();
-        // which 16-token sub-tiles this warp can see (warp-uniform): not all
-        // causal-masked, not past ctx, not before the window
-        unsigned act = 0;
-#pragma unroll
+#pragma unroll 1
         for (int sub = 0; sub < NSUB; sub++) {
             const int t0 = (kt * NSUB + sub) * 16;
-            if (!(t0 > wpos_hi || t0 >= ctx || (window > 0 && t0 + 15 <= wpos_lo - window))) act |= 1u << sub;
-        }
-        const u32 tbase = smem_base + (u32)(stage * NSUB * TILE_BYTES);
-        // S for the whole 64-token tile: 2 * NSUB independent accumulator chains
-        float sc[NSUB][8];
+            // skip sub-tiles this warp cannot see (all causal-masked, past ctx, or before the window)
+            bool skip = t0 > wpos_hi || t0 >= ctx || (window > 0 && t0 + 15 <= wpos_lo - window);
+            if (skip) continue;
+            const u32 tsm = smem_base + (u32)((stage * NSUB + sub) * TILE_BYTES);
+            float sc[8];
 #pragma unroll
-        for (int sub = 0; sub < NSUB; sub++)
-#pragma unroll
-            for (int k = 0; k < 8; k++) sc[sub][k] = 0.0f;
-        {
-            const int mi = lane >> 3, r = lane & 7;
-            const u32 koff = (u32)(((mi & 1) * 16 + (mi >> 1) * 8 + r) * 16);
-#pragma unroll
-            for (int kk = 0; kk < HD16 / 16; kk++)
-#pragma unroll
-                for (int sub = 0; sub < NSUB; sub++) {
-                    if (!(act >> sub & 1)) continue;
-                    u32 b0, b1, b2, b3;
-                    ldsm_x4(b0, b1, b2, b3, tbase + sub * TILE_BYTES + koff + kk * 2 * 16 * 16);
-                    mma16816(sc[sub], qa[kk], b0, b1);
-                    mma16816(sc[sub] + 4, qa[kk], b2, b3);
-                }
-        }
-        float mx[2] = {m[0], m[1]};
-#pragma unroll
-        for (int sub = 0; sub < NSUB; sub++) {
-            const int t0 = (kt * NSUB + sub) * 16;
+            for (int k = 0; k < 8; k++) sc[k] = 0.0f;
+            qk_tile(sc, qa, tsm, lane);
+            float mx[2] = {m[0], m[1]};
 #pragma unroll
             for (int k = 0; k < 8; k++) {
                 int r = (k >> 1) & 1;
                 int j = t0 + (k >> 2) * 8 + tig * 2 + (k & 1);
-                bool ok = (act >> sub & 1) && j <= rpos[r] && (window <= 0 || j > rpos[r] - window);
-                float v = ok ? sc[sub][k] * sl2 : -KILN_INF;
-                sc[sub][k] = v;
+                bool ok = j <= rpos[r] && (window <= 0 || j > rpos[r] - window);
+                float v = ok ? sc[k] * sl2 : -KILN_INF;
+                sc[k] = v;
                 mx[r] = fmaxf(mx[r], v);
             }
-        }
 #pragma unroll
-        for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        }
-        float alpha[2], rs[2] = {0.0f, 0.0f};
+            for (int r = 0; r < 2; r++) {
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            }
+            float alpha[2], rs[2] = {0.0f, 0.0f};
 #pragma unroll
-        for (int r = 0; r < 2; r++) alpha[r] = mx[r] == -KILN_INF ? 1.0f : exp2f(m[r] - mx[r]);
-#pragma unroll
-        for (int sub = 0; sub < NSUB; sub++)
+            for (int r = 0; r < 2; r++) alpha[r] = mx[r] == -KILN_INF ? 1.0f : exp2f(m[r] - mx[r]);
 #pragma unroll
             for (int k = 0; k < 8; k++) {
                 int r = (k >> 1) & 1;
-                float p = mx[r] == -KILN_INF ? 0.0f : exp2f(sc[sub][k] - mx[r]);
-                sc[sub][k] = p;
+                float p = mx[r] == -KILN_INF ? 0.0f : exp2f(sc[k] - mx[r]);
+                sc[k] = p;
                 rs[r] += p;
             }
 #pragma unroll
-        for (int r = 0; r < 2; r++) {
-            l[r] = l[r] * alpha[r] + rs[r];
-            m[r] = mx[r];
-        }
+            for (int r = 0; r < 2; r++) {
+                l[r] = l[r] * alpha[r] + rs[r];
+                m[r] = mx[r];
+            }
 #pragma unroll
-        for (int nt = 0; nt < HD / 8; nt++) {
-            o[nt][0] *= alpha[0];
-            o[nt][1] *= alpha[0];
-            o[nt][2] *= alpha[1];
-            o[nt][3] *= alpha[1];
-        }
-#pragma unroll
-        for (int sub = 0; sub < NSUB; sub++) {
-            if (!(act >> sub & 1)) continue;
-            u32 pa[4] = {pack2<act_t>(sc[sub][0], sc[sub][1]), pack2<act_t>(sc[sub][2], sc[sub][3]),
-                         pack2<act_t>(sc[sub][4], sc[sub][5]), pack2<act_t>(sc[sub][6], sc[sub][7])};
-            pv_tile(o, pa, tbase + sub * TILE_BYTES + K_TILE_BYTES, lane);
+            for (int nt = 0; nt < HD / 8; nt++) {
+                o[nt][0] *= alpha[0];
+                o[nt][1] *= alpha[0];
+                o[nt][2] *= alpha[1];
+                o[nt][3] *= alpha[1];
+            }
+            u32 pa[4] = {pack2<act_t>(sc[0], sc[1]), pack2<act_t>(sc[2], sc[3]), pack2<act_t>(sc[4], sc[5]),
+                         pack2<act_t>(sc[6], sc[7])};
+            pv_tile(o, pa, tsm + K_TILE_BYTES, lane);
         }
         __syncthreads();
     }

@@ -12,14 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define ATTN_COUNTERS 65536 /* split-K decode: one per (sequence, head group) */
-
 struct kiln_gpu {
     kiln_rt_device *dev;
     kiln_rt_kernels *k;
     kiln_rt_blas *blas;
     kiln_rt_mempool *pool;
-    kiln_devptr blas_ws, ws, sample_ws, counts, attn_counters;
+    kiln_devptr blas_ws, ws, sample_ws, counts;
     size_t blas_ws_bytes, ws_bytes;
     int max_rows, vocab;
 };
@@ -34,15 +32,14 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->max_rows = p && p->max_sample_rows > 0 ? p->max_sample_rows : 256;
     g->vocab = p && p->vocab > 0 ? p->vocab : 131072;
     size_t sample_bytes = (size_t)g->max_rows * (size_t)g->vocab * 4;
-    size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + ATTN_COUNTERS * 4 + 5 * 256;
+    size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * 256;
     KILN_TRY(kiln_rt_pool_create(d, "workspace", total, &g->pool));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, g->blas_ws_bytes, 256, &g->blas_ws));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, g->ws_bytes, 256, &g->ws));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, sample_bytes, 256, &g->sample_ws));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, sample_bytes, 256, &g->counts));
     KILN_TRY(kiln_rt_memset8(g->counts, 0, sample_bytes, NULL));
-    KILN_TRY(kiln_rt_pool_alloc(g->pool, ATTN_COUNTERS * 4, 256, &g->attn_counters));
-    KILN_TRY(kiln_rt_memset8(g->attn_counters, 0, ATTN_COUNTERS * 4, NULL));
+
     KILN_TRY(kiln_rt_kernels_create(d, p ? p->jit : NULL, &g->k));
     KILN_TRY(kiln_rt_blas_create(d, g->blas_ws, g->blas_ws_bytes, &g->blas));
     *out = g;
@@ -123,8 +120,8 @@ static kiln_status norm(kiln_gpu *g, kiln_rt_stream *s, bool add, kiln_devptr ou
     KILN_CHECK(dim % ve == 0, KILN_ERR_UNSUPPORTED, "rmsnorm: dim %d is not a multiple of %d", dim, ve);
     unsigned grid, threads;
     if (nv <= 32 * 16) { /* a warp per row (kernel_src/rmsnorm.cu MAXW) */
-        threads = 128;
-        grid = (unsigned)((rows + 3) / 4);
+        threads = 256;
+        grid = (unsigned)((rows + 7) / 8);
     } else {
         threads = (unsigned)KILN_MIN(1024, (nv + 7) / 8 / 32 * 32 + 32);
         KILN_CHECK(nv <= (int)threads * 8, KILN_ERR_UNSUPPORTED, "rmsnorm: dim %d too large", dim);
@@ -308,7 +305,7 @@ static int tile_bytes(int hd) { return ((hd + 15) / 16 * 2) * 256 + hd * 32; }
 
 kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, const kiln_gpu_attn *a) {
     kiln_status st = KILN_OK;
-    kiln_rt_func *f;
+    kiln_rt_func *f, *fr;
     const kiln_kv_layout *l = a->l;
     KILN_CHECK(act == KILN_DTYPE_BF16 || act == KILN_DTYPE_F16, KILN_ERR_UNSUPPORTED,
                "GPU attention needs bf16 or fp16 activations, not %s", dt(act));
@@ -350,15 +347,18 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
         }
         int tb = tile_bytes(hd);
         unsigned smem = (unsigned)KILN_MAX(4 * 3 * tb, (4 * 16 * 2 + 4 * 16 * hd) * 4);
-        kiln_devptr ctrs = g->attn_counters;
-        if (P && (size_t)n_seqs * (nq / grp) > ATTN_COUNTERS) P = 0, n_parts = 1;
         LAUNCH(f, (unsigned)(nq / grp), (unsigned)n_seqs, (unsigned)n_parts, 128, smem, s, &out, &q, &qst, &kc, &vc,
-               &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window, &P, &n_parts, &part_o, &part_ml, &ctrs);
+               &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window, &P, &n_parts, &part_o, &part_ml);
+        if (P) {
+            KILN_TRY(kiln_rt_kernels_get(g->k, "attn_reduce", defs, &fr));
+            LAUNCH(fr, (unsigned)nq, (unsigned)n_seqs, 1, (unsigned)KILN_MIN(256, (hd + 31) / 32 * 32), 0, s, &out,
+                   &part_o, &part_ml, &qs, &cl, &nq, &n_parts, &P);
+        }
     } else {
         KILN_TRY(kiln_rt_kernels_get(g->k, "attn_prefill", defs, &f));
-        int tt = 128 / grp; /* kernel_src/attn_prefill.cu BM / GROUP */
+        int tt = 64 / grp; /* kernel_src/attn_prefill.cu BM / GROUP */
         unsigned smem = (unsigned)(2 * 4 * tile_bytes(hd));
-        LAUNCH(f, (unsigned)((a->max_q_len + tt - 1) / tt), (unsigned)n_seqs, (unsigned)(nq / grp), 256, smem, s, &out,
+        LAUNCH(f, (unsigned)((a->max_q_len + tt - 1) / tt), (unsigned)n_seqs, (unsigned)(nq / grp), 128, smem, s, &out,
                &q, &qst, &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window);
     }
 fail:
