@@ -144,9 +144,10 @@ kiln_status kiln_gpu_add_rmsnorm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out
     return norm(g, s, true, out, residual, x, w, act, wdt, rows, dim, eps);
 }
 
-kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_dtype out_dt, kiln_devptr x,
-                          kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N, int64_t K) {
-    return kiln_rt_gemm(g->blas, s, out, out_dt, x, w, in_dt, bias, M, N, K);
+kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
+                          kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N,
+                          int64_t K) {
+    return kiln_rt_gemm(g->blas, s, out, ldo, out_dt, x, w, in_dt, bias, M, N, K);
 }
 
 static kiln_status glu(kiln_gpu *g, kiln_rt_stream *s, const char *name, kiln_devptr out, kiln_devptr x,

@@ -23,7 +23,7 @@
 #define BLAS_SLOTS 4096 /* power of two */
 
 typedef struct gemm_key {
-    int64_t M, N, K;
+    int64_t M, N, K, ldo;
     int in_dt, out_dt, bias;
 } gemm_key;
 
@@ -143,7 +143,7 @@ static kiln_status make_descs(gemm_entry *e, const gemm_key *k) {
     }
     KILN_CHECK_LT(kiln_lt.cublasLtMatrixLayoutCreate(&e->a, in, (uint64_t)k->K, (uint64_t)k->N, k->K));
     KILN_CHECK_LT(kiln_lt.cublasLtMatrixLayoutCreate(&e->b, in, (uint64_t)k->K, (uint64_t)k->M, k->K));
-    KILN_CHECK_LT(kiln_lt.cublasLtMatrixLayoutCreate(&e->c, outt, (uint64_t)k->N, (uint64_t)k->M, k->N));
+    KILN_CHECK_LT(kiln_lt.cublasLtMatrixLayoutCreate(&e->c, outt, (uint64_t)k->N, (uint64_t)k->M, k->ldo));
 fail:
     return st;
 }
@@ -209,13 +209,16 @@ static int64_t bucket_m(int64_t M) {
     return b;
 }
 
-kiln_status kiln_rt_gemm(kiln_rt_blas *b, kiln_rt_stream *s, kiln_devptr out, kiln_dtype out_dt, kiln_devptr x,
-                         kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N, int64_t K) {
+kiln_status kiln_rt_gemm(kiln_rt_blas *b, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
+                         kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N,
+                         int64_t K) {
     kiln_status st = KILN_OK;
     KILN_CHECK(in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16, KILN_ERR_UNSUPPORTED,
                "cuBLASLt GEMM: inputs must be bf16 or fp16, not %s", kiln_dtype_name(in_dt));
     KILN_CHECK(out_dt == in_dt || out_dt == KILN_DTYPE_F32, KILN_ERR_UNSUPPORTED,
                "cuBLASLt GEMM: output must be %s or fp32", kiln_dtype_name(in_dt));
+    KILN_CHECK(ldo == 0 || ldo >= N, KILN_ERR_INVALID_ARGUMENT, "GEMM output stride %lld < N %lld", (long long)ldo,
+               (long long)N);
     KILN_CHECK(M > 0 && N > 0 && K > 0, KILN_ERR_INVALID_ARGUMENT, "GEMM shape %lldx%lldx%lld", (long long)M,
                (long long)N, (long long)K);
     gemm_key key;
@@ -223,6 +226,7 @@ kiln_status kiln_rt_gemm(kiln_rt_blas *b, kiln_rt_stream *s, kiln_devptr out, ki
     key.M = M;
     key.N = N;
     key.K = K;
+    key.ldo = ldo > 0 ? ldo : N;
     key.in_dt = in_dt;
     key.out_dt = out_dt;
     key.bias = bias != 0;
