@@ -128,7 +128,7 @@ typedef struct gemm_ctx {
 } gemm_ctx;
 static void op_gemm(void *vc, int set) {
     gemm_ctx *c = vc;
-    CK(kiln_gpu_gemm(gpu, st, c->out, c->odt, c->x[set], c->w[set], KILN_DTYPE_BF16, 0, c->M, c->N, c->K));
+    CK(kiln_gpu_gemm(gpu, st, c->out, 0, c->odt, c->x[set], c->w[set], KILN_DTYPE_BF16, 0, c->M, c->N, c->K));
 }
 
 static void ceilings(void) {

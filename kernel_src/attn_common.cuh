@@ -67,10 +67,47 @@ KILN_DEV void ldsm_x2(u32 &r0, u32 &r1, u32 addr) {
 // Byte offset of V chunk (row d, half h) inside a V tile.
 KILN_DEV int v_chunk_off(int d, int h) { return (d * 2 + (h ^ ((d >> 2) & 1))) * 16; }
 
-// Issue cp.async for chunks [c0, c0 + stride * k) of a 16-token K+V tile
+// Issue this lane's cp.async copies of a 16-token K+V tile whose first token
+// is `tok0` (n_lanes threads share the tile; n_lanes % 16 == 0). Tokens >=
+// n_valid (and dims >= HEAD_DIM) are zero-filled. Each lane always handles
+// the same token of K (lane % 16) and the same half of V (lane % 2), so it
+// looks its block up once per tile.
+KILN_DEV void load_tile(char *smem_tile, const act_t *__restrict__ kc, const act_t *__restrict__ vc,
+                        const int *__restrict__ bt, int nkv, int kvh, int tok0, int n_valid, int lane, int n_lanes) {
+    char *sk = smem_tile, *sv = smem_tile + K_TILE_BYTES;
+    {
+        const int j = lane & 15;
+        const bool ok = j < n_valid;
+        const act_t *base = kc;
+        if (ok) {
+            int tok = tok0 + j, b = bt[tok / BLOCK_SIZE], o = tok % BLOCK_SIZE;
+            base = kc + (((size_t)b * nkv + kvh) * (HD / 8) * BLOCK_SIZE + o) * 8;
+        }
+        for (int col = lane >> 4; col < KCH; col += n_lanes >> 4) {
+            bool in = ok && col < HD / 8;
+            cp_async16(sk + (col * 16 + j) * 16, in ? base + (size_t)col * BLOCK_SIZE * 8 : kc, in ? 16 : 0);
+        }
+    }
+    {
+        const int h = lane & 1;
+        const int nv = n_valid - h * 8; // valid tokens in this lane's chunks
+        const act_t *base = vc;
+        int bytes = 0;
+        if (nv > 0) {
+            int tok = tok0 + h * 8, b = bt[tok / BLOCK_SIZE], o = tok % BLOCK_SIZE;
+            base = vc + ((size_t)b * nkv + kvh) * HD * BLOCK_SIZE + o;
+            bytes = nv >= 8 ? 16 : nv * 2;
+        }
+        for (int d = lane >> 1; d < HD; d += n_lanes >> 1)
+            cp_async16(sv + v_chunk_off(d, h), bytes ? base + (size_t)d * BLOCK_SIZE : vc, bytes);
+    }
+}
+
+// Chunk-strided variant of load_tile (chunk c = lane + k * n_lanes), used by
+// the decode kernel: issue cp.async for a 16-token K+V tile
 // whose first token is `tok0`; tokens >= n_valid (and dims >= HEAD_DIM) are
 // zero-filled. Chunks: K: KCH * 16, then V: HD * 2.
-KILN_DEV void load_tile(char *smem_tile, const act_t *__restrict__ kc, const act_t *__restrict__ vc,
+KILN_DEV void load_tile_chunks(char *smem_tile, const act_t *__restrict__ kc, const act_t *__restrict__ vc,
                         const int *__restrict__ bt, int nkv, int kvh, int tok0, int n_valid, int lane, int n_lanes) {
     char *sk = smem_tile, *sv = smem_tile + K_TILE_BYTES;
     for (int c = lane; c < KCH * 16; c += n_lanes) {
@@ -98,6 +135,7 @@ KILN_DEV void load_tile(char *smem_tile, const act_t *__restrict__ kc, const act
         cp_async16(sv + v_chunk_off(d, h), src, bytes);
     }
 }
+
 
 // S[16 rows][16 tokens] += Q (A fragments qa[HD16/16][4]) x K tile^T.
 // s[0..3]: tokens 0-7, s[4..7]: tokens 8-15 (C fragment layout).

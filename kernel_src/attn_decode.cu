@@ -77,7 +77,7 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
     for (int st = 0; st < STAGES - 1; st++) {
         if (st < n_mine) {
             int t = t_first + warp + st * NW;
-            load_tile(wsm + st * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, min(16, ctx - t * 16), lane, 32);
+            load_tile_chunks(wsm + st * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, min(16, ctx - t * 16), lane, 32);
         }
         cp_async_commit();
     }
@@ -86,7 +86,7 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
             int nx = i + STAGES - 1;
             if (nx < n_mine) {
                 int t = t_first + warp + nx * NW;
-                load_tile(wsm + (nx % STAGES) * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, min(16, ctx - t * 16), lane,
+                load_tile_chunks(wsm + (nx % STAGES) * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, min(16, ctx - t * 16), lane,
                           32);
             }
             cp_async_commit();

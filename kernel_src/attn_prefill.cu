@@ -32,7 +32,7 @@ __device__ __forceinline__ void load_kv(char *smem, const act_t *__restrict__ kc
     for (int sub = 0; sub < NSUB; sub++) {
         int t0 = (kt * NSUB + sub) * 16;
         int nv = min(16, ctx - t0);
-        if (nv > 0) load_tile(dst + sub * TILE_BYTES, kc, vc, bt, nkv, kvh, t0, nv, threadIdx.x, 128);
+        if (nv > 0) load_tile_chunks(dst + sub * TILE_BYTES, kc, vc, bt, nkv, kvh, t0, nv, threadIdx.x, 128);
     }
 }
 

@@ -15,7 +15,8 @@
 //   value [num_blocks, nkv, head_dim, block_size]
 // Grid: ceil(T / tt) blocks of tt tokens (tt <= 16); every block handles all
 // heads of its tokens so cos/sin are computed once per (token, frequency).
-// Dynamic shared memory: rope: tt * rot_dim / 2 * 8 bytes; kv: head_dim * (tt + 1) * 4.
+// Dynamic shared memory: rope: tt * rot_dim / 2 * 8 bytes; kv: head_dim * 17 * 4.
+// kiln_kv_write may also split heads over gridDim.y (== nkv).
 #include "kiln_common.cuh"
 
 typedef ACT act_t;
@@ -96,15 +97,16 @@ typedef KV kv_t;
 
 __device__ __forceinline__ float kv_in(float v, float scale) { return sizeof(kv_t) == 1 ? v / scale : v; }
 
-// K and V of tokens [t0, t0 + ntok) into the cache. k and v point at head 0
-// of token 0; rows of row_stride elements.
+// K and V of tokens [t0, t0 + ntok) (ntok <= 16) and heads [h0, h1) into the
+// cache. k and v point at head 0 of token 0; rows of row_stride elements.
 __device__ __forceinline__ void kv_body(kv_t *kc, kv_t *vc, const act_t *k, const act_t *v, i64 row_stride,
-                                        const int *slots, int t0, int ntok, int nkv, int hd, int bs, float ks,
-                                        float vs, float *vt) {
+                                        const int *slots, int t0, int ntok, int nkv, int h0, int h1, int hd, int bs,
+                                        float ks, float vs, float *vt) {
     const int G = hd / KV_X; // key chunks per head
+    const int nh = h1 - h0;
     // keys: 16-byte chunks, tokens fastest (consecutive slots -> consecutive chunks)
-    for (int e = threadIdx.x; e < ntok * nkv * G; e += blockDim.x) {
-        int j = e % ntok, r = e / ntok, h = r / G, g = r - h * G;
+    for (int e = threadIdx.x; e < ntok * nh * G; e += blockDim.x) {
+        int j = e % ntok, r = e / ntok, h = h0 + r / G, g = r % G;
         int t = t0 + j, slot = slots[t];
         if (slot < 0) continue;
         const act_t *src = k + (size_t)t * row_stride + (size_t)h * hd + g * KV_X;
@@ -119,23 +121,46 @@ __device__ __forceinline__ void kv_body(kv_t *kc, kv_t *vc, const act_t *k, cons
         int b = slot / bs, o = slot - b * bs;
         st16(kc + (((size_t)b * nkv + h) * G + g) * bs * KV_X + (size_t)o * KV_X, out.v);
     }
+    // groups of 8 tokens whose slots are one aligned run get one vector store per dim
+    __shared__ int run8[2];
+    if (threadIdx.x < 2) {
+        int g0 = threadIdx.x * 8, ok = g0 + 8 <= ntok;
+        int s0 = ok ? slots[t0 + g0] : -1;
+        ok = ok && s0 >= 0 && (s0 & 7) == 0;
+        for (int q = 1; q < 8 && ok; q++) ok = slots[t0 + g0 + q] == s0 + q;
+        run8[threadIdx.x] = ok;
+    }
     // values: stage [hd][ntok] through shared memory, then write runs of tokens
     const int vph = hd / AV::N;
-    for (int h = 0; h < nkv; h++) {
+    const int ng = (ntok + 7) / 8;
+    for (int h = h0; h < h1; h++) {
         for (int e = threadIdx.x; e < ntok * vph; e += blockDim.x) {
             int j = e / vph, c = e - j * vph;
             AV x;
             x.v = ld16(v + (size_t)(t0 + j) * row_stride + (size_t)h * hd + c * AV::N);
 #pragma unroll
-            for (int q = 0; q < AV::N; q++) vt[(c * AV::N + q) * (ntok + 1) + j] = x.get(q);
+            for (int q = 0; q < AV::N; q++) vt[(c * AV::N + q) * 17 + j] = x.get(q);
         }
         __syncthreads();
-        for (int e = threadIdx.x; e < ntok * hd; e += blockDim.x) {
-            int j = e % ntok, d = e / ntok;
-            int slot = slots[t0 + j];
-            if (slot < 0) continue;
-            int b = slot / bs, o = slot - b * bs;
-            vc[(((size_t)b * nkv + h) * hd + d) * bs + o] = from_f32<kv_t>(kv_in(vt[d * (ntok + 1) + j], vs));
+        for (int e = threadIdx.x; e < ng * hd; e += blockDim.x) {
+            int gi = e % ng, d = e / ng, j0 = gi * 8;
+            const float *src = vt + d * 17 + j0;
+            if (run8[gi]) {
+                int slot = slots[t0 + j0], b = slot / bs, o = slot - b * bs;
+                union { uint4 v; kv_t e[8]; } pk;
+#pragma unroll
+                for (int q = 0; q < 8; q++) pk.e[q] = from_f32<kv_t>(kv_in(src[q], vs));
+                kv_t *dst = vc + (((size_t)b * nkv + h) * hd + d) * bs + o;
+                if (sizeof(kv_t) == 2) st16(dst, pk.v);
+                else *(uint2 *)dst = make_uint2(pk.v.x, pk.v.y);
+            } else {
+                for (int q = 0; q < 8 && j0 + q < ntok; q++) {
+                    int slot = slots[t0 + j0 + q];
+                    if (slot < 0) continue;
+                    int b = slot / bs, o = slot - b * bs;
+                    vc[(((size_t)b * nkv + h) * hd + d) * bs + o] = from_f32<kv_t>(kv_in(src[q], vs));
+                }
+            }
         }
         __syncthreads();
     }
@@ -147,7 +172,10 @@ extern "C" __global__ void kiln_kv_write(kv_t *kc, kv_t *vc, const act_t *k, con
     extern __shared__ float4 smem4[];
     int t0 = blockIdx.x * tt, ntok = min(tt, T - t0);
     if (ntok <= 0) return;
-    kv_body(kc, vc, k, v, row_stride, slots, t0, ntok, nkv, head_dim, block_size, k_scale, v_scale, (float *)smem4);
+    // one head per block row of the grid (gridDim.y == nkv) or all heads (gridDim.y == 1)
+    int h0 = gridDim.y == 1 ? 0 : blockIdx.y, h1 = gridDim.y == 1 ? nkv : blockIdx.y + 1;
+    kv_body(kc, vc, k, v, row_stride, slots, t0, ntok, nkv, h0, h1, head_dim, block_size, k_scale, v_scale,
+            (float *)smem4);
 }
 #endif
 
@@ -175,7 +203,8 @@ extern "C" __global__ void kiln_rope_kv_write(act_t *qkv, i64 row_stride, const 
     rope_body<INTERLEAVED != 0>(qkv, row_stride, t0, ntok, a, (float2 *)smem4);
     __syncthreads(); // rotated k is re-read below by other threads of this block
     const act_t *k = qkv + (size_t)nq * head_dim, *v = qkv + (size_t)(nq + nkv) * head_dim;
-    kv_body(kc, vc, k, v, row_stride, slots, t0, ntok, nkv, head_dim, block_size, k_scale, v_scale, (float *)smem4);
+    kv_body(kc, vc, k, v, row_stride, slots, t0, ntok, nkv, 0, nkv, head_dim, block_size, k_scale, v_scale,
+            (float *)smem4);
 }
 #endif
 #endif

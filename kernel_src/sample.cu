@@ -5,10 +5,11 @@
 //     output tokens (logit -= presence * (count > 0) + frequency * count),
 //     then banned ids -> -inf; in place. counts [n_rows, V] int32 must be
 //     zero on entry and is left zero.
-//   kiln_sample: temperature <= 0: argmax (lowest index on ties). Else
-//     e = expf(l / T - max(l) / T) (so the max has e = 1 and p = e / Z);
+//   kiln_sample: temperature <= 0 or a non-finite max: argmax (lowest index
+//     on ties). Else e = expf(l * (1/T) - max(l) * (1/T)) (so the max has
+//     e = 1 and p = e / Z) like engine/sampler.c;
 //     keep e >= max(t_k, t_p, min_p): t_k the k-th largest e (top_k > 0),
-//     t_p the largest e-value t with sum(e >= t) >= top_p * Z (top_p < 1);
+//     t_p the largest e-value t with sum(e >= t) >= top_p * Z (0 < top_p < 1);
 //     u = Philox(seed, counter (hi = step, lo = 0)) word 0 as [0,1); the
 //     token is the first index, in vocabulary order, whose cumulative kept
 //     mass exceeds u * (kept mass). Masses are summed in 2^-32 fixed point
@@ -48,7 +49,8 @@ kiln_sample_penalties(float *logits, int V, const sample_params *params, const i
     const sample_params p = params[row];
     float *l = logits + (size_t)row * V;
     int *cnt = counts + (size_t)row * V;
-    const bool pen = p.repetition != 1.0f || p.presence != 0.0f || p.frequency != 0.0f;
+    const bool use_rep = p.repetition != 1.0f && p.repetition > 0.0f;
+    const bool pen = use_rep || p.presence != 0.0f || p.frequency != 0.0f;
     if (pen) {
         int p0 = prompt_ids ? prompt_off[row] : 0, p1 = prompt_ids ? prompt_off[row + 1] : 0;
         int o0 = out_ids ? out_off[row] : 0, o1 = out_ids ? out_off[row + 1] : 0;
@@ -69,7 +71,7 @@ kiln_sample_penalties(float *logits, int V, const sample_params *params, const i
             int c = atomicExch(&cnt[id], 0);
             if (!c) continue;
             float x = l[id];
-            if (p.repetition != 1.0f) x = x > 0.0f ? x / p.repetition : x * p.repetition;
+            if (use_rep) x = x > 0.0f ? x / p.repetition : x * p.repetition;
             int n = c & 0xffffff;
             // no contraction: the same roundings as the host reference
             x = __fsub_rn(x, __fadd_rn(__fmul_rn(p.presence, n > 0 ? 1.0f : 0.0f), __fmul_rn(p.frequency, (float)n)));
@@ -130,18 +132,18 @@ kiln_sample(int *out_tokens, float *out_logprobs, const float *logits, int V, co
         lse = logf(block_sum(s1, fs));
     }
 
-    if (p.temperature > 0.0f) {
-        const float T = p.temperature, mx = lmax / T;
+    if (p.temperature > 0.0f && isfinite(lmax)) {
+        const float inv_t = 1.0f / p.temperature, mx = lmax * inv_t;
         // pass 2: e = exp(l/T - max/T) into ws; Z in fixed point
         u64 zf = 0;
         for (int i = threadIdx.x; i < V; i += NT) {
-            float x = expf(l[i] / T - mx);
+            float x = expf(__fsub_rn(__fmul_rn(l[i], inv_t), mx));
             e[i] = x;
             zf += to_fix(x);
         }
         zf = block_sum_u64(zf, us);
         // thresholds by bisection over the bit patterns of e in [0, 1]
-        const bool use_k = p.top_k > 0 && p.top_k < V, use_p = p.top_p < 1.0f;
+        const bool use_k = p.top_k > 0 && p.top_k < V, use_p = p.top_p > 0.0f && p.top_p < 1.0f;
         u32 klo = 0, khi = 0x3f800001u, plo = 0, phi = 0x3f800001u;
         const u64 ptarget = (u64)((double)p.top_p * (double)zf);
         while ((use_k && khi - klo > 1) || (use_p && phi - plo > 1)) {

@@ -295,12 +295,14 @@ typedef struct kiln_rt_blas kiln_rt_blas;
 kiln_status kiln_rt_blas_create(kiln_rt_device *d, kiln_devptr workspace, size_t workspace_bytes,
                                 kiln_rt_blas **out);
 void kiln_rt_blas_destroy(kiln_rt_blas *b);
-/* out[M, N] = x[M, K] @ W[N, K]^T (+ bias[N]), all row-major.
+/* out[M, N] = x[M, K] @ W[N, K]^T (+ bias[N]), all row-major; out rows have
+ * stride ldo (>= N; 0 means N).
  * x and W: in_dt (BF16 or F16); out: out_dt (BF16, F16 or F32); bias:
  * out_dt, or 0. fp32 accumulation. The algorithm is chosen once per shape
  * bucket (N, K, dtypes, bias, M rounded up to a power of two) and cached. */
-kiln_status kiln_rt_gemm(kiln_rt_blas *b, kiln_rt_stream *s, kiln_devptr out, kiln_dtype out_dt, kiln_devptr x,
-                         kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N, int64_t K);
+kiln_status kiln_rt_gemm(kiln_rt_blas *b, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
+                         kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N,
+                         int64_t K);
 /* Number of distinct algorithm choices made so far (for tests). */
 int kiln_rt_blas_n_algos(const kiln_rt_blas *b);
 

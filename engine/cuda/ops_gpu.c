@@ -39,6 +39,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     KILN_TRY(kiln_rt_pool_alloc(g->pool, sample_bytes, 256, &g->sample_ws));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, sample_bytes, 256, &g->counts));
     KILN_TRY(kiln_rt_memset8(g->counts, 0, sample_bytes, NULL));
+
     KILN_TRY(kiln_rt_kernels_create(d, p ? p->jit : NULL, &g->k));
     KILN_TRY(kiln_rt_blas_create(d, g->blas_ws, g->blas_ws_bytes, &g->blas));
     *out = g;
@@ -117,13 +118,18 @@ static kiln_status norm(kiln_gpu *g, kiln_rt_stream *s, bool add, kiln_devptr ou
     KILN_CHECK(act_ok(act) && act_ok(wdt), KILN_ERR_UNSUPPORTED, "rmsnorm: %s with %s weights", dt(act), dt(wdt));
     int ve = vec_elems(act), nv = dim / ve;
     KILN_CHECK(dim % ve == 0, KILN_ERR_UNSUPPORTED, "rmsnorm: dim %d is not a multiple of %d", dim, ve);
-    int threads = KILN_MIN(1024, ((nv + 7) / 8 + 31) / 32 * 32);
-    if (threads < 32) threads = 32;
-    if (nv <= 256 * 8) threads = KILN_MAX(threads, KILN_MIN(256, (nv + 31) / 32 * 32));
-    KILN_CHECK(nv <= threads * 8, KILN_ERR_UNSUPPORTED, "rmsnorm: dim %d too large", dim);
+    unsigned grid, threads;
+    if (nv <= 32 * 16) { /* a warp per row (kernel_src/rmsnorm.cu MAXW) */
+        threads = 256;
+        grid = (unsigned)((rows + 7) / 8);
+    } else {
+        threads = (unsigned)KILN_MIN(1024, (nv + 7) / 8 / 32 * 32 + 32);
+        KILN_CHECK(nv <= (int)threads * 8, KILN_ERR_UNSUPPORTED, "rmsnorm: dim %d too large", dim);
+        grid = (unsigned)rows;
+    }
     KILN_TRY(get(g, add ? "add_rmsnorm" : "rmsnorm", &f, "ACT=%s W=%s", dt(act), dt(wdt)));
-    if (add) LAUNCH(f, (unsigned)rows, 1, 1, (unsigned)threads, 0, s, &out, &residual, &x, &w, &rows, &dim, &eps);
-    else LAUNCH(f, (unsigned)rows, 1, 1, (unsigned)threads, 0, s, &out, &x, &w, &rows, &dim, &eps);
+    if (add) LAUNCH(f, grid, 1, 1, threads, 0, s, &out, &residual, &x, &w, &rows, &dim, &eps);
+    else LAUNCH(f, grid, 1, 1, threads, 0, s, &out, &x, &w, &rows, &dim, &eps);
 fail:
     return st;
 }
@@ -138,9 +144,10 @@ kiln_status kiln_gpu_add_rmsnorm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out
     return norm(g, s, true, out, residual, x, w, act, wdt, rows, dim, eps);
 }
 
-kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_dtype out_dt, kiln_devptr x,
-                          kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N, int64_t K) {
-    return kiln_rt_gemm(g->blas, s, out, out_dt, x, w, in_dt, bias, M, N, K);
+kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
+                          kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N,
+                          int64_t K) {
+    return kiln_rt_gemm(g->blas, s, out, ldo, out_dt, x, w, in_dt, bias, M, N, K);
 }
 
 static kiln_status glu(kiln_gpu *g, kiln_rt_stream *s, const char *name, kiln_devptr out, kiln_devptr x,
@@ -261,12 +268,12 @@ kiln_status kiln_gpu_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr kcache
     KILN_CHECK(act_ok(act), KILN_ERR_UNSUPPORTED, "kv_write: %s", dt(act));
     KILN_TRY(check_kv(l, act));
     KILN_TRY(get(g, "kv_write", &f, "ACT=%s KV=%s", dt(act), dt(l->dtype)));
-    int tt = tokens_per_block(T, kiln_rt_device_get_info(g->dev)->n_sms);
-    unsigned smem = (unsigned)(l->head_dim * (tt + 1) * 4);
+    int tt = KILN_MIN(16, KILN_MAX(1, T)); /* at most 16 (kv_body); heads split over the grid's y */
+    unsigned smem = (unsigned)(l->head_dim * 17 * 4);
     int nkv = l->n_kv_heads, hd = l->head_dim, bs = l->block_size;
     float ks = l->k_scale, vs = l->v_scale;
-    LAUNCH(f, (unsigned)((T + tt - 1) / tt), 1, 1, 256, smem, s, &kcache, &vcache, &k, &v, &row_stride, &slots, &T,
-           &nkv, &hd, &bs, &ks, &vs, &tt);
+    LAUNCH(f, (unsigned)((T + tt - 1) / tt), (unsigned)nkv, 1, 128, smem, s, &kcache, &vcache, &k, &v, &row_stride,
+           &slots, &T, &nkv, &hd, &bs, &ks, &vs, &tt);
 fail:
     return st;
 }
@@ -283,7 +290,7 @@ kiln_status kiln_gpu_rope_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr q
     KILN_TRY(get(g, "rope_kv_write", &f, "ACT=%s INTERLEAVED=%d KV=%s", dt(act), rp->interleaved ? 1 : 0,
                  dt(l->dtype)));
     int tt = tokens_per_block(T, kiln_rt_device_get_info(g->dev)->n_sms);
-    unsigned smem = (unsigned)KILN_MAX(tt * rp->rot_dim / 2 * 8, l->head_dim * (tt + 1) * 4);
+    unsigned smem = (unsigned)KILN_MAX(tt * rp->rot_dim / 2 * 8, l->head_dim * 17 * 4);
     int nkv = l->n_kv_heads, hd = l->head_dim, rot = rp->rot_dim, dmax = rp->dyn_max, bs = l->block_size;
     kiln_devptr inv = rp->inv_freq, dyn = rp->dyn_seq_len;
     float ms = rp->mscale, db = rp->dyn_base, df = rp->dyn_factor, ks = l->k_scale, vs = l->v_scale;
@@ -350,7 +357,7 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
         }
     } else {
         KILN_TRY(kiln_rt_kernels_get(g->k, "attn_prefill", defs, &f));
-        int tt = 64 / grp;
+        int tt = 64 / grp; /* kernel_src/attn_prefill.cu BM / GROUP */
         unsigned smem = (unsigned)(2 * 4 * tile_bytes(hd));
         LAUNCH(f, (unsigned)((a->max_q_len + tt - 1) / tt), (unsigned)n_seqs, (unsigned)(nq / grp), 128, smem, s, &out,
                &q, &qst, &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window);

@@ -46,9 +46,11 @@ kiln_status kiln_gpu_rmsnorm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, ki
 /* residual += x; out = rmsnorm(residual) * w (over residual as stored in act). */
 kiln_status kiln_gpu_add_rmsnorm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr residual, kiln_devptr x,
                                  kiln_devptr w, kiln_dtype act, kiln_dtype wdt, int rows, int dim, float eps);
-/* out[M, N] (out_dt) = x[M, K] @ W[N, K]^T (+ bias[N] in out_dt); x, W in in_dt. cuBLASLt. */
-kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_dtype out_dt, kiln_devptr x,
-                          kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N, int64_t K);
+/* out[M, N] (out_dt, row stride ldo >= N, 0: N) = x[M, K] @ W[N, K]^T (+ bias[N]
+ * in out_dt); x, W in in_dt. cuBLASLt. */
+kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
+                          kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N,
+                          int64_t K);
 /* out[T, I] = silu(x[:, :I]) * x[:, I:]  (x [T, 2I]); gelu_tanh variant. */
 kiln_status kiln_gpu_silu_mul(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_dtype act, int T,
                               int I);

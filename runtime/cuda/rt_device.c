@@ -435,7 +435,8 @@ kiln_status kiln_rt_module_get(kiln_rt_module *m, const char *entry, kiln_rt_fun
         KILN_CHECK_CU(r);
     }
     snprintf(f->name, sizeof f->name, "%s", entry);
-    f->smem_optin = 48 * 1024;
+    KILN_CHECK_CU(kiln_cu.cuFuncGetAttribute(&f->static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f->f));
+    f->smem_optin = 48 * 1024 - f->static_smem; /* default: static + dynamic <= 48 KiB */
     m->n_funcs++;
     *out = f;
 fail:
