@@ -171,7 +171,8 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
         case KILN_OP_ADD: KILN_TRY(kiln_gpu_add(g, s, Dp, Sp, S2, x->act, rows * dw)); break;
         case KILN_OP_GEMM: {
             kiln_devptr bias = o->bias >= 0 ? x->w[o->bias] : 0;
-            KILN_TRY(kiln_gpu_gemm(g, s, Dp, x->slot_dt[o->dst], Sp, Wp, x->act, bias, rows, W->rows, W->cols));
+            kiln_devptr dst = Dp + (kiln_devptr)((size_t)o->dst_col * kiln_dtype_size(x->slot_dt[o->dst]));
+            KILN_TRY(kiln_gpu_gemm(g, s, dst, dw, x->slot_dt[o->dst], Sp, Wp, x->act, bias, rows, W->rows, W->cols));
             break;
         }
         case KILN_OP_ROPE:
@@ -560,8 +561,6 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
         KILN_CHECK(o->kind != KILN_OP_SCALE && o->kind != KILN_OP_CROSS_ATTENTION && o->kind != KILN_OP_ALL_REDUCE &&
                        o->kind != KILN_OP_ALL_GATHER,
                    KILN_ERR_UNSUPPORTED, "%s: op '%s' has no GPU variant yet", o->where, kiln_op_kind_name(o->kind));
-        KILN_CHECK(o->kind != KILN_OP_GEMM || (o->dst_col == 0 && p->weights[o->w].rows == p->slots[o->dst].width),
-                   KILN_ERR_UNSUPPORTED, "%s: the GPU GEMM writes whole slots (fuse the projections)", o->where);
         KILN_CHECK(o->custom < 0, KILN_ERR_UNSUPPORTED, "%s: custom kernels are not wired in yet", o->where);
     }
     KILN_TRY(kiln_rt_init());
