@@ -62,7 +62,7 @@ static kiln_engine *gpu_engine(const char *model, int kv_blocks, bool eager) {
     p.model = dir;
     p.device = "cuda";
     p.tokenizer = "none";
-    p.num_kv_blocks = kv_blocks;
+    p.num_kv_blocks = kv_blocks ? kv_blocks : 1024; /* several engines share the GPU in this test */
     p.max_num_seqs = 16;
     p.block_size = 16;
     p.enforce_eager = eager;
@@ -113,14 +113,16 @@ static void run_model(const char *model) {
         float l[512];
         for (int k = 0; k < 512; k++) l[k] = NAN;
         first_logits(e, &g[i], l);
-        double md = 0, mr = 0;
+        /* ||got - ref|| / ||ref|| (METHOD.md's measure; bf16 lands near 1e-2) */
+        double d2 = 0, r2 = 0;
         for (int k = 0; k < 512; k++) {
-            md = fmax(md, fabs((double)l[k] - g[i].logits[k]));
-            if (isnan(l[k])) md = INFINITY;
-            mr = fmax(mr, fabs((double)g[i].logits[k]));
+            double d = (double)l[k] - g[i].logits[k];
+            d2 += isnan(l[k]) ? INFINITY : d * d;
+            r2 += (double)g[i].logits[k] * g[i].logits[k];
         }
-        worst = fmax(worst, md / mr);
-        KT_CHECKF(md / mr < 2e-2, "%s case %d: first-step logits relative error %.3g", model, i, md / mr);
+        double rel = sqrt(d2 / r2);
+        worst = fmax(worst, rel);
+        KT_CHECKF(rel < 2e-2, "%s case %d: first-step logits relative error %.3g", model, i, rel);
     }
     kiln_request r[8];
     kiln_result res[8];
@@ -170,7 +172,11 @@ KT_TEST(test_gpu_batching_graphs) {
         r[i].sampling.ignore_eos = true;
     }
     kiln_engine *eg = gpu_engine("llama3-hd128", 0, false), *ee = gpu_engine("llama3-hd128", 0, true);
-    KT_REQUIRE(eg && ee);
+    if (!eg || !ee) {
+        kiln_engine_destroy(eg);
+        kiln_engine_destroy(ee);
+        KT_REQUIRE(false);
+    }
     /* one decode step through graph and eager: identical logits */
     const gcase *c = &g[2];
     float lg[512], le[512];
@@ -241,6 +247,7 @@ KT_TEST(test_gpu_ngram_speculation) {
     p.max_num_seqs = 16;
     p.speculative_method = "ngram";
     p.num_speculative_tokens = 4;
+    p.num_kv_blocks = 1024;
     kiln_engine *e = NULL;
     KT_OK(kiln_engine_create(&p, &e));
     kiln_request r[8];
