@@ -133,3 +133,12 @@ kiln_status kiln_comm_all_gather_cols_f32(kiln_comm *c, const float *send, float
     if (!kiln_comm_barrier(c)) return aborted();
     return KILN_OK;
 }
+
+kiln_status kiln_comm_broadcast(kiln_comm *c, void *buf, size_t n) {
+    kiln_comm_group *g = c->g;
+    if (c->rank == 0) g->send[0] = buf;
+    if (!kiln_comm_barrier(c)) return aborted();
+    if (c->rank != 0) memcpy(buf, g->send[0], n);
+    if (!kiln_comm_barrier(c)) return aborted();
+    return KILN_OK;
+}

@@ -41,6 +41,9 @@ kiln_status kiln_comm_all_reduce_f32(kiln_comm *c, float *buf, size_t n);
  * side in rank order (vocabulary-parallel logits). */
 kiln_status kiln_comm_all_gather_cols_f32(kiln_comm *c, const float *send, float *recv, size_t rows, size_t cols);
 
+/* Copy n bytes from rank 0's buf into every rank's buf (host memory). */
+kiln_status kiln_comm_broadcast(kiln_comm *c, void *buf, size_t n);
+
 /* The device communicator of this member (GPU backend), or NULL. */
 void *kiln_comm_device(const kiln_comm *c);
 void kiln_comm_set_device(kiln_comm *c, void *dev_comm);

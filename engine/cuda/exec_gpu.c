@@ -18,6 +18,7 @@
  */
 #include "exec.h"
 
+#include "comm.h"
 #include "ops_gpu.h"
 
 #include <math.h>
@@ -29,7 +30,7 @@
 #define STAGE_BYTES ((size_t)64 << 20)
 
 typedef struct meta_off {
-    size_t tokens, pos, slots, qstart, ctx, tables, out, cross_tables, cross_ctx, dyn, total;
+    size_t tokens, pos, slots, qstart, ctx, tables, out, cross_tables, cross_ctx, dyn, gidx, total;
 } meta_off;
 
 typedef struct exec_gpu {
@@ -68,6 +69,9 @@ typedef struct exec_gpu {
     int bucket[MAX_BUCKETS];
     kiln_rt_graph *graph[MAX_BUCKETS];
     double capture_s;
+    /* tensor parallelism */
+    kiln_rt_comm *nccl;
+    kiln_devptr gather_tmp; /* [tp, max_out, vocab_local] f32 */
 } exec_gpu;
 
 #define D(x, off, T) ((x)->d_meta + (x)->mo.off)
@@ -91,6 +95,7 @@ static void plan_meta(exec_gpu *x) {
     m->cross_tables = o, o += align256(S * B * 4);
     m->cross_ctx = o, o += align256(S * 4);
     m->dyn = o, o += align256(T * 4);
+    m->gidx = o, o += align256(O * (size_t)KILN_MAX(1, x->p->tp_size) * 4);
     m->total = o;
 }
 
@@ -120,6 +125,13 @@ static void pack_meta(exec_gpu *x, const kiln_batch *b, int n_pad) {
         int32_t *dyn = H(x, dyn, int32_t);
         for (int s = 0; s < b->n_seqs; s++)
             for (int t = b->qstart[s]; t < b->qstart[s + 1]; t++) dyn[t] = b->ctx_len[s];
+    }
+    /* logits all-gather: rank-major rows -> row-major vocabulary */
+    int R = x->p->tp_size, n_out = n_pad > b->n_seqs ? b->n_out + (n_pad - b->n_seqs) : b->n_out;
+    if (R > 1) {
+        int32_t *gi = H(x, gidx, int32_t);
+        for (int i = 0; i < n_out; i++)
+            for (int r = 0; r < R; r++) gi[i * R + r] = r * n_out + i;
     }
     /* padding for graph buckets: single-token sequences on the scratch block */
     for (int s = b->n_seqs; s < n_pad; s++) {
@@ -205,6 +217,17 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
         case KILN_OP_GATHER_LAST:
             KILN_TRY(kiln_gpu_gather_rows(g, s, Dp, Sp, x->slot_dt[o->src], D(x, out, int32_t), n_out, (int)dw));
             break;
+        case KILN_OP_ALL_REDUCE:
+            KILN_TRY(kiln_rt_all_reduce_sum(x->nccl, Sp, (size_t)(rows * sw), x->slot_dt[o->src], s));
+            break;
+        case KILN_OP_ALL_GATHER: {
+            /* NCCL gathers rank-major [R, rows, sw]; a row gather makes it [rows, R * sw] */
+            int R = p->tp_size;
+            KILN_TRY(kiln_rt_all_gather(x->nccl, Sp, x->gather_tmp, (size_t)(rows * sw), x->slot_dt[o->src], s));
+            KILN_TRY(kiln_gpu_gather_rows(g, s, Dp, x->gather_tmp, x->slot_dt[o->src], D(x, gidx, int32_t),
+                                          (int)rows * R, (int)sw));
+            break;
+        }
         default:
             KILN_CHECK(false, KILN_ERR_UNSUPPORTED, "op '%s' has no GPU variant yet", kiln_op_kind_name(o->kind));
         }
@@ -320,6 +343,7 @@ static void gpu_destroy(kiln_exec *base) {
     if (!x) return;
     if (x->dev) kiln_rt_device_make_current(x->dev);
     for (int i = 0; i < x->n_buckets; i++) kiln_rt_graph_destroy(x->graph[i]);
+    if (x->nccl) kiln_rt_comm_destroy(x->nccl);
     kiln_gpu_destroy(x->g);
     if (x->st) kiln_rt_stream_destroy(x->st);
     kiln_rt_pool_destroy(x->wpool);
@@ -452,16 +476,25 @@ static kiln_status upload_weights(exec_gpu *x) {
         KILN_TRY(kiln_rt_pool_alloc(x->wpool, bytes, 256, &x->w[i]));
         s.dst = x->w[i];
         if (x->mf->dummy) {
-            size_t n = (size_t)(d->rows * d->cols), off = (size_t)i * 9973 % rnd_n;
-            if (d->ndim == 1) {
-                uint16_t one = x->act == KILN_DTYPE_BF16 ? kiln_f32_to_bf16(1.0f) : kiln_f32_to_f16(1.0f);
-                for (size_t k = 0; k < n; k++) KILN_TRY(stage_bytes(&s, &one, 2));
-            } else {
-                while (n) {
-                    size_t take = KILN_MIN(n, rnd_n - off);
-                    KILN_TRY(stage_bytes(&s, rnd + off, take * 2));
-                    n -= take;
-                    off = 0;
+            /* element (row, col) of a tensor is a function of its name and
+             * position only, so every tensor-parallel layout sees the same
+             * full tensor */
+            for (int j = 0; j < d->n_parts; j++) {
+                const kiln_weight_part *q = &d->parts[j];
+                if (q->ndim == 1) {
+                    uint16_t one = x->act == KILN_DTYPE_BF16 ? kiln_f32_to_bf16(1.0f) : kiln_f32_to_f16(1.0f);
+                    for (int64_t k = 0; k < q->r_n; k++) KILN_TRY(stage_bytes(&s, &one, 2));
+                    continue;
+                }
+                size_t h = (size_t)(kiln_hash64(q->tensor, strlen(q->tensor), 0) % rnd_n);
+                for (int64_t r = 0; r < q->r_n; r++) {
+                    size_t off = (h + (size_t)((q->r_lo + r) * q->shape[1] + q->c_lo)) % rnd_n, n = (size_t)q->c_n;
+                    while (n) {
+                        size_t take = KILN_MIN(n, rnd_n - off);
+                        KILN_TRY(stage_bytes(&s, rnd + off, take * 2));
+                        n -= take;
+                        off = 0;
+                    }
                 }
             }
             continue;
@@ -555,11 +588,11 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     x->mf = mf;
     x->p = p;
     x->cfg = *cfg;
-    KILN_CHECK(p->tp_size == 1, KILN_ERR_UNSUPPORTED, "tensor parallelism is not wired into the GPU executor yet");
+    KILN_CHECK(p->tp_size == 1 || (cfg->comm && kiln_comm_size(cfg->comm) == p->tp_size),
+               KILN_ERR_INTERNAL, "rank %d of %d has no communicator", p->tp_rank, p->tp_size);
     for (int i = 0; i < p->n_ops; i++) {
         const kiln_op *o = &p->ops[i];
-        KILN_CHECK(o->kind != KILN_OP_SCALE && o->kind != KILN_OP_CROSS_ATTENTION && o->kind != KILN_OP_ALL_REDUCE &&
-                       o->kind != KILN_OP_ALL_GATHER,
+        KILN_CHECK(o->kind != KILN_OP_SCALE && o->kind != KILN_OP_CROSS_ATTENTION,
                    KILN_ERR_UNSUPPORTED, "%s: op '%s' has no GPU variant yet", o->where, kiln_op_kind_name(o->kind));
         KILN_CHECK(o->custom < 0, KILN_ERR_UNSUPPORTED, "%s: custom kernels are not wired in yet", o->where);
     }
@@ -567,6 +600,14 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     KILN_TRY(kiln_rt_device_open(cfg->device_id, &x->dev));
     x->info = kiln_rt_device_get_info(x->dev);
     KILN_TRY(kiln_rt_stream_create(x->dev, &x->st));
+    if (p->tp_size > 1) {
+        /* one NCCL communicator per rank, created together (NVLink multicast stays off) */
+        setenv("NCCL_NVLS_ENABLE", "0", 1);
+        uint8_t id[KILN_RT_NCCL_ID_BYTES];
+        if (p->tp_rank == 0) KILN_TRY(kiln_rt_nccl_get_id(id));
+        KILN_TRY(kiln_comm_broadcast(cfg->comm, id, sizeof id));
+        KILN_TRY(kiln_rt_comm_create(x->dev, id, p->tp_size, p->tp_rank, &x->nccl));
+    }
     x->act = cfg->dtype == KILN_DTYPE_F16 ? KILN_DTYPE_F16
              : cfg->dtype == KILN_DTYPE_BF16 ? KILN_DTYPE_BF16
              : mf->cfg.dtype == KILN_DTYPE_F16 ? KILN_DTYPE_F16 : KILN_DTYPE_BF16;
@@ -600,12 +641,18 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     /* activations and step metadata, planned once */
     plan_meta(x);
     size_t act_bytes = x->mo.total + 4096;
+    /* logits stay fp32 for sampling: the logits slot, and the per-rank slot
+     * gathered into it under tensor parallelism */
+    int logits_src = -1;
+    for (int i = 0; i < p->n_ops; i++)
+        if (p->ops[i].kind == KILN_OP_ALL_GATHER && p->ops[i].dst == p->logits_slot) logits_src = p->ops[i].src;
     for (int i = 0; i < p->n_slots; i++) {
-        x->slot_dt[i] = i == p->logits_slot ? KILN_DTYPE_F32 : x->act;
+        x->slot_dt[i] = (i == p->logits_slot || i == logits_src) ? KILN_DTYPE_F32 : x->act;
         int64_t rows = p->slots[i].per_out ? cfg->max_out : cfg->max_tokens;
         act_bytes += align256((size_t)(rows * p->slots[i].width) * kiln_dtype_size(x->slot_dt[i]));
     }
     x->hist_cap = (size_t)cfg->max_out * 8192 + 65536;
+    if (p->tp_size > 1) act_bytes += align256(4 * (size_t)cfg->max_out * (size_t)p->vocab_size);
     act_bytes += align256(sizeof(kiln_gpu_sample_params) * (size_t)cfg->max_out) + 2 * align256(4 * (size_t)cfg->max_out) +
                  align256(4 * x->hist_cap) + align256(4 * 3 * ((size_t)cfg->max_out + 1));
     KILN_TRY(kiln_rt_pool_create(x->dev, "activations", act_bytes, &x->apool));
@@ -620,6 +667,8 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * (size_t)cfg->max_out, 256, &x->d_lp));
     KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * x->hist_cap, 256, &x->d_hist));
     KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * 3 * ((size_t)cfg->max_out + 1), 256, &x->d_hoff));
+    if (p->tp_size > 1)
+        KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * (size_t)cfg->max_out * (size_t)p->vocab_size, 256, &x->gather_tmp));
     KILN_TRY(kiln_rt_host_alloc(x->dev, x->mo.total, (void **)&x->h_meta));
     memset(x->h_meta, 0, x->mo.total);
     size_t V = (size_t)p->slots[p->logits_slot].width;
