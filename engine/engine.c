@@ -864,6 +864,8 @@ void kiln_engine_model_info(const kiln_engine *e, kiln_model_info *info) {
     info->device = e->exec->device;
     info->dtype = kiln_dtype_name(e->exec->act_dtype);
     info->kv_cache_dtype = kiln_dtype_name(e->exec->kv_dtype);
+    info->kv_cache_scales = e->kv_scales_src;
+    info->kv_cache_tokens = e->kv.num_blocks * e->kv.block_size;
 }
 
 kiln_status kiln_engine_set_speculation(kiln_engine *e, bool enabled) {

@@ -114,7 +114,10 @@ static kiln_status parse_kv_dtype(const char *s, kiln_dtype *out) {
     }
     if (!strcmp(s, "fp8_e5m2")) *out = KILN_DTYPE_FP8_E5M2;
     else if (!strcmp(s, "fp8_e4m3") || !strcmp(s, "fp8")) *out = KILN_DTYPE_FP8_E4M3;
-    else return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "unknown kv cache dtype \"%s\" (auto, fp8_e5m2, fp8_e4m3)", s);
+    else if (!strcmp(s, "bf16") || !strcmp(s, "fp16") || !strcmp(s, "fp32")) *out = kiln_dtype_from_name(s);
+    else
+        return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT,
+                         "unknown kv cache dtype \"%s\" (auto, fp8_e4m3, fp8_e5m2, fp8, bf16, fp16, fp32)", s);
     return KILN_OK;
 }
 
@@ -140,6 +143,7 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
     p->load_format = dup_param(e, 8, params->load_format ? params->load_format : "auto");
     p->speculative_method = dup_param(e, 9, params->speculative_method);
     p->speculative_model = dup_param(e, 10, params->speculative_model);
+    p->kv_scales = dup_param(e, 11, params->kv_scales);
 
     KILN_CHECK(p->model, KILN_ERR_INVALID_ARGUMENT, "no model given");
     KILN_CHECK(p->block_size >= 1 && p->block_size <= 1024, KILN_ERR_INVALID_ARGUMENT,
@@ -181,6 +185,8 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
     KILN_TRY(parse_kv_dtype(p->kv_cache_dtype, &kvd));
 
     KILN_TRY(kiln_model_files_open(p, dev, 0, &e->mf));
+    /* the user's --kv-cache-dtype wins; "auto" takes the policy's choice */
+    if (kvd == KILN_DTYPE_INVALID) KILN_TRY(parse_kv_dtype(e->mf.program->kv_cache_dtype, &kvd));
     const kiln_model_config *cfg = &e->mf.cfg;
     e->vocab_size = cfg->vocab_size;
     e->logits_stride = e->mf.program->slots[e->mf.program->logits_slot].width;
@@ -270,10 +276,11 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
                    xc.dtype == KILN_DTYPE_F32,
                KILN_ERR_INVALID_ARGUMENT, "unknown dtype \"%s\" (auto, bf16, fp16, fp32)", p->dtype);
     if (e->draft_mf.program && xc.num_kv_blocks <= 0) {
-        /* one block manager for both caches: split the budget per block */
+        /* one block manager for both caches: split the budget per block (the
+         * drafter's cache stays in the default dtype, see below) */
         kiln_dtype d = kvd == KILN_DTYPE_INVALID ? KILN_DTYPE_F32 : kvd;
         size_t per = kiln_kv_bytes_per_block(e->mf.program, p->block_size, d) +
-                     kiln_kv_bytes_per_block(e->draft_mf.program, p->block_size, d);
+                     kiln_kv_bytes_per_block(e->draft_mf.program, p->block_size, KILN_DTYPE_F32);
         size_t budget = p->kv_cache_bytes ? p->kv_cache_bytes : (size_t)256 << 20;
         xc.num_kv_blocks = (int)KILN_MAX((size_t)1, budget / per);
     }
@@ -290,6 +297,7 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
         KILN_CHECK(!gpu, KILN_ERR_UNSUPPORTED, "speculative decoding with a draft model is not wired into the GPU "
                                               "executor yet (use --speculative-method ngram)");
         kiln_exec_config dc = xc;
+        dc.kv_dtype = KILN_DTYPE_INVALID; /* small; FP8 scales would need their own calibration */
         dc.max_out = e->max_num_seqs;
         dc.num_kv_blocks = e->exec->num_kv_blocks;
         KILN_TRY(kiln_exec_cpu_create(&e->draft_mf, &dc, &e->draft_exec));
@@ -297,11 +305,13 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
         KILN_TRY(kiln_batch_buf_init(&e->draft_b, e->max_tokens_plan, e->max_num_seqs, max_blocks));
     }
     KILN_TRY(kiln_kv_manager_init(&e->kv, e->exec->num_kv_blocks, p->block_size, max_blocks));
+    KILN_TRY(kiln_engine_setup_kv_scales(e));
     KILN_INFO("%s on %s: %d layers, vocab %d, max_model_len %d; KV cache %d blocks x %d tokens (%d tokens, %.1f MB, "
-              "%s)%s%s",
+              "%s%s%s)%s%s",
               cfg->architecture, e->exec->device, cfg->num_layers, e->vocab_size, e->max_model_len,
               e->kv.num_blocks, e->kv.block_size, e->kv.num_blocks * e->kv.block_size,
               (double)e->exec->kv_bytes_per_block * e->kv.num_blocks / 1e6, kiln_dtype_name(e->exec->kv_dtype),
+              e->kv_scales_src[0] ? ", scales: " : "", e->kv_scales_src,
               e->spec_method ? "; speculative decoding: " : "", e->spec_method ? p->speculative_method : "");
 
     /* per-step buffers */
@@ -346,6 +356,7 @@ void kiln_engine_destroy(kiln_engine *e) {
     if (!e) return;
     if (e->running) kiln_engine_abort_all(e); /* requests exist only after a full create */
     kiln_exec_destroy(e->exec);
+    free(e->kv_scales);
     kiln_kv_manager_fini(&e->kv);
     kiln_tokenizer_destroy(e->tok);
     kiln_chat_template_destroy(e->tmpl);

@@ -105,6 +105,8 @@ struct kiln_engine {
     char *str_copies[16];
     kiln_model_files mf;
     kiln_exec *exec;
+    float *kv_scales;        /* FP8 E4M3: [n_kv_layers, 2, n_global_heads] in use */
+    char kv_scales_src[96];  /* where they came from (kiln_model_info)        */
     kiln_model_files *tp_mf;  /* [tp] files of ranks > 0 (index 0 unused)     */
     struct kiln_comm_group *comm;
     kiln_tokenizer *tok;
@@ -172,6 +174,25 @@ struct kiln_engine {
 };
 
 void kiln_engine_abort_all(kiln_engine *e);
+
+/* kv_scales.c: the FP8 E4M3 KV cache's scales, chosen and handed to the
+ * executor once it exists (user option > plan > checkpoint > calibration). */
+kiln_status kiln_engine_setup_kv_scales(kiln_engine *e);
+/* Run n tokens (one sequence, slots 0..n-1) through x with a calibration
+ * cache and max-merge the largest |k| / |v| per layer and head into amax
+ * [n_kv_layers, 2, n_global_heads]. */
+kiln_status kiln_kv_calibrate(kiln_exec *x, const int32_t *tokens, int n, int max_blocks, int block_size, float *amax);
+/* The calibration token ids (owned, kiln_free): the built-in text, or
+ * fixed pseudo-random ids without a tokenizer; at most 512, within the
+ * context, one step and half the pool. */
+kiln_status kiln_kv_calib_tokens(kiln_engine *e, int32_t **ids, int *n);
+/* Scales from the JSON text of a --kv-scales file into s [n_layers, 2,
+ * n_heads]; what names the source in errors. */
+kiln_status kiln_kv_scales_parse_json(const char *text, const char *what, int n_layers, int n_heads, float *s);
+/* FP8 E4M3 scale for a calibrated |x| maximum: amax lands at
+ * 448 / KILN_KV_CALIB_HEADROOM (1 when amax is 0). */
+#define KILN_KV_CALIB_HEADROOM 2.0f
+float kiln_kv_scale_for_amax(float amax);
 
 /* spec.c: drafters */
 int kiln_spec_ngram_propose(const int32_t *tokens, int n, int k, int nmin, int nmax, int32_t *out);

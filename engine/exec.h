@@ -43,7 +43,7 @@ typedef struct kiln_exec_config {
     size_t kv_cache_bytes;   /* CPU pool budget                                 */
     double gpu_memory_utilization;
     kiln_dtype kv_dtype;     /* INVALID: backend default (f32 CPU, bf16 GPU)    */
-    float k_scale, v_scale;  /* FP8 E4M3 scales                                 */
+    float k_scale, v_scale;  /* FP8 scales of every layer until set_kv_scales (0: 1) */
     int n_threads;
     int device_id;
     bool enforce_eager;
@@ -82,6 +82,21 @@ typedef struct kiln_exec_vt {
     /* The cache of one layer (backend pointers: host on the CPU, device
      * addresses on the GPU) and its layout, for a drafter's cross attention. */
     void (*kv_layer)(kiln_exec *x, int layer, const void **k, const void **v, const kiln_kv_layout **l);
+    /* FP8 KV cache scales (optional; NULL when the backend has none). Heads
+     * are numbered over the whole model (kiln_kv_global_head), so the same
+     * arrays serve every tensor-parallel rank.
+     * kv_calibrate(x, n_tokens > 0): until kv_calibrate(x, 0), forwards
+     * write and read a temporary cache in the activation dtype (f32 on the
+     * CPU) holding blocks [0, ceil(n_tokens / block_size)) instead of the
+     * pool, and record the largest |k| and |v| written per layer and head;
+     * kv_calibrate(x, 0) returns to the pool (its contents are then
+     * undefined). kv_amax: max-merge the recorded values into
+     * amax [n_kv_layers, 2, n_global_heads] (keys, then values).
+     * set_kv_scales: scales [n_kv_layers, 2, n_global_heads] (> 0; stored =
+     * fp8(value / scale)); takes effect from the next forward. */
+    kiln_status (*kv_calibrate)(kiln_exec *x, int n_tokens);
+    void (*kv_amax)(kiln_exec *x, float *amax);
+    kiln_status (*set_kv_scales)(kiln_exec *x, const float *scales);
 } kiln_exec_vt;
 
 struct kiln_exec {
@@ -110,6 +125,18 @@ static inline void kiln_exec_destroy(kiln_exec *x) {
  * rank 0's outputs come back. Takes ownership of the ranks. */
 struct kiln_comm_group;
 kiln_status kiln_exec_tp_create(kiln_exec **ranks, int n, struct kiln_comm_group *group, kiln_exec **out);
+
+/* KV heads of the whole model (every rank's cache together), and the
+ * whole-model id of this rank's KV head h (the policies' rule,
+ * kiln.lua local_kv_heads: split when there are at least as many heads as
+ * ranks, else each rank keeps head rank * n / tp). */
+static inline int kiln_kv_n_global_heads(const kiln_model_files *mf) {
+    return mf->program->tp_size > 1 ? mf->cfg.num_kv_heads : mf->program->n_kv_heads;
+}
+static inline int kiln_kv_global_head(const kiln_program *p, int n_global, int h) {
+    if (p->tp_size <= 1) return h;
+    return n_global >= p->tp_size ? p->tp_rank * p->n_kv_heads + h : p->tp_rank * n_global / p->tp_size;
+}
 
 /* Bytes of KV cache per block for a program (all layers, K and V). */
 size_t kiln_kv_bytes_per_block(const kiln_program *p, int block_size, kiln_dtype kv_dtype);

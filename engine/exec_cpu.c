@@ -1,8 +1,10 @@
 /*
  * exec_cpu.c -- the CPU executor: weights as fp32/bf16/fp16 in host memory
  * (memory-mapped where a weight is one whole tensor), fp32 activations, the
- * paged KV cache in host memory, and one loop over the program calling the
- * reference ops of ops_cpu.c.
+ * paged KV cache in host memory (f32, bf16, fp16 or FP8 with per-layer or
+ * per-head scales), and one loop over the program calling the reference ops
+ * of ops_cpu.c. FP8 calibration runs forwards on a temporary f32 cache and
+ * records the largest |k| and |v| written.
  * Ownership: owns its weights (copies), caches and slot buffers; borrows the
  * model files. Thread-safety: one thread drives it; ops use the pool.
  */
@@ -31,7 +33,13 @@ typedef struct exec_cpu {
     cpu_weight *w;
     float **slot;            /* [n_slots] -> [rows_max, width]                */
     void **kcache, **vcache; /* [n_kv_layers]                                 */
-    kiln_kv_layout layout;
+    kiln_kv_layout *layouts; /* [n_kv_layers] one per layer (its FP8 scales) */
+    float *scales;           /* [n_kv_layers, 2, n_kv_heads] FP8 scales       */
+    /* calibration (kv_calibrate): temporary f32 caches and what they saw */
+    bool calib;
+    void **ckc, **cvc;       /* [n_kv_layers]                                 */
+    kiln_kv_layout clayout;
+    float *amax;             /* [n_kv_layers, 2, n_kv_heads]                  */
     float *inv_freq;
     float mscale;
     int32_t *dyn_len;        /* [max_tokens] dynamic-rope sequence lengths    */
@@ -113,6 +121,95 @@ fail:
     return st;
 }
 
+/* ------------------------------------------------------------- kv cache */
+
+/* amax[layer] = max(amax, |k|, |v|) over the rows written this step. */
+static void record_amax(exec_cpu *x, int layer, const float *k, const float *v, int64_t stride, const int32_t *slots,
+                        int64_t T) {
+    int nkv = x->p->n_kv_heads, hd = x->p->head_dim;
+    float *ak = x->amax + (size_t)layer * 2 * (size_t)nkv, *av = ak + nkv;
+    for (int64_t t = 0; t < T; t++) {
+        if (slots[t] < 0) continue;
+        for (int h = 0; h < nkv; h++)
+            for (int d = 0; d < hd; d++) {
+                float a = fabsf(k[t * stride + h * hd + d]), b = fabsf(v[t * stride + h * hd + d]);
+                if (a > ak[h] || a != a) ak[h] = a; /* NaN sticks: it makes the scale invalid */
+                if (b > av[h] || b != b) av[h] = b;
+            }
+    }
+}
+
+static void free_calib(exec_cpu *x) {
+    if (x->ckc)
+        for (int i = 0; i < x->p->n_kv_layers; i++) free(x->ckc[i]);
+    if (x->cvc)
+        for (int i = 0; i < x->p->n_kv_layers; i++) free(x->cvc[i]);
+    free(x->ckc);
+    free(x->cvc);
+    x->ckc = x->cvc = NULL;
+    x->calib = false;
+}
+
+static kiln_status cpu_kv_calibrate(kiln_exec *base, int n_tokens) {
+    exec_cpu *x = (exec_cpu *)base;
+    kiln_status st = KILN_OK;
+    const kiln_program *p = x->p;
+    free_calib(x);
+    if (n_tokens <= 0) return KILN_OK;
+    int nb = KILN_DIV_UP(n_tokens, x->cfg.block_size);
+    size_t bytes = kiln_kv_layout_init(&x->clayout, nb, x->cfg.block_size, p->n_kv_heads, p->head_dim, KILN_DTYPE_F32);
+    x->ckc = calloc((size_t)p->n_kv_layers, sizeof(void *));
+    x->cvc = calloc((size_t)p->n_kv_layers, sizeof(void *));
+    KILN_CHECK_ALLOC(x->ckc);
+    KILN_CHECK_ALLOC(x->cvc);
+    for (int i = 0; i < p->n_kv_layers; i++) {
+        x->ckc[i] = calloc(1, bytes);
+        x->cvc[i] = calloc(1, bytes);
+        KILN_CHECK(x->ckc[i] && x->cvc[i], KILN_ERR_OUT_OF_MEMORY, "out of host memory for the calibration cache");
+    }
+    memset(x->amax, 0, sizeof(float) * (size_t)p->n_kv_layers * 2 * (size_t)p->n_kv_heads);
+    x->calib = true;
+    return KILN_OK;
+fail:
+    free_calib(x);
+    return st;
+}
+
+static void cpu_kv_amax(kiln_exec *base, float *amax) {
+    exec_cpu *x = (exec_cpu *)base;
+    const kiln_program *p = x->p;
+    int G = kiln_kv_n_global_heads(x->mf), nkv = p->n_kv_heads;
+    for (int l = 0; l < p->n_kv_layers; l++)
+        for (int w = 0; w < 2; w++)
+            for (int h = 0; h < nkv; h++) {
+                float a = x->amax[((size_t)l * 2 + (size_t)w) * (size_t)nkv + (size_t)h];
+                float *o = &amax[((size_t)l * 2 + (size_t)w) * (size_t)G + (size_t)kiln_kv_global_head(p, G, h)];
+                if (a > *o || a != a) *o = a;
+            }
+}
+
+static kiln_status cpu_set_kv_scales(kiln_exec *base, const float *scales) {
+    exec_cpu *x = (exec_cpu *)base;
+    const kiln_program *p = x->p;
+    int G = kiln_kv_n_global_heads(x->mf), nkv = p->n_kv_heads;
+    for (int l = 0; l < p->n_kv_layers; l++)
+        for (int w = 0; w < 2; w++)
+            for (int h = 0; h < nkv; h++) {
+                float s = scales[((size_t)l * 2 + (size_t)w) * (size_t)G + (size_t)kiln_kv_global_head(p, G, h)];
+                if (!(s > 0 && s < INFINITY))
+                    return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "KV cache layer %d: %s scale %g of head %d is not a "
+                                     "positive finite number", l, w ? "value" : "key", (double)s, h);
+                x->scales[((size_t)l * 2 + (size_t)w) * (size_t)nkv + (size_t)h] = s;
+            }
+    for (int l = 0; l < p->n_kv_layers; l++) {
+        kiln_kv_layout *L = &x->layouts[l];
+        L->head_scales = x->scales + (size_t)l * 2 * (size_t)nkv;
+        L->k_scale = kiln_kv_scale(L, 0, 0);
+        L->v_scale = kiln_kv_scale(L, 1, 0);
+    }
+    return KILN_OK;
+}
+
 /* -------------------------------------------------------------- forward */
 
 static int64_t rows_of(const kiln_program *p, int slot, const kiln_batch *b) {
@@ -167,14 +264,21 @@ static kiln_status cpu_forward(kiln_exec *base, const kiln_batch *b, const float
         case KILN_OP_KV_WRITE: {
             const float *k = S + (int64_t)o->n_heads * o->head_dim;
             const float *v = k + (int64_t)o->n_kv_heads * o->head_dim;
-            kiln_cpu_kv_write(x->kcache[o->kv_layer], x->vcache[o->kv_layer], &x->layout, k, v, sw, b->slots,
-                              b->n_tokens);
+            if (x->calib) {
+                kiln_cpu_kv_write(x->ckc[o->kv_layer], x->cvc[o->kv_layer], &x->clayout, k, v, sw, b->slots,
+                                  b->n_tokens);
+                record_amax(x, o->kv_layer, k, v, sw, b->slots, b->n_tokens);
+            } else {
+                kiln_cpu_kv_write(x->kcache[o->kv_layer], x->vcache[o->kv_layer], &x->layouts[o->kv_layer], k, v, sw,
+                                  b->slots, b->n_tokens);
+            }
             break;
         }
         case KILN_OP_ATTENTION:
-            kiln_cpu_attention(x->pool, D, S, sw, x->kcache[o->kv_layer], x->vcache[o->kv_layer], &x->layout,
-                               o->n_heads, b->qstart, b->ctx_len, b->n_seqs, b->block_tables, b->max_blocks,
-                               o->scale, o->window);
+            kiln_cpu_attention(x->pool, D, S, sw, x->calib ? x->ckc[o->kv_layer] : x->kcache[o->kv_layer],
+                               x->calib ? x->cvc[o->kv_layer] : x->vcache[o->kv_layer],
+                               x->calib ? &x->clayout : &x->layouts[o->kv_layer], o->n_heads, b->qstart, b->ctx_len,
+                               b->n_seqs, b->block_tables, b->max_blocks, o->scale, o->window);
             break;
         case KILN_OP_SILU_MUL: kiln_cpu_silu_mul(D, S, rows, dw); break;
         case KILN_OP_GELU_MUL: kiln_cpu_gelu_mul(D, S, rows, dw); break;
@@ -251,6 +355,10 @@ static void cpu_destroy(kiln_exec *base) {
         }
     free(x->kcache);
     free(x->vcache);
+    free(x->layouts);
+    free(x->scales);
+    free(x->amax);
+    free_calib(x);
     free(x->inv_freq);
     free(x->dyn_len);
     free(x->samp_row);
@@ -264,10 +372,11 @@ static void cpu_kv_layer(kiln_exec *base, int layer, const void **k, const void 
     exec_cpu *x = (exec_cpu *)base;
     *k = x->kcache[layer];
     *v = x->vcache[layer];
-    *l = &x->layout;
+    *l = &x->layouts[layer];
 }
 
-static const kiln_exec_vt cpu_vt = {cpu_forward, cpu_forward_sample, cpu_destroy, cpu_kv_layer};
+static const kiln_exec_vt cpu_vt = {cpu_forward,    cpu_forward_sample, cpu_destroy,      cpu_kv_layer,
+                                    cpu_kv_calibrate, cpu_kv_amax,      cpu_set_kv_scales};
 
 kiln_status kiln_exec_cpu_create(const kiln_model_files *mf, const kiln_exec_config *cfg, kiln_exec **out) {
     kiln_status st = KILN_OK;
@@ -301,9 +410,15 @@ kiln_status kiln_exec_cpu_create(const kiln_model_files *mf, const kiln_exec_con
     KILN_CHECK(nb >= 1, KILN_ERR_OUT_OF_MEMORY,
                "the KV cache budget holds no block (%zu bytes per block of %d tokens); raise --kv-cache-size", per_block,
                cfg->block_size);
-    kiln_kv_layout_init(&x->layout, nb, cfg->block_size, p->n_kv_heads, p->head_dim, kvd);
-    x->layout.k_scale = cfg->k_scale > 0 ? cfg->k_scale : 1.0f;
-    x->layout.v_scale = cfg->v_scale > 0 ? cfg->v_scale : 1.0f;
+    x->layouts = calloc((size_t)p->n_kv_layers, sizeof *x->layouts);
+    x->scales = calloc((size_t)p->n_kv_layers * 2 * (size_t)p->n_kv_heads, sizeof(float));
+    x->amax = calloc((size_t)p->n_kv_layers * 2 * (size_t)p->n_kv_heads, sizeof(float));
+    KILN_CHECK(x->layouts && x->scales && x->amax, KILN_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (int l = 0; l < p->n_kv_layers; l++) {
+        kiln_kv_layout_init(&x->layouts[l], nb, cfg->block_size, p->n_kv_heads, p->head_dim, kvd);
+        x->layouts[l].k_scale = cfg->k_scale > 0 ? cfg->k_scale : 1.0f;
+        x->layouts[l].v_scale = cfg->v_scale > 0 ? cfg->v_scale : 1.0f;
+    }
     size_t layer_bytes = (size_t)nb * (size_t)cfg->block_size * (size_t)p->n_kv_heads * (size_t)p->head_dim *
                          kiln_dtype_size(kvd);
     x->kcache = calloc((size_t)p->n_kv_layers, sizeof(void *));

@@ -127,6 +127,29 @@ static void tp_kv_layer(kiln_exec *base, int layer, const void **k, const void *
     tp->ranks[0]->vt->kv_layer(tp->ranks[0], layer, k, v, l);
 }
 
+/* FP8 scales: each rank keeps its own heads (global head ids throughout);
+ * calibration forwards run through tp_forward like any other. */
+static kiln_status tp_kv_calibrate(kiln_exec *base, int n_tokens) {
+    exec_tp *tp = (exec_tp *)base;
+    for (int r = 0; r < tp->n; r++) {
+        kiln_status st = tp->ranks[r]->vt->kv_calibrate(tp->ranks[r], n_tokens);
+        if (st) return st;
+    }
+    return KILN_OK;
+}
+static void tp_kv_amax(kiln_exec *base, float *amax) {
+    exec_tp *tp = (exec_tp *)base;
+    for (int r = 0; r < tp->n; r++) tp->ranks[r]->vt->kv_amax(tp->ranks[r], amax);
+}
+static kiln_status tp_set_kv_scales(kiln_exec *base, const float *scales) {
+    exec_tp *tp = (exec_tp *)base;
+    for (int r = 0; r < tp->n; r++) {
+        kiln_status st = tp->ranks[r]->vt->set_kv_scales(tp->ranks[r], scales);
+        if (st) return st;
+    }
+    return KILN_OK;
+}
+
 static void tp_destroy(kiln_exec *base) {
     exec_tp *tp = (exec_tp *)base;
     if (!tp) return;
@@ -145,7 +168,8 @@ static void tp_destroy(kiln_exec *base) {
     free(tp);
 }
 
-static const kiln_exec_vt tp_vt = {tp_forward, tp_forward_sample, tp_destroy, tp_kv_layer};
+static const kiln_exec_vt tp_vt = {tp_forward,      tp_forward_sample, tp_destroy,      tp_kv_layer,
+                                   tp_kv_calibrate, tp_kv_amax,        tp_set_kv_scales};
 
 kiln_status kiln_exec_tp_create(kiln_exec **ranks, int n, kiln_comm_group *group, kiln_exec **out) {
     kiln_status st = KILN_OK;
@@ -170,6 +194,9 @@ kiln_status kiln_exec_tp_create(kiln_exec **ranks, int n, kiln_comm_group *group
     tp->base = *ranks[0];
     tp->vt = tp_vt;
     if (!ranks[0]->vt->forward_sample) tp->vt.forward_sample = NULL;
+    for (int r = 0; r < n; r++)
+        if (!ranks[r]->vt->kv_calibrate || !ranks[r]->vt->kv_amax || !ranks[r]->vt->set_kv_scales)
+            tp->vt.kv_calibrate = NULL, tp->vt.kv_amax = NULL, tp->vt.set_kv_scales = NULL;
     tp->base.vt = &tp->vt;
     /* every rank must offer the same pool: the smallest */
     for (int r = 1; r < n; r++) tp->base.num_kv_blocks = KILN_MIN(tp->base.num_kv_blocks, ranks[r]->num_kv_blocks);

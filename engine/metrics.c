@@ -98,6 +98,19 @@ kiln_status kiln_engine_metrics_prometheus(kiln_engine *e, const char *model, ch
                         s.kv_cache_usage));
     KILN_TRY(put_scalar(&b, "kiln:kv_cache_capacity_tokens", "gauge", "Tokens the KV-cache pool holds.", model,
                         (double)s.num_kv_blocks * s.block_size));
+    {
+        /* what the pool stores: dtype and, for FP8 E4M3, where the scales came from */
+        char src[32];
+        snprintf(src, sizeof src, "%s", e->kv_scales_src);
+        src[strcspn(src, " ")] = 0; /* the source's first word: checkpoint, calibration, file, policy, none */
+        KILN_TRY(kiln_buf_printf(&b, "# HELP kiln:kv_cache_info KV-cache dtype and FP8 scale source.\n"
+                                     "# TYPE kiln:kv_cache_info gauge\nkiln:kv_cache_info{dtype=\"%s\",scales=\"",
+                                 kiln_dtype_name(e->exec->kv_dtype)));
+        KILN_TRY(put_label(&b, src));
+        KILN_TRY(kiln_buf_puts(&b, "\",model_name=\""));
+        KILN_TRY(put_label(&b, model));
+        KILN_TRY(kiln_buf_puts(&b, "\"} 1\n"));
+    }
     KILN_TRY(put_scalar(&b, "vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", model,
                         (double)s.prompt_tokens_total));
     KILN_TRY(put_scalar(&b, "vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", model,

@@ -251,12 +251,13 @@ void kiln_cpu_kv_write(void *kcache, void *vcache, const kiln_kv_layout *l, cons
     for (int64_t t = 0; t < T; t++) {
         if (slots[t] < 0) continue;
         const float *kr = k + t * row_stride, *vr = v + t * row_stride;
-        for (int h = 0; h < l->n_kv_heads; h++)
+        for (int h = 0; h < l->n_kv_heads; h++) {
+            float ks = kiln_kv_scale(l, 0, h), vs = kiln_kv_scale(l, 1, h);
             for (int d = 0; d < l->head_dim; d++) {
-                kv_store(kcache, l->dtype, kiln_kv_key_index(l, slots[t], h, d), kr[h * l->head_dim + d], l->k_scale);
-                kv_store(vcache, l->dtype, kiln_kv_value_index(l, slots[t], h, d), vr[h * l->head_dim + d],
-                         l->v_scale);
+                kv_store(kcache, l->dtype, kiln_kv_key_index(l, slots[t], h, d), kr[h * l->head_dim + d], ks);
+                kv_store(vcache, l->dtype, kiln_kv_value_index(l, slots[t], h, d), vr[h * l->head_dim + d], vs);
             }
+        }
     }
 }
 
@@ -289,6 +290,7 @@ static void attn_task(void *vctx, int64_t item) {
     const float *q = c->q + t * c->q_stride + (int64_t)h * hd;
     float *o = c->out + t * (int64_t)c->nq * hd + (int64_t)h * hd;
     const int32_t *bt = c->bt + (int64_t)s * c->max_blocks;
+    const float ks = kiln_kv_scale(l, 0, kvh), vs = kiln_kv_scale(l, 1, kvh);
     int n = pos + 1 - lo;
     float *scores = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
     if (!scores) return;
@@ -297,7 +299,7 @@ static void attn_task(void *vctx, int64_t item) {
         int64_t slot = (int64_t)bt[j / l->block_size] * l->block_size + j % l->block_size;
         double acc = 0;
         for (int d = 0; d < hd; d++)
-            acc += (double)q[d] * kiln_cpu_kv_read(c->kc, l, kiln_kv_key_index(l, slot, kvh, d), l->k_scale);
+            acc += (double)q[d] * kiln_cpu_kv_read(c->kc, l, kiln_kv_key_index(l, slot, kvh, d), ks);
         float sc = (float)acc * c->scale;
         scores[j - lo] = sc;
         if (sc > mx) mx = sc;
@@ -312,7 +314,7 @@ static void attn_task(void *vctx, int64_t item) {
         int64_t slot = (int64_t)bt[j / l->block_size] * l->block_size + j % l->block_size;
         float p = (float)(scores[j - lo] / sum);
         for (int d = 0; d < hd; d++)
-            o[d] += p * kiln_cpu_kv_read(c->vc, l, kiln_kv_value_index(l, slot, kvh, d), l->v_scale);
+            o[d] += p * kiln_cpu_kv_read(c->vc, l, kiln_kv_value_index(l, slot, kvh, d), vs);
     }
     free(scores);
 }
@@ -367,6 +369,7 @@ static void xattn_task(void *vctx, int64_t item) {
     rope_head(qh, (float)(c->pos[t] + c->pos_offset), rp.inv_freq, &rp);
     int kvh = h / (c->nq / l->n_kv_heads);
     const int32_t *bt = c->bt + (int64_t)s * c->max_blocks;
+    const float ks = kiln_kv_scale(l, 0, kvh), vs = kiln_kv_scale(l, 1, kvh);
     float *scores = malloc(sizeof(float) * (size_t)n);
     if (!scores) return;
     float mx = -INFINITY;
@@ -374,7 +377,7 @@ static void xattn_task(void *vctx, int64_t item) {
         int64_t slot = (int64_t)bt[j / l->block_size] * l->block_size + j % l->block_size;
         double acc = 0;
         for (int d = 0; d < hd; d++)
-            acc += (double)qh[d] * kiln_cpu_kv_read(c->kc, l, kiln_kv_key_index(l, slot, kvh, d), l->k_scale);
+            acc += (double)qh[d] * kiln_cpu_kv_read(c->kc, l, kiln_kv_key_index(l, slot, kvh, d), ks);
         scores[j] = (float)acc * c->scale;
         if (scores[j] > mx) mx = scores[j];
     }
@@ -388,7 +391,7 @@ static void xattn_task(void *vctx, int64_t item) {
         int64_t slot = (int64_t)bt[j / l->block_size] * l->block_size + j % l->block_size;
         float p = (float)(scores[j] / sum);
         for (int d = 0; d < hd; d++)
-            o[d] += p * kiln_cpu_kv_read(c->vc, l, kiln_kv_value_index(l, slot, kvh, d), l->v_scale);
+            o[d] += p * kiln_cpu_kv_read(c->vc, l, kiln_kv_value_index(l, slot, kvh, d), vs);
     }
     free(scores);
 }

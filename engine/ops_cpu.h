@@ -11,6 +11,10 @@
  *   key   [num_blocks, n_kv_heads, head_dim / x, block_size, x]
  *   value [num_blocks, n_kv_heads, head_dim, block_size]
  * A token's cache slot is block_id * block_size + offset_in_block.
+ * FP8 caches (E4M3, E5M2) store fp8(value / scale) with one scale per layer
+ * (k_scale, v_scale) or per KV head (head_scales), and read back
+ * fp8 * scale; the conversions are runtime/base/dtype.c's (round to nearest
+ * even, saturating to the largest finite value, NaN stays NaN).
  *
  * Ownership: callers own every buffer. Thread-safety: functions are pure
  * except for writes to their outputs; the pool argument (may be NULL) is used
@@ -90,7 +94,19 @@ typedef struct kiln_kv_layout {
     int x;                  /* 16 / kiln_dtype_size(dtype)                     */
     kiln_dtype dtype;       /* F32, BF16, F16, FP8_E4M3, FP8_E5M2              */
     float k_scale, v_scale; /* FP8: stored = fp8(value / scale)                */
+    /* FP8 per-head scales [2, n_kv_heads] f32 (keys, then values), or NULL:
+     * k_scale / v_scale for every head. Lives in the memory of the backend
+     * that owns the cache (host for the CPU ops, device for the GPU ops),
+     * like the cache itself. Ignored for 16/32-bit caches. */
+    const void *head_scales;
 } kiln_kv_layout;
+
+/* The FP8 scale of KV head h's keys (which 0) or values (which 1). Host
+ * layouts only. */
+static inline float kiln_kv_scale(const kiln_kv_layout *l, int which, int h) {
+    if (l->head_scales) return ((const float *)l->head_scales)[which * l->n_kv_heads + h];
+    return which ? l->v_scale : l->k_scale;
+}
 
 /* Fill x from dtype; returns bytes of one layer's key (== value) cache. */
 size_t kiln_kv_layout_init(kiln_kv_layout *l, int num_blocks, int block_size, int n_kv_heads, int head_dim,

@@ -716,6 +716,52 @@ static void conv_program(lua_State *L, conv *c, int plan) {
     lua_pop(L, 1);
 }
 
+/* plan.kv_scales (FP8 E4M3): nil or "auto", "calibrate", "checkpoint",
+ * "none", or {k = x | {per layer}, v = ...}; after plan.kv (layer count). */
+static void conv_kv_scales(lua_State *L, conv *c, int plan) {
+    kiln_program *p = c->p;
+    snprintf(p->kv_scales, sizeof p->kv_scales, "auto");
+    lua_getfield(L, plan, "kv_scales");
+    int t = lua_gettop(L);
+    if (lua_type(L, t) == LUA_TSTRING) {
+        const char *m = lua_tostring(L, t);
+        if (strcmp(m, "auto") && strcmp(m, "calibrate") && strcmp(m, "checkpoint") && strcmp(m, "none"))
+            luaL_error(L, "%s: plan field 'kv_scales' = '%s' (auto, calibrate, checkpoint, none, or {k = .., v = ..})",
+                       c->policy_where, m);
+        snprintf(p->kv_scales, sizeof p->kv_scales, "%s", m);
+    } else if (lua_istable(L, t)) {
+        int n = p->n_kv_layers; /* a single number repeats over the layers */
+        for (int which = 0; which < 2; which++) {
+            const char *key = which ? "v" : "k";
+            lua_getfield(L, t, key);
+            int m = lua_type(L, -1) == LUA_TNUMBER ? 1 : lua_istable(L, -1) ? (int)lua_rawlen(L, -1) : -1;
+            if (n < 1 || m < 1 || (m != 1 && m != n))
+                luaL_error(L, "%s: plan field 'kv_scales.%s' must be a number or a list of %d numbers (one per KV "
+                              "layer)", c->policy_where, key, n);
+            float *a = malloc(sizeof(float) * (size_t)n);
+            if (!a) luaL_error(L, "out of host memory");
+            if (which) p->kv_v_scales = a;
+            else p->kv_k_scales = a;
+            for (int i = 0; i < n; i++) {
+                if (m > 1) lua_rawgeti(L, -1, i + 1);
+                else lua_pushvalue(L, -1);
+                double v = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
+                if (!(v > 0 && v < 1e30))
+                    luaL_error(L, "%s: plan field 'kv_scales.%s' entry %d must be a positive number", c->policy_where,
+                               key, i + 1);
+                a[i] = (float)v;
+                lua_pop(L, 1);
+            }
+            lua_pop(L, 1);
+        }
+        p->n_kv_scales = n;
+        snprintf(p->kv_scales, sizeof p->kv_scales, "values");
+    } else if (!lua_isnil(L, t)) {
+        luaL_error(L, "%s: plan field 'kv_scales' must be a string or a table", c->policy_where);
+    }
+    lua_settop(L, t - 1);
+}
+
 static int l_convert(lua_State *L) {
     conv *c = lua_touserdata(L, 1);
     int plan = 2;
@@ -727,10 +773,12 @@ static int l_convert(lua_State *L) {
     p->policy_name = dup_or_die(L, name ? name : "?");
     const char *kvd = get_str(L, plan, "kv_cache_dtype", false, "plan", c->policy_where);
     snprintf(p->kv_cache_dtype, sizeof p->kv_cache_dtype, "%s", kvd ? kvd : "auto");
-    if (strcmp(p->kv_cache_dtype, "auto") && strcmp(p->kv_cache_dtype, "fp8_e5m2") &&
-        strcmp(p->kv_cache_dtype, "fp8_e4m3") && strcmp(p->kv_cache_dtype, "fp8"))
-        return luaL_error(L, "%s: plan field 'kv_cache_dtype' = '%s' (auto, fp8_e5m2, fp8_e4m3)", c->policy_where,
-                          p->kv_cache_dtype);
+    static const char *const kv_ok[] = {"auto", "fp8_e5m2", "fp8_e4m3", "fp8", "bf16", "fp16", "fp32"};
+    bool kv_known = false;
+    for (size_t i = 0; i < KILN_ARRAY_LEN(kv_ok); i++) kv_known |= !strcmp(p->kv_cache_dtype, kv_ok[i]);
+    if (!kv_known)
+        return luaL_error(L, "%s: plan field 'kv_cache_dtype' = '%s' (auto, fp8_e4m3, fp8_e5m2, bf16, fp16, fp32)",
+                          c->policy_where, p->kv_cache_dtype);
     /* rope */
     lua_getfield(L, plan, "rope");
     if (!lua_istable(L, -1)) return luaL_error(L, "%s: plan is missing field 'rope'", c->policy_where);
@@ -760,6 +808,7 @@ static int l_convert(lua_State *L) {
         p->cross_head_dim = (int)get_int(L, -1, "head_dim", true, 0, "cross", c->policy_where);
     }
     lua_pop(L, 1);
+    conv_kv_scales(L, c, plan);
     lua_getfield(L, plan, "vocab");
     if (!lua_istable(L, -1)) return luaL_error(L, "%s: plan is missing field 'vocab'", c->policy_where);
     p->vocab_size = (int)get_int(L, -1, "size", true, 0, "vocab", c->policy_where);

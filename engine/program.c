@@ -61,6 +61,8 @@ void kiln_program_free(kiln_program *p) {
         free(p->kernels[i].where);
     }
     free(p->kernels);
+    free(p->kv_k_scales);
+    free(p->kv_v_scales);
     free(p->policy_name);
     free(p->policy_file);
     free(p);
@@ -336,6 +338,12 @@ kiln_status kiln_program_describe(const kiln_program *p, kiln_buf *b) {
     if (strcmp(p->rope.type, "default")) KILN_TRY(kiln_buf_printf(b, " factor=%g", p->rope.factor));
     KILN_TRY(kiln_buf_printf(b, "\n  kv cache: %d layers x %d kv heads x head_dim %d\n", p->n_kv_layers,
                              p->n_kv_heads, p->head_dim));
+    if (strcmp(p->kv_scales, "auto")) { /* listed only when the plan chose (keeps the goldens) */
+        KILN_TRY(kiln_buf_printf(b, "  kv scales: %s", p->kv_scales));
+        for (int i = 0; i < p->n_kv_scales; i++)
+            KILN_TRY(kiln_buf_printf(b, " %sk=%g v=%g", i ? "| " : "", p->kv_k_scales[i], p->kv_v_scales[i]));
+        KILN_TRY(kiln_buf_puts(b, "\n"));
+    }
     KILN_TRY(kiln_buf_printf(b, "  vocab: %d (this rank: [%d, %d))\n", p->vocab_size, p->vocab_start,
                              p->vocab_start + p->vocab_local));
     KILN_TRY(kiln_buf_printf(b, "weights (%d):\n", p->n_weights));

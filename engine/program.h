@@ -116,6 +116,12 @@ typedef struct kiln_program {
     /* KV cache */
     int n_kv_layers, n_kv_heads, head_dim;
     char kv_cache_dtype[16]; /* as the plan asked: auto, fp8_e5m2, fp8_e4m3   */
+    /* FP8 E4M3 scales as the plan asked: a mode (auto, calibrate,
+     * checkpoint, none), or "values": kv_k_scales / kv_v_scales hold
+     * n_kv_scales (= n_kv_layers) numbers, one per KV layer */
+    char kv_scales[16];
+    float *kv_k_scales, *kv_v_scales;
+    int n_kv_scales;
     /* rope */
     kiln_rope_config rope;
     int rot_dim;

@@ -156,7 +156,10 @@ typedef struct kiln_engine_params {
     const char *policy_dir;     /* NULL: built-in policies                   */
     const char *policy_options; /* NULL or a JSON object passed to the policy */
     const char *dtype;          /* "auto" (checkpoint), "bf16", "fp16", "fp32" */
-    const char *kv_cache_dtype; /* "auto", "fp8_e5m2", "fp8_e4m3"            */
+    const char *kv_cache_dtype; /* "auto" (the policy's choice, else the
+                                   activation dtype; f32 on the CPU),
+                                   "fp8_e4m3" (alias "fp8"), "fp8_e5m2",
+                                   "bf16", "fp16", "fp32"                     */
     const char *load_format;    /* "auto" (safetensors) or "dummy"           */
     int tensor_parallel_size;   /* default 1                                 */
     int max_num_seqs;           /* running sequences, default 256            */
@@ -177,6 +180,13 @@ typedef struct kiln_engine_params {
     const char *speculative_model;  /* draft / GliDe checkpoint              */
     int num_speculative_tokens;     /* default 4                             */
     int ngram_min, ngram_max;       /* n-gram drafter window (default 1..4)  */
+    /* FP8 E4M3 KV cache scales (E5M2 uses none): NULL / "auto" (the
+     * policy's choice, else the checkpoint's k_scale / v_scale tensors, else
+     * calibration at start-up), "calibrate", "checkpoint", "none" (scale 1),
+     * or a JSON file: {"k_scale": x | [per layer] | [[per head] per layer],
+     * "v_scale": ...} or vLLM's {"kv_cache": {"scaling_factor": {rank:
+     * {layer: x}}}}. Stored = fp8(value / scale). */
+    const char *kv_scales;
 } kiln_engine_params;
 
 /* Fill *p with defaults. Always call before setting fields. */
@@ -334,6 +344,10 @@ typedef struct kiln_model_info {
     const char *device;       /* "cpu" or "cuda" */
     const char *dtype;
     const char *kv_cache_dtype;
+    const char *kv_cache_scales; /* FP8 E4M3: where the scales came from
+                                    ("checkpoint", "calibration (N tokens)",
+                                    "file PATH", "policy", "none"); else "" */
+    int kv_cache_tokens;         /* capacity of the KV pool in tokens       */
 } kiln_model_info;
 KILN_API void kiln_engine_model_info(const kiln_engine *e, kiln_model_info *info);
 

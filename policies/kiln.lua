@@ -12,6 +12,13 @@
 -- activation slots, the flat op program, the KV cache shape and optional
 -- custom CUDA kernels. C validates it and names the bad key and the policy
 -- line (every entry built here records where it was made).
+--
+-- KV cache: plan.kv_cache_dtype ("auto", "fp8_e5m2", "fp8_e4m3"; starts as
+-- facts.kv_cache_dtype) and, for E4M3, plan.kv_scales ("auto": checkpoint
+-- k_scale/v_scale tensors, else calibration at start-up; "calibrate",
+-- "checkpoint", "none" (scale 1), or {k = x | {per layer}, v = ...}). The
+-- user's --kv-cache-dtype / --kv-scales win over the plan when given (not
+-- "auto").
 local K = {}
 
 -- where(level): "file:line" of the policy code that called into this library.
@@ -92,7 +99,7 @@ end
 
 function Plan:finish(extra)
   local out = {
-    name = self.name, kv_cache_dtype = self.kv_cache_dtype,
+    name = self.name, kv_cache_dtype = self.kv_cache_dtype, kv_scales = self.kv_scales,
     weights = self.weights, slots = self.slots, program = self.program,
     kernels = self.kernels, rope = self.rope, kv = self.kv, vocab = self.vocab,
     logits = self.logits, cross = self.cross,

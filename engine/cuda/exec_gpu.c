@@ -365,7 +365,7 @@ static void gpu_destroy(kiln_exec *base) {
     free(x);
 }
 
-static const kiln_exec_vt gpu_vt = {gpu_forward, gpu_forward_sample, gpu_destroy, gpu_kv_layer};
+static const kiln_exec_vt gpu_vt = {gpu_forward, gpu_forward_sample, gpu_destroy, gpu_kv_layer, NULL, NULL, NULL};
 
 /* ---------------------------------------------------------- weight upload */
 
