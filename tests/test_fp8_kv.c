@@ -457,6 +457,59 @@ static float sc(const kiln_engine *e, int layer, int which, int head) {
     return e->kv_scales[((size_t)layer * 2 + (size_t)which) * (size_t)G + (size_t)head];
 }
 
+/* Tensor parallelism (CPU ranks): the scales are numbered over the whole
+ * model, so TP 2 (one KV head per rank) and TP 4 (heads replicated) take
+ * the same checkpoint scales as TP 1 (ref) and rank 0 holds global head 0's
+ * per-head values; calibration merges every rank's maxima; the logits stay
+ * those of TP 1 up to reduction order (and the rare FP8 code it flips). */
+static void tensor_parallel(const char *ckpt, kiln_engine *ref) {
+    float *want = malloc(sizeof(float) * 512), *got = malloc(sizeof(float) * 512);
+    KT_REQUIRE(first_logits(ref, want));
+    const int G = 2, L = 3;
+    for (int tp = 2; tp <= 4; tp += 2) {
+        kiln_engine_params p;
+        kiln_engine_default_params(&p);
+        p.model = ckpt;
+        p.device = "cpu";
+        p.tokenizer = "none";
+        p.n_threads = 1;
+        p.block_size = 16;
+        p.num_kv_blocks = 200;
+        p.max_num_seqs = 4;
+        p.max_model_len = 512;
+        p.kv_cache_dtype = "fp8_e4m3";
+        p.tensor_parallel_size = tp;
+        kiln_engine *e = NULL;
+        KT_OK(kiln_engine_create(&p, &e));
+        KT_CHECK(kiln_kv_n_global_heads(&e->mf) == G);
+        KT_CHECK(!memcmp(e->kv_scales, ref->kv_scales, sizeof(float) * (size_t)L * 2 * G));
+        const void *kc, *vc;
+        const kiln_kv_layout *l1;
+        e->exec->vt->kv_layer(e->exec, 1, &kc, &vc, &l1); /* rank 0's layer 1: per-head scales */
+        KT_CHECK(l1->n_kv_heads == 1 && l1->head_scales);
+        KT_CHECKF(kiln_kv_scale(l1, 0, 0) == sc(ref, 1, 0, 0) && kiln_kv_scale(l1, 1, 0) == sc(ref, 1, 1, 0),
+                  "tp %d rank 0 layer 1: k %g v %g", tp, (double)kiln_kv_scale(l1, 0, 0), (double)kiln_kv_scale(l1, 1, 0));
+        KT_REQUIRE(first_logits(e, got));
+        double rel = rel_l2(got, want, 512);
+        /* measured 4e-7 (TP 2) and 2.5e-5 (TP 4: a flipped code); a rank with
+         * another head's scales would be off by E4M3's own error, ~5e-2 */
+        KT_CHECKF(rel < 1e-3, "tp %d: first logits differ from tp 1 by %.3g", tp, rel);
+        kiln_engine_destroy(e);
+        /* calibrated: every rank's maxima merged, as TP 1 sees them */
+        p.kv_scales = "calibrate";
+        kiln_engine *c1 = NULL;
+        KT_OK(kiln_engine_create(&p, &e));
+        p.tensor_parallel_size = 1;
+        KT_OK(kiln_engine_create(&p, &c1));
+        for (int i = 0; i < L * 2 * G; i++)
+            KT_CHECKF(fabsf(e->kv_scales[i] - c1->kv_scales[i]) <= 1e-4f * c1->kv_scales[i],
+                      "tp %d calibrated scale %d: %g, tp 1 %g", tp, i, (double)e->kv_scales[i], (double)c1->kv_scales[i]);
+        kiln_engine_destroy(e);
+        kiln_engine_destroy(c1);
+    }
+    free(want), free(got);
+}
+
 KT_TEST(test_scales_from_checkpoint) {
     /* layer 0: scalars ([] f32 and [1] bf16); layer 1: per head (f32, f16);
      * layer 2: [] bf16 */
@@ -475,6 +528,7 @@ KT_TEST(test_scales_from_checkpoint) {
     kiln_model_info mi;
     kiln_engine_model_info(e, &mi);
     KT_CHECKF(!strcmp(mi.kv_cache_scales, "checkpoint"), "source \"%s\"", mi.kv_cache_scales);
+    tensor_parallel(dir, e);
     KT_CHECK(!strcmp(mi.kv_cache_dtype, "fp8_e4m3"));
     float want[3][2][2];
     for (int l = 0; l < 3; l++)
