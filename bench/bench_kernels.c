@@ -356,7 +356,7 @@ static void bench_sampling(void) {
 static void bench_jit(void) {
     char dir[] = "/tmp/kiln-bench-jit-XXXXXX";
     if (!mkdtemp(dir)) return;
-    kiln_jit_model m = {KILN_DTYPE_BF16, KILN_DTYPE_BF16, 128, 32, 8, 16, false, false};
+    kiln_jit_model m = {KILN_DTYPE_BF16, KILN_DTYPE_BF16, 128, 32, 8, 16, false, false, false};
     kiln_jit_spec_list l;
     CK(kiln_jit_model_specs(&m, &l));
     kiln_jit_options o = {kiln_rt_device_get_info(dev)->arch, dir, NULL, false, 0};

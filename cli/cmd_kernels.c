@@ -19,7 +19,7 @@ int kiln_cmd_kernels(int argc, char **argv) {
     cli_opt opts[] = {
         {"arch", CLI_STR, &arch, "SM", "target architecture (default: the GPU's, else sm_90)"},
         {"model", CLI_STR, &model, "DIR", "compile only what this model needs (from its config.json)"},
-        {"kv-cache-dtype", CLI_STR, &kv, "T", "KV cache dtype for --model: auto, fp8_e5m2, fp8_e4m3"},
+        {"kv-cache-dtype", CLI_STR, &kv, "T", "KV cache dtype for --model: auto, fp8_e4m3, fp8_e5m2"},
         {"block-size", CLI_INT, &block_size, "N", "KV block size for --model (default 16)"},
         {"cache-dir", CLI_STR, &cache, "DIR", "JIT cache directory (default $KILN_CACHE_DIR or ~/.cache/kiln/jit)"},
         {"threads", CLI_INT, &threads, "N", "parallel compiles (default: CPUs)"},
@@ -79,8 +79,9 @@ int kiln_cmd_kernels(int argc, char **argv) {
         free(dir);
         kiln_jit_model m = {cfg.dtype == KILN_DTYPE_F16 ? KILN_DTYPE_F16 : KILN_DTYPE_BF16, KILN_DTYPE_INVALID,
                             cfg.head_dim, cfg.num_heads, cfg.num_kv_heads, block_size,
-                            cfg.hidden_act && strstr(cfg.hidden_act, "gelu"), false};
-        m.kv = strcmp(kv, "auto") ? kiln_dtype_from_name(kv) : m.act;
+                            cfg.hidden_act && strstr(cfg.hidden_act, "gelu"), false, false};
+        m.kv = !strcmp(kv, "auto") ? m.act : !strcmp(kv, "fp8") ? KILN_DTYPE_FP8_E4M3 : kiln_dtype_from_name(kv);
+        m.kv_calib = m.kv == KILN_DTYPE_FP8_E4M3; /* what the engine prepares (start-up calibration) */
         kiln_model_config_free(&cfg);
         kiln_jit_spec_list l;
         if (kiln_jit_model_specs(&m, &l) != KILN_OK) return cli_fail("kernels");

@@ -3,11 +3,12 @@
 // ldmatrix, and cp.async loaders of 16-token K and V tiles out of the paged
 // cache into shared memory.
 //
-// Specialization defines: ACT (bf16 | fp16: activations and KV cache),
-// HEAD_DIM (multiple of 8), BLOCK_SIZE (KV block size, multiple of 8),
-// GROUP (query heads per KV head processed together).
+// Specialization defines: ACT (bf16 | fp16: activations), KV (the cache: ACT,
+// fp8_e4m3 or fp8_e5m2; ACT when absent), HEAD_DIM (multiple of 8; of 16 for
+// FP8), BLOCK_SIZE (KV block size, multiple of 8; of 16 for FP8), GROUP
+// (query heads per KV head processed together).
 //
-// Cache layout (x = 8 elements of 16 bytes):
+// 16-bit cache layout (x = 8 elements of 16 bytes):
 //   key   [num_blocks, nkv, HEAD_DIM / 8, BLOCK_SIZE, 8]
 //   value [num_blocks, nkv, HEAD_DIM, BLOCK_SIZE]
 // Shared-memory tiles of 16 tokens:
@@ -17,17 +18,51 @@
 //   V tile: [HEAD_DIM rows][2 chunks] (chunk = 8 tokens of one dim), the two
 //           chunks of a row swapped when (row / 4) is odd so the eight rows an
 //           ldmatrix reads hit distinct banks.
+//
+// FP8 caches (x = 16 elements of 16 bytes; stored = fp8(value / scale)):
+//   key   [num_blocks, nkv, HEAD_DIM / 16, BLOCK_SIZE, 16]
+//   value [num_blocks, nkv, HEAD_DIM, BLOCK_SIZE]
+// The tiles keep the cache's bytes (half the shared memory of 16-bit ones):
+//   K tile: [HEAD_DIM / 16 chunk columns][16 tokens] chunks (16 dims of one
+//           token); token j sits at position j ^ ((j & 8) >> 2) so that the
+//           tokens a fragment load reads fall in distinct banks.
+//   V tile: [HEAD_DIM rows] of one chunk (16 tokens of one dim).
+// The MMAs run in fp16 on the raw FP8 values (exact in fp16), read with one
+// 32-bit shared load per lane and fragment: lane (g, t) takes bytes 4t..4t+3
+// of a chunk, so the k index of each m16n8k16 step is permuted -- dims (keys)
+// or tokens (values) 4t, 4t+1 play k = 2t, 2t+1 and 4t+2, 4t+3 play k = 2t+8,
+// 2t+9 -- and Q and P follow the same permutation: Q columns are loaded to
+// match, and S's n index maps token 4t + 2 * (n-tile) + {0, 1} to the
+// accumulator slots P is packed from. The K scale multiplies the fp32 scores,
+// the V scale the output; Q is rounded to fp16 (exact for bf16 values within
+// fp16's range, clamped at +-65504). FP8 -> fp16: E5M2 is the top byte of an
+// fp16 (a byte permute); E4M3 uses cvt.rn.f16x2.e4m3x2 on sm_89+, and on
+// sm_80 a bit shift that yields value * 2^-8 (folded into the scales; a NaN
+// code reads as +-480 there).
 #pragma once
 #include "kiln_common.cuh"
 
 typedef ACT act_t;
+#ifndef KV
+#define KV ACT
+#endif
+typedef KV kv_t;
+
+#define KILN_CAT_(a, b) a##b
+#define KILN_CAT(a, b) KILN_CAT_(a, b)
+#define KV_KIND_bf16 1
+#define KV_KIND_fp16 2
+#define KV_KIND_fp8_e5m2 3
+#define KV_KIND_fp8_e4m3 4
+#define KV_KIND KILN_CAT(KV_KIND_, KV)
+#define ACT_KIND KILN_CAT(KV_KIND_, ACT)
+#define KV_FP8 (KV_KIND >= 3)
+#if !KV_FP8 && KV_KIND != ACT_KIND
+#error "a 16-bit KV cache must be in the activation dtype (KV == ACT)"
+#endif
 
 #define HD HEAD_DIM
 #define HD16 ((HEAD_DIM + 15) / 16 * 16)
-#define KCH (HD16 / 8)                 // key chunk columns in a tile
-#define K_TILE_BYTES (KCH * 16 * 16)   // 16 tokens
-#define V_TILE_BYTES (HD * 2 * 16)     // 16 tokens
-#define TILE_BYTES (K_TILE_BYTES + V_TILE_BYTES)
 #define LOG2E 1.4426950408889634f
 
 #if (HEAD_DIM % 8) != 0
@@ -36,6 +71,21 @@ typedef ACT act_t;
 #if (BLOCK_SIZE % 8) != 0
 #error "BLOCK_SIZE must be a multiple of 8"
 #endif
+
+#if KV_FP8
+#if (HEAD_DIM % 16) != 0 || (BLOCK_SIZE % 16) != 0
+#error "FP8 KV caches need HEAD_DIM and BLOCK_SIZE multiples of 16"
+#endif
+#define K_TILE_BYTES (HD * 16)         // 16 tokens x HD bytes
+#define V_TILE_BYTES (HD * 16)
+typedef fp16 mma_t;                    // MMAs on the raw FP8 values
+#else
+#define KCH (HD16 / 8)                 // key chunk columns in a tile
+#define K_TILE_BYTES (KCH * 16 * 16)   // 16 tokens
+#define V_TILE_BYTES (HD * 2 * 16)     // 16 tokens
+typedef act_t mma_t;
+#endif
+#define TILE_BYTES (K_TILE_BYTES + V_TILE_BYTES)
 
 template <class T> struct mma_op;
 template <> struct mma_op<bf16> {
@@ -54,7 +104,7 @@ template <> struct mma_op<fp16> {
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     }
 };
-KILN_DEV void mma16816(float c[4], const u32 a[4], u32 b0, u32 b1) { mma_op<act_t>::run(c, a, b0, b1); }
+KILN_DEV void mma16816(float c[4], const u32 a[4], u32 b0, u32 b1) { mma_op<mma_t>::run(c, a, b0, b1); }
 
 KILN_DEV void ldsm_x4(u32 &r0, u32 &r1, u32 &r2, u32 &r3, u32 addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
@@ -64,6 +114,7 @@ KILN_DEV void ldsm_x2(u32 &r0, u32 &r1, u32 addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r0), "=r"(r1) : "r"(addr));
 }
 
+#if !KV_FP8
 // Byte offset of V chunk (row d, half h) inside a V tile.
 KILN_DEV int v_chunk_off(int d, int h) { return (d * 2 + (h ^ ((d >> 2) & 1))) * 16; }
 
@@ -174,3 +225,114 @@ KILN_DEV void pv_tile(float (*o)[4], const u32 pa[4], u32 sv_addr, int lane) {
         mma16816(o[nt], pa, b0, b1);
     }
 }
+
+// Column of Q fragment register i (0..3) in k-step kk for lane column tig.
+KILN_DEV int q_col(int kk, int tig, int i) { return kk * 16 + tig * 2 + (i >> 1) * 8; }
+// Token (within the 16-token tile) of score slot k of lane column tig.
+KILN_DEV int sc_tok(int k, int tig) { return (k >> 2) * 8 + tig * 2 + (k & 1); }
+// Two Q elements as an MMA operand.
+KILN_DEV u32 load_q2(const act_t *p) { return *(const u32 *)p; }
+// Score (K) and output (V) scales: none for 16-bit caches.
+KILN_DEV float kv_k_scale(const float *s, int nkv, int kvh) { return 1.0f; }
+KILN_DEV float kv_v_scale(const float *s, int nkv, int kvh) { return 1.0f; }
+
+#else // KV_FP8 ------------------------------------------------------------------
+
+KILN_DEV int q_col(int kk, int tig, int i) { return kk * 16 + tig * 4 + (i >> 1) * 2; }
+KILN_DEV int sc_tok(int k, int tig) { return tig * 4 + (k >> 2) * 2 + (k & 1); }
+KILN_DEV u32 load_q2(const act_t *p) {
+    float a, b;
+    unpack2<act_t>(*(const u32 *)p, a, b);
+    a = fminf(fmaxf(a, -65504.0f), 65504.0f);
+    b = fminf(fmaxf(b, -65504.0f), 65504.0f);
+    return pack2<fp16>(a, b);
+}
+
+// E4M3 values come out of fp8x4_to_f16 times KV_FOLD^-1.
+#if KV_KIND == 4 && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ < 890)
+#define KV_FOLD 256.0f
+#else
+#define KV_FOLD 1.0f
+#endif
+KILN_DEV float kv_k_scale(const float *s, int nkv, int kvh) { return (s ? s[kvh] : 1.0f) * KV_FOLD; }
+KILN_DEV float kv_v_scale(const float *s, int nkv, int kvh) { return (s ? s[nkv + kvh] : 1.0f) * KV_FOLD; }
+
+KILN_DEV u32 prmt(u32 a, u32 b, u32 sel) {
+    u32 r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+    return r;
+}
+// Four FP8 values (byte i = element i) -> f16x2 {0, 1} and {2, 3}.
+KILN_DEV void fp8x4_to_f16(u32 w, u32 &lo, u32 &hi) {
+#if KV_KIND == 3 // E5M2: the high byte of an fp16
+    lo = prmt(w, 0u, 0x1404u);
+    hi = prmt(w, 0u, 0x3424u);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    unsigned short a = (unsigned short)(w & 0xffffu), b = (unsigned short)(w >> 16);
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(lo) : "h"(a));
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(hi) : "h"(b));
+#else // E4M3 as fp16 bits: sign | (exp, mantissa) >> 1 of the high byte = value * 2^-8
+    u32 m = w & 0x7f7f7f7fu;
+    lo = (prmt(w, 0u, 0x1404u) & 0x80008000u) | (prmt(m, 0u, 0x1404u) >> 1);
+    hi = (prmt(w, 0u, 0x3424u) & 0x80008000u) | (prmt(m, 0u, 0x3424u) >> 1);
+#endif
+}
+
+KILN_DEV u32 lds32(u32 addr) {
+    u32 r;
+    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(r) : "r"(addr));
+    return r;
+}
+
+// Position (in chunks) of token j's chunk within a K tile column.
+KILN_DEV int k_pos(int j) { return j ^ ((j & 8) >> 2); }
+
+// cp.async of a 16-token FP8 K+V tile whose first token is `tok0` (a
+// multiple of 16, so the tile lies in one block); tokens >= n_valid are
+// zero-filled. Chunks c = lane + k * n_lanes: K: (HD / 16) * 16, then V: HD.
+KILN_DEV void load_tile_chunks(char *smem_tile, const kv_t *__restrict__ kc, const kv_t *__restrict__ vc,
+                               const int *__restrict__ bt, int nkv, int kvh, int tok0, int n_valid, int lane,
+                               int n_lanes) {
+    const u8 *k8 = (const u8 *)kc, *v8 = (const u8 *)vc;
+    char *sk = smem_tile, *sv = smem_tile + K_TILE_BYTES;
+    const int b = bt[tok0 / BLOCK_SIZE], o = tok0 % BLOCK_SIZE;
+    const size_t head = (size_t)b * nkv + kvh;
+    for (int c = lane; c < (HD / 16) * 16; c += n_lanes) {
+        int col = c >> 4, j = c & 15;
+        bool ok = j < n_valid;
+        cp_async16(sk + (col * 16 + k_pos(j)) * 16, ok ? k8 + ((head * (HD / 16) + col) * BLOCK_SIZE + o + j) * 16 : k8,
+                   ok ? 16 : 0);
+    }
+    const int vb = n_valid >= 16 ? 16 : n_valid;
+    for (int d = lane; d < HD; d += n_lanes)
+        cp_async16(sv + d * 16, vb > 0 ? v8 + (head * HD + d) * BLOCK_SIZE + o : v8, vb);
+}
+
+// S[16 rows][16 tokens] += Q (A fragments, fp16, permuted columns) x K tile^T.
+// s[0..3]: tokens 4t, 4t+1; s[4..7]: tokens 4t+2, 4t+3 (sc_tok).
+KILN_DEV void qk_tile(float s[8], const u32 (*qa)[4], u32 sk_addr, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    const int j0 = 2 * g - (g & 1); // n-tile 0 token of this lane's column; n-tile 1: j0 + 2
+    const u32 a0 = sk_addr + k_pos(j0) * 16 + t * 4, a1 = sk_addr + k_pos(j0 + 2) * 16 + t * 4;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        u32 b0, b1, b2, b3;
+        fp8x4_to_f16(lds32(a0 + kk * 256), b0, b1);
+        fp8x4_to_f16(lds32(a1 + kk * 256), b2, b3);
+        mma16816(s, qa[kk], b0, b1);
+        mma16816(s + 4, qa[kk], b2, b3);
+    }
+}
+
+// O[16 rows][HD] += P (A fragment, fp16, tokens permuted like S) x V tile.
+KILN_DEV void pv_tile(float (*o)[4], const u32 pa[4], u32 sv_addr, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    const u32 a = sv_addr + g * 16 + t * 4;
+#pragma unroll
+    for (int nt = 0; nt < HD / 8; nt++) {
+        u32 b0, b1;
+        fp8x4_to_f16(lds32(a + nt * 8 * 16), b0, b1);
+        mma16816(o[nt], pa, b0, b1);
+    }
+}
+#endif

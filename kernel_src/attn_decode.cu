@@ -16,18 +16,26 @@
 //   block_tables [n_seqs, max_blocks]
 //   part_o [n_seqs, nq, n_parts, HEAD_DIM] f32, part_ml [n_seqs, nq, n_parts, 2]
 //   (split mode: unnormalized output, running max (log2 domain) and sum)
+//   kv_scales [2, nkv] f32 (FP8 caches: this layer's key then value scales
+//   per KV head; NULL: 1)
 // Grid (nq / GROUP, n_seqs, n_parts), 128 threads, dynamic smem
-// 4 warps * STAGES * TILE_BYTES.
+// max(4 warps * STAGES * TILE_BYTES, the merge's (4 * 16 * 2 + 4 * 16 * HD) * 4)
+// (STAGES 3 for 16-bit caches, 5 for FP8 ones: the same bytes in flight).
 #include "attn_common.cuh"
 
 #define NW 4
+#if KV_FP8
+#define STAGES 5
+#else
 #define STAGES 3
+#endif
 
 extern "C" __global__ void __launch_bounds__(NW * 32)
-kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const act_t *__restrict__ kc,
-                 const act_t *__restrict__ vc, const int *__restrict__ qstart, const int *__restrict__ ctx_len,
+kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const kv_t *__restrict__ kc,
+                 const kv_t *__restrict__ vc, const int *__restrict__ qstart, const int *__restrict__ ctx_len,
                  const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
-                 int window, int partition_size, int n_parts, float *__restrict__ part_o, float *__restrict__ part_ml) {
+                 int window, int partition_size, int n_parts, float *__restrict__ part_o, float *__restrict__ part_ml,
+                 const float *__restrict__ kv_scales) {
     extern __shared__ float4 smem4[];
     char *smem = (char *)smem4;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -55,14 +63,14 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
         for (int kk = 0; kk < HD16 / 16; kk++) {
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                int row = g + (i & 1) * 8, col = kk * 16 + tig * 2 + (i >> 1) * 8;
+                int row = g + (i & 1) * 8, col = q_col(kk, tig, i);
                 u32 v = 0;
-                if (row < GROUP && col < HD) v = *(const u32 *)(qrow + (size_t)(qh0 + row) * HD + col);
+                if (row < GROUP && col < HD) v = load_q2(qrow + (size_t)(qh0 + row) * HD + col);
                 qa[kk][i] = v;
             }
         }
     }
-    const float sl2 = scale * LOG2E;
+    const float sl2 = scale * LOG2E * kv_k_scale(kv_scales, nkv, kvh);
     float o[HD / 8][4];
 #pragma unroll
     for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
@@ -99,11 +107,11 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
 #pragma unroll
         for (int k = 0; k < 8; k++) sc[k] = 0.0f;
         qk_tile(sc, qa, tile, lane);
-        // mask and scale: token of sc[k] = t*16 + (k >> 2) * 8 + tig * 2 + (k & 1)
+        // mask and scale: token of sc[k] = t*16 + sc_tok(k, tig)
         float mx[2] = {m[0], m[1]};
 #pragma unroll
         for (int k = 0; k < 8; k++) {
-            int j = t * 16 + (k >> 2) * 8 + tig * 2 + (k & 1);
+            int j = t * 16 + sc_tok(k, tig);
             float v = (j >= lo && j <= pos) ? sc[k] * sl2 : -KILN_INF;
             sc[k] = v;
             mx[(k >> 1) & 1] = fmaxf(mx[(k >> 1) & 1], v);
@@ -135,8 +143,8 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
             o[nt][2] *= alpha[1];
             o[nt][3] *= alpha[1];
         }
-        u32 pa[4] = {pack2<act_t>(sc[0], sc[1]), pack2<act_t>(sc[2], sc[3]), pack2<act_t>(sc[4], sc[5]),
-                     pack2<act_t>(sc[6], sc[7])};
+        u32 pa[4] = {pack2<mma_t>(sc[0], sc[1]), pack2<mma_t>(sc[2], sc[3]), pack2<mma_t>(sc[4], sc[5]),
+                     pack2<mma_t>(sc[6], sc[7])};
         pv_tile(o, pa, tile + K_TILE_BYTES, lane);
         __syncwarp();
     }
@@ -167,6 +175,9 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
         sm_o[(warp * 16 + g + 8) * HD + c + 1] = o[nt][3];
     }
     __syncthreads();
+#if KV_FP8
+    const float vs = kv_v_scale(kv_scales, nkv, kvh);
+#endif
     for (int e = threadIdx.x; e < GROUP * HD; e += blockDim.x) {
         int row = e / HD, d = e - row * HD;
         float M = -KILN_INF;
@@ -180,6 +191,9 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
             L += sm_l[w * 16 + row] * f;
             acc += sm_o[(w * 16 + row) * HD + d] * f;
         }
+#if KV_FP8
+        acc *= vs;
+#endif
         int qh = qh0 + row;
         if (partition_size > 0) {
             size_t idx = ((size_t)s * nq + qh) * n_parts + part;

@@ -14,6 +14,8 @@
 // sub-tiles, the layout of attn_common.cuh) through a 2-stage cp.async
 // pipeline shared by the block.
 //   q [T, q_stride] (head h at h * HEAD_DIM), out [T, nq * HEAD_DIM]
+//   kv_scales [2, nkv] f32 (FP8 caches: key then value scales per KV head;
+//   NULL: 1)
 // Grid (ceil(max_q_len / TT), n_seqs, nq / GROUP), 128 threads, dynamic smem
 // 2 * 4 * TILE_BYTES. Blocks past their sequence's queries exit; the grid's
 // x is walked in reverse so the longest (latest) query tiles start first.
@@ -25,7 +27,7 @@
 #define PSTAGES 2
 
 // KV tile kt (NSUB sub-tiles of 16 tokens) into pipeline stage `stage`.
-__device__ __forceinline__ void load_kv(char *smem, const act_t *__restrict__ kc, const act_t *__restrict__ vc,
+__device__ __forceinline__ void load_kv(char *smem, const kv_t *__restrict__ kc, const kv_t *__restrict__ vc,
                                         const int *__restrict__ bt, int nkv, int kvh, int ctx, int kt, int stage) {
     char *dst = smem + (size_t)stage * NSUB * TILE_BYTES;
 #pragma unroll
@@ -37,10 +39,10 @@ __device__ __forceinline__ void load_kv(char *smem, const act_t *__restrict__ kc
 }
 
 extern "C" __global__ void __launch_bounds__(128)
-kiln_attn_prefill(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const act_t *__restrict__ kc,
-                  const act_t *__restrict__ vc, const int *__restrict__ qstart, const int *__restrict__ ctx_len,
+kiln_attn_prefill(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const kv_t *__restrict__ kc,
+                  const kv_t *__restrict__ vc, const int *__restrict__ qstart, const int *__restrict__ ctx_len,
                   const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
-                  int window) {
+                  int window, const float *__restrict__ kv_scales) {
     extern __shared__ float4 smem4[];
     char *smem = (char *)smem4;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -75,14 +77,14 @@ kiln_attn_prefill(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_st
     for (int kk = 0; kk < HD16 / 16; kk++) {
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            int r = i & 1, col = kk * 16 + tig * 2 + (i >> 1) * 8;
+            int r = i & 1, col = q_col(kk, tig, i);
             u32 v = 0;
             if (rvalid[r] && col < HD)
-                v = *(const u32 *)(q + (size_t)(q0 + rtok[r]) * q_stride + (size_t)rhead[r] * HD + col);
+                v = load_q2(q + (size_t)(q0 + rtok[r]) * q_stride + (size_t)rhead[r] * HD + col);
             qa[kk][i] = v;
         }
     }
-    const float sl2 = scale * LOG2E;
+    const float sl2 = scale * LOG2E * kv_k_scale(kv_scales, nkv, kvh);
     float o[HD / 8][4];
 #pragma unroll
     for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
@@ -125,7 +127,7 @@ kiln_attn_prefill(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_st
 #pragma unroll
             for (int k = 0; k < 8; k++) {
                 int r = (k >> 1) & 1;
-                int j = t0 + (k >> 2) * 8 + tig * 2 + (k & 1);
+                int j = t0 + sc_tok(k, tig);
                 bool ok = j <= rpos[r] && (window <= 0 || j > rpos[r] - window);
                 float v = ok ? sc[k] * sl2 : -KILN_INF;
                 sc[k] = v;
@@ -158,8 +160,8 @@ kiln_attn_prefill(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_st
                 o[nt][2] *= alpha[1];
                 o[nt][3] *= alpha[1];
             }
-            u32 pa[4] = {pack2<act_t>(sc[0], sc[1]), pack2<act_t>(sc[2], sc[3]), pack2<act_t>(sc[4], sc[5]),
-                         pack2<act_t>(sc[6], sc[7])};
+            u32 pa[4] = {pack2<mma_t>(sc[0], sc[1]), pack2<mma_t>(sc[2], sc[3]), pack2<mma_t>(sc[4], sc[5]),
+                         pack2<mma_t>(sc[6], sc[7])};
             pv_tile(o, pa, tsm + K_TILE_BYTES, lane);
         }
         __syncthreads();
@@ -174,6 +176,9 @@ kiln_attn_prefill(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_st
     for (int r = 0; r < 2; r++) {
         if (!rvalid[r]) continue;
         float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+#if KV_FP8
+        inv *= kv_v_scale(kv_scales, nkv, kvh);
+#endif
         act_t *orow = out + (size_t)(q0 + rtok[r]) * nq * HD + (size_t)rhead[r] * HD;
 #pragma unroll
         for (int nt = 0; nt < HD / 8; nt++)

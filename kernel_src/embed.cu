@@ -5,7 +5,8 @@
 //   kiln_gather_rows: out [n, dim] = x[rows[i], :]               (ACT elements)
 //   kiln_gather_last: out [n_seqs, dim] = x[qstart[s + 1] - 1, :] (logits of the
 //                     last position of each packed sequence)
-//   kiln_cast:        dst [n] (DST) = src [n] (SRC)
+//   kiln_cast:        dst [n] (DST) = src [n] (SRC); SRC/DST may be FP8 (E4M3,
+//                     E5M2: the conversions of the KV cache write and read)
 // Semantics: engine/ops_cpu.h kiln_cpu_embed / kiln_cpu_gather_rows.
 #include "kiln_common.cuh"
 

@@ -7,7 +7,9 @@
 //                      [nq, nq + nkv) rotated in place (ACT, INTERLEAVED)
 //   kiln_kv_write      k, v rows [T, row_stride] -> caches at slots[t]
 //                      (slot < 0: skipped), KV = bf16 | fp16 | fp8_e5m2 | fp8_e4m3
-//                      (fp8 stores fp8(value / scale))
+//                      (fp8 stores fp8(value / scale); scale = kv_scales[h]
+//                      for keys and kv_scales[nkv + h] for values of KV head
+//                      h, or k_scale / v_scale when kv_scales is NULL)
 //   kiln_rope_kv_write both: rotate q and k in place, then write the rotated k
 //                      and v = qkv[:, (nq + nkv) * hd ...] into the cache
 // Cache layout (x = 16 / sizeof(KV)):
@@ -96,12 +98,13 @@ typedef KV kv_t;
 #define KV_X (16 / (int)sizeof(kv_t))
 
 __device__ __forceinline__ float kv_in(float v, float scale) { return sizeof(kv_t) == 1 ? v / scale : v; }
+__device__ __forceinline__ float head_scale(const float *s, float dflt, int i) { return s ? s[i] : dflt; }
 
 // K and V of tokens [t0, t0 + ntok) (ntok <= 16) and heads [h0, h1) into the
 // cache. k and v point at head 0 of token 0; rows of row_stride elements.
 __device__ __forceinline__ void kv_body(kv_t *kc, kv_t *vc, const act_t *k, const act_t *v, i64 row_stride,
                                         const int *slots, int t0, int ntok, int nkv, int h0, int h1, int hd, int bs,
-                                        float ks, float vs, float *vt) {
+                                        float ks, float vs, const float *scales, float *vt) {
     const int G = hd / KV_X; // key chunks per head
     const int nh = h1 - h0;
     // keys: 16-byte chunks, tokens fastest (consecutive slots -> consecutive chunks)
@@ -110,13 +113,14 @@ __device__ __forceinline__ void kv_body(kv_t *kc, kv_t *vc, const act_t *k, cons
         int t = t0 + j, slot = slots[t];
         if (slot < 0) continue;
         const act_t *src = k + (size_t)t * row_stride + (size_t)h * hd + g * KV_X;
+        const float ksh = head_scale(scales, ks, h);
         union { uint4 v; kv_t e[KV_X]; } out;
 #pragma unroll
         for (int c = 0; c < KV_X; c += AV::N) {
             AV x;
             x.v = ld16(src + c);
 #pragma unroll
-            for (int q = 0; q < AV::N; q++) out.e[c + q] = from_f32<kv_t>(kv_in(x.get(q), ks));
+            for (int q = 0; q < AV::N; q++) out.e[c + q] = from_f32<kv_t>(kv_in(x.get(q), ksh));
         }
         int b = slot / bs, o = slot - b * bs;
         st16(kc + (((size_t)b * nkv + h) * G + g) * bs * KV_X + (size_t)o * KV_X, out.v);
@@ -134,6 +138,7 @@ __device__ __forceinline__ void kv_body(kv_t *kc, kv_t *vc, const act_t *k, cons
     const int vph = hd / AV::N;
     const int ng = (ntok + 7) / 8;
     for (int h = h0; h < h1; h++) {
+        const float vsh = head_scale(scales, vs, nkv + h);
         for (int e = threadIdx.x; e < ntok * vph; e += blockDim.x) {
             int j = e / vph, c = e - j * vph;
             AV x;
@@ -149,7 +154,7 @@ __device__ __forceinline__ void kv_body(kv_t *kc, kv_t *vc, const act_t *k, cons
                 int slot = slots[t0 + j0], b = slot / bs, o = slot - b * bs;
                 union { uint4 v; kv_t e[8]; } pk;
 #pragma unroll
-                for (int q = 0; q < 8; q++) pk.e[q] = from_f32<kv_t>(kv_in(src[q], vs));
+                for (int q = 0; q < 8; q++) pk.e[q] = from_f32<kv_t>(kv_in(src[q], vsh));
                 kv_t *dst = vc + (((size_t)b * nkv + h) * hd + d) * bs + o;
                 if (sizeof(kv_t) == 2) st16(dst, pk.v);
                 else *(uint2 *)dst = make_uint2(pk.v.x, pk.v.y);
@@ -158,7 +163,7 @@ __device__ __forceinline__ void kv_body(kv_t *kc, kv_t *vc, const act_t *k, cons
                     int slot = slots[t0 + j0 + q];
                     if (slot < 0) continue;
                     int b = slot / bs, o = slot - b * bs;
-                    vc[(((size_t)b * nkv + h) * hd + d) * bs + o] = from_f32<kv_t>(kv_in(src[q], vs));
+                    vc[(((size_t)b * nkv + h) * hd + d) * bs + o] = from_f32<kv_t>(kv_in(src[q], vsh));
                 }
             }
         }
@@ -168,13 +173,13 @@ __device__ __forceinline__ void kv_body(kv_t *kc, kv_t *vc, const act_t *k, cons
 
 extern "C" __global__ void kiln_kv_write(kv_t *kc, kv_t *vc, const act_t *k, const act_t *v, i64 row_stride,
                                          const int *slots, int T, int nkv, int head_dim, int block_size, float k_scale,
-                                         float v_scale, int tt) {
+                                         float v_scale, int tt, const float *kv_scales) {
     extern __shared__ float4 smem4[];
     int t0 = blockIdx.x * tt, ntok = min(tt, T - t0);
     if (ntok <= 0) return;
     // one head per block row of the grid (gridDim.y == nkv) or all heads (gridDim.y == 1)
     int h0 = gridDim.y == 1 ? 0 : blockIdx.y, h1 = gridDim.y == 1 ? nkv : blockIdx.y + 1;
-    kv_body(kc, vc, k, v, row_stride, slots, t0, ntok, nkv, h0, h1, head_dim, block_size, k_scale, v_scale,
+    kv_body(kc, vc, k, v, row_stride, slots, t0, ntok, nkv, h0, h1, head_dim, block_size, k_scale, v_scale, kv_scales,
             (float *)smem4);
 }
 #endif
@@ -195,7 +200,7 @@ extern "C" __global__ void kiln_rope_kv_write(act_t *qkv, i64 row_stride, const 
                                               int head_dim, int rot_dim, const float *inv_freq, float mscale,
                                               const int *dyn_seq_len, int dyn_max, float dyn_base, float dyn_factor,
                                               kv_t *kc, kv_t *vc, const int *slots, int block_size, float k_scale,
-                                              float v_scale, int tt) {
+                                              float v_scale, int tt, const float *kv_scales) {
     extern __shared__ float4 smem4[];
     int t0 = blockIdx.x * tt, ntok = min(tt, T - t0);
     if (ntok <= 0) return;
@@ -203,7 +208,7 @@ extern "C" __global__ void kiln_rope_kv_write(act_t *qkv, i64 row_stride, const 
     rope_body<INTERLEAVED != 0>(qkv, row_stride, t0, ntok, a, (float2 *)smem4);
     __syncthreads(); // rotated k is re-read below by other threads of this block
     const act_t *k = qkv + (size_t)nq * head_dim, *v = qkv + (size_t)(nq + nkv) * head_dim;
-    kv_body(kc, vc, k, v, row_stride, slots, t0, ntok, nkv, 0, nkv, head_dim, block_size, k_scale, v_scale,
+    kv_body(kc, vc, k, v, row_stride, slots, t0, ntok, nkv, 0, nkv, head_dim, block_size, k_scale, v_scale, kv_scales,
             (float *)smem4);
 }
 #endif

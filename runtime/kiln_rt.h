@@ -258,6 +258,8 @@ typedef struct kiln_jit_model {
     int head_dim, n_heads, n_kv_heads, block_size;
     bool gelu;           /* gelu_tanh MLP instead of SiLU                     */
     bool interleaved;    /* GPT-J style rotary pairs                          */
+    bool kv_calib;       /* FP8: also the activation-dtype cache kernels that
+                            start-up calibration runs (kv write, prefill)     */
 } kiln_jit_model;
 #define KILN_JIT_MAX_SPECS 32
 typedef struct kiln_jit_spec_list {

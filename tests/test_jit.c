@@ -223,8 +223,10 @@ KT_TEST(test_kernel_dir_overrides_embedded) {
 KT_TEST(test_defines_validated) {
     const kiln_jit_kernel_def *d = kiln_jit_find("attn_decode");
     KT_REQUIRE(d);
-    KT_CHECK(kiln_jit_check_defines(d, "ACT=bf16 HEAD_DIM=128 BLOCK_SIZE=16 GROUP=4") == KILN_OK);
-    KT_ERR(kiln_jit_check_defines(d, "ACT=bf16 HEAD_DIM=128 BLOCK_SIZE=16"), KILN_ERR_INVALID_ARGUMENT, "GROUP");
+    KT_CHECK(kiln_jit_check_defines(d, "ACT=bf16 HEAD_DIM=128 BLOCK_SIZE=16 GROUP=4 KV=bf16") == KILN_OK);
+    KT_CHECK(kiln_jit_check_defines(d, "ACT=bf16 HEAD_DIM=128 BLOCK_SIZE=16 GROUP=4 KV=fp8_e4m3") == KILN_OK);
+    KT_ERR(kiln_jit_check_defines(d, "ACT=bf16 HEAD_DIM=128 BLOCK_SIZE=16 GROUP=4"), KILN_ERR_INVALID_ARGUMENT, "KV");
+    KT_ERR(kiln_jit_check_defines(d, "ACT=bf16 HEAD_DIM=128 BLOCK_SIZE=16 KV=bf16"), KILN_ERR_INVALID_ARGUMENT, "GROUP");
     KT_ERR(kiln_jit_check_defines(d, "ACT=int8 HEAD_DIM=128 BLOCK_SIZE=16 GROUP=4"), KILN_ERR_INVALID_ARGUMENT,
            "ACT=int8");
     KT_ERR(kiln_jit_check_defines(d, "ACT=bf16 HEAD_DIM=x BLOCK_SIZE=16 GROUP=4 FOO=1"), KILN_ERR_INVALID_ARGUMENT,
@@ -242,6 +244,61 @@ KT_TEST(test_defines_validated) {
         KT_CHECKF(kiln_jit_signature_parse(reg[i].signature, k, 32, &n) == KILN_OK, "%s", reg[i].name);
 }
 
-KT_MAIN(KT_CASE(test_defines_validated), KT_CASE(test_compile_error_names_file_and_line),
+/* The specializations an FP8 engine asks for (the tiny test models' shapes
+ * and Llama-3-8B's) compile for sm_90, with the activation-dtype kernels of
+ * start-up calibration for E4M3; bad combinations are refused up front. */
+KT_TEST(test_fp8_model_specs) {
+    kiln_jit_model bad = {KILN_DTYPE_BF16, KILN_DTYPE_FP8_E4M3, 72, 8, 1, 16, false, false, true};
+    kiln_jit_spec_list l;
+    KT_ERR(kiln_jit_model_specs(&bad, &l), KILN_ERR_UNSUPPORTED, "multiples of 16");
+    bad.head_dim = 64, bad.block_size = 8;
+    KT_ERR(kiln_jit_model_specs(&bad, &l), KILN_ERR_UNSUPPORTED, "multiples of 16");
+    bad.block_size = 16, bad.kv = KILN_DTYPE_F16;
+    KT_ERR(kiln_jit_model_specs(&bad, &l), KILN_ERR_UNSUPPORTED, "activation dtype or FP8");
+    if (!have_nvrtc()) KT_SKIP("libnvrtc cannot be loaded");
+    char *dir = temp_dir("fp8");
+    KT_REQUIRE(dir);
+    static kiln_jit_unit u[KILN_JIT_MAX_SPECS * 4];
+    int nu = 0;
+    static char defs[KILN_JIT_MAX_SPECS * 4][128];
+    const kiln_jit_model ms[] = {
+        {KILN_DTYPE_BF16, KILN_DTYPE_FP8_E4M3, 16, 4, 2, 16, false, false, true},
+        {KILN_DTYPE_BF16, KILN_DTYPE_FP8_E5M2, 128, 8, 2, 16, false, false, false},
+        {KILN_DTYPE_BF16, KILN_DTYPE_FP8_E4M3, 128, 32, 8, 16, false, false, true},
+    };
+    for (size_t m = 0; m < KILN_ARRAY_LEN(ms); m++) {
+        KT_OK(kiln_jit_model_specs(&ms[m], &l));
+        bool calib = false;
+        for (int i = 0; i < l.n; i++) {
+            const kiln_jit_kernel_def *d = kiln_jit_find(l.specs[i].name);
+            KT_REQUIRE(d);
+            KT_CHECKF(kiln_jit_check_defines(d, l.specs[i].defines) == KILN_OK, "%s [%s]: %s", l.specs[i].name,
+                      l.specs[i].defines, kiln_last_error());
+            calib |= !strcmp(l.specs[i].name, "attn_prefill") && strstr(l.specs[i].defines, "KV=bf16");
+            bool dup = false;
+            for (int j = 0; j < nu && !dup; j++) dup = !strcmp(u[j].file, d->file) && !strcmp(defs[j], l.specs[i].defines);
+            if (dup) continue;
+            snprintf(defs[nu], sizeof defs[nu], "%s", l.specs[i].defines);
+            memset(&u[nu], 0, sizeof u[nu]);
+            u[nu].file = d->file;
+            u[nu].defines = defs[nu];
+            nu++;
+        }
+        KT_CHECKF(calib == ms[m].kv_calib, "model %zu: calibration kernels %s", m, calib ? "present" : "missing");
+    }
+    kiln_jit_options opt = {"sm_90", dir, NULL, true, 0};
+    KT_CHECKF(kiln_jit_compile(u, nu, &opt) == KILN_OK, "%s", kiln_last_error());
+    for (int i = 0; i < nu; i++) {
+        KT_CHECKF(u[i].status == KILN_OK, "%s [%s]: %s", u[i].file, u[i].defines, u[i].error ? u[i].error : "");
+        for (int f = 0; f < u[i].n_funcs; f++)
+            KT_CHECKF(u[i].funcs[f].spill_stores == 0, "%s [%s] spills %d bytes on sm_90", u[i].funcs[f].entry,
+                      u[i].defines, u[i].funcs[f].spill_stores);
+        kiln_jit_unit_clear(&u[i]);
+    }
+    rm_rf(dir);
+    free(dir);
+}
+
+KT_MAIN(KT_CASE(test_defines_validated), KT_CASE(test_fp8_model_specs), KT_CASE(test_compile_error_names_file_and_line),
         KT_CASE(test_policy_source_compiles), KT_CASE(test_kernel_dir_overrides_embedded),
         KT_CASE(test_registry_compiles_and_caches))

@@ -8,7 +8,12 @@
  *    progress line on stderr. Load format "dummy": random weights.
  *  - activations: every slot planned once for the worst-case step.
  *  - KV cache: sized from free memory after weights and activations
- *    (gpu_memory_utilization), plus one scratch block for padded rows.
+ *    (gpu_memory_utilization), plus one scratch block for padded rows; in the
+ *    activation dtype or FP8 (E4M3 / E5M2, twice the blocks), with FP8
+ *    scales per layer and KV head in device memory (so captured graphs see
+ *    set_kv_scales). FP8 calibration runs eagerly on an activation-dtype
+ *    view of the pool's own memory (half the blocks) and reads each layer's
+ *    k and v back to the host for their maxima.
  *  - decode steps (one query token per sequence) replay CUDA graphs
  *    captured at start-up for batch-size buckets; other steps run eagerly.
  *  - sampling on the device: only token ids and logprobs come back.
@@ -48,7 +53,15 @@ typedef struct exec_gpu {
     kiln_devptr *slot;
     kiln_dtype *slot_dt;
     kiln_devptr *kc, *vc;
-    kiln_kv_layout layout;
+    kiln_kv_layout layout;    /* the pool (block size, dtype); no scales       */
+    kiln_kv_layout *layouts;  /* [n_kv_layers] with the layer's device scales  */
+    kiln_devptr d_scales;     /* [n_kv_layers, 2, n_kv_heads] f32 (FP8)        */
+    /* calibration (kv_calibrate) */
+    bool calib;
+    kiln_kv_layout clayout;   /* activation-dtype view of the pool             */
+    float *amax;              /* [n_kv_layers, 2, n_kv_heads]                   */
+    void *calib_rows;         /* [calib_tokens, widest slot] host copy of qkv   */
+    int calib_tokens;
     kiln_gpu_rope_params rope;
     bool dynamic_rope;
     int max_blocks, max_ctx;
@@ -151,6 +164,39 @@ static int64_t rows_of(const kiln_program *p, int slot, int T, int n_out) {
     return p->slots[slot].per_out ? n_out : T;
 }
 
+static const kiln_kv_layout *kv_layout(const exec_gpu *x, int layer) {
+    return x->calib ? &x->clayout : &x->layouts[layer];
+}
+
+/* Calibration: the largest |k| and |v| of the T rows just written (qkv slot
+ * after rope, [T, row_stride] act), per KV head. */
+static kiln_status calib_record(exec_gpu *x, const kiln_op *o, kiln_devptr qkv, int64_t row_stride, int T) {
+    kiln_status st = KILN_OK;
+    size_t es = kiln_dtype_size(x->act);
+    KILN_CHECK(T <= x->calib_tokens, KILN_ERR_INTERNAL, "calibration step of %d tokens (planned %d)", T,
+               x->calib_tokens);
+    KILN_TRY(kiln_rt_memcpy_dtoh(x->calib_rows, qkv, (size_t)T * (size_t)row_stride * es, x->st));
+    KILN_TRY(kiln_rt_stream_sync(x->st));
+    int nkv = x->p->n_kv_heads, hd = o->head_dim;
+    float *ak = x->amax + (size_t)o->kv_layer * 2 * (size_t)nkv, *av = ak + nkv;
+    float row[1024];
+    const int64_t k0 = (int64_t)o->n_heads * hd, v0 = k0 + (int64_t)nkv * hd;
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < nkv; h++)
+            for (int w = 0; w < 2; w++) {
+                const char *src = (const char *)x->calib_rows + ((size_t)t * (size_t)row_stride +
+                                                                 (size_t)((w ? v0 : k0) + (int64_t)h * hd)) * es;
+                kiln_to_f32(row, src, x->act, (size_t)hd);
+                float *m = w ? &av[h] : &ak[h];
+                for (int d = 0; d < hd; d++) {
+                    float a = fabsf(row[d]);
+                    if (a > *m || a != a) *m = a;
+                }
+            }
+fail:
+    return st;
+}
+
 /* Run every op of the program for T tokens in S sequences with n_out
  * output rows (metadata already on the device). */
 static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int max_ctx) {
@@ -193,19 +239,21 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
         case KILN_OP_KV_WRITE: {
             kiln_devptr k = Sp + (kiln_devptr)((size_t)o->n_heads * (size_t)o->head_dim * es);
             kiln_devptr v = k + (kiln_devptr)((size_t)o->n_kv_heads * (size_t)o->head_dim * es);
-            KILN_TRY(kiln_gpu_kv_write(g, s, x->kc[o->kv_layer], x->vc[o->kv_layer], &x->layout, k, v, x->act, sw,
-                                       D(x, slots, int32_t), T));
+            KILN_TRY(kiln_gpu_kv_write(g, s, x->kc[o->kv_layer], x->vc[o->kv_layer], kv_layout(x, o->kv_layer), k, v,
+                                       x->act, sw, D(x, slots, int32_t), T));
+            if (x->calib) KILN_TRY(calib_record(x, o, Sp, sw, T));
             break;
         }
         case KILN_OP_ROPE_KV_WRITE:
             KILN_TRY(kiln_gpu_rope_kv_write(g, s, Sp, x->act, sw, D(x, pos, int32_t), T, o->n_heads, &x->rope,
-                                            x->kc[o->kv_layer], x->vc[o->kv_layer], &x->layout,
+                                            x->kc[o->kv_layer], x->vc[o->kv_layer], kv_layout(x, o->kv_layer),
                                             D(x, slots, int32_t)));
+            if (x->calib) KILN_TRY(calib_record(x, o, Sp, sw, T));
             break;
         case KILN_OP_ATTENTION: {
             kiln_gpu_attn a = {
                 .out = Dp, .q = Sp, .q_stride = sw, .kcache = x->kc[o->kv_layer], .vcache = x->vc[o->kv_layer],
-                .l = &x->layout, .nq = o->n_heads, .qstart = D(x, qstart, int32_t), .ctx_len = D(x, ctx, int32_t),
+                .l = kv_layout(x, o->kv_layer), .nq = o->n_heads, .qstart = D(x, qstart, int32_t), .ctx_len = D(x, ctx, int32_t),
                 .block_tables = D(x, tables, int32_t), .n_seqs = S, .max_blocks = x->max_blocks, .scale = o->scale,
                 .window = o->window, .max_q_len = max_q, .max_ctx_len = max_ctx, .force_partition = 0,
             };
@@ -254,7 +302,7 @@ static kiln_status gpu_run(exec_gpu *x, const kiln_batch *b) {
                    b->n_seqs <= x->cfg.max_seqs && b->max_ctx_len <= x->max_ctx,
                KILN_ERR_INTERNAL, "batch of %d tokens / %d outputs / %d seqs / ctx %d exceeds the plan", b->n_tokens,
                b->n_out, b->n_seqs, b->max_ctx_len);
-    int bi = (is_decode(b) && x->n_buckets) ? bucket_for(x, b->n_seqs) : -1;
+    int bi = (is_decode(b) && x->n_buckets && !x->calib) ? bucket_for(x, b->n_seqs) : -1;
     pack_meta(x, b, bi >= 0 ? x->bucket[bi] : b->n_seqs);
     KILN_TRY(kiln_rt_memcpy_htod(x->d_meta, x->h_meta, x->mo.total, x->st));
     if (bi >= 0)
@@ -335,7 +383,79 @@ static void gpu_kv_layer(kiln_exec *base, int layer, const void **k, const void 
     exec_gpu *x = (exec_gpu *)base;
     *k = (const void *)(uintptr_t)x->kc[layer];
     *v = (const void *)(uintptr_t)x->vc[layer];
-    *l = &x->layout;
+    *l = &x->layouts[layer];
+}
+
+/* ------------------------------------------------------------ FP8 scales */
+
+static kiln_status gpu_kv_calibrate(kiln_exec *base, int n_tokens) {
+    exec_gpu *x = (exec_gpu *)base;
+    kiln_status st = KILN_OK;
+    const kiln_program *p = x->p;
+    free(x->calib_rows);
+    x->calib_rows = NULL;
+    x->calib = false;
+    if (n_tokens <= 0) return KILN_OK;
+    /* the pool's bytes seen as an activation-dtype cache */
+    int nb = (int)((size_t)x->layout.num_blocks * kiln_dtype_size(x->layout.dtype) / kiln_dtype_size(x->act));
+    int need = KILN_DIV_UP(n_tokens, x->layout.block_size);
+    KILN_CHECK(need <= nb, KILN_ERR_LIMIT, "calibrating %d tokens needs %d blocks; the pool holds %d in %s", n_tokens,
+               need, nb, kiln_dtype_name(x->act));
+    KILN_CHECK(n_tokens <= x->cfg.max_tokens, KILN_ERR_LIMIT, "calibration of %d tokens exceeds the step plan (%d)",
+               n_tokens, x->cfg.max_tokens);
+    kiln_kv_layout_init(&x->clayout, nb, x->layout.block_size, p->n_kv_heads, p->head_dim, x->act);
+    int64_t wmax = 0;
+    for (int i = 0; i < p->n_slots; i++) wmax = KILN_MAX(wmax, p->slots[i].width);
+    x->calib_rows = malloc((size_t)n_tokens * (size_t)wmax * kiln_dtype_size(x->act));
+    KILN_CHECK_ALLOC(x->calib_rows);
+    KILN_CHECK(p->head_dim <= 1024, KILN_ERR_UNSUPPORTED, "head_dim %d", p->head_dim);
+    memset(x->amax, 0, sizeof(float) * (size_t)p->n_kv_layers * 2 * (size_t)p->n_kv_heads);
+    x->calib_tokens = n_tokens;
+    x->calib = true;
+fail:
+    return st;
+}
+
+static void gpu_kv_amax(kiln_exec *base, float *amax) {
+    exec_gpu *x = (exec_gpu *)base;
+    const kiln_program *p = x->p;
+    int G = kiln_kv_n_global_heads(x->mf), nkv = p->n_kv_heads;
+    for (int l = 0; l < p->n_kv_layers; l++)
+        for (int w = 0; w < 2; w++)
+            for (int h = 0; h < nkv; h++) {
+                float a = x->amax[((size_t)l * 2 + (size_t)w) * (size_t)nkv + (size_t)h];
+                float *o = &amax[((size_t)l * 2 + (size_t)w) * (size_t)G + (size_t)kiln_kv_global_head(p, G, h)];
+                if (a > *o || a != a) *o = a;
+            }
+}
+
+static kiln_status gpu_set_kv_scales(kiln_exec *base, const float *scales) {
+    exec_gpu *x = (exec_gpu *)base;
+    kiln_status st = KILN_OK;
+    const kiln_program *p = x->p;
+    int G = kiln_kv_n_global_heads(x->mf), nkv = p->n_kv_heads;
+    size_t n = (size_t)p->n_kv_layers * 2 * (size_t)nkv;
+    float *h = malloc(sizeof(float) * n);
+    KILN_CHECK_ALLOC(h);
+    KILN_CHECK(x->d_scales, KILN_ERR_UNSUPPORTED, "the %s KV cache takes no scales", kiln_dtype_name(x->layout.dtype));
+    for (int l = 0; l < p->n_kv_layers; l++)
+        for (int w = 0; w < 2; w++)
+            for (int k = 0; k < nkv; k++) {
+                float v = scales[((size_t)l * 2 + (size_t)w) * (size_t)G + (size_t)kiln_kv_global_head(p, G, k)];
+                KILN_CHECK(v > 0 && v < INFINITY, KILN_ERR_INVALID_ARGUMENT,
+                           "KV cache layer %d: %s scale %g of head %d is not a positive finite number", l,
+                           w ? "value" : "key", (double)v, k);
+                h[((size_t)l * 2 + (size_t)w) * (size_t)nkv + (size_t)k] = v;
+            }
+    KILN_TRY(kiln_rt_memcpy_htod(x->d_scales, h, sizeof(float) * n, x->st));
+    KILN_TRY(kiln_rt_stream_sync(x->st));
+    for (int l = 0; l < p->n_kv_layers; l++) {
+        x->layouts[l].k_scale = h[(size_t)l * 2 * (size_t)nkv];
+        x->layouts[l].v_scale = h[((size_t)l * 2 + 1) * (size_t)nkv];
+    }
+fail:
+    free(h);
+    return st;
 }
 
 static void gpu_destroy(kiln_exec *base) {
@@ -361,11 +481,15 @@ static void gpu_destroy(kiln_exec *base) {
     free(x->slot_dt);
     free(x->kc);
     free(x->vc);
+    free(x->layouts);
+    free(x->amax);
+    free(x->calib_rows);
     if (x->dev) kiln_rt_device_close(x->dev);
     free(x);
 }
 
-static const kiln_exec_vt gpu_vt = {gpu_forward, gpu_forward_sample, gpu_destroy, gpu_kv_layer, NULL, NULL, NULL};
+static const kiln_exec_vt gpu_vt = {gpu_forward,      gpu_forward_sample, gpu_destroy,      gpu_kv_layer,
+                                    gpu_kv_calibrate, gpu_kv_amax,        gpu_set_kv_scales};
 
 /* ---------------------------------------------------------- weight upload */
 
@@ -612,8 +736,10 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
              : cfg->dtype == KILN_DTYPE_BF16 ? KILN_DTYPE_BF16
              : mf->cfg.dtype == KILN_DTYPE_F16 ? KILN_DTYPE_F16 : KILN_DTYPE_BF16;
     kiln_dtype kvd = cfg->kv_dtype == KILN_DTYPE_INVALID ? x->act : cfg->kv_dtype;
-    KILN_CHECK(kvd == x->act, KILN_ERR_UNSUPPORTED, "KV cache dtype %s is not supported on the GPU yet",
-               kiln_dtype_name(kvd));
+    const bool kv8 = kvd == KILN_DTYPE_FP8_E4M3 || kvd == KILN_DTYPE_FP8_E5M2;
+    KILN_CHECK(kvd == x->act || kv8, KILN_ERR_UNSUPPORTED,
+               "a %s KV cache with %s activations: the GPU keeps it in the activation dtype or FP8",
+               kiln_dtype_name(kvd), kiln_dtype_name(x->act));
     x->max_blocks = cfg->max_blocks_per_seq;
     x->max_ctx = x->max_blocks * cfg->block_size;
 
@@ -621,7 +747,8 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     kiln_gpu_params gp = {.max_sample_rows = cfg->max_out, .vocab = p->slots[p->logits_slot].width};
     KILN_TRY(kiln_gpu_create(x->dev, &gp, &x->g));
     kiln_jit_model jm = {.act = x->act, .kv = kvd, .head_dim = p->head_dim, .n_heads = 0,
-                         .n_kv_heads = p->n_kv_heads, .block_size = cfg->block_size, .interleaved = p->rope_interleaved};
+                         .n_kv_heads = p->n_kv_heads, .block_size = cfg->block_size, .interleaved = p->rope_interleaved,
+                         .kv_calib = kvd == KILN_DTYPE_FP8_E4M3};
     for (int i = 0; i < p->n_ops; i++) {
         if (p->ops[i].kind == KILN_OP_ATTENTION) jm.n_heads = p->ops[i].n_heads;
         if (p->ops[i].kind == KILN_OP_GELU_MUL) jm.gelu = true;
@@ -635,7 +762,10 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     x->slot_dt = calloc((size_t)p->n_slots, sizeof *x->slot_dt);
     x->kc = calloc((size_t)p->n_kv_layers, sizeof *x->kc);
     x->vc = calloc((size_t)p->n_kv_layers, sizeof *x->vc);
-    KILN_CHECK(x->w && x->slot && x->slot_dt && x->kc && x->vc, KILN_ERR_OUT_OF_MEMORY, "out of host memory");
+    x->layouts = calloc((size_t)p->n_kv_layers, sizeof *x->layouts);
+    x->amax = calloc((size_t)p->n_kv_layers * 2 * (size_t)p->n_kv_heads, sizeof(float));
+    KILN_CHECK(x->w && x->slot && x->slot_dt && x->kc && x->vc && x->layouts && x->amax, KILN_ERR_OUT_OF_MEMORY,
+               "out of host memory");
     KILN_TRY(upload_weights(x));
 
     /* activations and step metadata, planned once */
@@ -714,10 +844,30 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     x->dummy_block = nb; /* the extra block: padded graph rows write here */
     size_t layer_bytes = (size_t)(nb + 1) * (size_t)cfg->block_size * (size_t)p->n_kv_heads * (size_t)p->head_dim *
                          kiln_dtype_size(kvd);
-    KILN_TRY(kiln_rt_pool_create(x->dev, "kv cache", (layer_bytes + 256) * 2 * (size_t)p->n_kv_layers, &x->kvpool));
+    size_t scale_bytes = kv8 ? sizeof(float) * (size_t)p->n_kv_layers * 2 * (size_t)p->n_kv_heads : 0;
+    KILN_TRY(kiln_rt_pool_create(x->dev, "kv cache", (layer_bytes + 256) * 2 * (size_t)p->n_kv_layers + scale_bytes + 256,
+                                 &x->kvpool));
     for (int l = 0; l < p->n_kv_layers; l++) {
         KILN_TRY(kiln_rt_pool_alloc(x->kvpool, layer_bytes, 256, &x->kc[l]));
         KILN_TRY(kiln_rt_pool_alloc(x->kvpool, layer_bytes, 256, &x->vc[l]));
+        x->layouts[l] = x->layout;
+    }
+    if (kv8) { /* scales live on the device from the start, so captured graphs read the current ones */
+        KILN_TRY(kiln_rt_pool_alloc(x->kvpool, scale_bytes, 256, &x->d_scales));
+        size_t per_layer = 2 * (size_t)p->n_kv_heads;
+        float *h = malloc(scale_bytes);
+        KILN_CHECK_ALLOC(h);
+        for (size_t i = 0; i < (size_t)p->n_kv_layers * per_layer; i++)
+            h[i] = (i % per_layer) < (size_t)p->n_kv_heads ? (cfg->k_scale > 0 ? cfg->k_scale : 1.0f)
+                                                           : (cfg->v_scale > 0 ? cfg->v_scale : 1.0f);
+        st = kiln_rt_memcpy_htod(x->d_scales, h, scale_bytes, NULL);
+        for (int l = 0; l < p->n_kv_layers; l++) {
+            x->layouts[l].head_scales = (const void *)(uintptr_t)(x->d_scales + (kiln_devptr)(l * per_layer * 4));
+            x->layouts[l].k_scale = h[(size_t)l * per_layer];
+            x->layouts[l].v_scale = h[(size_t)l * per_layer + (size_t)p->n_kv_heads];
+        }
+        free(h);
+        KILN_TRY(st);
     }
     x->base.num_kv_blocks = nb;
     x->base.kv_bytes_per_block = per_block;

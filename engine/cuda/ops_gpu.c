@@ -204,11 +204,14 @@ fail:
     return st;
 }
 
+static bool fp8(kiln_dtype t) { return t == KILN_DTYPE_FP8_E4M3 || t == KILN_DTYPE_FP8_E5M2; }
+
 kiln_status kiln_gpu_cast(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr dst, kiln_dtype dst_dt, kiln_devptr src,
                           kiln_dtype src_dt, int64_t n) {
     kiln_status st = KILN_OK;
     kiln_rt_func *f;
-    KILN_CHECK(act_ok(dst_dt) && act_ok(src_dt), KILN_ERR_UNSUPPORTED, "cast %s -> %s", dt(src_dt), dt(dst_dt));
+    KILN_CHECK((act_ok(dst_dt) || fp8(dst_dt)) && (act_ok(src_dt) || fp8(src_dt)), KILN_ERR_UNSUPPORTED,
+               "cast %s -> %s", dt(src_dt), dt(dst_dt));
     KILN_TRY(get(g, "cast", &f, "DST=%s SRC=%s", dt(dst_dt), dt(src_dt)));
     LAUNCH(f, grid_for(n, 256), 1, 1, 256, 0, s, &dst, &src, &n);
 fail:
@@ -272,8 +275,9 @@ kiln_status kiln_gpu_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr kcache
     unsigned smem = (unsigned)(l->head_dim * 17 * 4);
     int nkv = l->n_kv_heads, hd = l->head_dim, bs = l->block_size;
     float ks = l->k_scale, vs = l->v_scale;
+    kiln_devptr hs = (kiln_devptr)(uintptr_t)l->head_scales;
     LAUNCH(f, (unsigned)((T + tt - 1) / tt), (unsigned)nkv, 1, 128, smem, s, &kcache, &vcache, &k, &v, &row_stride,
-           &slots, &T, &nkv, &hd, &bs, &ks, &vs, &tt);
+           &slots, &T, &nkv, &hd, &bs, &ks, &vs, &tt, &hs);
 fail:
     return st;
 }
@@ -294,33 +298,49 @@ kiln_status kiln_gpu_rope_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr q
     int nkv = l->n_kv_heads, hd = l->head_dim, rot = rp->rot_dim, dmax = rp->dyn_max, bs = l->block_size;
     kiln_devptr inv = rp->inv_freq, dyn = rp->dyn_seq_len;
     float ms = rp->mscale, db = rp->dyn_base, df = rp->dyn_factor, ks = l->k_scale, vs = l->v_scale;
+    kiln_devptr hs = (kiln_devptr)(uintptr_t)l->head_scales;
     LAUNCH(f, (unsigned)((T + tt - 1) / tt), 1, 1, 256, smem, s, &qkv, &row_stride, &pos, &T, &nq, &nkv, &hd, &rot,
-           &inv, &ms, &dyn, &dmax, &db, &df, &kcache, &vcache, &slots, &bs, &ks, &vs, &tt);
+           &inv, &ms, &dyn, &dmax, &db, &df, &kcache, &vcache, &slots, &bs, &ks, &vs, &tt, &hs);
 fail:
     return st;
 }
 
 /* -------------------------------------------------------------- attention */
 
-static int tile_bytes(int hd) { return ((hd + 15) / 16 * 2) * 256 + hd * 32; }
+/* kernel_src/attn_common.cuh TILE_BYTES (16 tokens of K and V) and the
+ * decode kernel's pipeline STAGES, per cache dtype */
+static int tile_bytes(int hd, bool kv8) { return kv8 ? hd * 32 : ((hd + 15) / 16 * 2) * 256 + hd * 32; }
+static int decode_stages(bool kv8) { return kv8 ? 5 : 3; }
 
 kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, const kiln_gpu_attn *a) {
     kiln_status st = KILN_OK;
     kiln_rt_func *f, *fr;
     const kiln_kv_layout *l = a->l;
+    const bool kv8 = fp8(l->dtype);
     KILN_CHECK(act == KILN_DTYPE_BF16 || act == KILN_DTYPE_F16, KILN_ERR_UNSUPPORTED,
                "GPU attention needs bf16 or fp16 activations, not %s", dt(act));
-    KILN_CHECK(l->dtype == act, KILN_ERR_UNSUPPORTED, "GPU attention needs the KV cache in %s, not %s", dt(act),
-               dt(l->dtype));
-    KILN_CHECK(l->x == 8 && l->head_dim % 8 == 0 && l->block_size % 8 == 0, KILN_ERR_UNSUPPORTED,
-               "GPU attention needs head_dim and block_size multiples of 8 (got %d, %d)", l->head_dim, l->block_size);
+    KILN_CHECK(l->dtype == act || kv8, KILN_ERR_UNSUPPORTED, "GPU attention needs the KV cache in %s or FP8, not %s",
+               dt(act), dt(l->dtype));
+    if (kv8)
+        KILN_CHECK(l->x == 16 && l->head_dim % 16 == 0 && l->block_size % 16 == 0, KILN_ERR_UNSUPPORTED,
+                   "GPU attention over an FP8 cache needs head_dim and block_size multiples of 16 (got %d, %d)",
+                   l->head_dim, l->block_size);
+    else
+        KILN_CHECK(l->x == 8 && l->head_dim % 8 == 0 && l->block_size % 8 == 0, KILN_ERR_UNSUPPORTED,
+                   "GPU attention needs head_dim and block_size multiples of 8 (got %d, %d)", l->head_dim,
+                   l->block_size);
     KILN_CHECK(a->nq % l->n_kv_heads == 0, KILN_ERR_INVALID_ARGUMENT, "%d query heads, %d KV heads", a->nq,
                l->n_kv_heads);
     if (a->n_seqs <= 0) return KILN_OK;
     int hd = l->head_dim, grp = kiln_jit_attn_group(a->nq, l->n_kv_heads), nkv = l->n_kv_heads;
     const int n_sms = kiln_rt_device_get_info(g->dev)->n_sms;
     char defs[128];
-    snprintf(defs, sizeof defs, "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d", dt(act), l->block_size, grp, hd);
+    snprintf(defs, sizeof defs, "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", dt(act), l->block_size, grp, hd,
+             dt(l->dtype));
+    kiln_devptr kvs = kv8 ? (kiln_devptr)(uintptr_t)l->head_scales : 0;
+    KILN_CHECK(!kv8 || kvs || (l->k_scale == 1.0f && l->v_scale == 1.0f), KILN_ERR_INVALID_ARGUMENT,
+               "GPU attention over an FP8 cache reads its scales from the device (layout.head_scales), not k_scale / "
+               "v_scale");
     int nq = a->nq, n_seqs = a->n_seqs, maxb = a->max_blocks, window = a->window;
     float scale = a->scale;
     kiln_devptr out = a->out, q = a->q, kc = a->kcache, vc = a->vcache, qs = a->qstart, cl = a->ctx_len,
@@ -346,10 +366,10 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
                 part_ml = g->ws + (need_o + 255) / 256 * 256;
             }
         }
-        int tb = tile_bytes(hd);
-        unsigned smem = (unsigned)KILN_MAX(4 * 3 * tb, (4 * 16 * 2 + 4 * 16 * hd) * 4);
+        int tb = tile_bytes(hd, kv8);
+        unsigned smem = (unsigned)KILN_MAX(4 * decode_stages(kv8) * tb, (4 * 16 * 2 + 4 * 16 * hd) * 4);
         LAUNCH(f, (unsigned)(nq / grp), (unsigned)n_seqs, (unsigned)n_parts, 128, smem, s, &out, &q, &qst, &kc, &vc,
-               &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window, &P, &n_parts, &part_o, &part_ml);
+               &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window, &P, &n_parts, &part_o, &part_ml, &kvs);
         if (P) {
             KILN_TRY(kiln_rt_kernels_get(g->k, "attn_reduce", defs, &fr));
             LAUNCH(fr, (unsigned)nq, (unsigned)n_seqs, 1, (unsigned)KILN_MIN(256, (hd + 31) / 32 * 32), 0, s, &out,
@@ -358,9 +378,9 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
     } else {
         KILN_TRY(kiln_rt_kernels_get(g->k, "attn_prefill", defs, &f));
         int tt = 64 / grp; /* kernel_src/attn_prefill.cu BM / GROUP */
-        unsigned smem = (unsigned)(2 * 4 * tile_bytes(hd));
+        unsigned smem = (unsigned)(2 * 4 * tile_bytes(hd, kv8));
         LAUNCH(f, (unsigned)((a->max_q_len + tt - 1) / tt), (unsigned)n_seqs, (unsigned)(nq / grp), 128, smem, s, &out,
-               &q, &qst, &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window);
+               &q, &qst, &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window, &kvs);
     }
 fail:
     return st;

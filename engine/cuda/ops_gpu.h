@@ -4,8 +4,9 @@
  * semantics of the CPU variants in ops_cpu.h, on device pointers.
  *
  * Differences from ops_cpu.h: activations live in ACT = bf16 or fp16 (fp32
- * accepted by the elementwise ops) with fp32 math inside; attention needs the
- * KV cache in ACT; the KV write also casts to FP8 (E5M2 / E4M3). Shapes are
+ * accepted by the elementwise ops) with fp32 math inside; the KV cache is in
+ * ACT or FP8 (E4M3 / E5M2: the write casts, attention converts back as it
+ * reads); layout.head_scales, when set, is a device address. Shapes are
  * outermost first; row strides are in elements.
  *
  * Ownership: kiln_gpu_create returns owned (kiln_gpu_destroy); it owns its
@@ -84,7 +85,9 @@ typedef struct kiln_gpu_rope_params {
 kiln_status kiln_gpu_rope(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr qkv, kiln_dtype act, int64_t row_stride,
                           kiln_devptr pos, int T, int nq, int nkv, const kiln_gpu_rope_params *rp);
 /* Scatter k[t], v[t] (rows of row_stride, act) into the caches (l->dtype) at
- * slots[t] (int32, < 0 skipped). l->x must be 16 / size(l->dtype). */
+ * slots[t] (int32, < 0 skipped). l->x must be 16 / size(l->dtype). FP8:
+ * stored = fp8(value / scale) with l->head_scales (device [2, nkv] f32) or
+ * l->k_scale / l->v_scale. */
 kiln_status kiln_gpu_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr kcache, kiln_devptr vcache,
                               const kiln_kv_layout *l, kiln_devptr k, kiln_devptr v, kiln_dtype act, int64_t row_stride,
                               kiln_devptr slots, int T);
@@ -94,7 +97,9 @@ kiln_status kiln_gpu_rope_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr q
                                    kiln_devptr kcache, kiln_devptr vcache, const kiln_kv_layout *l, kiln_devptr slots);
 
 /* Paged attention (kiln_cpu_attention): out [T, nq * hd] (act),
- * q [T, q_stride] (act), caches in act, qstart [n_seqs + 1], ctx_len
+ * q [T, q_stride] (act), caches in act or FP8 (head_dim and block_size
+ * multiples of 16; scales from l->head_scales on the device, or none when
+ * NULL and k_scale = v_scale = 1), qstart [n_seqs + 1], ctx_len
  * [n_seqs], block_tables [n_seqs, max_blocks] (all int32, on the device).
  * max_q_len / max_ctx_len bound the batch (host knowledge, sizes the grid).
  * max_q_len == 1 uses the decode kernel (split-K when the batch is too small

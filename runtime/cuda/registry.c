@@ -14,10 +14,14 @@
 #define ACT3 "bf16|fp16|fp32"
 #define ACT2 "bf16|fp16"
 #define KVT "bf16|fp16|fp8_e5m2|fp8_e4m3"
-#define ATTN_PARAMS {{"ACT", ACT2}, {"HEAD_DIM", "*"}, {"BLOCK_SIZE", "*"}, {"GROUP", "1|2|4|8|16"}}
+#define CASTT "bf16|fp16|fp32|fp8_e5m2|fp8_e4m3"
+/* KV: the cache's dtype, ACT or FP8 (kernel_src/attn_common.cuh) */
+#define ATTN_PARAMS {{"ACT", ACT2}, {"HEAD_DIM", "*"}, {"BLOCK_SIZE", "*"}, {"GROUP", "1|2|4|8|16"}, {"KV", KVT}}
 #define ATTN_EX                                                                                               \
-    "ACT=bf16 HEAD_DIM=128 BLOCK_SIZE=16 GROUP=4;ACT=fp16 HEAD_DIM=64 BLOCK_SIZE=16 GROUP=1;"                  \
-    "ACT=bf16 HEAD_DIM=72 BLOCK_SIZE=32 GROUP=8"
+    "ACT=bf16 HEAD_DIM=128 BLOCK_SIZE=16 GROUP=4 KV=bf16;ACT=fp16 HEAD_DIM=64 BLOCK_SIZE=16 GROUP=1 KV=fp16;"   \
+    "ACT=bf16 HEAD_DIM=72 BLOCK_SIZE=32 GROUP=8 KV=bf16;ACT=bf16 HEAD_DIM=128 BLOCK_SIZE=16 GROUP=4 KV=fp8_e4m3;" \
+    "ACT=bf16 HEAD_DIM=128 BLOCK_SIZE=16 GROUP=4 KV=fp8_e5m2;ACT=fp16 HEAD_DIM=64 BLOCK_SIZE=32 GROUP=1 KV=fp8_e4m3;" \
+    "ACT=bf16 HEAD_DIM=16 BLOCK_SIZE=16 GROUP=2 KV=fp8_e5m2"
 
 static const kiln_jit_kernel_def registry[] = {
     {"embed", "kernel_src/embed.cu", "kiln_embed", "ptr,ptr,i32,ptr,i64,i32,i64",
@@ -26,8 +30,9 @@ static const kiln_jit_kernel_def registry[] = {
      "ACT=bf16;ACT=fp32"},
     {"gather_last", "kernel_src/embed.cu", "kiln_gather_last", "ptr,ptr,ptr,i32,i32", {{"ACT", ACT3}},
      "ACT=bf16;ACT=fp32"},
-    {"cast", "kernel_src/embed.cu", "kiln_cast", "ptr,ptr,i64", {{"SRC", ACT3}, {"DST", ACT3}},
-     "SRC=bf16 DST=fp32;SRC=fp32 DST=bf16;SRC=fp32 DST=fp16"},
+    {"cast", "kernel_src/embed.cu", "kiln_cast", "ptr,ptr,i64", {{"SRC", CASTT}, {"DST", CASTT}},
+     "SRC=bf16 DST=fp32;SRC=fp32 DST=bf16;SRC=fp32 DST=fp16;SRC=fp32 DST=fp8_e4m3;SRC=fp32 DST=fp8_e5m2;"
+     "SRC=fp8_e4m3 DST=fp32;SRC=fp8_e5m2 DST=fp32"},
     {"rmsnorm", "kernel_src/rmsnorm.cu", "kiln_rmsnorm", "ptr,ptr,ptr,i32,i32,f32", {{"ACT", ACT3}, {"W", ACT3}},
      "ACT=bf16 W=bf16;ACT=fp16 W=fp16;ACT=fp32 W=fp32"},
     {"add_rmsnorm", "kernel_src/rmsnorm.cu", "kiln_add_rmsnorm", "ptr,ptr,ptr,ptr,i32,i32,f32",
@@ -37,18 +42,20 @@ static const kiln_jit_kernel_def registry[] = {
     {"add", "kernel_src/act.cu", "kiln_add", "ptr,ptr,ptr,i64", {{"ACT", ACT3}}, "ACT=bf16;ACT=fp16"},
     {"rope", "kernel_src/rope_kv.cu", "kiln_rope", "ptr,i64,ptr,i32,i32,i32,i32,i32,ptr,f32,ptr,i32,f32,f32,i32",
      {{"ACT", ACT3}, {"INTERLEAVED", "0|1"}}, "ACT=bf16 INTERLEAVED=0;ACT=fp16 INTERLEAVED=1"},
-    {"kv_write", "kernel_src/rope_kv.cu", "kiln_kv_write", "ptr,ptr,ptr,ptr,i64,ptr,i32,i32,i32,i32,f32,f32,i32",
-     {{"ACT", ACT3}, {"KV", KVT}}, "ACT=bf16 KV=bf16;ACT=fp16 KV=fp16;ACT=bf16 KV=fp8_e5m2"},
+    {"kv_write", "kernel_src/rope_kv.cu", "kiln_kv_write", "ptr,ptr,ptr,ptr,i64,ptr,i32,i32,i32,i32,f32,f32,i32,ptr",
+     {{"ACT", ACT3}, {"KV", KVT}},
+     "ACT=bf16 KV=bf16;ACT=fp16 KV=fp16;ACT=bf16 KV=fp8_e5m2;ACT=bf16 KV=fp8_e4m3;ACT=fp16 KV=fp8_e4m3"},
     {"rope_kv_write", "kernel_src/rope_kv.cu", "kiln_rope_kv_write",
-     "ptr,i64,ptr,i32,i32,i32,i32,i32,ptr,f32,ptr,i32,f32,f32,ptr,ptr,ptr,i32,f32,f32,i32",
+     "ptr,i64,ptr,i32,i32,i32,i32,i32,ptr,f32,ptr,i32,f32,f32,ptr,ptr,ptr,i32,f32,f32,i32,ptr",
      {{"ACT", ACT3}, {"KV", KVT}, {"INTERLEAVED", "0|1"}},
-     "ACT=bf16 INTERLEAVED=0 KV=bf16;ACT=fp16 INTERLEAVED=1 KV=fp16;ACT=bf16 INTERLEAVED=0 KV=fp8_e5m2"},
+     "ACT=bf16 INTERLEAVED=0 KV=bf16;ACT=fp16 INTERLEAVED=1 KV=fp16;ACT=bf16 INTERLEAVED=0 KV=fp8_e5m2;"
+     "ACT=bf16 INTERLEAVED=0 KV=fp8_e4m3"},
     {"attn_decode", "kernel_src/attn_decode.cu", "kiln_attn_decode",
-     "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,i32,i32,ptr,ptr", ATTN_PARAMS, ATTN_EX},
+     "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,i32,i32,ptr,ptr,ptr", ATTN_PARAMS, ATTN_EX},
     {"attn_reduce", "kernel_src/attn_decode.cu", "kiln_attn_reduce", "ptr,ptr,ptr,ptr,ptr,i32,i32,i32",
      ATTN_PARAMS, ATTN_EX},
     {"attn_prefill", "kernel_src/attn_prefill.cu", "kiln_attn_prefill",
-     "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32", ATTN_PARAMS, ATTN_EX},
+     "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,ptr", ATTN_PARAMS, ATTN_EX},
     {"sample_penalties", "kernel_src/sample.cu", "kiln_sample_penalties", "ptr,i32,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr",
      {{NULL, NULL}}, ""},
     {"sample", "kernel_src/sample.cu", "kiln_sample", "ptr,ptr,ptr,i32,ptr,ptr", {{NULL, NULL}}, ""},
@@ -183,7 +190,13 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
                "%d query heads do not divide into %d KV heads", m->n_heads, m->n_kv_heads);
     const char *a = kiln_dtype_name(m->act);
     const char *kv = kiln_dtype_name(m->kv ? m->kv : m->act);
+    KILN_CHECK(!m->kv || m->kv == m->act || m->kv == KILN_DTYPE_FP8_E4M3 || m->kv == KILN_DTYPE_FP8_E5M2,
+               KILN_ERR_UNSUPPORTED, "a %s KV cache with %s activations (the cache is the activation dtype or FP8)",
+               kv, a);
     int bs = m->block_size > 0 ? m->block_size : 16, grp = kiln_jit_attn_group(m->n_heads, m->n_kv_heads);
+    KILN_CHECK(kiln_dtype_size(m->kv ? m->kv : m->act) != 1 || (m->head_dim % 16 == 0 && bs % 16 == 0),
+               KILN_ERR_UNSUPPORTED, "an FP8 KV cache needs head_dim and block_size multiples of 16 (got %d, %d)",
+               m->head_dim, bs);
     KILN_TRY(add_spec(l, "embed", "ACT=%s W=%s", a, a));
     KILN_TRY(add_spec(l, "rmsnorm", "ACT=%s W=%s", a, a));
     KILN_TRY(add_spec(l, "add_rmsnorm", "ACT=%s W=%s", a, a));
@@ -192,9 +205,16 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
     KILN_TRY(add_spec(l, "rope", "ACT=%s INTERLEAVED=%d", a, m->interleaved ? 1 : 0));
     KILN_TRY(add_spec(l, "kv_write", "ACT=%s KV=%s", a, kv));
     KILN_TRY(add_spec(l, "rope_kv_write", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, kv));
-    KILN_TRY(add_spec(l, "attn_decode", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d", a, bs, grp, m->head_dim));
-    KILN_TRY(add_spec(l, "attn_reduce", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d", a, bs, grp, m->head_dim));
-    KILN_TRY(add_spec(l, "attn_prefill", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d", a, bs, grp, m->head_dim));
+    KILN_TRY(add_spec(l, "attn_decode", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", a, bs, grp, m->head_dim, kv));
+    KILN_TRY(add_spec(l, "attn_reduce", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", a, bs, grp, m->head_dim, kv));
+    KILN_TRY(add_spec(l, "attn_prefill", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", a, bs, grp, m->head_dim,
+                      kv));
+    if (m->kv_calib && strcmp(kv, a)) { /* calibration runs a prefill on an ACT cache */
+        KILN_TRY(add_spec(l, "kv_write", "ACT=%s KV=%s", a, a));
+        KILN_TRY(add_spec(l, "rope_kv_write", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, a));
+        KILN_TRY(add_spec(l, "attn_prefill", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", a, bs, grp,
+                          m->head_dim, a));
+    }
     KILN_TRY(add_spec(l, "gather_last", "ACT=%s", a));
     KILN_TRY(add_spec(l, "gather_rows", "ACT=%s", a));
     KILN_TRY(add_spec(l, "cast", "DST=fp32 SRC=%s", a));
