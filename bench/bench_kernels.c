@@ -165,14 +165,23 @@ static void op_attn(void *vc, int set) {
     CK(kiln_gpu_attention(gpu, st, KILN_DTYPE_BF16, &c->a));
 }
 
-/* Llama-3-8B heads: 32 q / 8 kv, head dim 128, bf16 KV, block 16 */
-static void bench_attention(int batch, int ctx, int q_len, double target, bool prefill) {
+/* Llama-3-8B heads: 32 q / 8 kv, head dim 128, block 16; bf16 or FP8 KV
+ * (FP8: random codes of N(0, 1) values, per-head scales on the device) */
+static void bench_attention(int batch, int ctx, int q_len, double target, bool prefill, kiln_dtype kvdt) {
     const int nq = 32, nkv = 8, hd = 128, bs = 16;
     int mb = (ctx + bs - 1) / bs, nb = mb * batch;
     attn_ctx c;
     memset(&c, 0, sizeof c);
-    size_t cbytes = kiln_kv_layout_init(&c.l, nb, bs, nkv, hd, KILN_DTYPE_BF16);
-    kiln_devptr kc = drand(cbytes / 2, KILN_DTYPE_BF16, 1), vc = drand(cbytes / 2, KILN_DTYPE_BF16, 1);
+    size_t cbytes = kiln_kv_layout_init(&c.l, nb, bs, nkv, hd, kvdt);
+    size_t kes = kiln_dtype_size(kvdt);
+    kiln_devptr kc = drand(cbytes / kes, kvdt, 1), vc = drand(cbytes / kes, kvdt, 1), dsc = 0;
+    if (kes == 1) {
+        float sc[16];
+        for (int i = 0; i < 16; i++) sc[i] = 0.05f;
+        CK(kiln_rt_malloc(dev, sizeof sc, &dsc));
+        CK(kiln_rt_memcpy_htod(dsc, sc, sizeof sc, NULL));
+        c.l.head_scales = (const void *)(uintptr_t)dsc;
+    }
     int T = batch * q_len;
     int64_t qs = (int64_t)(nq + 2 * nkv) * hd;
     kiln_devptr q = drand((size_t)T * qs, KILN_DTYPE_BF16, 1), out;
@@ -193,17 +202,22 @@ static void bench_attention(int batch, int ctx, int q_len, double target, bool p
     c.a = a;
     c.a.l = &c.l;
     double t = time_op(op_attn, &c, 1, prefill ? 3 : 10, 20);
-    char shape[64];
+    char shape[64], name[32];
     if (prefill) {
         snprintf(shape, sizeof shape, "causal %dx%d hd128 gqa4", batch, q_len);
+        snprintf(name, sizeof name, "attn prefill%s", kes == 1 ? " fp8" : "");
         double flops = (double)batch * nq * ((double)q_len * (q_len + 1) / 2) * hd * 4;
-        row_flops("attn prefill", shape, t, flops, 0, target);
+        row_flops(name, shape, t, flops, 0, target);
     } else {
-        snprintf(shape, sizeof shape, "b%d ctx%d 32q/8kv hd128", batch, ctx);
-        double bytes = (double)batch * ctx * nkv * hd * 2 * 2 + (double)T * nq * hd * 2 * 2;
-        row_bw("attn decode", shape, t, bytes, target);
+        snprintf(shape, sizeof shape, "b%d ctx%d 32q/8kv hd128%s", batch, ctx,
+                 kes == 1 ? (kvdt == KILN_DTYPE_FP8_E4M3 ? " e4m3" : " e5m2") : "");
+        snprintf(name, sizeof name, "attn decode%s", kes == 1 ? " fp8" : "");
+        /* the KV bytes the cache dtype makes it read, plus q and out */
+        double bytes = (double)batch * ctx * nkv * hd * 2 * (double)kes + (double)T * nq * hd * 2 * 2;
+        row_bw(name, shape, t, bytes, target);
     }
     kiln_rt_free(dev, kc), kiln_rt_free(dev, vc), kiln_rt_free(dev, q), kiln_rt_free(dev, out);
+    if (dsc) kiln_rt_free(dev, dsc);
     kiln_rt_free(dev, dqs), kiln_rt_free(dev, dcl), kiln_rt_free(dev, dbt);
     free(qstart), free(cl), free(bt);
 }
@@ -396,14 +410,26 @@ int main(int argc, char **argv) {
     printf("device: %s (%s, %d SMs, L2 %d MiB)\n", di->name, di->arch, di->n_sms, di->l2_bytes >> 20);
     if (want("jit")) bench_jit();
     ceilings();
+    const kiln_dtype bf = KILN_DTYPE_BF16, e4 = KILN_DTYPE_FP8_E4M3, e5 = KILN_DTYPE_FP8_E5M2;
     if (want("decode")) {
-        bench_attention(64, 1024, 1, 0.75, false);
-        bench_attention(64, 4096, 1, 0.85, false);
-        bench_attention(64, 8192, 1, 0.85, false);
-        bench_attention(1, 32768, 1, 0.70, false);
-        bench_attention(8, 4096, 1, 0, false);
+        bench_attention(64, 1024, 1, 0.75, false, bf);
+        bench_attention(64, 4096, 1, 0.85, false, bf);
+        bench_attention(64, 8192, 1, 0.85, false, bf);
+        bench_attention(1, 32768, 1, 0.70, false, bf);
+        bench_attention(8, 4096, 1, 0, false, bf);
     }
-    if (want("prefill")) bench_attention(8, 2048, 2048, 300e12, true);
+    if (want("decode fp8")) { /* issue 7: >= 85% of copy bandwidth on the FP8 bytes at b64 ctx4096 */
+        bench_attention(64, 4096, 1, 0.85, false, e4);
+        bench_attention(64, 4096, 1, 0.85, false, e5);
+        bench_attention(64, 1024, 1, 0, false, e4);
+        bench_attention(64, 8192, 1, 0, false, e4);
+        bench_attention(256, 2048, 1, 0, false, e4);
+        bench_attention(256, 2048, 1, 0, false, bf);
+        bench_attention(1, 32768, 1, 0, false, e4);
+        bench_attention(8, 4096, 1, 0, false, e4);
+    }
+    if (want("prefill")) bench_attention(8, 2048, 2048, 300e12, true, bf);
+    if (want("prefill fp8")) bench_attention(8, 2048, 2048, 0, true, e4);
     bench_elementwise();
     if (want("gemm")) bench_gemm();
     if (want("sample")) bench_sampling();

@@ -5,7 +5,11 @@
  * (EOS ignored, greedy), a warm-up run, then timed runs; prints output and
  * total tokens/s, time to first token, mean decode step and memory. With
  * --dataset synthetic --num-prompts N, a serving-like mix of lengths
- * submitted at once.
+ * submitted at once. Also the full-batch decode step (steps in which every
+ * request is past its prefill and none has finished: decode at batch -b
+ * over -s..-s+-o tokens of context; needs --prefill-ratio 0 so that every
+ * prefill runs first) and the peak number of running sequences (the KV
+ * pool's concurrency at this context length).
  */
 #include "cli.h"
 #include "kiln_base.h"
@@ -14,26 +18,48 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+typedef struct bench_run {
+    kiln_engine *e;
+    int n, started, finished;
+    double t_full0, t_full1; /* first and last token of full-batch decode steps */
+    long full_events;
+    int running_peak;
+} bench_run;
+
 typedef struct bench_req {
     double t_first, t_last;
     int n;
+    bench_run *run;
 } bench_req;
 
 
 
 static int bench_cb(void *user, const kiln_stream_event *ev) {
     bench_req *r = user;
+    bench_run *g = r->run;
     if (ev->token >= 0) {
         double t = kiln_now_sec();
         if (r->n == 0) r->t_first = t;
+        else if (g->started == g->n && g->finished == 0) { /* a decode token while the whole batch runs */
+            if (!g->full_events) g->t_full0 = t;
+            g->t_full1 = t;
+            g->full_events++;
+        }
+        if (r->n == 0) g->started++;
         r->t_last = t;
         r->n++;
+        kiln_stats s;
+        kiln_engine_get_stats(g->e, &s);
+        if (s.num_running > g->running_peak) g->running_peak = s.num_running;
     }
+    if (ev->finish != KILN_FINISH_NONE) g->finished++;
     return 0;
 }
 
 typedef struct bench_result {
     double seconds, out_tok_s, total_tok_s, ttft_mean_ms, ttft_p50_ms, step_ms;
+    double full_step_ms; /* full-batch decode step, 0 when there was none */
+    int full_steps, running_peak;
     long out_tokens, in_tokens;
 } bench_result;
 
@@ -49,8 +75,10 @@ static kiln_status run_once(kiln_engine *e, int n, int32_t **prompts, const int 
     kiln_request *rq = calloc((size_t)n, sizeof *rq);
     kiln_result *out = calloc((size_t)n, sizeof *out);
     double *ttft = calloc((size_t)n, sizeof(double));
+    bench_run run = {.e = e, .n = n};
     KILN_CHECK(br && rq && out && ttft, KILN_ERR_OUT_OF_MEMORY, "out of memory");
     for (int i = 0; i < n; i++) {
+        br[i].run = &run;
         kiln_request_default(&rq[i]);
         rq[i].prompt_ids = prompts[i];
         rq[i].n_prompt_ids = plen[i];
@@ -83,6 +111,9 @@ static kiln_status run_once(kiln_engine *e, int n, int32_t **prompts, const int 
     res->ttft_p50_ms = ttft[n / 2];
     res->step_ms = step_n ? step_sum / step_n * 1e3 : 0;
     res->out_tok_s = res->out_tokens / res->seconds;
+    res->full_steps = (int)(run.full_events / n);
+    res->full_step_ms = res->full_steps > 1 ? (run.t_full1 - run.t_full0) / (res->full_steps - 1) * 1e3 : 0;
+    res->running_peak = run.running_peak;
     res->total_tok_s = (res->out_tokens + res->in_tokens) / res->seconds;
 fail:
     free(br);
@@ -163,14 +194,21 @@ int kiln_cmd_bench(int argc, char **argv) {
             prompts[i][k] = lo + (int32_t)(rr[0] % (uint32_t)(hi - lo));
         }
     bench_result best = {0}, cur;
-    int rc = 0;
+    double full_step = 0;
+    int rc = 0, peak = 0;
     for (int it = 0; it < warmup + iters; it++) {
         if (run_once(e, n, prompts, plen, olen, &cur) != KILN_OK) {
             rc = cli_fail("bench");
             break;
         }
-        if (it >= warmup && (best.seconds == 0 || cur.seconds < best.seconds)) best = cur;
+        if (it < warmup) continue;
+        /* the fastest run; the fastest full-batch step and the highest peak of any timed run */
+        if (cur.full_step_ms > 0 && (full_step == 0 || cur.full_step_ms < full_step)) full_step = cur.full_step_ms;
+        peak = KILN_MAX(peak, cur.running_peak);
+        if (best.seconds == 0 || cur.seconds < best.seconds) best = cur;
     }
+    best.full_step_ms = full_step;
+    best.running_peak = peak;
     kiln_stats stt;
     kiln_engine_get_stats(e, &stt);
     if (rc == 0) {
@@ -179,10 +217,12 @@ int kiln_cmd_bench(int argc, char **argv) {
         if (json) {
             printf("{\"model\":\"%s\",\"device\":\"%s\",\"batch\":%d,\"input\":%d,\"output\":%d,\"prompts\":%d,"
                    "\"seconds\":%.4f,\"output_tok_s\":%.1f,\"total_tok_s\":%.1f,\"ttft_ms\":%.2f,\"ttft_p50_ms\":%.2f,"
-                   "\"decode_step_ms\":%.3f,\"load_s\":%.2f,\"kv_blocks\":%d,\"block_size\":%d,\"preemptions\":%llu,"
+                   "\"decode_step_ms\":%.3f,\"full_batch_step_ms\":%.3f,\"running_peak\":%d,\"kv_cache_dtype\":\"%s\","
+                   "\"kv_tokens\":%d,\"load_s\":%.2f,\"kv_blocks\":%d,\"block_size\":%d,\"preemptions\":%llu,"
                    "\"spec_acceptance\":%.4f,\"spec_tokens_per_step\":%.3f}\n",
                    p.model, info.device, b, s, o, n, best.seconds, best.out_tok_s, best.total_tok_s, best.ttft_mean_ms,
-                   best.ttft_p50_ms, best.step_ms, load_s, stt.num_kv_blocks, stt.block_size,
+                   best.ttft_p50_ms, best.step_ms, best.full_step_ms, best.running_peak, info.kv_cache_dtype,
+                   info.kv_cache_tokens, load_s, stt.num_kv_blocks, stt.block_size,
                    (unsigned long long)stt.num_preemptions_total, acc, per_step);
         } else {
             printf("model %s on %s (%s, kv %s), load %.2f s, KV pool %d blocks x %d tokens\n", p.model, info.device,
@@ -196,6 +236,9 @@ int kiln_cmd_bench(int argc, char **argv) {
             printf("  total tokens/s      %.1f\n", best.total_tok_s);
             printf("  time to first token %.1f ms mean, %.1f ms p50\n", best.ttft_mean_ms, best.ttft_p50_ms);
             printf("  mean decode step    %.3f ms\n", best.step_ms);
+            if (best.full_step_ms > 0) printf("  full-batch step     %.3f ms\n", best.full_step_ms);
+            printf("  running peak        %d sequences (KV pool %d tokens, %s)\n", best.running_peak,
+                   info.kv_cache_tokens, info.kv_cache_dtype);
             printf("  preemptions         %llu\n", (unsigned long long)stt.num_preemptions_total);
             if (stt.spec_draft_tokens_total)
                 printf("  speculation         acceptance %.3f, %.2f tokens per verification\n", acc, per_step);

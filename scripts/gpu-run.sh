@@ -26,7 +26,7 @@ for b in "$build/tests/test_gpu_ops" "$build/tests/test_gpu_engine" "$build/test
   done
 done
 mkdir -p "$out/bench" "$out/peers"
-cp "$root/bench/engine_bench.sh" "$root/bench/hf_generate.py" "$out/bench/"
+cp "$root/bench/engine_bench.sh" "$root/bench/hf_generate.py" "$root/bench/fp8_bench.sh" "$out/bench/"
 # the shared peer travels only for the run (it is not part of the repository)
 [ -f "$root/../shared/peers/torch_cudagraph_llama.py" ] && cp "$root/../shared/peers/torch_cudagraph_llama.py" "$out/peers/"
 echo "$root" > "$out/build_root"
@@ -38,6 +38,8 @@ cat > "$out/remote.sh" <<'REMOTE'
 #           against the CPU references and the transformers goldens)
 #   engine: kiln bench beside the PyTorch CUDA-graph peer and HF generate
 #   bench:  the kernel benchmark
+#   fp8:    the FP8 KV cache: its GPU tests, kernel rows (bench_kernels fp8)
+#           and engine targets (bench/fp8_bench.sh)
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 export LD_LIBRARY_PATH="$here/lib:/usr/local/cuda/lib64:/usr/local/nvidia/lib64:${LD_LIBRARY_PATH:-}"
@@ -72,6 +74,17 @@ if [ "$what" = tp ]; then   # on nvidia-h200-x2
     "$here/bin/kiln" bench --model llama3-8b --load-format dummy --tp $tp $cfg --iters 2 --json 2>>"$out/tp_bench.err" \
       | tail -1 | tee -a "$out/tp_bench.jsonl"
   done; done
+fi
+if [ "$what" = fp8 ]; then
+  for t in "test_gpu_ops fp8" "test_gpu_ops attention" "test_gpu_ops kv_write" "test_gpu_engine fp8"; do
+    set -- $t; t0=$(date +%s)
+    "$here/bin/$1" "$2" > "$out/$1_$2.log" 2>&1; r=$?
+    [ $r -ne 0 ] && rc=$r
+    echo "$t rc=$r ($(( $(date +%s) - t0 )) s)"
+    grep -E "FAIL|passed|rel err|KV pool|vs bf16|vs CPU" "$out/$1_$2.log" | head -40
+  done
+  "$here/bin/bench_kernels" fp8 2>&1 | tee "$out/bench_fp8.log"
+  bash "$here/bench/fp8_bench.sh" "$here/bin/kiln"
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   "$here/bin/bench_kernels" $filter 2>&1 | tee "$out/bench.log"

@@ -2,7 +2,11 @@
 /* test_gpu_ops.c -- every CUDA op variant against its CPU variant on fresh
  * random inputs over shape sweeps, outputs poisoned (NaN) first; cuBLASLt
  * GEMM; graph capture; and a final check that every registry kernel was
- * exercised. Skips (77) without a GPU. */
+ * exercised. FP8: the device casts match the host reference conversions
+ * bit for bit on every code and on crafted and random f32 inputs; the KV
+ * write with per-layer and per-head scales matches the CPU write byte for
+ * byte; attention (decode, split-K, prefill) over E4M3 / E5M2 caches with
+ * per-head scales matches the CPU reference. Skips (77) without a GPU. */
 #include "cuda/ops_gpu.h"
 #include "kt.h"
 #include "model.h"
@@ -270,6 +274,77 @@ KT_TEST(test_glu_add_gather_cast) {
     }
 }
 
+/* ------------------------------------------------------------------ FP8 */
+
+static uint8_t host_fp8(kiln_dtype t, float f) {
+    return t == KILN_DTYPE_FP8_E4M3 ? kiln_f32_to_fp8_e4m3(f) : kiln_f32_to_fp8_e5m2(f);
+}
+static float host_fp8_val(kiln_dtype t, uint8_t c) {
+    return t == KILN_DTYPE_FP8_E4M3 ? kiln_fp8_e4m3_to_f32(c) : kiln_fp8_e5m2_to_f32(c);
+}
+
+KT_TEST(test_fp8_cast) {
+    NEED_GPU();
+    kiln_dtype fts[] = {KILN_DTYPE_FP8_E4M3, KILN_DTYPE_FP8_E5M2};
+    for (int fi = 0; fi < 2; fi++) {
+        kiln_dtype ft = fts[fi];
+        /* fp8 -> f32: every code (NaN codes must give a NaN of the same sign) */
+        uint8_t codes[256];
+        for (int i = 0; i < 256; i++) codes[i] = (uint8_t)i;
+        kiln_devptr dc = dupload(codes, 256), df = dmalloc(256 * 4);
+        KT_OK(kiln_gpu_cast(gpu, st, df, KILN_DTYPE_F32, dc, ft, 256));
+        float *got = ddown(df, 256 * 4);
+        int bad = 0;
+        for (int i = 0; i < 256; i++) {
+            float want = host_fp8_val(ft, (uint8_t)i);
+            bool ok = isnan(want) ? isnan(got[i]) && signbit(got[i]) == signbit(want)
+                                  : !memcmp(&got[i], &want, 4);
+            if (!ok && bad++ < 4) fprintf(stderr, "    %s code 0x%02x -> %g, host %g\n", kiln_dtype_name(ft), i,
+                                          (double)got[i], (double)want);
+        }
+        KT_CHECKF(bad == 0, "%s -> f32: %d codes differ", kiln_dtype_name(ft), bad);
+        free(got), dfree(dc), dfree(df);
+        /* f32 -> fp8: every value, the midpoints between neighbours (ties to
+         * even) and just off them, beyond the largest finite value, infinities,
+         * NaN, signed zeros, the smallest subnormals and below, and random
+         * f32 over 2^-30 .. 2^20 */
+        size_t n = 0, cap = 256 * 6 + 64 + 65536;
+        float *x = malloc(sizeof(float) * cap);
+        for (int i = 0; i < 256; i++) {
+            float a = host_fp8_val(ft, (uint8_t)i), b = host_fp8_val(ft, (uint8_t)(i + 1));
+            x[n++] = a;
+            if (isfinite(a) && isfinite(b) && (i & 0x7f) != 0x7f) {
+                float m = (a + b) / 2;
+                x[n++] = m;
+                x[n++] = nextafterf(m, INFINITY);
+                x[n++] = nextafterf(m, -INFINITY);
+                x[n++] = nextafterf(a, b);
+            }
+        }
+        const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 448.0f, 464.0f, 465.0f, 480.0f, 1e6f,
+                                 -1e6f, 57344.0f, 61440.0f, 61441.0f, 1e30f, 3e38f, 1e-30f, -1e-30f,
+                                 ldexpf(1, -10), ldexpf(1, -17), ldexpf(3, -11), ldexpf(3, -18), ldexpf(1, -149)};
+        for (size_t i = 0; i < KILN_ARRAY_LEN(special); i++) x[n++] = special[i];
+        for (int i = 0; i < 65536 - 64; i++) {
+            uint64_t r = next_u64();
+            float m = ldexpf((float)(r >> 40) / 16777216.0f + 0.5f, (int)((r >> 8) % 50) - 30);
+            x[n++] = (r & 1) ? -m : m;
+        }
+        uint8_t *want = malloc(n);
+        for (size_t i = 0; i < n; i++) want[i] = host_fp8(ft, x[i]);
+        kiln_devptr dx = dupload(x, n * 4), dq = dmalloc(n);
+        KT_OK(kiln_gpu_cast(gpu, st, dq, ft, dx, KILN_DTYPE_F32, (int64_t)n));
+        uint8_t *gq = ddown(dq, n);
+        bad = 0;
+        for (size_t i = 0; i < n; i++)
+            if (gq[i] != want[i] && bad++ < 4)
+                fprintf(stderr, "    f32 %a -> %s 0x%02x, host 0x%02x\n", (double)x[i], kiln_dtype_name(ft), gq[i],
+                        want[i]);
+        KT_CHECKF(bad == 0, "f32 -> %s: %d of %zu values differ", kiln_dtype_name(ft), bad, n);
+        free(x), free(want), free(gq), dfree(dx), dfree(dq);
+    }
+}
+
 /* ------------------------------------------------------------ rope and kv */
 
 static void make_inv_freq(int rot, bool llama3, float *inv, float *mscale) {
@@ -341,6 +416,15 @@ KT_TEST(test_kv_write_and_fused_rope) {
                         kiln_kv_layout l;
                         size_t cbytes = kiln_kv_layout_init(&l, nb, bs, nkv, hd, kvdt);
                         if (kiln_dtype_size(kvdt) == 1) l.k_scale = 0.5f, l.v_scale = 2.0f;
+                        /* FP8 with T = 37: per-head scales (device for the GPU, host for the CPU) */
+                        float hs[4] = {0.25f, 0.75f, 3.0f, 0.125f};
+                        kiln_devptr dhs = 0;
+                        kiln_kv_layout lc = l;
+                        if (kiln_dtype_size(kvdt) == 1 && ti == 1) {
+                            dhs = dupload(hs, sizeof hs);
+                            l.head_scales = (const void *)(uintptr_t)dhs;
+                            lc.head_scales = hs;
+                        }
                         int64_t stride = (int64_t)(nq + 2 * nkv) * hd;
                         size_t n = (size_t)T * stride;
                         float *x = rand_act(n, dt, 1.5f);
@@ -373,7 +457,7 @@ KT_TEST(test_kv_write_and_fused_rope) {
                             KT_OK(kiln_gpu_kv_write(gpu, st, dkc, dvc, &l, dx + (kiln_devptr)nq * hd * 2,
                                                     dx + (kiln_devptr)(nq + nkv) * hd * 2, dt, stride, ds, T));
                         }
-                        kiln_cpu_kv_write(kc, vc, &l, x + (size_t)nq * hd, x + (size_t)(nq + nkv) * hd, stride, slots, T);
+                        kiln_cpu_kv_write(kc, vc, &lc, x + (size_t)nq * hd, x + (size_t)(nq + nkv) * hd, stride, slots, T);
                         void *gk = ddown(dkc, cbytes), *gv = ddown(dvc, cbytes);
                         if (!fused) {
                             KT_CHECKF(!memcmp(gk, kc, cbytes) && !memcmp(gv, vc, cbytes),
@@ -395,6 +479,7 @@ KT_TEST(test_kv_write_and_fused_rope) {
                         }
                         free(x), free(slots), free(pos), free(kc), free(vc), free(gk), free(gv);
                         dfree(dkc), dfree(dvc), dfree(dx), dfree(ds), dfree(dp), dfree(dinv);
+                        if (dhs) dfree(dhs);
                     }
 }
 
@@ -402,6 +487,7 @@ KT_TEST(test_kv_write_and_fused_rope) {
 
 typedef struct attn_case {
     kiln_dtype dt;
+    kiln_dtype kv; /* 0: dt; FP8: per-head scales (E4M3) or none (E5M2) */
     int hd, nq, nkv, bs, window, force;
     int n_seqs;
     int q_len[8], ctx[8];
@@ -416,12 +502,45 @@ static void run_attention(const attn_case *c) {
         T += c->q_len[s];
     }
     int max_blocks = (max_ctx + c->bs - 1) / c->bs, nb = max_blocks * c->n_seqs + 3;
-    size_t cbytes = kiln_kv_layout_init(&l, nb, c->bs, c->nkv, c->hd, c->dt);
-    size_t ne = cbytes / 2;
-    float *kf = rand_act(ne, c->dt, 1.0f), *vf = rand_act(ne, c->dt, 1.0f);
+    kiln_dtype kvdt = c->kv ? c->kv : c->dt;
+    size_t cbytes = kiln_kv_layout_init(&l, nb, c->bs, c->nkv, c->hd, kvdt);
+    size_t ne = cbytes / kiln_dtype_size(kvdt);
+    float *kf = NULL, *vf = NULL;
     void *kc = malloc(cbytes), *vc = malloc(cbytes);
-    kiln_from_f32(kc, c->dt, kf, ne);
-    kiln_from_f32(vc, c->dt, vf, ne);
+    float hs[2 * 16];
+    kiln_devptr dhs = 0;
+    kiln_kv_layout lc = l; /* the CPU's copy (host scales) */
+    if (kiln_dtype_size(kvdt) == 1) {
+        /* what a real cache holds: fp8(value / scale) of N(0, 1) values for
+         * scales around 1/50 (E4M3) or 1 (E5M2), plus 3% codes drawn from
+         * every finite code (extremes, subnormals, zeros of both signs) */
+        for (int h = 0; h < c->nkv; h++) {
+            hs[h] = kvdt == KILN_DTYPE_FP8_E4M3 ? 0.02f * (1.0f + 0.5f * (float)h) : 1.0f;
+            hs[c->nkv + h] = kvdt == KILN_DTYPE_FP8_E4M3 ? 0.03f / (1.0f + 0.25f * (float)h) : 1.0f;
+        }
+        for (int w = 0; w < 2; w++) {
+            uint8_t *cb = w ? vc : kc;
+            for (size_t i = 0; i < ne; i++) {
+                uint64_t r = next_u64();
+                uint8_t code = (uint8_t)(r >> 56);
+                float val = host_fp8_val(kvdt, code);
+                if ((r & 31) == 0 && isfinite(val) && fabsf(val) <= (kvdt == KILN_DTYPE_FP8_E4M3 ? 448.0f : 4096.0f))
+                    cb[i] = code;
+                else
+                    cb[i] = host_fp8(kvdt, gauss() / (kvdt == KILN_DTYPE_FP8_E4M3 ? 0.025f : 1.0f));
+            }
+        }
+        if (kvdt == KILN_DTYPE_FP8_E4M3) {
+            dhs = dupload(hs, sizeof(float) * 2 * (size_t)c->nkv);
+            l.head_scales = (const void *)(uintptr_t)dhs;
+            lc.head_scales = hs;
+        }
+    } else {
+        kf = rand_act(ne, c->dt, 1.0f), vf = rand_act(ne, c->dt, 1.0f);
+        kiln_from_f32(kc, c->dt, kf, ne);
+        kiln_from_f32(vc, c->dt, vf, ne);
+        lc = l;
+    }
     /* shuffled block ids; unused table entries are garbage */
     int32_t *perm = malloc(sizeof(int32_t) * (size_t)nb), *bt = malloc(sizeof(int32_t) * (size_t)(max_blocks * c->n_seqs + 1));
     for (int i = 0; i < nb; i++) perm[i] = i;
@@ -440,7 +559,7 @@ static void run_attention(const attn_case *c) {
     float *q = rand_act((size_t)T * q_stride, c->dt, 1.0f);
     float *ref = malloc(sizeof(float) * (size_t)T * c->nq * c->hd);
     float scale = 1.0f / sqrtf((float)c->hd);
-    kiln_cpu_attention(NULL, ref, q, q_stride, kc, vc, &l, c->nq, qstart, ctx_len, c->n_seqs, bt, max_blocks, scale,
+    kiln_cpu_attention(NULL, ref, q, q_stride, kc, vc, &lc, c->nq, qstart, ctx_len, c->n_seqs, bt, max_blocks, scale,
                        c->window);
     kiln_devptr dkc = dupload(kc, cbytes), dvc = dupload(vc, cbytes), dq = up_act(q, (size_t)T * q_stride, c->dt),
                 dqs = dupload(qstart, sizeof qstart), dcl = dupload(ctx_len, sizeof ctx_len),
@@ -451,11 +570,13 @@ static void run_attention(const attn_case *c) {
     KT_OK(kiln_gpu_attention(gpu, st, c->dt, &a));
     float *got = down_act(dout, (size_t)T * c->nq * c->hd, c->dt);
     CHECK_CLOSE(got, ref, (size_t)T * c->nq * c->hd, c->dt,
-                "attention %s hd=%d nq=%d nkv=%d bs=%d window=%d force=%d seqs=%d (q,ctx)=(%d,%d)(%d,%d)..",
-                kiln_dtype_name(c->dt), c->hd, c->nq, c->nkv, c->bs, c->window, c->force, c->n_seqs, c->q_len[0],
+                "attention %s kv %s hd=%d nq=%d nkv=%d bs=%d window=%d force=%d seqs=%d (q,ctx)=(%d,%d)(%d,%d)..",
+                kiln_dtype_name(c->dt), kiln_dtype_name(kvdt), c->hd, c->nq, c->nkv, c->bs, c->window, c->force,
+                c->n_seqs, c->q_len[0],
                 c->ctx[0], c->q_len[c->n_seqs - 1], c->ctx[c->n_seqs - 1]);
     free(kf), free(vf), free(kc), free(vc), free(perm), free(bt), free(q), free(ref), free(got);
     dfree(dkc), dfree(dvc), dfree(dq), dfree(dqs), dfree(dcl), dfree(dbt), dfree(dout);
+    if (dhs) dfree(dhs);
 }
 
 KT_TEST(test_attention_decode) {
@@ -467,7 +588,7 @@ KT_TEST(test_attention_decode) {
             for (int gi = 0; gi < 3; gi++)
                 for (int fi = 0; fi < 3; fi++)
                     for (int w = 0; w < 2; w++) {
-                        attn_case c = {acts[a], hds[hi], gqa[gi][0], gqa[gi][1], hi == 2 ? 32 : 16, w ? 64 : 0,
+                        attn_case c = {acts[a], 0, hds[hi], gqa[gi][0], gqa[gi][1], hi == 2 ? 32 : 16, w ? 64 : 0,
                                        forces[fi], 0, {0}, {0}};
                         c.n_seqs = 1 + (int)(next_u64() % 8);
                         for (int s = 0; s < c.n_seqs; s++) {
@@ -486,7 +607,7 @@ KT_TEST(test_attention_prefill) {
         for (int hi = 0; hi < 3; hi++)
             for (int gi = 0; gi < 3; gi++)
                 for (int w = 0; w < 2; w++) {
-                    attn_case c = {acts[a], hds[hi], gqa[gi][0], gqa[gi][1], hi == 2 ? 32 : 16, w ? 100 : 0, 0, 0,
+                    attn_case c = {acts[a], 0, hds[hi], gqa[gi][0], gqa[gi][1], hi == 2 ? 32 : 16, w ? 100 : 0, 0, 0,
                                    {0}, {0}};
                     c.n_seqs = 1 + (int)(next_u64() % 6);
                     for (int s = 0; s < c.n_seqs; s++) {
@@ -495,6 +616,48 @@ KT_TEST(test_attention_prefill) {
                     }
                     run_attention(&c);
                 }
+}
+
+/* Attention over FP8 caches: decode (one pass, split-K forced and by
+ * heuristic), prefill with cached prefixes, both activation dtypes, head
+ * dims 16 / 64 / 128, GQA groups 1..8, block sizes 16 and 32, windows. */
+KT_TEST(test_attention_fp8) {
+    NEED_GPU();
+    kiln_dtype kvs[] = {KILN_DTYPE_FP8_E4M3, KILN_DTYPE_FP8_E5M2};
+    int hds[] = {64, 128, 16}, gqa[][2] = {{8, 8}, {16, 4}, {32, 4}, {16, 2}};
+    int ctxs[] = {1, 15, 16, 17, 100, 1000, 3001}, forces[] = {0, -1, 256};
+    for (int k = 0; k < 2; k++)
+        for (int a = 0; a < 2; a++)
+            for (int hi = 0; hi < 3; hi++)
+                for (int gi = 0; gi < 4; gi++) {
+                    for (int fi = 0; fi < 3; fi++) { /* decode */
+                        attn_case c = {acts[a], kvs[k], hds[hi], gqa[gi][0], gqa[gi][1], (gi & 1) ? 32 : 16,
+                                       (fi == 1) ? 64 : 0, forces[fi], 0, {0}, {0}};
+                        c.n_seqs = 1 + (int)(next_u64() % 8);
+                        for (int s = 0; s < c.n_seqs; s++) c.q_len[s] = 1, c.ctx[s] = ctxs[next_u64() % 7];
+                        c.ctx[0] = ctxs[(hi * 3 + gi + fi + k) % 7];
+                        run_attention(&c);
+                    }
+                    for (int w = 0; w < 2; w++) { /* prefill over cached context */
+                        attn_case c = {acts[a], kvs[k], hds[hi], gqa[gi][0], gqa[gi][1], (gi & 1) ? 16 : 32,
+                                       w ? 100 : 0, 0, 0, {0}, {0}};
+                        c.n_seqs = 1 + (int)(next_u64() % 6);
+                        for (int s = 0; s < c.n_seqs; s++) {
+                            c.q_len[s] = 1 + (int)(next_u64() % 300);
+                            c.ctx[s] = c.q_len[s] + (s % 2 ? (int)(next_u64() % 400) : 0);
+                        }
+                        run_attention(&c);
+                    }
+                }
+    /* E5M2 with no scales at all (NULL head_scales, k_scale = v_scale = 1) is
+     * accepted; E4M3 with host-only scalar scales is refused (the kernels read
+     * scales from the device) */
+    kiln_kv_layout l;
+    kiln_kv_layout_init(&l, 4, 16, 2, 64, KILN_DTYPE_FP8_E4M3);
+    l.k_scale = 0.5f;
+    kiln_gpu_attn at = {0};
+    at.l = &l, at.nq = 2, at.n_seqs = 1, at.max_q_len = 1, at.max_ctx_len = 1;
+    KT_ERR(kiln_gpu_attention(gpu, st, KILN_DTYPE_BF16, &at), KILN_ERR_INVALID_ARGUMENT, "head_scales");
 }
 
 /* --------------------------------------------------------------- sampling */
@@ -726,5 +889,6 @@ KT_TEST(test_every_kernel_tested) {
 }
 
 KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_cast), KT_CASE(test_rope),
-        KT_CASE(test_kv_write_and_fused_rope), KT_CASE(test_attention_decode), KT_CASE(test_attention_prefill),
+        KT_CASE(test_kv_write_and_fused_rope), KT_CASE(test_fp8_cast), KT_CASE(test_attention_decode),
+        KT_CASE(test_attention_prefill), KT_CASE(test_attention_fp8),
         KT_CASE(test_sampling), KT_CASE(test_gemm), KT_CASE(test_graph_replay), KT_CASE(test_every_kernel_tested))
