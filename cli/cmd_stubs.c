@@ -17,7 +17,4 @@
 KILN_STUB(kiln_cmd_generate, "generate")
 KILN_STUB(kiln_cmd_serve, "serve")
 KILN_STUB(kiln_cmd_bench, "bench")
-KILN_STUB(kiln_cmd_tokenize, "tokenize")
-KILN_STUB(kiln_cmd_detokenize, "detokenize")
-KILN_STUB(kiln_cmd_chat_render, "chat-render")
 KILN_STUB(kiln_cmd_kernels, "kernels")

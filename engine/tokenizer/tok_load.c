@@ -56,7 +56,7 @@ static kiln_status load_config(const char *dir, json_t **out) {
         return KILN_OK;
     }
     json_error_t je;
-    json_t *j = json_load_file(p, 0, &je);
+    json_t *j = json_load_file(p, JSON_DECODE_INT_AS_REAL, &je);
     if (!j) {
         kiln_status st = KILN_FAIL(KILN_ERR_FORMAT, "%s: invalid JSON at line %d: %s", p, je.line, je.text);
         free(p);
