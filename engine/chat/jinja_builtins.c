@@ -1096,15 +1096,15 @@ static kiln_status do_indent(kiln_jctx *c, const char *s, size_t n, const kiln_j
     }
     bool first = truthy_arg(arg(a, 1, "first"), false), blank = truthy_arg(arg(a, 2, "blank"), false);
     /* s + "\n", then splitlines */
-    kiln_buf src = {0}, b = {0};
-    if ((st = kiln_buf_append(&src, s, n)) || (st = kiln_buf_append(&src, "\n", 1))) {
-        kiln_buf_free(&src);
-        return st;
-    }
-    kiln_jv lines;
-    st = do_splitlines(c, src.data, src.len, false, &lines);
-    kiln_buf_free(&src);
-    if (st) return st;
+    kiln_buf b = {0};
+    kiln_jv src, lines;
+    char *p = kiln_ja_alloc(c->a, n + 2);
+    if (!p) return oom();
+    memcpy(p, s, n);
+    p[n] = '\n';
+    p[n + 1] = 0;
+    src = kiln_jv_strv(p, n + 1);
+    if ((st = do_splitlines(c, src.u.s, src.n, false, &lines))) return st;
     kiln_jlist *l = lines.u.l;
     if (first) st = kiln_buf_append(&b, ind, il);
     for (size_t i = 0; i < l->n && !st; i++) {

@@ -621,7 +621,7 @@ static kiln_status exec_for(kiln_jctx *c, const kiln_jnode *n, kiln_buf *out) {
         keep.u.l->n = k;
         items = keep.u.l;
     }
-    int depth0 = loop_depth_of(c);
+    int depth0 = 0; /* loop.depth counts recursive-loop levels only */
     kiln_jframe *saved = c->frame;
     for (size_t i = 0; i < items->n; i++) {
         if ((st = iteration(c))) return st;
@@ -750,6 +750,7 @@ kiln_status kiln_jcall_macro(kiln_jctx *c, const kiln_jnode *m, const kiln_jargs
     kiln_jv varargs, kwargs;
     int extra = a->n_args > m->n_names ? a->n_args - m->n_names : 0;
     KILN_TRY(kiln_jv_list_new(c, (size_t)extra, &varargs));
+    varargs.flags = KILN_JV_TUPLE;
     KILN_TRY(kiln_jv_dict_new(c, 0, &kwargs));
     for (int i = 0; i < extra; i++) varargs.u.l->items[i] = a->args[m->n_names + i];
     for (int k = 0; k < a->n_kw; k++) {

@@ -52,10 +52,10 @@ static bool b64_decode(const char *s, size_t n, kiln_buf *out) {
 }
 
 bool kiln_tok_is_tiktoken(const char *data, size_t len) {
-    /* the first lines must be "<base64> <digits>" */
+    /* the first line must be "<base64> <digits>" */
     size_t i = 0;
     int lines = 0;
-    while (i < len && lines < 4) {
+    while (i < len && lines < 1) {
         size_t a = i;
         while (i < len && b64val((unsigned char)data[i]) >= 0) i++;
         while (i < len && data[i] == '=') i++;
