@@ -126,10 +126,11 @@ static kiln_status render_src(const char *src, const char *vars_json, char **out
     if (st) return st;
     json_t *v = json_loads(vars_json, 0, NULL);
     json_t *msgs = json_incref(json_object_get(v, "messages"));
+    if (!msgs) msgs = json_array();
     bool agp = json_is_true(json_object_get(v, "add_generation_prompt"));
     json_object_del(v, "messages");
     json_object_del(v, "add_generation_prompt");
-    char *m = json_dumps(msgs ? msgs : json_array(), JSON_COMPACT), *x = json_dumps(v, JSON_COMPACT);
+    char *m = json_dumps(msgs, JSON_COMPACT), *x = json_dumps(v, JSON_COMPACT);
     st = kiln_chat_render(t, m, agp, x, out);
     free(m);
     free(x);
