@@ -14,7 +14,5 @@
         return 1;                                                                        \
     }
 
-KILN_STUB(kiln_cmd_generate, "generate")
 KILN_STUB(kiln_cmd_serve, "serve")
-KILN_STUB(kiln_cmd_bench, "bench")
 KILN_STUB(kiln_cmd_kernels, "kernels")

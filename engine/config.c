@@ -275,3 +275,17 @@ kiln_status kiln_model_config_describe(const kiln_model_config *c, kiln_buf *b) 
 fail:
     return st;
 }
+
+/* ------------------------------------------------------- built-in configs */
+
+#include "embed.h"
+
+const char *kiln_builtin_config(const char *name) {
+    char path[128];
+    if (!name || strlen(name) > 64 || strchr(name, '/')) return NULL;
+    snprintf(path, sizeof path, "engine/configs/%s.json", name);
+    const kiln_embedded_file *f = kiln_embedded_find(path);
+    return f ? f->data : NULL;
+}
+
+const char *kiln_builtin_config_names(void) { return "llama2-7b llama3-8b llama3.1-8b llama3-70b"; }

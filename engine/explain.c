@@ -1,11 +1,12 @@
 /*
- * explain.c -- kiln_explain: describe a model without loading weights.
+ * explain.c -- kiln_explain: describe a model without loading weights: the
+ * parsed config, the checkpoint's tensor table, the policy's plan and the
+ * layer program. Uses the same loading path as kiln_engine_create.
  * Ownership: returns an owned string. Thread-safety: no shared state.
  */
-#include "model.h"
+#include "loader.h"
 
 #include <stdio.h>
-
 #include <stdlib.h>
 
 static kiln_status describe_tensors(const kiln_checkpoint *ck, kiln_buf *b) {
@@ -17,7 +18,8 @@ static kiln_status describe_tensors(const kiln_checkpoint *ck, kiln_buf *b) {
         char shape[128];
         size_t o = 0;
         o += (size_t)snprintf(shape + o, sizeof shape - o, "[");
-        for (int d = 0; d < t->ndim; d++) o += (size_t)snprintf(shape + o, sizeof shape - o, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+        for (int d = 0; d < t->ndim; d++)
+            o += (size_t)snprintf(shape + o, sizeof shape - o, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
         snprintf(shape + o, sizeof shape - o, "]");
         const char *file = strrchr(ck->shards[t->file].path, '/');
         KILN_TRY(kiln_buf_printf(b, "  %-56s %-5s %-18s %s\n", t->name, t->st_dtype, shape,
@@ -30,24 +32,18 @@ fail:
 kiln_status kiln_explain(const kiln_engine_params *params, char **out) {
     kiln_status st = KILN_OK;
     kiln_buf b = {0};
-    char *dir = NULL;
-    kiln_model_config cfg = {0};
-    kiln_checkpoint ck = {0};
-    KILN_CHECK(params && params->model, KILN_ERR_INVALID_ARGUMENT, "no model given");
-    KILN_TRY(kiln_model_resolve(params->model, &dir));
-    KILN_TRY(kiln_model_config_load(dir, &cfg));
-    KILN_CHECK(kiln_architecture_supported(cfg.architecture), KILN_ERR_UNSUPPORTED,
-               "%s/config.json: architecture \"%s\" is not supported (supported: %s)", dir, cfg.architecture,
-               kiln_supported_architectures());
-    KILN_TRY(kiln_checkpoint_open(dir, &ck));
-    KILN_TRY(kiln_buf_printf(&b, "model: %s\n", dir));
-    KILN_TRY(kiln_model_config_describe(&cfg, &b));
-    KILN_TRY(describe_tensors(&ck, &b));
+    kiln_model_files mf = {0};
+    KILN_TRY(kiln_model_files_open(params, "cpu", 0, &mf));
+    KILN_TRY(kiln_buf_printf(&b, "model: %s\n", mf.dir ? mf.dir : params->model));
+    KILN_TRY(kiln_model_config_describe(&mf.cfg, &b));
+    if (mf.have_checkpoint)
+        KILN_TRY(describe_tensors(&mf.ck, &b));
+    else
+        KILN_TRY(kiln_buf_puts(&b, "checkpoint: none (load format dummy: random weights)\n"));
+    KILN_TRY(kiln_program_describe(mf.program, &b));
     *out = kiln_buf_steal(&b);
 fail:
     kiln_buf_free(&b);
-    kiln_checkpoint_close(&ck);
-    kiln_model_config_free(&cfg);
-    free(dir);
+    kiln_model_files_close(&mf);
     return st;
 }

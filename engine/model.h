@@ -115,8 +115,5 @@ const char *kiln_builtin_config(const char *name);
 /* Space-separated list of built-in config names (static). */
 const char *kiln_builtin_config_names(void);
 
-/* Supported architectures, comma-separated (static); true if supported. */
-const char *kiln_supported_architectures(void);
-bool kiln_architecture_supported(const char *arch);
 
 #endif /* KILN_MODEL_H */

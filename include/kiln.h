@@ -149,7 +149,7 @@ typedef struct kiln_engine_params {
     const char *model;          /* model directory, org/name in the HF cache,
                                    or a built-in config name with
                                    load_format "dummy" (llama3-8b, ...)      */
-    const char *tokenizer;      /* NULL: from the model directory           */
+    const char *tokenizer;      /* NULL: from the model directory; "none"    */
     const char *device;         /* "auto" (default), "cpu", "cuda"           */
     int device_id;              /* CUDA device ordinal (default 0)           */
     const char *policy_file;    /* NULL: the family's built-in policy        */
@@ -212,8 +212,8 @@ typedef struct kiln_sampling_params {
     const int32_t *stop_token_ids; /* borrowed during add_request           */
     int n_stop_token_ids;
     const char *const *stop;       /* stop strings, borrowed during add     */
-    int n_stop;
-    bool include_stop_str_in_output;
+    int n_stop;                    /* matched across token boundaries; the
+                                      stop string itself is not output      */
     bool skip_special_tokens;      /* for streamed text, default true        */
     int logprobs;                  /* 0: off; N: top-N logprobs per token    */
 } kiln_sampling_params;
@@ -260,6 +260,8 @@ typedef struct kiln_request {
     kiln_sampling_params sampling;
     kiln_stream_fn on_event;      /* may be NULL                             */
     void *user;
+    int num_speculative_tokens;   /* -1: the engine's setting (default);
+                                     0: never speculate for this request     */
 } kiln_request;
 
 KILN_API void kiln_request_default(kiln_request *r);
@@ -314,6 +316,12 @@ typedef struct kiln_stats {
 
 /* Thread-safe snapshot of counters. */
 KILN_API void kiln_engine_get_stats(kiln_engine *e, kiln_stats *s);
+
+/* The engine's counters and latency histograms as Prometheus text, with
+ * vLLM's metric names (vllm:num_requests_running, ...) labelled
+ * model_name=model (NULL: the model argument). Thread-safe. *out returned
+ * owned (kiln_free). */
+KILN_API kiln_status kiln_engine_metrics_prometheus(kiln_engine *e, const char *model, char **out);
 
 /* Model facts (borrowed strings live as long as the engine). */
 typedef struct kiln_model_info {

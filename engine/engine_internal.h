@@ -1,0 +1,184 @@
+/*
+ * engine_internal.h -- the engine's private state, shared by engine.c
+ * (scheduler, sampling, events), engine_create.c (construction) and
+ * metrics.c. Not part of the public API.
+ * Thread-safety: fields under "locked by mu" are shared with client
+ * threads; everything else belongs to the stepping thread.
+ */
+#ifndef KILN_ENGINE_INTERNAL_H
+#define KILN_ENGINE_INTERNAL_H
+
+#include "exec.h"
+#include "kv.h"
+#include "sampler.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define KILN_MAX_STOP_STRINGS 16
+#define KILN_MAX_STOP_LEN 256
+#define KILN_MAX_PENDING_CANCELS 4096
+
+/* ------------------------------------------------------------ metrics */
+
+#define KILN_HIST_BUCKETS 24
+typedef struct kiln_hist {
+    const double *bounds; /* upper bounds, ascending, n buckets */
+    int n;
+    uint64_t counts[KILN_HIST_BUCKETS + 1]; /* last: +Inf */
+    double sum;
+    uint64_t count;
+} kiln_hist;
+
+typedef struct kiln_metrics {
+    kiln_hist ttft, itl, e2e;
+} kiln_metrics;
+
+void kiln_metrics_init(kiln_metrics *m);
+void kiln_metrics_observe_ttft(kiln_metrics *m, double s);
+void kiln_metrics_observe_itl(kiln_metrics *m, double s);
+void kiln_metrics_observe_e2e(kiln_metrics *m, double s);
+
+/* ------------------------------------------------------- text stream */
+
+/* Incremental detokenization of one request's output with stop strings.
+ * Without a tokenizer every call is a no-op producing no text. */
+struct kiln_detok;
+typedef struct kiln_text_stream {
+    struct kiln_detok *d;
+    kiln_buf out;
+} kiln_text_stream;
+
+kiln_status kiln_text_stream_init(kiln_text_stream *t, const kiln_tokenizer *tok, const int32_t *prompt, int n_prompt,
+                                  bool skip_special, const char *const *stops, int n_stops);
+/* New text for token id (borrowed until the next call); *stop_hit when a
+ * stop string completed (the text excludes it). */
+void kiln_text_stream_push(kiln_text_stream *t, int32_t id, const char **text, size_t *len, bool *stop_hit);
+void kiln_text_stream_finish(kiln_text_stream *t, const char **text, size_t *len);
+void kiln_text_stream_free(kiln_text_stream *t);
+
+/* ------------------------------------------------------------ requests */
+
+/* A batch under construction (the draft model's; the main one is inline
+ * in kiln_engine for historical reasons). */
+typedef struct kiln_batch_buf {
+    int32_t *tokens, *pos, *slots, *qstart, *ctx, *tables, *out;
+    int32_t *cross_tables, *cross_ctx; /* the verifier's, for GliDe drafters */
+    int ntok, nseq, nout, max_q, max_ctx, max_blocks;
+} kiln_batch_buf;
+
+typedef enum { KILN_REQ_WAITING = 0, KILN_REQ_RUNNING, KILN_REQ_DONE } kiln_req_state;
+
+typedef enum { KILN_SPEC_NONE = 0, KILN_SPEC_NGRAM, KILN_SPEC_DRAFT, KILN_SPEC_GLIDE } kiln_spec_method;
+
+typedef struct kiln_req {
+    uint64_t id;
+    uint64_t seq_no;        /* arrival order into the scheduler (youngest = largest) */
+    int32_t *tokens;        /* [cap] prompt then generated                     */
+    int n_tokens, cap, n_prompt;
+    int n_computed;         /* tokens whose K/V are in the cache               */
+    int max_new;
+    kiln_kv_table kv;
+    kiln_kv_table dkv;      /* draft model's cache (speculative decoding)      */
+    int d_computed;         /* tokens whose draft K/V are in the draft cache   */
+    int spec_k;             /* -1: engine default, 0: off                      */
+    kiln_sampling_params sp; /* pointers cleared; copies below                 */
+    int32_t *stop_ids;
+    int n_stop_ids;
+    char **stops;
+    int n_stops;
+    uint64_t seed;
+    kiln_stream_fn cb;
+    void *user;
+    kiln_req_state state;
+    bool in_running;
+    bool cancel;
+    int preempted;
+    kiln_finish_reason finish;
+    double t_arrival, t_first, t_last;
+    kiln_text_stream text;
+    struct kiln_req *next;
+} kiln_req;
+
+struct kiln_engine {
+    kiln_engine_params params;  /* strings point into owned copies below       */
+    char *str_copies[16];
+    kiln_model_files mf;
+    kiln_exec *exec;
+    kiln_tokenizer *tok;
+    kiln_chat_template *tmpl;
+    kiln_kv_manager kv;
+    int vocab_size;
+    int logits_stride;
+    int max_model_len;
+    int max_num_seqs;
+    int max_batched_tokens;
+    int max_tokens_plan;
+    int max_queued;
+    double prefill_ratio;
+    uint64_t seed;
+    int32_t eos[KILN_MAX_EOS];
+    int n_eos;
+
+    /* scheduler (stepping thread) */
+    kiln_req *waiting_head, *waiting_tail;
+    int n_waiting;
+    kiln_req **running;
+    int n_running;
+    uint64_t arrivals;
+
+    /* speculative decoding */
+    kiln_spec_method spec_method;
+    atomic_bool spec_on;
+    int spec_k, ngram_min, ngram_max;
+    kiln_model_files draft_mf;
+    kiln_exec *draft_exec;
+    kiln_batch_buf draft_b;  /* the draft model's batch                       */
+    int32_t *b_draft;        /* [S, spec_k] proposals of this step            */
+    int32_t *b_ndraft;       /* [S]                                           */
+    int *draft_idx;          /* [S] scratch                                   */
+
+    /* batch buffers, planned once */
+    int32_t *b_tokens, *b_pos, *b_slots, *b_qstart, *b_ctx, *b_tables, *b_out, *b_outstart;
+    kiln_req **b_reqs;
+    int b_ntok, b_nseq, b_nout, b_max_q, b_max_ctx;
+    float *logits_tmp;
+    /* device sampling */
+    bool host_sampling;      /* force host sampling (tests, KILN_HOST_SAMPLING) */
+    kiln_sample_req *srows;  /* [max_out]                                      */
+    int32_t *dev_tokens;     /* [max_out]                                      */
+    float *dev_lps;          /* [max_out]                                      */
+    int32_t *ban_buf;        /* [ban_cap]                                      */
+    int ban_cap;
+    void *sample_work;
+    int32_t *pen_scratch;
+    kiln_logprob top_tmp[20];
+
+    /* locked by mu */
+    pthread_mutex_t mu;
+    kiln_req *incoming_head, *incoming_tail;
+    int n_incoming;
+    int n_waiting_shadow, n_running_shadow;
+    uint64_t next_id;
+    uint64_t cancel_ids[KILN_MAX_PENDING_CANCELS];
+    int n_cancel;
+    kiln_stats stats;
+    kiln_metrics metrics;
+
+    atomic_bool fatal;
+    char fatal_msg[1024];
+};
+
+void kiln_engine_abort_all(kiln_engine *e);
+
+/* spec.c: drafters */
+int kiln_spec_ngram_propose(const int32_t *tokens, int n, int k, int nmin, int nmax, int32_t *out);
+/* Greedy proposals from the draft model for seqs[i] (k[i] tokens each,
+ * into drafts[i * stride ...]); their draft tables must hold n_tokens +
+ * k[i] - 1 tokens. */
+kiln_status kiln_spec_draft_propose(kiln_engine *e, kiln_req **seqs, const int32_t *k, int n, int32_t *drafts,
+                                    int stride);
+kiln_status kiln_batch_buf_init(kiln_batch_buf *b, int max_tokens, int max_seqs, int max_blocks);
+void kiln_batch_buf_free(kiln_batch_buf *b);
+
+#endif

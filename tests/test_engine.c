@@ -1,0 +1,245 @@
+// label: model
+/* test_engine.c -- the public engine API on a tiny model: request
+ * validation, cancellation (queued and running, and from the callback),
+ * stop token ids, max_tokens until the context limit, seeded sampling,
+ * requests added from another thread while stepping, and the KV pool
+ * returning to all-free. */
+#include "kiln.h"
+#include "kt.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static kiln_engine *make(int max_model_len) {
+    kiln_engine_params p;
+    kiln_engine_default_params(&p);
+    p.model = KT_DATA "/models/llama3-gqa";
+    p.device = "cpu";
+    p.tokenizer = "none";
+    p.n_threads = 2;
+    p.max_model_len = max_model_len;
+    p.block_size = 8;
+    kiln_engine *e = NULL;
+    if (kiln_engine_create(&p, &e) != KILN_OK) fprintf(stderr, "create: %s\n", kiln_last_error());
+    return e;
+}
+
+static const int32_t prompt[] = {5, 17, 99, 200, 301, 7, 42};
+
+static kiln_request req(int max_tokens) {
+    kiln_request r;
+    kiln_request_default(&r);
+    r.prompt_ids = prompt;
+    r.n_prompt_ids = 7;
+    r.sampling.temperature = 0;
+    r.sampling.max_tokens = max_tokens;
+    r.sampling.ignore_eos = true;
+    return r;
+}
+
+static void expect_all_free(kiln_engine *e) {
+    kiln_stats s;
+    kiln_engine_get_stats(e, &s);
+    KT_CHECKF(s.num_free_kv_blocks == s.num_kv_blocks, "%d of %d blocks free", s.num_free_kv_blocks, s.num_kv_blocks);
+    KT_CHECK(s.num_running == 0 && s.num_waiting == 0);
+}
+
+KT_TEST(test_bad_requests) {
+    kiln_engine *e = make(64);
+    KT_REQUIRE(e);
+    uint64_t id;
+    kiln_request r = req(4);
+    r.n_prompt_ids = 0;
+    KT_ERR(kiln_engine_add_request(e, &r, &id), KILN_ERR_INVALID_ARGUMENT, "the prompt is empty");
+    int32_t bad[2] = {3, 512};
+    r = req(4);
+    r.prompt_ids = bad;
+    r.n_prompt_ids = 2;
+    KT_ERR(kiln_engine_add_request(e, &r, &id), KILN_ERR_INVALID_ARGUMENT, "(id 512) is outside the vocabulary");
+    r = req(60);
+    KT_ERR(kiln_engine_add_request(e, &r, &id), KILN_ERR_LIMIT, "maximum context length is 64 tokens");
+    r = req(4);
+    r.prompt_ids = NULL;
+    r.prompt = "hello";
+    KT_ERR(kiln_engine_add_request(e, &r, &id), KILN_ERR_INVALID_ARGUMENT, "has no tokenizer");
+    r = req(4);
+    r.sampling.temperature = -1;
+    KT_ERR(kiln_engine_add_request(e, &r, &id), KILN_ERR_INVALID_ARGUMENT, "temperature must be in [0, 100]");
+    r = req(4);
+    r.sampling.top_p = 0;
+    KT_ERR(kiln_engine_add_request(e, &r, &id), KILN_ERR_INVALID_ARGUMENT, "top_p must be in (0, 1]");
+    r = req(4);
+    r.sampling.presence_penalty = 3;
+    KT_ERR(kiln_engine_add_request(e, &r, &id), KILN_ERR_INVALID_ARGUMENT, "presence_penalty");
+    r = req(4);
+    int32_t stops[1] = {100000};
+    r.sampling.stop_token_ids = stops;
+    r.sampling.n_stop_token_ids = 1;
+    KT_ERR(kiln_engine_add_request(e, &r, &id), KILN_ERR_INVALID_ARGUMENT, "stop_token_ids[0]");
+    KT_ERR(kiln_engine_cancel(e, 999), KILN_ERR_NOT_FOUND, "no request with id 999");
+    expect_all_free(e);
+    kiln_engine_destroy(e);
+}
+
+typedef struct events {
+    int tokens;
+    kiln_finish_reason finish;
+    int finals;
+    int cancel_after; /* >0: return 1 after this many tokens */
+} events;
+
+static int on_event(void *u, const kiln_stream_event *ev) {
+    events *x = u;
+    if (ev->token >= 0) x->tokens++;
+    if (ev->finish != KILN_FINISH_NONE) {
+        x->finish = ev->finish;
+        x->finals++;
+    }
+    return x->cancel_after > 0 && x->tokens >= x->cancel_after;
+}
+
+KT_TEST(test_cancel) {
+    kiln_engine *e = make(256);
+    KT_REQUIRE(e);
+    events ev[4] = {{0}};
+    uint64_t ids[4];
+    for (int i = 0; i < 4; i++) {
+        kiln_request r = req(100);
+        r.on_event = on_event;
+        r.user = &ev[i];
+        if (i == 3) ev[i].cancel_after = 5;
+        KT_OK(kiln_engine_add_request(e, &r, &ids[i]));
+    }
+    KT_OK(kiln_engine_cancel(e, ids[0])); /* still queued */
+    int left = 0;
+    for (int s = 0; s < 4; s++) KT_OK(kiln_engine_step(e, &left));
+    KT_OK(kiln_engine_cancel(e, ids[1])); /* running */
+    while (left > 0) KT_OK(kiln_engine_step(e, &left));
+    KT_CHECK(ev[0].finish == KILN_FINISH_ABORT && ev[0].tokens == 0 && ev[0].finals == 1);
+    KT_CHECK(ev[1].finish == KILN_FINISH_ABORT && ev[1].tokens > 0 && ev[1].tokens < 100 && ev[1].finals == 1);
+    KT_CHECK(ev[2].finish == KILN_FINISH_LENGTH && ev[2].tokens == 100 && ev[2].finals == 1);
+    KT_CHECK(ev[3].finish == KILN_FINISH_ABORT && ev[3].tokens == 5 && ev[3].finals == 1);
+    kiln_stats s;
+    kiln_engine_get_stats(e, &s);
+    KT_CHECK(s.requests_finished[KILN_FINISH_ABORT] == 3 && s.requests_finished[KILN_FINISH_LENGTH] == 1);
+    expect_all_free(e);
+    /* destroying with requests in flight aborts them */
+    events late = {0};
+    kiln_request r = req(50);
+    r.on_event = on_event;
+    r.user = &late;
+    KT_OK(kiln_engine_add_request(e, &r, NULL));
+    KT_OK(kiln_engine_step(e, NULL));
+    kiln_engine_destroy(e);
+    KT_CHECK(late.finish == KILN_FINISH_ABORT && late.finals == 1);
+}
+
+KT_TEST(test_stop_ids_and_length) {
+    kiln_engine *e = make(40);
+    KT_REQUIRE(e);
+    kiln_result ref;
+    kiln_request r = req(20);
+    KT_OK(kiln_engine_generate(e, &r, 1, &ref));
+    KT_REQUIRE(ref.n_ids == 20 && ref.finish == KILN_FINISH_LENGTH);
+    /* stop at the first occurrence of the 6th token */
+    int32_t stop = ref.ids[5];
+    int first = 0;
+    while (ref.ids[first] != stop) first++;
+    r.sampling.stop_token_ids = &stop;
+    r.sampling.n_stop_token_ids = 1;
+    kiln_result s;
+    KT_OK(kiln_engine_generate(e, &r, 1, &s));
+    KT_CHECK(s.finish == KILN_FINISH_STOP && s.n_ids == first + 1 && s.ids[first] == stop);
+    kiln_result_free(&s);
+    /* min_tokens suppresses the stop id before it */
+    r.sampling.min_tokens = first + 1;
+    KT_OK(kiln_engine_generate(e, &r, 1, &s));
+    KT_CHECK(s.n_ids > first + 1);
+    for (int k = 0; k <= first && k < s.n_ids; k++) KT_CHECK(s.ids[k] != stop);
+    kiln_result_free(&s);
+    /* max_tokens < 0: until the context is full (40 - 7 prompt) */
+    r = req(-1);
+    KT_OK(kiln_engine_generate(e, &r, 1, &s));
+    KT_CHECK(s.n_ids == 33 && s.finish == KILN_FINISH_LENGTH);
+    kiln_result_free(&s);
+    kiln_result_free(&ref);
+    expect_all_free(e);
+    kiln_engine_destroy(e);
+}
+
+KT_TEST(test_seeded_sampling) {
+    kiln_engine *e = make(128);
+    KT_REQUIRE(e);
+    kiln_request r[3];
+    for (int i = 0; i < 3; i++) {
+        r[i] = req(24);
+        r[i].sampling.temperature = 1.0f;
+        r[i].sampling.top_p = 0.95f;
+        r[i].sampling.has_seed = true;
+        r[i].sampling.seed = i == 2 ? 7 : 1234;
+    }
+    kiln_result a[3], b;
+    KT_OK(kiln_engine_generate(e, r, 3, a));
+    KT_CHECK(a[0].n_ids == 24 && !memcmp(a[0].ids, a[1].ids, sizeof(int32_t) * 24)); /* same seed, same batch */
+    KT_CHECK(memcmp(a[0].ids, a[2].ids, sizeof(int32_t) * 24) != 0);                 /* other seed */
+    KT_OK(kiln_engine_generate(e, &r[0], 1, &b));                                    /* alone, later */
+    KT_CHECK(b.n_ids == 24 && !memcmp(a[0].ids, b.ids, sizeof(int32_t) * 24));
+    for (int i = 0; i < 3; i++) kiln_result_free(&a[i]);
+    kiln_result_free(&b);
+    /* no_repeat_ngram_size 2: no bigram repeats */
+    kiln_request q = req(30);
+    q.sampling.no_repeat_ngram_size = 2;
+    KT_OK(kiln_engine_generate(e, &q, 1, &b));
+    int32_t all[64];
+    memcpy(all, prompt, sizeof prompt);
+    memcpy(all + 7, b.ids, sizeof(int32_t) * (size_t)b.n_ids);
+    int n = 7 + b.n_ids;
+    for (int i = 0; i + 1 < n; i++)
+        for (int j = i + 1; j + 1 < n; j++) KT_CHECK(!(all[i] == all[j] && all[i + 1] == all[j + 1]));
+    kiln_result_free(&b);
+    expect_all_free(e);
+    kiln_engine_destroy(e);
+}
+
+typedef struct adder {
+    kiln_engine *e;
+    events ev[16];
+} adder;
+
+static void *add_thread(void *u) {
+    adder *a = u;
+    for (int i = 0; i < 16; i++) {
+        kiln_request r = req(10);
+        r.on_event = on_event;
+        r.user = &a->ev[i];
+        kiln_engine_add_request(a->e, &r, NULL);
+    }
+    return NULL;
+}
+
+KT_TEST(test_threads) {
+    adder a = {0};
+    a.e = make(128);
+    KT_REQUIRE(a.e);
+    pthread_t th;
+    pthread_create(&th, NULL, add_thread, &a);
+    int done = 0;
+    for (int guard = 0; guard < 100000 && done < 16; guard++) {
+        KT_OK(kiln_engine_step(a.e, NULL));
+        done = 0;
+        for (int i = 0; i < 16; i++) done += a.ev[i].finals;
+    }
+    pthread_join(th, NULL);
+    for (int i = 0; i < 16; i++) KT_CHECK(a.ev[i].finish == KILN_FINISH_LENGTH && a.ev[i].tokens == 10);
+    expect_all_free(a.e);
+    char *m = NULL;
+    KT_OK(kiln_engine_metrics_prometheus(a.e, "tiny", &m));
+    KT_CHECK(strstr(m, "vllm:generation_tokens_total{model_name=\"tiny\"} 160") != NULL);
+    KT_CHECK(strstr(m, "vllm:request_success_total{finished_reason=\"length\",model_name=\"tiny\"} 16") != NULL);
+    kiln_free(m);
+    kiln_engine_destroy(a.e);
+}
+
+KT_MAIN(KT_CASE(test_bad_requests), KT_CASE(test_cancel), KT_CASE(test_stop_ids_and_length),
+        KT_CASE(test_seeded_sampling), KT_CASE(test_threads))
