@@ -13,7 +13,10 @@
  *           ids (byte fallback <0xNN> / unk for what is not in the vocab).
  *   ids  -> per-token decoded bytes concatenated -> (SentencePiece) one
  *           leading space stripped -> invalid UTF-8 replaced by U+FFFD
- *           (maximal subparts, as Rust's from_utf8_lossy).
+ *           (maximal subparts, as Rust's from_utf8_lossy). With byte
+ *           fallback (Hugging Face's ByteFallback decoder), each maximal run
+ *           of <0xNN> tokens that is not valid UTF-8 becomes one U+FFFD per
+ *           byte instead, as transformers decodes it.
  *
  * Ownership: a kiln_tokenizer owns everything it points to. A kiln_detok
  * borrows its tokenizer (which must outlive it) and owns its buffers.
@@ -185,6 +188,9 @@ struct kiln_tokenizer {
     bool fuse_unk;
     bool split_before_ws;    /* no piece joins X▁ (X != ▁): BPE per word      */
     bool strip_leading_space;/* decoder strips one leading space              */
+    bool byte_runs;          /* <0xNN> tokens decode as bytes, run by run: a
+                                run that is not valid UTF-8 becomes one U+FFFD
+                                per byte (HF's ByteFallback decoder)           */
     int32_t unk_id;
     int32_t byte_sym_ids[256]; /* byte-level: id of byte b's symbol, or -1    */
     int32_t byte_fb_ids[256];  /* byte fallback: id of <0xNN>, or -1          */
@@ -270,6 +276,9 @@ kiln_status kiln_tok_nfc(const char *s, size_t n, kiln_buf *out);
 /* Encode into ids (appending to *ids, a kiln_vec of int32_t). */
 kiln_status kiln_tok_encode(const kiln_tokenizer *t, const char *text, size_t len, bool add_special,
                             bool parse_special, kiln_vec *ids);
+/* Append a run of byte-fallback bytes as decoding does (the bytes when
+ * valid UTF-8, else one U+FFFD per byte) and empty the run. */
+kiln_status kiln_tok_flush_run(kiln_buf *out, kiln_buf *run);
 /* Decode appending UTF-8 text to out. */
 kiln_status kiln_tok_decode(const kiln_tokenizer *t, const int32_t *ids, size_t n, bool skip_special,
                             kiln_buf *out);

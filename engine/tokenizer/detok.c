@@ -1,12 +1,14 @@
 /*
  * detok.c -- the streaming detokenizer (see tokenizer.h for its contract).
  *
- * State per stream: the raw bytes not yet turned into text (an incomplete
- * UTF-8 tail, at most 3 bytes), whether any byte was produced yet (for the
- * SentencePiece "strip one leading space" rule), and the text held back
- * because it could be the beginning of a stop string. Each push converts the
- * token's bytes with the same maximal-subpart U+FFFD rule as decoding at
- * once, so the emitted text concatenates to exactly the one-shot decode.
+ * State per stream: an open run of byte-fallback tokens (decoded when the
+ * run ends, valid or one U+FFFD per byte, as decoding at once does), the raw
+ * bytes not yet turned into text (an incomplete UTF-8 tail, at most 3
+ * bytes), whether any byte was produced yet (for the SentencePiece "strip
+ * one leading space" rule), and the text held back because it could be the
+ * beginning of a stop string. Each push converts bytes with the same rules
+ * as decoding at once, so the emitted text concatenates to exactly the
+ * one-shot decode.
  * Ownership: the detokenizer owns copies of the stop strings; it borrows the
  * tokenizer. Thread-safety: one thread at a time per kiln_detok.
  */
@@ -20,7 +22,9 @@ struct kiln_detok {
     bool skip_special;
     bool any_bytes; /* a raw byte was produced (prefix included)        */
     bool stopped;
+    kiln_buf run;     /* bytes of an open run of <0xNN> tokens          */
     kiln_buf pending; /* raw bytes of an incomplete UTF-8 sequence      */
+    kiln_buf scratch;
     kiln_buf held;    /* text that may begin a stop string              */
     char **stops;
     size_t *stop_len;
@@ -32,28 +36,57 @@ void kiln_detok_destroy(kiln_detok *d) {
     for (int i = 0; i < d->n_stops; i++) free(d->stops[i]);
     free(d->stops);
     free(d->stop_len);
+    kiln_buf_free(&d->run);
     kiln_buf_free(&d->pending);
+    kiln_buf_free(&d->scratch);
     kiln_buf_free(&d->held);
     free(d);
 }
 
-/* Raw bytes of one token after the skip and leading-space rules. */
-static const char *token_bytes(kiln_detok *d, int32_t id, size_t *len) {
+/* Text bytes of one token, in the order decoding produces them: a byte
+ * token extends the open run (nothing yet); any other token first closes
+ * the run. Skipped special tokens do not interrupt a run. The bytes are
+ * built in d->scratch; the leading-space rule is applied. */
+static kiln_status token_bytes(kiln_detok *d, int32_t id, const char **out, size_t *len) {
+    kiln_status st;
     const kiln_tokenizer *t = d->t;
+    *out = "";
     *len = 0;
-    if (d->skip_special && kiln_tok_is_special(t, id)) return "";
+    if (d->skip_special && kiln_tok_is_special(t, id)) return KILN_OK;
     size_t l = 0;
     const char *b = kiln_tok_bytes(t, id, &l);
-    if (!b) return "";
-    if (l && !d->any_bytes) {
+    if (!b) return KILN_OK;
+    if (t->flags[id] & KILN_TOKF_BYTE) return kiln_buf_append(&d->run, b, l);
+    d->scratch.len = 0;
+    if ((st = kiln_tok_flush_run(&d->scratch, &d->run))) return st;
+    if ((st = kiln_buf_append(&d->scratch, b, l))) return st;
+    const char *p = d->scratch.data;
+    size_t n = d->scratch.len;
+    if (n && !d->any_bytes) {
         d->any_bytes = true;
-        if (t->strip_leading_space && b[0] == ' ') {
-            b++;
-            l--;
+        if (t->strip_leading_space && p[0] == ' ') {
+            p++;
+            n--;
         }
     }
-    *len = l;
-    return b;
+    *out = p;
+    *len = n;
+    return KILN_OK;
+}
+
+/* Keep only a trailing valid-but-incomplete UTF-8 sequence of buf. */
+static void keep_incomplete_tail(kiln_buf *buf) {
+    size_t n = buf->len;
+    const unsigned char *s = (const unsigned char *)buf->data;
+    for (size_t k = n > 3 ? n - 3 : 0; k < n; k++) {
+        if ((s[k] & 0xC0) == 0x80) continue;
+        if (kiln_utf8_seq_len(s + k, n - k) == 0 && kiln_utf8_invalid_len(s + k, n - k, false) == 0) {
+            memmove(buf->data, buf->data + k, n - k);
+            buf->len = n - k;
+            return;
+        }
+    }
+    buf->len = 0;
 }
 
 kiln_status kiln_detok_create(const kiln_tokenizer *tok, const int32_t *prefix_ids, size_t n_prefix,
@@ -87,30 +120,35 @@ kiln_status kiln_detok_create(const kiln_tokenizer *tok, const int32_t *prefix_i
             d->n_stops++;
         }
     }
-    /* the prompt: only whether it produced bytes and its incomplete tail */
-    unsigned char tail[4];
-    size_t nt = 0;
+    /* the prompt: only whether it produced text, and an incomplete UTF-8
+     * character at its end (raw bytes or an open byte run) that the
+     * generated tokens may complete */
     for (size_t i = 0; i < n_prefix; i++) {
         KILN_CHECK(prefix_ids[i] >= 0 && prefix_ids[i] < tok->n_vocab, KILN_ERR_INVALID_ARGUMENT,
                    "prefix token id %d at position %zu is outside the vocabulary (size %d)", (int)prefix_ids[i], i,
                    (int)tok->n_vocab);
+        const char *b;
         size_t l;
-        const char *b = token_bytes(d, prefix_ids[i], &l);
-        for (size_t k = l > 3 ? l - 3 : 0; k < l; k++) {
-            if (nt == 3) {
-                memmove(tail, tail + 1, 2);
-                nt = 2;
+        KILN_TRY(token_bytes(d, prefix_ids[i], &b, &l));
+        if (l) { /* a rolling window of the last 3 bytes */
+            if (l > 3) {
+                b += l - 3;
+                l = 3;
             }
-            tail[nt++] = (unsigned char)b[k];
+            KILN_TRY(kiln_buf_append(&d->pending, b, l));
+            if (d->pending.len > 3) {
+                memmove(d->pending.data, d->pending.data + d->pending.len - 3, 3);
+                d->pending.len = 3;
+            }
         }
     }
-    /* keep the last lead byte onward if it is a valid but incomplete start */
-    for (size_t s = 0; s < nt; s++) {
-        if ((tail[s] & 0xC0) == 0x80) continue;
-        if (kiln_utf8_seq_len(tail + s, nt - s) == 0 && kiln_utf8_invalid_len(tail + s, nt - s, false) == 0) {
-            KILN_TRY(kiln_buf_append(&d->pending, tail + s, nt - s));
-            break;
-        }
+    if (d->run.len) {
+        size_t before = d->run.len;
+        keep_incomplete_tail(&d->run);
+        if (d->run.len < before) d->any_bytes = true;
+        d->pending.len = 0;
+    } else {
+        keep_incomplete_tail(&d->pending);
     }
     *out = d;
     return KILN_OK;
@@ -167,18 +205,9 @@ static kiln_status release(kiln_detok *d, kiln_buf *out, bool final, bool *stop_
     return KILN_OK;
 }
 
-kiln_status kiln_detok_push(kiln_detok *d, int32_t id, kiln_buf *out, bool *stop_hit) {
-    kiln_status st = KILN_OK;
-    if (stop_hit) *stop_hit = false;
-    if (!d || !out) return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "kiln_detok_push: NULL argument");
-    if (id < 0 || id >= d->t->n_vocab)
-        return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "token id %d is outside the vocabulary (size %d)", (int)id,
-                         (int)d->t->n_vocab);
-    if (!out->data && (st = kiln_buf_reserve(out, 1))) return st;
-    if (d->stopped) return KILN_OK;
-    size_t l;
-    const char *b = token_bytes(d, id, &l);
-    if (!l) return KILN_OK;
+/* Append decoded bytes to the stream and release what is safe. */
+static kiln_status feed(kiln_detok *d, const char *b, size_t l, kiln_buf *out, bool *stop_hit) {
+    kiln_status st;
     const char *src = b;
     size_t n = l;
     if (d->pending.len) {
@@ -201,11 +230,39 @@ kiln_status kiln_detok_push(kiln_detok *d, int32_t id, kiln_buf *out, bool *stop
     return release(d, out, false, stop_hit);
 }
 
+kiln_status kiln_detok_push(kiln_detok *d, int32_t id, kiln_buf *out, bool *stop_hit) {
+    kiln_status st = KILN_OK;
+    if (stop_hit) *stop_hit = false;
+    if (!d || !out) return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "kiln_detok_push: NULL argument");
+    if (id < 0 || id >= d->t->n_vocab)
+        return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "token id %d is outside the vocabulary (size %d)", (int)id,
+                         (int)d->t->n_vocab);
+    if (!out->data && (st = kiln_buf_reserve(out, 1))) return st;
+    if (d->stopped) return KILN_OK;
+    const char *b;
+    size_t l;
+    if ((st = token_bytes(d, id, &b, &l))) return st;
+    if (!l) return KILN_OK;
+    return feed(d, b, l, out, stop_hit);
+}
+
 kiln_status kiln_detok_finish(kiln_detok *d, kiln_buf *out) {
     kiln_status st = KILN_OK;
     if (!d || !out) return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "kiln_detok_finish: NULL argument");
     if (!out->data && (st = kiln_buf_reserve(out, 1))) return st;
     if (d->stopped) return KILN_OK;
+    if (d->run.len) { /* the generation ended inside a byte run */
+        d->scratch.len = 0;
+        if ((st = kiln_tok_flush_run(&d->scratch, &d->run))) return st;
+        const char *p = d->scratch.data;
+        size_t n = d->scratch.len;
+        if (!d->any_bytes) {
+            d->any_bytes = true;
+            if (d->t->strip_leading_space && p[0] == ' ') p++, n--;
+        }
+        if ((st = feed(d, p, n, out, NULL))) return st;
+        if (d->stopped) return KILN_OK;
+    }
     if (d->pending.len) {
         if ((st = kiln_utf8_repair(&d->held, d->pending.data, d->pending.len, true, NULL))) return st;
         d->pending.len = 0;

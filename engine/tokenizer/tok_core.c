@@ -388,7 +388,7 @@ kiln_status kiln_tok_finalize(kiln_tokenizer *t) {
         snprintf(tmp, sizeof tmp, "<0x%02X>", b);
         int32_t id = strmap_get(t, tmp, 6);
         t->byte_fb_ids[b] = id;
-        if (id >= 0 && !t->byte_level) t->flags[id] |= KILN_TOKF_BYTE;
+        if (id >= 0 && !t->byte_level && t->byte_runs) t->flags[id] |= KILN_TOKF_BYTE;
     }
     /* decoded bytes of every token */
     t->bytes_off = malloc(((size_t)t->n_vocab + 1) * sizeof(uint32_t));
@@ -1083,10 +1083,22 @@ fail:
 
 /* ----------------------------------------------------------------- decoding */
 
+kiln_status kiln_tok_flush_run(kiln_buf *out, kiln_buf *run) {
+    kiln_status st = KILN_OK;
+    if (!run->len) return KILN_OK;
+    if (kiln_utf8_valid(run->data, run->len)) {
+        st = kiln_buf_append(out, run->data, run->len);
+    } else {
+        for (size_t k = 0; k < run->len && !st; k++) st = kiln_buf_append(out, "\xEF\xBF\xBD", 3);
+    }
+    run->len = 0;
+    return st;
+}
+
 kiln_status kiln_tok_decode(const kiln_tokenizer *t, const int32_t *ids, size_t n, bool skip_special,
                             kiln_buf *out) {
     kiln_status st = KILN_OK;
-    kiln_buf raw = {0};
+    kiln_buf raw = {0}, run = {0};
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
         KILN_CHECK(id >= 0 && id < t->n_vocab, KILN_ERR_INVALID_ARGUMENT,
@@ -1094,13 +1106,20 @@ kiln_status kiln_tok_decode(const kiln_tokenizer *t, const int32_t *ids, size_t 
         if (skip_special && (t->flags[id] & KILN_TOKF_SPECIAL)) continue;
         size_t l;
         const char *b = kiln_tok_bytes(t, id, &l);
+        if (t->flags[id] & KILN_TOKF_BYTE) {
+            KILN_TRY(kiln_buf_append(&run, b, l));
+            continue;
+        }
+        KILN_TRY(kiln_tok_flush_run(&raw, &run));
         KILN_TRY(kiln_buf_append(&raw, b, l));
     }
+    KILN_TRY(kiln_tok_flush_run(&raw, &run));
     size_t skip = (t->strip_leading_space && raw.len && raw.data[0] == ' ') ? 1 : 0;
     KILN_TRY(kiln_utf8_repair(out, raw.data ? raw.data + skip : "", raw.len - skip, true, NULL));
     if (!out->data) KILN_TRY(kiln_buf_reserve(out, 1));
 fail:
     kiln_buf_free(&raw);
+    kiln_buf_free(&run);
     return st;
 }
 

@@ -157,7 +157,6 @@ static kiln_status load_pre(hf_ctx *c, int32_t node) {
             sg->ms_prepend = (l == 5 && !memcmp(sch, "first", 5)) ? 2 : (l == 5 && !memcmp(sch, "never", 5)) ? 0 : 1;
         else
             sg->ms_prepend = kiln_tj_get_bool(j, node, "add_prefix_space", true) ? 1 : 0;
-        t->strip_leading_space = sg->ms_prepend != 0;
     } else if (tj_type_is(j, node, "Digits")) {
         KILN_TRY(kiln_tok_add_regex_stage(t, kiln_tj_get_bool(j, node, "individual_digits", false) ? "\\p{N}" : "\\p{N}+",
                                           false, false));
@@ -188,8 +187,12 @@ static kiln_status load_decoder(hf_ctx *c, int32_t node) {
         c->saw_bytelevel_dec = true;
         return KILN_OK;
     }
-    if (tj_type_is(j, node, "Replace") || tj_type_is(j, node, "ByteFallback") || tj_type_is(j, node, "Fuse"))
-        return KILN_OK; /* ▁ -> ' ' and <0xNN> are how non-byte-level tokens decode */
+    if (tj_type_is(j, node, "ByteFallback")) {
+        t->byte_runs = true;
+        return KILN_OK;
+    }
+    if (tj_type_is(j, node, "Replace") || tj_type_is(j, node, "Fuse"))
+        return KILN_OK; /* ▁ -> ' ' is how non-byte-level tokens decode */
     if (tj_type_is(j, node, "Strip")) {
         double start = kiln_tj_num(j, kiln_tj_get(j, node, "start"));
         double stop = kiln_tj_num(j, kiln_tj_get(j, node, "stop"));

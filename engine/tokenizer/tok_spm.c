@@ -240,6 +240,7 @@ kiln_status kiln_tok_load_spm(const char *data, size_t len, const char *path, ki
     t->spm_prepend = add_dummy_prefix ? 1 : 0;
     t->spm_remove_extra_ws = remove_extra_ws;
     t->strip_leading_space = add_dummy_prefix;
+    t->byte_runs = true;
     t->bos_id = (bos_id >= 0 && bos_id < n) ? (int32_t)bos_id : -1;
     t->eos_id = (eos_id >= 0 && eos_id < n) ? (int32_t)eos_id : -1;
     t->add_bos = t->bos_id >= 0;
