@@ -975,8 +975,8 @@ static kiln_status seq_filter(kiln_jctx *c, const kiln_jv *in, const kiln_jargs 
     }
     const kiln_jv *test = arg(a, first_test, NULL);
     if (test && test->type != KILN_JV_STR) return kiln_jerr(c, "a test name must be a string");
-    kiln_jargs targs = {a->args + first_test + 1, a->n_args > first_test + 1 ? a->n_args - first_test - 1 : 0, a->kw_names,
-                        a->kw_lens, a->kw_vals, a->n_kw};
+    int n_targs = a->n_args > first_test + 1 ? a->n_args - first_test - 1 : 0;
+    kiln_jargs targs = {n_targs ? a->args + first_test + 1 : NULL, n_targs, a->kw_names, a->kw_lens, a->kw_vals, a->n_kw};
     if ((st = kiln_jv_list_new(c, items->n, out))) return st;
     size_t k = 0;
     for (size_t i = 0; i < items->n; i++) {

@@ -332,6 +332,12 @@ kiln_status kiln_tok_load_hf_json(char *data, size_t len, const char *path, kiln
         if (id > max_id) max_id = id;
     }
     KILN_CHECK(max_id >= 0, KILN_ERR_FORMAT, "%s: empty vocabulary", path);
+    {
+        uint64_t count = j->nodes[vocab].count + (added >= 0 ? j->nodes[added].count : 0);
+        KILN_CHECK((uint64_t)max_id < count * 2 + 1024, KILN_ERR_FORMAT,
+                   "%s: token ids are too sparse (largest %lld for %llu tokens)", path, (long long)max_id,
+                   (unsigned long long)count);
+    }
     KILN_TRY(kiln_tok_new(KILN_TOK_FORMAT_HF_JSON, path, (int32_t)max_id + 1, &c.t));
     kiln_tokenizer *t = c.t;
     for (int32_t x = kiln_tj_first(j, vocab); x >= 0; x = kiln_tj_next(j, x)) {

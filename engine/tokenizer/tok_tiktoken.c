@@ -108,9 +108,11 @@ kiln_status kiln_tok_load_tiktoken(const char *data, size_t len, const char *pat
             i++;
             continue;
         }
-        KILN_CHECK(i < len && data[i] == ' ', KILN_ERR_FORMAT, "%s: line %zu is not \"<base64> <rank>\"", path,
-                   line);
-        KILN_CHECK(b64_decode(data + a, i - a, &raw), KILN_ERR_FORMAT, "%s: line %zu: invalid base64", path, line);
+        KILN_CHECK(i < len && data[i] == ' ' && i > a, KILN_ERR_FORMAT, "%s: line %zu is not \"<base64> <rank>\"",
+                   path, line);
+        size_t before = raw.len;
+        KILN_CHECK(b64_decode(data + a, i - a, &raw) && raw.len > before, KILN_ERR_FORMAT,
+                   "%s: line %zu: invalid base64 token", path, line);
         i++;
         int64_t r = 0;
         size_t d = i;
@@ -125,6 +127,8 @@ kiln_status kiln_tok_load_tiktoken(const char *data, size_t len, const char *pat
         if (r > max_rank) max_rank = r;
     }
     KILN_CHECK(ranks.len > 0, KILN_ERR_FORMAT, "%s: no tokens", path);
+    KILN_CHECK((uint64_t)max_rank < (uint64_t)ranks.len * 2 + 1024, KILN_ERR_FORMAT,
+               "%s: ranks are too sparse (largest %lld for %zu tokens)", path, (long long)max_rank, ranks.len);
     int32_t n_base = (int32_t)max_rank + 1;
     KILN_TRY(kiln_tok_new(KILN_TOK_FORMAT_TIKTOKEN, path, n_base + N_SPECIAL, &t));
     t->byte_level = true;
