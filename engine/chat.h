@@ -65,12 +65,14 @@ typedef enum kiln_jv_type {
 
 #define KILN_JV_TUPLE 1
 #define KILN_JV_ITEMS 2 /* dict.items() view: prints as dict_items([...])   */
+#define KILN_JV_GEN 4   /* a generator (map, select, ...): always true, no len */
 
 typedef struct kiln_jlist kiln_jlist;
 typedef struct kiln_jdict kiln_jdict;
 typedef struct kiln_jloop kiln_jloop;
 typedef struct kiln_jmethod kiln_jmethod;
 typedef struct kiln_jnode kiln_jnode;
+typedef struct kiln_jmacro kiln_jmacro;
 
 typedef struct kiln_jv {
     uint8_t type;
@@ -84,7 +86,7 @@ typedef struct kiln_jv {
         kiln_jlist *l;
         kiln_jdict *d;
         int fn;
-        const kiln_jnode *macro;
+        const kiln_jmacro *macro;
         kiln_jloop *loop;
         kiln_jmethod *m;
     } u;
@@ -93,6 +95,7 @@ typedef struct kiln_jv {
 struct kiln_jlist {
     size_t n;
     kiln_jv *items;
+    const char *err; /* a generator over a non-iterable: error when iterated */
 };
 
 struct kiln_jdict {
@@ -104,6 +107,11 @@ struct kiln_jmethod {
     kiln_jv self;
     const char *name;
     uint32_t name_len;
+};
+
+struct kiln_jmacro {
+    const kiln_jnode *node;        /* the MACRO statement                     */
+    struct kiln_jframe *closure;   /* names visible where it was defined      */
 };
 
 struct kiln_jloop {
@@ -151,6 +159,12 @@ enum {
 struct kiln_jnode {
     uint8_t kind, op, flag;
     int line;
+    /* BODY of a frame (template, loop body, macro, block set, filter
+     * block): names the frame assigns before reading them, which Jinja
+     * starts out undefined in the frame (they hide render variables) */
+    const char **fnames;
+    uint32_t *fname_lens;
+    int n_fnames;
     kiln_jnode *a, *b, *c, *d;
     kiln_jnode **items, **items2;
     int n_items, n_items2;
@@ -166,6 +180,10 @@ struct kiln_jnode {
 /* Parse a template (source is copied into the arena). name labels errors. */
 kiln_status kiln_jinja_parse(const char *source, size_t len, const char *name, kiln_jarena *arena,
                              kiln_jnode **root);
+
+/* Static scope analysis after parsing (jinja_scope.c): fills the fnames
+ * of every frame body, following Jinja's idtracking. */
+kiln_status kiln_jinja_scopes(kiln_jnode *root, kiln_jarena *arena);
 
 /* Variables of one render: names and values (the values may live in the
  * render arena). */
@@ -186,6 +204,7 @@ kiln_status kiln_jv_from_json(kiln_jarena *a, const void *json, bool drop_null_k
 /* ------------------------------------------------- evaluator internals */
 
 #define KILN_JV_UNDEF_ATTR 1 /* flags of an undefined from a missing attribute */
+#define KILN_JV_UNDEF_HINT 2 /* flags of an undefined whose s/n is its message */
 
 typedef struct kiln_jframe {
     struct kiln_jframe *parent;
@@ -281,7 +300,9 @@ kiln_status kiln_jpercent_format(kiln_jctx *c, const kiln_jv *fmt, const kiln_jv
 /* Release per-render resources held by the context (the locale). */
 void kiln_jctx_fini(kiln_jctx *c);
 /* Macro calls are evaluated by jinja_eval.c. */
-kiln_status kiln_jcall_macro(kiln_jctx *c, const kiln_jnode *macro, const kiln_jargs *a, kiln_jv *out);
+kiln_status kiln_jcall_macro(kiln_jctx *c, const kiln_jmacro *macro, const kiln_jargs *a, kiln_jv *out);
+/* Binary operators with Python semantics (KILN_JOP_ADD ... KILN_JOP_POW). */
+kiln_status kiln_jbinop(kiln_jctx *c, int op, const kiln_jv *a, const kiln_jv *b, kiln_jv *out);
 
 /* --------------------------------------------------------- chat templates */
 

@@ -107,6 +107,25 @@ static const struct { const char *src, *vars, *want; } jinja_cases[] = {
     {"{{ bos_token }}{{ eos_token }}|{{ tools is none }}|{{ documents is defined }}|{{ add_generation_prompt }}",
      "{\"bos_token\": \"<s>\", \"eos_token\": \"</s>\", \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"add_generation_prompt\": true}",
      "<s></s>|True|True|True"},
+    /* Jinja scoping, for-else, generators, lazy errors, str.center (transformers 5.24 / Jinja2 3.1.6) */
+    {"{% for i in [1] %}[{{ x }}]{% endfor %}{% set x = 5 %}{{ x }}|{% macro m() %}[{{ x }}]{% endmacro %}{{ m() }}",
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"add_generation_prompt\": true, \"x\": \"xyz\"}",
+     "[]5|[5]"},
+    {"{% for i in [1,2] %}{% for j in [1] %}[{{ y }}]{% endfor %}{% set y = i %}{% endfor %}|{% set y = 1 %}{% for i in [1,2] %}[{{ y }}]{% set y = 9 %}{% endfor %}",
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"add_generation_prompt\": true, \"x\": \"xyz\"}",
+     "[][]|[1][1]"},
+    {"{% for i in range(3) %}a{% break %}{% else %}E{% endfor %}|{% for i in range(3) %}{% continue %}{% else %}E{% endfor %}|{% for i in range(3) %}{% if i > 0 %}{% continue %}{% endif %}{% else %}E{% endfor %}",
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"add_generation_prompt\": true, \"x\": \"xyz\"}",
+     "aE|E|"},
+    {"{{ 'y' if messages|selectattr('role', 'eq', 'x') else 'n' }}|{{ messages|selectattr('role', 'eq', 'x')|list|length }}|{{ 3 is odd }}{{ 2.0 is even }}{{ 9 is divisibleby 3.0 }}",
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"add_generation_prompt\": true, \"x\": \"xyz\"}",
+     "y|0|TrueTrueTrue"},
+    {"{% set g = 5|map('upper') %}{{ g is iterable }}|{% set h = false|map('upper') %}{{ h|list }}|{{ [1,2]|batch(1)|list }}",
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"add_generation_prompt\": true, \"x\": \"xyz\"}",
+     "True|[]|[[1], [2]]"},
+    {"{{ 'abc'|center(8) }}|{{ 'ab'.center(7, '*') }}|{{ [1, 2][] }}|{% for i in [1] %}{% macro k() %}{{ loop.index }}{% endmacro %}{{ k() }}{% endfor %}",
+     "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"add_generation_prompt\": true, \"x\": \"xyz\"}",
+     "  abc   |***ab**||1"},
 };
 static const struct { const char *src, *err; } jinja_errors[] = {
     {"{% if x %}\n{% for %}\n", "line 2"},
@@ -118,6 +137,13 @@ static const struct { const char *src, *err; } jinja_errors[] = {
     {"{{ x.y }}", "'x' is undefined"},
     {"{{ 1 + 'a' }}", "unsupported operand"},
     {"{{ messages[0]['content'] + 1 }}", "can only concatenate str"},
+    {"{% if true %}{% break %}{% endif %}", "'break' outside loop"},
+    {"{{ u|indent }}", "'u' is undefined"},
+    {"{{ 5|indent }}", "unsupported operand type(s) for +=: 'int' and 'str'"},
+    {"{{ 'ab' is odd }}", "not all arguments converted"},
+    {"{{ []|first|indent }}", "No first item, sequence was empty."},
+    {"{{ 5|map('upper')|list }}", "'int' object is not iterable"},
+    {"{{ d[1:] }}", "unhashable type: 'slice'"},
 };
 
 static kiln_status render_src(const char *src, const char *vars_json, char **out) {
@@ -154,7 +180,8 @@ KT_TEST(template_errors) {
     for (size_t i = 0; i < KILN_ARRAY_LEN(jinja_errors); i++) {
         char *out = NULL;
         kiln_clear_error();
-        kiln_status st = render_src(jinja_errors[i].src, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}", &out);
+        kiln_status st = render_src(jinja_errors[i].src,
+                                    "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"d\": {\"a\": 1}}", &out);
         KT_CHECKF(st == KILN_ERR_TEMPLATE && strstr(kiln_last_error(), jinja_errors[i].err), "case %zu: %s: %s", i,
                   kiln_status_name(st), kiln_last_error());
         kiln_free(out);

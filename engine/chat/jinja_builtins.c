@@ -694,7 +694,9 @@ kiln_status kiln_jpercent_format(kiln_jctx *c, const kiln_jv *fmtv, const kiln_j
         vals = args->u.l->items;
         nv = args->u.l->n;
     }
-    bool mapping = args->type == KILN_JV_DICT;
+    /* like CPython, a dict or list argument is taken as a mapping: no
+     * "not all arguments converted" error */
+    bool mapping = args->type == KILN_JV_DICT || (args->type == KILN_JV_LIST && !(args->flags & KILN_JV_TUPLE));
     const char *s = fmtv->u.s;
     size_t n = fmtv->n;
     for (size_t i = 0; i < n && !st;) {
@@ -712,7 +714,7 @@ kiln_status kiln_jpercent_format(kiln_jctx *c, const kiln_jv *fmtv, const kiln_j
         const kiln_jv *v = NULL;
         if (i < n && s[i] == '(') {
             const char *e = memchr(s + i, ')', n - i);
-            if (!e || !mapping) {
+            if (!e || args->type != KILN_JV_DICT) {
                 st = kiln_jerr(c, "format requires a mapping");
                 break;
             }
@@ -879,12 +881,63 @@ static kiln_status sorted(kiln_jctx *c, kiln_jlist *items, const kiln_jv *attr, 
     return st;
 }
 
+/* A generator over in (map, select, ...): Jinja's are lazy, so a
+ * non-iterable input is an error only once the generator is consumed. */
+static kiln_status gen_source(kiln_jctx *c, const kiln_jv *in, kiln_jlist **items, kiln_jv *broken, bool *is_broken,
+                              bool falsy_is_empty) {
+    *is_broken = false;
+    if (falsy_is_empty && !kiln_jv_truthy(in)) { /* map/select: "if value: for item in value: ..." */
+        kiln_jv e;
+        kiln_status st = kiln_jv_list_new(c, 0, &e);
+        if (st) return st;
+        *items = e.u.l;
+        return KILN_OK;
+    }
+    if (in->type == KILN_JV_LIST && (in->flags & KILN_JV_GEN) && in->u.l->err) { /* still lazy */
+        kiln_status st = kiln_jv_list_new(c, 0, broken);
+        if (st) return st;
+        broken->flags = KILN_JV_GEN;
+        broken->u.l->err = in->u.l->err;
+        *is_broken = true;
+        return KILN_OK;
+    }
+    switch (in->type) {
+    case KILN_JV_UNDEF:
+    case KILN_JV_LIST:
+    case KILN_JV_DICT:
+    case KILN_JV_NS:
+    case KILN_JV_STR: return kiln_jv_iter(c, in, items);
+    default: {
+        kiln_status st = kiln_jv_list_new(c, 0, broken);
+        if (st) return st;
+        broken->flags = KILN_JV_GEN;
+        char *msg = kiln_ja_alloc(c->a, 96);
+        if (!msg) return oom();
+        snprintf(msg, 96, "'%s' object is not iterable", kiln_jv_type_name(in));
+        broken->u.l->err = msg;
+        *is_broken = true;
+        return KILN_OK;
+    }
+    }
+}
+
 /* ---------------------------------------------------------------- tests */
 
 static kiln_status test_impl(kiln_jctx *c, const char *name, size_t n, const kiln_jv *v, const kiln_jargs *a, bool *r) {
     kiln_status st;
     const kiln_jv *x = arg(a, 0, NULL);
 #define T(nm) eqs(name, n, nm)
+    {
+        static const char *const one_arg[] = {"divisibleby", "sameas", "eq", "equalto", "==", "ne", "!=", "lt",
+                                              "lessthan", "<", "le", "<=", "gt", "greaterthan", ">", "ge", ">=",
+                                              "in", NULL};
+        int max = 0;
+        for (int i = 0; one_arg[i]; i++)
+            if (T(one_arg[i])) max = 1;
+        if (a->n_args + a->n_kw > max)
+            return kiln_jerr(c, "test_%.*s() takes %d positional argument%s but %d were given", (int)n, name, max + 1,
+                             max ? "s" : "", a->n_args + a->n_kw + 1);
+    }
     if (T("defined")) *r = v->type != KILN_JV_UNDEF;
     else if (T("undefined")) *r = v->type == KILN_JV_UNDEF;
     else if (T("none")) *r = v->type == KILN_JV_NONE;
@@ -897,19 +950,18 @@ static kiln_status test_impl(kiln_jctx *c, const char *name, size_t n, const kil
     else if (T("string")) *r = v->type == KILN_JV_STR;
     else if (T("mapping")) *r = v->type == KILN_JV_DICT;
     else if (T("iterable")) *r = v->type == KILN_JV_LIST || v->type == KILN_JV_DICT || v->type == KILN_JV_STR || v->type == KILN_JV_UNDEF || v->type == KILN_JV_NS;
-    else if (T("sequence")) *r = v->type == KILN_JV_LIST || v->type == KILN_JV_DICT || v->type == KILN_JV_STR;
-    else if (T("callable")) *r = v->type == KILN_JV_FUNC || v->type == KILN_JV_MACRO || v->type == KILN_JV_METHOD;
+    else if (T("sequence"))
+        *r = (v->type == KILN_JV_LIST && !(v->flags & KILN_JV_GEN)) || v->type == KILN_JV_DICT ||
+             v->type == KILN_JV_STR || v->type == KILN_JV_UNDEF;
+    else if (T("callable"))
+        *r = v->type == KILN_JV_FUNC || v->type == KILN_JV_MACRO || v->type == KILN_JV_METHOD || v->type == KILN_JV_UNDEF;
     else if (T("escaped")) *r = false;
-    else if (T("odd") || T("even")) {
-        if (v->type != KILN_JV_INT && v->type != KILN_JV_BOOL)
-            return kiln_jerr(c, "the '%.*s' test needs an integer, got %s", (int)n, name, kiln_jv_type_name(v));
-        int64_t i = v->type == KILN_JV_INT ? v->u.i : v->u.b;
-        *r = (i % 2 != 0) == T("odd");
-    } else if (T("divisibleby")) {
-        int64_t d, i;
-        if ((st = int_arg(c, x, 1, "divisibleby argument", &d)) || (st = int_arg(c, v, 0, "divisibleby operand", &i))) return st;
-        if (!d) return kiln_jerr(c, "integer division or modulo by zero");
-        *r = i % d == 0;
+    else if (T("odd") || T("even") || T("divisibleby")) {
+        /* value % 2 == 1, value % 2 == 0, value % num == 0: Python's % */
+        if (T("divisibleby") && !x) return kiln_jerr(c, "test_divisibleby() missing 1 required positional argument: 'num'");
+        kiln_jv two = kiln_jv_int(2), m, want = kiln_jv_int(T("odd") ? 1 : 0);
+        if ((st = kiln_jbinop(c, KILN_JOP_MOD, v, T("divisibleby") ? x : &two, &m))) return st;
+        *r = kiln_jv_eq(&m, &want);
     } else if (T("sameas")) {
         if (!x) return kiln_jerr(c, "the 'sameas' test needs an argument");
         *r = v->type == x->type && (v->type == KILN_JV_NONE || v->type == KILN_JV_UNDEF ||
@@ -939,13 +991,18 @@ static kiln_status test_impl(kiln_jctx *c, const char *name, size_t n, const kil
             *r = false;
             for (size_t i = 0; i < l->n && !*r; i++) *r = kiln_jv_eq(&l->items[i], v);
         }
-    } else if (T("lower") || T("upper")) {
+    } else if (T("lower") || T("upper")) { /* str.islower / str.isupper */
         const char *s;
         size_t sl;
         if ((st = sv(c, v, &s, &sl))) return st;
-        kiln_jv m;
-        if ((st = map_case(c, s, sl, T("lower") ? CASE_LOWER : CASE_UPPER, &m))) return st;
-        *r = m.n == sl && !memcmp(m.u.s, s, sl);
+        bool any = false, ok = true;
+        for (size_t i = 0; i < sl && ok;) {
+            uint32_t cp;
+            i += next_cp(s, sl, i, &cp);
+            if (T("lower") ? u_isupper(c, cp) : u_islower(c, cp)) ok = false;
+            if (T("lower") ? u_islower(c, cp) : u_isupper(c, cp)) any = true;
+        }
+        *r = ok && any;
     } else if (T("filter") || T("test")) {
         return kiln_jerr(c, "the '%.*s' test is not supported", (int)n, name);
     } else {
@@ -965,7 +1022,8 @@ static kiln_status seq_filter(kiln_jctx *c, const kiln_jv *in, const kiln_jargs 
                               kiln_jv *out) {
     kiln_status st;
     kiln_jlist *items;
-    if ((st = kiln_jv_iter(c, in, &items))) return st;
+    bool broken;
+    if ((st = gen_source(c, in, &items, out, &broken, true)) || broken) return st;
     const kiln_jv *attr = NULL;
     int first_test = 0;
     if (by_attr) {
@@ -991,6 +1049,7 @@ static kiln_status seq_filter(kiln_jctx *c, const kiln_jv *in, const kiln_jargs 
         if (r == select) out->u.l->items[k++] = items->items[i];
     }
     out->u.l->n = k;
+    out->flags = KILN_JV_GEN;
     return KILN_OK;
 }
 
@@ -999,7 +1058,10 @@ static kiln_status jlength(kiln_jctx *c, const kiln_jv *v, int64_t *n) {
     switch (v->type) {
     case KILN_JV_UNDEF: *n = 0; return KILN_OK;
     case KILN_JV_STR: *n = (int64_t)kiln_jstr_len(v->u.s, v->n); return KILN_OK;
-    case KILN_JV_LIST: *n = (int64_t)v->u.l->n; return KILN_OK;
+    case KILN_JV_LIST:
+        if (v->flags & KILN_JV_GEN) return kiln_jerr(c, "object of type 'generator' has no len()");
+        *n = (int64_t)v->u.l->n;
+        return KILN_OK;
     case KILN_JV_DICT:
     case KILN_JV_NS: *n = (int64_t)v->u.d->n; return KILN_OK;
     default: return kiln_jerr(c, "object of type '%s' has no len()", kiln_jv_type_name(v));
@@ -1166,6 +1228,28 @@ static kiln_status items_of(kiln_jctx *c, const kiln_jv *in, kiln_jv *out) {
     return KILN_OK;
 }
 
+/* Python's str.center: the odd padding character goes left when the
+ * width is odd (CPython: left = pad / 2 + (pad & width & 1)). */
+static kiln_status py_center(kiln_jctx *c, const char *s, size_t n, int64_t width, uint32_t fill, kiln_jv *out) {
+    kiln_status st = KILN_OK;
+    int64_t len = (int64_t)kiln_jstr_len(s, n);
+    if (width > 100000) width = 100000;
+    if (width <= len) {
+        *out = kiln_jv_strv(s, n);
+        return KILN_OK;
+    }
+    int64_t pad = width - len, left = pad / 2 + (pad & width & 1), right = pad - left;
+    kiln_buf b = {0};
+    for (int64_t i = 0; i < left && !st; i++) st = put_cp(&b, fill);
+    if (!st) st = kiln_buf_append(&b, s, n);
+    for (int64_t i = 0; i < right && !st; i++) st = put_cp(&b, fill);
+    if (st) {
+        kiln_buf_free(&b);
+        return st;
+    }
+    return buf_value(c, &b, out);
+}
+
 static kiln_status filter_impl(kiln_jctx *c, const char *name, size_t n, const kiln_jv *in, const kiln_jargs *a,
                                kiln_jv *out) {
     kiln_status st = KILN_OK;
@@ -1257,7 +1341,16 @@ static kiln_status filter_impl(kiln_jctx *c, const char *name, size_t n, const k
     }
     if (F("items")) {
         ARGS(0, "");
-        return items_of(c, in, out);
+        if (in->type != KILN_JV_UNDEF && in->type != KILN_JV_DICT && in->type != KILN_JV_NS) {
+            /* a generator: the error comes when it is consumed */
+            if ((st = kiln_jv_list_new(c, 0, out))) return st;
+            out->flags = KILN_JV_GEN;
+            out->u.l->err = "Can only get item pairs from a mapping.";
+            return KILN_OK;
+        }
+        if ((st = items_of(c, in, out))) return st;
+        out->flags = KILN_JV_GEN;
+        return KILN_OK;
     }
     if (F("list")) {
         ARGS(0, "");
@@ -1269,9 +1362,14 @@ static kiln_status filter_impl(kiln_jctx *c, const char *name, size_t n, const k
     }
     if (F("first") || F("last")) {
         ARGS(0, "");
+        if (F("last") && in->type == KILN_JV_LIST && (in->flags & KILN_JV_GEN))
+            return kiln_jerr(c, "'generator' object is not reversible");
         kiln_jlist *l;
         if ((st = kiln_jv_iter(c, in, &l))) return st;
-        *out = l->n ? l->items[F("first") ? 0 : l->n - 1] : kiln_jv_undef(NULL, 0, 0);
+        static const char first_msg[] = "No first item, sequence was empty.", last_msg[] = "No last item, sequence was empty.";
+        *out = l->n ? l->items[F("first") ? 0 : l->n - 1]
+                    : F("first") ? kiln_jv_undef(first_msg, sizeof first_msg - 1, KILN_JV_UNDEF_HINT)
+                                 : kiln_jv_undef(last_msg, sizeof last_msg - 1, KILN_JV_UNDEF_HINT);
         return KILN_OK;
     }
     if (F("reverse")) {
@@ -1294,6 +1392,7 @@ static kiln_status filter_impl(kiln_jctx *c, const char *name, size_t n, const k
         if ((st = kiln_jv_iter(c, in, &l))) return st;
         if ((st = kiln_jv_list_new(c, l->n, out))) return st;
         for (size_t i = 0; i < l->n; i++) out->u.l->items[i] = l->items[l->n - 1 - i];
+        out->flags = KILN_JV_GEN; /* reversed(): an iterator */
         return KILN_OK;
     }
     if (F("replace")) {
@@ -1303,6 +1402,7 @@ static kiln_status filter_impl(kiln_jctx *c, const char *name, size_t n, const k
         if ((st = int_arg(c, arg(a, 2, "count"), -1, "count", &cnt))) return st;
         return do_replace(c, s, sl, arg(a, 0, "old"), arg(a, 1, "new"), cnt, out);
     }
+    if ((F("int") || F("float") || F("abs") || F("round")) && in->type == KILN_JV_UNDEF) return kiln_jv_undef_err(c, in);
     if (F("int")) {
         ARGS(2, "default", "base");
         int64_t base;
@@ -1354,9 +1454,11 @@ static kiln_status filter_impl(kiln_jctx *c, const char *name, size_t n, const k
     }
     if (F("map")) {
         kiln_jlist *l;
-        if ((st = kiln_jv_iter(c, in, &l))) return st;
+        bool broken;
+        if ((st = gen_source(c, in, &l, out, &broken, true)) || broken) return st;
         const kiln_jv *attr = arg(a, -1, "attribute"), *dflt = arg(a, -1, "default");
         if ((st = kiln_jv_list_new(c, l->n, out))) return st;
+        out->flags = KILN_JV_GEN;
         if (attr) {
             for (size_t i = 0; i < l->n; i++) {
                 if ((st = attr_path(c, &l->items[i], attr, &out->u.l->items[i]))) return st;
@@ -1383,7 +1485,11 @@ static kiln_status filter_impl(kiln_jctx *c, const char *name, size_t n, const k
         else ARGS(2, "case_sensitive", "attribute");
         kiln_jlist *l;
         kiln_jv pairs;
-        if (is_dictsort) {
+        if (F("unique")) { /* a generator: lazy about non-iterables */
+            bool broken;
+            if ((st = gen_source(c, in, &l, out, &broken, false)) || broken) return st;
+        } else if (is_dictsort) {
+            if (in->type == KILN_JV_UNDEF) return kiln_jv_undef_err(c, in);
             if ((st = items_of(c, in, &pairs))) return st;
             l = pairs.u.l;
             const kiln_jv *by = arg(a, 1, "by");
@@ -1419,6 +1525,7 @@ static kiln_status filter_impl(kiln_jctx *c, const char *name, size_t n, const k
                 if (!dup) out->u.l->items[k++] = l->items[i];
             }
             out->u.l->n = k;
+            out->flags = KILN_JV_GEN;
             return KILN_OK;
         }
         for (size_t i = 0; i < l->n; i++) out->u.l->items[i] = l->items[order[i]];
@@ -1458,24 +1565,39 @@ static kiln_status filter_impl(kiln_jctx *c, const char *name, size_t n, const k
     }
     if (F("indent")) {
         ARGS(3, "width", "first", "blank");
-        if ((st = sv(c, in, &s, &sl))) return st;
-        return do_indent(c, s, sl, a, out);
+        if (in->type == KILN_JV_UNDEF) return kiln_jv_undef_err(c, in);
+        if (in->type != KILN_JV_STR) /* Jinja appends "\n" to the value itself */
+            return kiln_jerr(c, "unsupported operand type(s) for +=: '%s' and 'str'", kiln_jv_type_name(in));
+        return do_indent(c, in->u.s, in->n, a, out);
+    }
+    if (F("batch")) {
+        ARGS(2, "linecount", "fill_with");
+        int64_t k;
+        if ((st = int_arg(c, arg(a, 0, "linecount"), 0, "linecount", &k))) return st;
+        if (k <= 0) return kiln_jerr(c, "batch size must be positive");
+        const kiln_jv *fill = arg(a, 1, "fill_with");
+        kiln_jlist *l;
+        bool broken;
+        if ((st = gen_source(c, in, &l, out, &broken, false)) || broken) return st;
+        size_t nb = (l->n + (size_t)k - 1) / (size_t)k;
+        if ((st = kiln_jv_list_new(c, nb, out))) return st;
+        out->flags = KILN_JV_GEN;
+        for (size_t b = 0; b < nb; b++) {
+            size_t lo = b * (size_t)k, cnt = KILN_MIN((size_t)k, l->n - lo);
+            size_t m = (fill && fill->type != KILN_JV_NONE) ? (size_t)k : cnt;
+            kiln_jv row;
+            if ((st = kiln_jv_list_new(c, m, &row))) return st;
+            for (size_t i = 0; i < m; i++) row.u.l->items[i] = i < cnt ? l->items[lo + i] : *fill;
+            out->u.l->items[b] = row;
+        }
+        return KILN_OK;
     }
     if (F("center")) {
         ARGS(1, "width");
         if ((st = sv(c, in, &s, &sl))) return st;
         int64_t w;
         if ((st = int_arg(c, arg(a, 0, "width"), 80, "width", &w))) return st;
-        kiln_jv spec;
-        char tmp[32];
-        snprintf(tmp, sizeof tmp, "^%lld", (long long)KILN_MIN(w, 10000));
-        kiln_buf b = {0};
-        spec = kiln_jv_strv(s, sl);
-        if ((st = apply_spec(c, &spec, tmp, strlen(tmp), &b))) {
-            kiln_buf_free(&b);
-            return st;
-        }
-        return buf_value(c, &b, out);
+        return py_center(c, s, sl, w, ' ', out);
     }
     if (F("wordcount")) {
         ARGS(0, "");
@@ -1506,7 +1628,7 @@ static kiln_status filter_impl(kiln_jctx *c, const char *name, size_t n, const k
         }
         return kiln_jpercent_format(c, &fmt, &args, out);
     }
-    static const char *const jinja_unsupported[] = {"batch", "slice", "groupby", "truncate", "wordwrap", "urlize",
+    static const char *const jinja_unsupported[] = {"slice", "groupby", "truncate", "wordwrap", "urlize",
                                                     "urlencode", "xmlattr", "filesizeformat", "pprint", "striptags",
                                                     "random", NULL};
     for (int i = 0; jinja_unsupported[i]; i++)
@@ -1517,7 +1639,23 @@ static kiln_status filter_impl(kiln_jctx *c, const char *name, size_t n, const k
 }
 
 kiln_status kiln_jfilter(kiln_jctx *c, const char *name, size_t n, const kiln_jv *in, const kiln_jargs *a, kiln_jv *out) {
-    return filter_impl(c, name, n, in, a, out);
+    kiln_status st = filter_impl(c, name, n, in, a, out);
+    /* map, select, reject, selectattr, rejectattr are generators in Jinja:
+     * an error while producing their items only surfaces when consumed */
+    if (st == KILN_ERR_TEMPLATE && (eqs(name, n, "map") || eqs(name, n, "select") || eqs(name, n, "reject") ||
+                                    eqs(name, n, "selectattr") || eqs(name, n, "rejectattr"))) {
+        size_t ml = strlen(kiln_last_error());
+        char *msg = kiln_ja_alloc(c->a, ml + 1);
+        kiln_jv g;
+        if (!msg || kiln_jv_list_new(c, 0, &g)) return KILN_FAIL(KILN_ERR_LIMIT, "chat template: out of render memory");
+        memcpy(msg, kiln_last_error(), ml + 1);
+        g.flags = KILN_JV_GEN;
+        g.u.l->err = msg;
+        kiln_clear_error();
+        *out = g;
+        return KILN_OK;
+    }
+    return st;
 }
 
 /* -------------------------------------------------------------- methods */
@@ -1621,7 +1759,14 @@ static kiln_status str_method(kiln_jctx *c, const kiln_jmethod *m, const kiln_ja
         *out = kiln_jv_bool(r);
         return KILN_OK;
     }
-    if (M("center") || M("ljust") || M("rjust") || M("zfill")) {
+    if (M("center")) {
+        int64_t w;
+        if ((st = int_arg(c, x, 0, "width", &w))) return st;
+        uint32_t fill = ' ';
+        if (y && y->type == KILN_JV_STR && y->n) next_cp(y->u.s, y->n, 0, &fill);
+        return py_center(c, s, n, w, fill, out);
+    }
+    if (M("ljust") || M("rjust") || M("zfill")) {
         int64_t w;
         if ((st = int_arg(c, x, 0, "width", &w))) return st;
         char spec[64];

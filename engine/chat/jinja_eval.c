@@ -63,6 +63,16 @@ static kiln_status frame_set(kiln_jctx *c, kiln_jframe *f, const char *name, uin
     return KILN_OK;
 }
 
+/* Names the frame assigns before reading start out undefined (Jinja). */
+static kiln_status bind_missing(kiln_jctx *c, kiln_jframe *f, const kiln_jnode *body) {
+    for (int i = 0; body && i < body->n_fnames; i++) {
+        kiln_status st = frame_set(c, f, body->fnames[i], body->fname_lens[i],
+                                   kiln_jv_undef(body->fnames[i], body->fname_lens[i], 0));
+        if (st) return st;
+    }
+    return KILN_OK;
+}
+
 static kiln_status lookup(kiln_jctx *c, const char *name, uint32_t n, kiln_jv *out) {
     kiln_jv *v = frame_find(c->frame, name, n);
     if (v) {
@@ -131,7 +141,7 @@ static kiln_status repeat(kiln_jctx *c, const kiln_jv *seq, int64_t times, kiln_
     return KILN_OK;
 }
 
-static kiln_status binop(kiln_jctx *c, int op, const kiln_jv *a, const kiln_jv *b, kiln_jv *out) {
+kiln_status kiln_jbinop(kiln_jctx *c, int op, const kiln_jv *a, const kiln_jv *b, kiln_jv *out) {
     kiln_status st;
     if (a->type == KILN_JV_UNDEF) return kiln_jv_undef_err(c, a);
     if (b->type == KILN_JV_UNDEF) return kiln_jv_undef_err(c, b);
@@ -160,7 +170,7 @@ static kiln_status binop(kiln_jctx *c, int op, const kiln_jv *a, const kiln_jv *
             return KILN_OK;
         }
         if (a->type == KILN_JV_LIST && b->type == KILN_JV_LIST &&
-            (a->flags & KILN_JV_TUPLE) == (b->flags & KILN_JV_TUPLE) && !(a->flags & KILN_JV_ITEMS)) {
+            (a->flags & KILN_JV_TUPLE) == (b->flags & KILN_JV_TUPLE) && !((a->flags | b->flags) & (KILN_JV_ITEMS | KILN_JV_GEN))) {
             size_t n1 = a->u.l->n, n2 = b->u.l->n;
             if ((st = kiln_jv_list_new(c, n1 + n2, out))) return st;
             if (n1) memcpy(out->u.l->items, a->u.l->items, n1 * sizeof(kiln_jv));
@@ -237,6 +247,7 @@ static kiln_status binop(kiln_jctx *c, int op, const kiln_jv *a, const kiln_jv *
                 *out = kiln_jv_int(r);
                 return KILN_OK;
             }
+            if (num_f(a) == 0 && num_f(b) < 0) return kiln_jerr(c, "0.0 cannot be raised to a negative power");
             *out = kiln_jv_float(pow(num_f(a), num_f(b)));
             return KILN_OK;
         }
@@ -255,6 +266,14 @@ static kiln_status contains(kiln_jctx *c, const kiln_jv *item, const kiln_jv *co
         *res = item->n == 0 || (item->n <= cont->n && memmem(cont->u.s, cont->n, item->u.s, item->n) != NULL);
         return KILN_OK;
     case KILN_JV_LIST:
+        if (cont->flags & KILN_JV_GEN) { /* consumes the generator */
+            kiln_jlist *l;
+            kiln_status st = kiln_jv_iter(c, cont, &l);
+            if (st) return st;
+            *res = false;
+            for (size_t i = 0; i < l->n && !*res; i++) *res = kiln_jv_eq(&l->items[i], item);
+            return KILN_OK;
+        }
         for (size_t i = 0; i < cont->u.l->n; i++)
             if (kiln_jv_eq(&cont->u.l->items[i], item)) {
                 *res = true;
@@ -289,11 +308,19 @@ static kiln_status compare(kiln_jctx *c, int op, const kiln_jv *a, const kiln_jv
 /* --------------------------------------------------------------- slicing */
 
 static kiln_status slice(kiln_jctx *c, const kiln_jv *obj, const kiln_jv *start, const kiln_jv *stop,
-                         const kiln_jv *step, kiln_jv *out) {
+                         const kiln_jv *step, bool literal, kiln_jv *out) {
     kiln_status st;
     if (obj->type == KILN_JV_UNDEF) return kiln_jv_undef_err(c, obj);
-    if (obj->type != KILN_JV_STR && obj->type != KILN_JV_LIST)
+    if ((obj->type != KILN_JV_STR && obj->type != KILN_JV_LIST) || (obj->flags & KILN_JV_GEN)) {
+        /* Jinja slices with Python's obj[a:b] (a TypeError), except that a
+         * literal operand is constant-folded through getitem (undefined) */
+        if (literal) {
+            *out = kiln_jv_undef(NULL, 0, 0);
+            return KILN_OK;
+        }
+        if (obj->type == KILN_JV_DICT || obj->type == KILN_JV_NS) return kiln_jerr(c, "unhashable type: 'slice'");
         return kiln_jerr(c, "'%s' object is not subscriptable", kiln_jv_type_name(obj));
+    }
     for (int k = 0; k < 3; k++) {
         const kiln_jv *x = k == 0 ? start : k == 1 ? stop : step;
         if (x->type != KILN_JV_NONE && x->type != KILN_JV_INT && x->type != KILN_JV_BOOL)
@@ -442,7 +469,7 @@ static kiln_status eval(kiln_jctx *c, const kiln_jnode *n, kiln_jv *out) {
         }
         if (st) break;
         c->line = n->line;
-        st = slice(c, &o, &p[0], &p[1], &p[2], out);
+        st = slice(c, &o, &p[0], &p[1], &p[2], n->a->kind == KILN_JN_LIT, out);
         break;
     }
     case KILN_JN_CALL: {
@@ -519,7 +546,7 @@ static kiln_status eval(kiln_jctx *c, const kiln_jnode *n, kiln_jv *out) {
         kiln_jv a, b;
         if ((st = eval(c, n->a, &a)) || (st = eval(c, n->b, &b))) break;
         c->line = n->line;
-        st = binop(c, n->op, &a, &b, out);
+        st = kiln_jbinop(c, n->op, &a, &b, out);
         break;
     }
     case KILN_JN_COMPARE: {
@@ -576,9 +603,14 @@ static kiln_status bind_targets(kiln_jctx *c, kiln_jframe *f, const kiln_jnode *
     return KILN_OK;
 }
 
+/* Render a frame body (block set, filter block) to a string in a child frame. */
 static kiln_status render_body(kiln_jctx *c, const kiln_jnode *body, kiln_jv *out) {
     kiln_buf b = {0};
-    kiln_status st = exec(c, body, &b);
+    kiln_jframe f = {c->frame, NULL, 0, 0}, *saved = c->frame;
+    c->frame = &f;
+    kiln_status st = bind_missing(c, &f, body);
+    if (!st) st = exec(c, body, &b);
+    c->frame = saved;
     if (!st) st = kiln_jv_str_copy(c, b.data ? b.data : "", b.len, out);
     kiln_buf_free(&b);
     return st;
@@ -623,6 +655,10 @@ static kiln_status exec_for(kiln_jctx *c, const kiln_jnode *n, kiln_buf *out) {
     }
     int depth0 = 0; /* loop.depth counts recursive-loop levels only */
     kiln_jframe *saved = c->frame;
+    /* Jinja runs the else block unless some iteration reached the end of
+     * the body (so also after a break in the first iteration, or when every
+     * iteration continued) */
+    bool completed = false;
     for (size_t i = 0; i < items->n; i++) {
         if ((st = iteration(c))) return st;
         kiln_jframe f = {saved, NULL, 0, 0};
@@ -633,7 +669,8 @@ static kiln_status exec_for(kiln_jctx *c, const kiln_jnode *n, kiln_buf *out) {
         lv.type = KILN_JV_LOOP;
         lv.u.loop = lp;
         c->frame = &f;
-        st = frame_set(c, &f, "loop", 4, lv);
+        st = bind_missing(c, &f, n->c);
+        if (!st) st = frame_set(c, &f, "loop", 4, lv);
         if (!st) st = bind_targets(c, &f, n, &items->items[i]);
         if (!st) st = exec(c, n->c, out);
         c->frame = saved;
@@ -642,9 +679,17 @@ static kiln_status exec_for(kiln_jctx *c, const kiln_jnode *n, kiln_buf *out) {
             c->loop_ctl = 0;
             break;
         }
+        if (!c->loop_ctl) completed = true;
         c->loop_ctl = 0;
     }
-    if (!items->n && n->d) return exec(c, n->d, out);
+    if (!completed && n->d) {
+        kiln_jframe f = {saved, NULL, 0, 0};
+        c->frame = &f;
+        st = bind_missing(c, &f, n->d);
+        if (!st) st = exec(c, n->d, out);
+        c->frame = saved;
+        return st;
+    }
     return KILN_OK;
 }
 
@@ -713,10 +758,35 @@ static kiln_status exec(kiln_jctx *c, const kiln_jnode *n, kiln_buf *out) {
         break;
     }
     case KILN_JN_MACRO: {
+        /* the macro sees the names visible here: the template's top-level
+         * frame by reference, inner frames (loops) as they are now */
+        kiln_jmacro *mc = kiln_ja_alloc(c->a, sizeof *mc);
+        if (!mc) {
+            st = KILN_FAIL(KILN_ERR_LIMIT, "chat template: out of render memory");
+            break;
+        }
+        mc->node = n;
+        mc->closure = c->root;
+        if (c->frame != c->root) {
+            kiln_jframe *snap = kiln_ja_alloc(c->a, sizeof *snap);
+            if (!snap) {
+                st = KILN_FAIL(KILN_ERR_LIMIT, "chat template: out of render memory");
+                break;
+            }
+            *snap = (kiln_jframe){c->root, NULL, 0, 0};
+            /* innermost binding wins: copy outer frames first */
+            kiln_jframe *chain[KILN_CHAT_MAX_DEPTH + 1];
+            int nc = 0;
+            for (kiln_jframe *f = c->frame; f && f != c->root && nc < KILN_CHAT_MAX_DEPTH; f = f->parent) chain[nc++] = f;
+            for (int k = nc - 1; k >= 0 && !st; k--)
+                for (int i = 0; i < chain[k]->n && !st; i++)
+                    st = frame_set(c, snap, chain[k]->vars[i].name, chain[k]->vars[i].len, chain[k]->vars[i].value);
+            mc->closure = snap;
+        }
         kiln_jv m = kiln_jv_none();
         m.type = KILN_JV_MACRO;
-        m.u.macro = n;
-        st = frame_set(c, c->frame, n->s, n->sn, m);
+        m.u.macro = mc;
+        if (!st) st = frame_set(c, c->frame, n->s, n->sn, m);
         break;
     }
     case KILN_JN_FILTER_BLOCK: {
@@ -740,15 +810,17 @@ static kiln_status exec(kiln_jctx *c, const kiln_jnode *n, kiln_buf *out) {
     return st;
 }
 
-kiln_status kiln_jcall_macro(kiln_jctx *c, const kiln_jnode *m, const kiln_jargs *a, kiln_jv *out) {
+kiln_status kiln_jcall_macro(kiln_jctx *c, const kiln_jmacro *mc, const kiln_jargs *a, kiln_jv *out) {
     kiln_status st = KILN_OK;
-    kiln_jframe f = {c->root, NULL, 0, 0};
+    const kiln_jnode *m = mc->node;
+    kiln_jframe f = {mc->closure, NULL, 0, 0};
     kiln_jframe *saved = c->frame;
     int saved_ctl = c->loop_ctl;
     c->frame = &f;
     c->loop_ctl = 0;
     kiln_jv varargs, kwargs;
     int extra = a->n_args > m->n_names ? a->n_args - m->n_names : 0;
+    KILN_TRY(bind_missing(c, &f, m->c));
     KILN_TRY(kiln_jv_list_new(c, (size_t)extra, &varargs));
     varargs.flags = KILN_JV_TUPLE;
     KILN_TRY(kiln_jv_dict_new(c, 0, &kwargs));
@@ -786,7 +858,12 @@ kiln_status kiln_jcall_macro(kiln_jctx *c, const kiln_jnode *m, const kiln_jargs
     }
     KILN_TRY(frame_set(c, &f, "varargs", 7, varargs));
     KILN_TRY(frame_set(c, &f, "kwargs", 6, kwargs));
-    KILN_TRY(render_body(c, m->c, out));
+    {
+        kiln_buf b = {0};
+        st = exec(c, m->c, &b);
+        if (!st) st = kiln_jv_str_copy(c, b.data ? b.data : "", b.len, out);
+        kiln_buf_free(&b);
+    }
 fail:
     c->frame = saved;
     c->loop_ctl = saved_ctl;
@@ -803,7 +880,8 @@ kiln_status kiln_jinja_render(const kiln_jnode *root, const char *name, const ki
     c.vars = vars;
     c.n_vars = n_vars;
     c.root = c.frame = &top;
-    kiln_status st = exec(&c, root, out);
+    kiln_status st = bind_missing(&c, &top, root);
+    if (!st) st = exec(&c, root, out);
     kiln_jctx_fini(&c);
     return st;
 }

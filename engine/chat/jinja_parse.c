@@ -558,6 +558,7 @@ typedef struct parser {
     const char *name;
     kiln_jarena *a;
     int depth;
+    int loop_depth; /* for-loop bodies around the cursor (reset by macros) */
 } parser;
 
 static kiln_status perr(parser *P, int line, const char *fmt, ...) KILN_PRINTF(3, 4);
@@ -927,42 +928,70 @@ static kiln_status parse_primary(parser *P, kiln_jnode **out) {
     return KILN_OK;
 }
 
+/* obj[...]: an index, a slice a:b:c, or (as Jinja) a tuple of indexes
+ * ("x[]" is x[()]). */
 static kiln_status parse_subscript(parser *P, kiln_jnode *obj, kiln_jnode **out) {
-    kiln_status st;
+    kiln_status st = KILN_OK;
     int line = cur(P)->line;
     P->i++; /* [ */
+    nlist l = {0};
     kiln_jnode *parts[3] = {NULL, NULL, NULL};
-    int k = 0;
     bool slice = false;
-    for (;;) {
+    while (!is_op(cur(P), "]")) {
+        if (l.n || slice) {
+            if (slice) {
+                st = perr(P, cur(P)->line, "a slice cannot be part of a tuple subscript");
+                goto fail;
+            }
+            KILN_TRY(expect_op(P, ","));
+        }
+        /* one subscribed item: expr, or [expr]:[expr][:[expr]] */
+        kiln_jnode *e = NULL;
+        if (!is_op(cur(P), ":")) KILN_TRY(parse_expr(P, true, &e));
         if (is_op(cur(P), ":")) {
+            if (l.n) {
+                st = perr(P, cur(P)->line, "a slice cannot be part of a tuple subscript");
+                goto fail;
+            }
             slice = true;
-            if (++k > 2) return perr(P, line, "too many ':' in a subscript");
+            parts[0] = e;
             P->i++;
+            if (!is_op(cur(P), "]") && !is_op(cur(P), ":") && !is_op(cur(P), ","))
+                KILN_TRY(parse_expr(P, true, &parts[1]));
+            if (is_op(cur(P), ":")) {
+                P->i++;
+                if (!is_op(cur(P), "]") && !is_op(cur(P), ",")) KILN_TRY(parse_expr(P, true, &parts[2]));
+            }
             continue;
         }
-        if (is_op(cur(P), "]")) break;
-        if (parts[k]) return perr(P, cur(P)->line, "expected ']' or ':' in a subscript");
-        if ((st = parse_expr(P, true, &parts[k]))) return st;
-        if (!slice && is_op(cur(P), ",")) return perr(P, cur(P)->line, "tuple subscripts are not supported");
+        KILN_TRY(nl_push(&l, e, NULL, 0));
     }
     P->i++;
     kiln_jnode *n;
-    if (!slice) {
-        if (!parts[0]) return perr(P, line, "empty subscript");
-        NODE(n, KILN_JN_ITEM, line);
-        n->a = obj;
-        n->b = parts[0];
-    } else {
-        NODE(n, KILN_JN_SLICE, line);
+    if (slice) {
+        n = node(P, KILN_JN_SLICE, line);
+        KILN_CHECK_ALLOC(n);
         n->a = obj;
         n->items = kiln_ja_alloc(P->a, 3 * sizeof *n->items);
-        if (!n->items) return KILN_FAIL(KILN_ERR_OUT_OF_MEMORY, "out of host memory (template)");
+        KILN_CHECK_ALLOC(n->items);
         memcpy(n->items, parts, sizeof parts);
         n->n_items = 3;
+    } else {
+        n = node(P, KILN_JN_ITEM, line);
+        KILN_CHECK_ALLOC(n);
+        n->a = obj;
+        if (l.n == 1) {
+            n->b = l.v[0];
+        } else {
+            n->b = node(P, KILN_JN_TUPLE, line);
+            KILN_CHECK_ALLOC(n->b);
+            KILN_TRY(nl_nodes(P, &l, &n->b->items, &n->b->n_items));
+        }
     }
     *out = n;
-    return KILN_OK;
+fail:
+    nl_free(&l);
+    return st;
 }
 
 static kiln_status parse_postfix(parser *P, kiln_jnode *in, kiln_jnode **out) {
@@ -1309,7 +1338,8 @@ static kiln_status parse_if(parser *P, int line, kiln_jnode **out) {
     kiln_status st;
     kiln_jnode *n;
     NODE(n, KILN_JN_IF, line);
-    if ((st = parse_expr(P, true, &n->a)) || (st = block_end(P))) return st;
+    /* as Jinja: no "a if b else c" at the top of an if/elif condition */
+    if ((st = parse_tuple(P, false, false, &n->a)) || (st = block_end(P))) return st;
     static const char *const ends[] = {"elif", "else", "endif", NULL};
     int which;
     if ((st = parse_body(P, ends, &n->b, &which))) return st;
@@ -1365,7 +1395,10 @@ static kiln_status parse_for(parser *P, int line, kiln_jnode **out) {
     if ((st = block_end(P))) return st;
     static const char *const ends[] = {"else", "endfor", NULL};
     int which;
-    if ((st = parse_body(P, ends, &n->c, &which))) return st;
+    P->loop_depth++;
+    st = parse_body(P, ends, &n->c, &which);
+    P->loop_depth--;
+    if (st) return st;
     if (which == 0) {
         P->i++;
         if ((st = block_end(P))) return st;
@@ -1487,8 +1520,11 @@ static kiln_status parse_macro(parser *P, int line, kiln_jnode **out) {
     }
     {
         static const char *const ends[] = {"endmacro", NULL};
-        int which;
-        KILN_TRY(parse_body(P, ends, &n->c, &which));
+        int which, saved = P->loop_depth;
+        P->loop_depth = 0;
+        st = parse_body(P, ends, &n->c, &which);
+        P->loop_depth = saved;
+        if (st) goto fail;
         P->i++;
         if (cur(P)->type == TK_NAME) P->i++; /* {% endmacro name %} */
         KILN_TRY(block_end(P));
@@ -1532,6 +1568,8 @@ static kiln_status parse_statement(parser *P, kiln_jnode **out) {
     if (is_name(k, "set")) return parse_set(P, line, out);
     if (is_name(k, "macro")) return parse_macro(P, line, out);
     if (is_name(k, "break") || is_name(k, "continue")) {
+        if (!P->loop_depth)
+            return perr(P, line, is_name(k, "break") ? "'break' outside loop" : "'continue' not properly in loop");
         NODE(n, is_name(k, "break") ? KILN_JN_BREAK : KILN_JN_CONTINUE, line);
         if ((st = block_end(P))) return st;
         *out = n;
@@ -1655,9 +1693,10 @@ kiln_status kiln_jinja_parse(const char *source, size_t len, const char *name, k
     L.name = name;
     L.arena = arena;
     KILN_TRY(lex(&L));
-    parser P = {L.toks, L.n, 0, name, arena, 0};
+    parser P = {L.toks, L.n, 0, name, arena, 0, 0};
     int which = -1;
     KILN_TRY(parse_body(&P, NULL, root, &which));
+    KILN_TRY(kiln_jinja_scopes(*root, arena));
 fail:
     free(L.toks);
     return st;

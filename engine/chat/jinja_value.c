@@ -43,6 +43,7 @@ kiln_status kiln_jv_list_new(kiln_jctx *c, size_t n, kiln_jv *out) {
     if (!l) return oom();
     l->n = n;
     l->items = NULL;
+    l->err = NULL;
     if (n) {
         if (n > SIZE_MAX / sizeof(kiln_jv)) return oom();
         l->items = kiln_ja_alloc(c->a, n * sizeof(kiln_jv));
@@ -117,7 +118,7 @@ bool kiln_jv_truthy(const kiln_jv *v) {
     case KILN_JV_INT: return v->u.i != 0;
     case KILN_JV_FLOAT: return v->u.f != 0.0;
     case KILN_JV_STR: return v->n != 0;
-    case KILN_JV_LIST: return v->u.l->n != 0;
+    case KILN_JV_LIST: return (v->flags & KILN_JV_GEN) || v->u.l->n != 0;
     case KILN_JV_DICT: return v->u.d->n != 0;
     default: return true;
     }
@@ -142,6 +143,7 @@ bool kiln_jv_eq(const kiln_jv *a, const kiln_jv *b) {
     case KILN_JV_NONE: return true;
     case KILN_JV_STR: return a->n == b->n && !memcmp(a->u.s, b->u.s, a->n);
     case KILN_JV_LIST:
+        if ((a->flags | b->flags) & KILN_JV_GEN) return a->u.l == b->u.l;
         if ((a->flags & KILN_JV_TUPLE) != (b->flags & KILN_JV_TUPLE) || a->u.l->n != b->u.l->n) return false;
         for (size_t i = 0; i < a->u.l->n; i++)
             if (!kiln_jv_eq(&a->u.l->items[i], &b->u.l->items[i])) return false;
@@ -168,7 +170,11 @@ const char *kiln_jv_type_name(const kiln_jv *v) {
     case KILN_JV_INT: return "int";
     case KILN_JV_FLOAT: return "float";
     case KILN_JV_STR: return "str";
-    case KILN_JV_LIST: return (v->flags & KILN_JV_TUPLE) ? "tuple" : (v->flags & KILN_JV_ITEMS) ? "dict_items" : "list";
+    case KILN_JV_LIST:
+        return (v->flags & KILN_JV_GEN)     ? "generator"
+               : (v->flags & KILN_JV_TUPLE) ? "tuple"
+               : (v->flags & KILN_JV_ITEMS) ? "dict_items"
+                                            : "list";
     case KILN_JV_DICT: return "dict";
     case KILN_JV_NS: return "Namespace";
     case KILN_JV_FUNC: return "function";
@@ -195,7 +201,7 @@ kiln_status kiln_jv_cmp(kiln_jctx *c, const kiln_jv *a, const kiln_jv *b, const 
         *res = r ? (r > 0 ? 1 : -1) : (a->n > b->n) - (a->n < b->n);
         return KILN_OK;
     }
-    if (a->type == KILN_JV_LIST && b->type == KILN_JV_LIST &&
+    if (a->type == KILN_JV_LIST && b->type == KILN_JV_LIST && !((a->flags | b->flags) & KILN_JV_GEN) &&
         (a->flags & KILN_JV_TUPLE) == (b->flags & KILN_JV_TUPLE)) {
         size_t n = KILN_MIN(a->u.l->n, b->u.l->n);
         for (size_t i = 0; i < n; i++) {
@@ -212,6 +218,7 @@ kiln_status kiln_jv_cmp(kiln_jctx *c, const kiln_jv *a, const kiln_jv *b, const 
 }
 
 kiln_status kiln_jv_undef_err(kiln_jctx *c, const kiln_jv *v) {
+    if (v->flags & KILN_JV_UNDEF_HINT) return kiln_jerr(c, "%.*s", (int)v->n, v->u.s ? v->u.s : "");
     if (v->flags & KILN_JV_UNDEF_ATTR)
         return kiln_jerr(c, "'dict object' has no attribute '%.*s'", (int)v->n, v->u.s ? v->u.s : "");
     if (v->u.s) return kiln_jerr(c, "'%.*s' is undefined", (int)v->n, v->u.s);
@@ -339,6 +346,7 @@ static kiln_status to_text(kiln_jctx *c, const kiln_jv *v, kiln_buf *b, bool rep
     case KILN_JV_FLOAT: kiln_jfloat_repr(v->u.f, tmp, sizeof tmp); return kiln_buf_puts(b, tmp);
     case KILN_JV_STR: return repr ? str_repr(v->u.s, v->n, b) : kiln_buf_append(b, v->u.s, v->n);
     case KILN_JV_LIST: {
+        if (v->flags & KILN_JV_GEN) return kiln_buf_puts(b, "<generator object>");
         bool tuple = v->flags & KILN_JV_TUPLE, items = v->flags & KILN_JV_ITEMS;
         if (items && (st = kiln_buf_puts(b, "dict_items("))) return st;
         if ((st = kiln_buf_puts(b, tuple ? "(" : "["))) return st;
@@ -364,7 +372,8 @@ static kiln_status to_text(kiln_jctx *c, const kiln_jv *v, kiln_buf *b, bool rep
         return v->type == KILN_JV_NS ? kiln_buf_puts(b, ">") : KILN_OK;
     }
     case KILN_JV_FUNC: return kiln_buf_puts(b, "<function>");
-    case KILN_JV_MACRO: return kiln_buf_printf(b, "<Macro '%.*s'>", (int)v->u.macro->sn, v->u.macro->s);
+    case KILN_JV_MACRO:
+        return kiln_buf_printf(b, "<Macro '%.*s'>", (int)v->u.macro->node->sn, v->u.macro->node->s);
     case KILN_JV_LOOP:
         return kiln_buf_printf(b, "<LoopContext %zu/%zu>", v->u.loop->index0 + 1, v->u.loop->items->n);
     case KILN_JV_METHOD: return kiln_buf_printf(b, "<built-in method %.*s>", (int)v->u.m->name_len, v->u.m->name);
@@ -479,6 +488,7 @@ static kiln_status to_json(kiln_jctx *c, const kiln_jv *v, kiln_buf *b, const js
     case KILN_JV_STR: return json_str(v->u.s, v->n, b, o->ensure_ascii);
     case KILN_JV_LIST: {
         const kiln_jlist *l = v->u.l;
+        if (v->flags & KILN_JV_GEN) return kiln_jerr(c, "Object of type generator is not JSON serializable");
         if (!l->n) return kiln_buf_puts(b, "[]");
         if ((st = kiln_buf_puts(b, "["))) return st;
         for (size_t i = 0; i < l->n; i++) {
@@ -578,7 +588,21 @@ kiln_status kiln_jv_iter(kiln_jctx *c, const kiln_jv *v, kiln_jlist **out) {
         if ((st = kiln_jv_list_new(c, 0, &tmp))) return st;
         *out = tmp.u.l;
         return KILN_OK;
-    case KILN_JV_LIST: *out = v->u.l; return KILN_OK;
+    case KILN_JV_LIST:
+        if (v->flags & KILN_JV_GEN) { /* a generator runs once */
+            if (v->u.l->err) { /* a deferred error keeps its own "chat template ... line" prefix */
+                if (!strncmp(v->u.l->err, "chat template ", 14)) return KILN_FAIL(KILN_ERR_TEMPLATE, "%s", v->u.l->err);
+                return kiln_jerr(c, "%s", v->u.l->err);
+            }
+            kiln_jlist *l = kiln_ja_alloc(c->a, sizeof *l);
+            if (!l) return oom();
+            *l = *v->u.l;
+            v->u.l->n = 0;
+            *out = l;
+            return KILN_OK;
+        }
+        *out = v->u.l;
+        return KILN_OK;
     case KILN_JV_DICT:
     case KILN_JV_NS:
         if ((st = kiln_jv_list_new(c, v->u.d->n, &tmp))) return st;
@@ -659,7 +683,7 @@ kiln_status kiln_jv_getattr(kiln_jctx *c, const kiln_jv *obj, const char *name, 
         if (in_list(str_methods, name, n)) return method(c, obj, name, n, out);
         break;
     case KILN_JV_LIST:
-        if (in_list(list_methods, name, n) && !(obj->flags & KILN_JV_ITEMS)) return method(c, obj, name, n, out);
+        if (in_list(list_methods, name, n) && !(obj->flags & (KILN_JV_ITEMS | KILN_JV_GEN))) return method(c, obj, name, n, out);
         if (in_list(unsafe_methods, name, n))
             return kiln_jerr(c, "access to attribute '%.*s' of '%s' object is unsafe", (int)n, name,
                              kiln_jv_type_name(obj));
@@ -701,6 +725,7 @@ kiln_status kiln_jv_getitem(kiln_jctx *c, const kiln_jv *obj, const kiln_jv *key
     bool int_key = key->type == KILN_JV_INT || key->type == KILN_JV_BOOL;
     switch (obj->type) {
     case KILN_JV_LIST:
+        if (obj->flags & KILN_JV_GEN) break;
         if (int_key) {
             size_t i;
             if (py_index(num_i(key), obj->u.l->n, &i)) {
