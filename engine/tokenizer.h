@@ -147,10 +147,14 @@ typedef struct kiln_tok_strmap {
     uint32_t mask;
 } kiln_tok_strmap;
 
+typedef struct kiln_tok_pair {
+    uint64_t key;    /* (left << 32 | right) + 1, 0 = empty                    */
+    int32_t prio;    /* merge priority: lower merges first                     */
+    int32_t merged;  /* id of the merged token                                 */
+} kiln_tok_pair;
+
 typedef struct kiln_tok_pairmap {
-    uint64_t *keys;  /* (left << 32 | right) + 1, 0 = empty                    */
-    int32_t *prio;   /* merge priority: lower merges first                     */
-    int32_t *merged; /* id of the merged token                                 */
+    kiln_tok_pair *slots; /* one cache-friendly array                          */
     uint32_t mask;
     size_t n;
 } kiln_tok_pairmap;

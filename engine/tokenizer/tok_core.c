@@ -88,16 +88,11 @@ kiln_status kiln_tok_merges_init(kiln_tokenizer *t, size_t expected) {
     size_t cap = 1024;
     while (cap < expected * 2 + 16) cap *= 2;
     kiln_tok_pairmap *m = &t->merges;
-    free(m->keys);
-    free(m->prio);
-    free(m->merged);
-    m->keys = calloc(cap, sizeof *m->keys);
-    m->prio = malloc(cap * sizeof *m->prio);
-    m->merged = malloc(cap * sizeof *m->merged);
+    free(m->slots);
+    m->slots = calloc(cap, sizeof *m->slots);
     m->n = 0;
     m->mask = (uint32_t)(cap - 1);
-    if (!m->keys || !m->prio || !m->merged)
-        return KILN_FAIL(KILN_ERR_OUT_OF_MEMORY, "out of host memory (merge table of %zu)", cap);
+    if (!m->slots) return KILN_FAIL(KILN_ERR_OUT_OF_MEMORY, "out of host memory (merge table of %zu)", cap);
     return KILN_OK;
 }
 
@@ -110,36 +105,29 @@ static kiln_status merges_grow(kiln_tokenizer *t) {
         return st;
     }
     for (size_t i = 0; i <= old.mask; i++) {
-        if (!old.keys[i]) continue;
-        uint64_t k = old.keys[i];
-        uint32_t j = (uint32_t)mix64(k) & t->merges.mask;
-        while (t->merges.keys[j]) j = (j + 1) & t->merges.mask;
-        t->merges.keys[j] = k;
-        t->merges.prio[j] = old.prio[i];
-        t->merges.merged[j] = old.merged[i];
+        if (!old.slots[i].key) continue;
+        uint32_t j = (uint32_t)mix64(old.slots[i].key) & t->merges.mask;
+        while (t->merges.slots[j].key) j = (j + 1) & t->merges.mask;
+        t->merges.slots[j] = old.slots[i];
         t->merges.n++;
     }
-    free(old.keys);
-    free(old.prio);
-    free(old.merged);
+    free(old.slots);
     return KILN_OK;
 }
 
 kiln_status kiln_tok_merges_add(kiln_tokenizer *t, int32_t left, int32_t right, int32_t prio, int32_t merged) {
     kiln_tok_pairmap *m = &t->merges;
-    if (!m->keys || (m->n + 1) * 2 > (size_t)m->mask + 1) {
-        kiln_status st = m->keys ? merges_grow(t) : kiln_tok_merges_init(t, 1024);
+    if (!m->slots || (m->n + 1) * 2 > (size_t)m->mask + 1) {
+        kiln_status st = m->slots ? merges_grow(t) : kiln_tok_merges_init(t, 1024);
         if (st) return st;
     }
     uint64_t k = (((uint64_t)(uint32_t)left << 32) | (uint32_t)right) + 1;
     uint32_t j = (uint32_t)mix64(k) & m->mask;
     for (;; j = (j + 1) & m->mask) {
-        if (!m->keys[j]) break;
-        if (m->keys[j] == k) return KILN_OK; /* first (best) one wins */
+        if (!m->slots[j].key) break;
+        if (m->slots[j].key == k) return KILN_OK; /* first (best) one wins */
     }
-    m->keys[j] = k;
-    m->prio[j] = prio;
-    m->merged[j] = merged;
+    m->slots[j] = (kiln_tok_pair){k, prio, merged};
     m->n++;
     return KILN_OK;
 }
@@ -147,14 +135,14 @@ kiln_status kiln_tok_merges_add(kiln_tokenizer *t, int32_t left, int32_t right, 
 static inline bool merges_get(const kiln_tokenizer *t, int32_t left, int32_t right, int32_t *prio,
                               int32_t *merged) {
     const kiln_tok_pairmap *m = &t->merges;
-    if (!m->keys) return false;
+    if (!m->slots) return false;
     uint64_t k = (((uint64_t)(uint32_t)left << 32) | (uint32_t)right) + 1;
     for (uint32_t j = (uint32_t)mix64(k) & m->mask;; j = (j + 1) & m->mask) {
-        uint64_t x = m->keys[j];
-        if (!x) return false;
-        if (x == k) {
-            *prio = m->prio[j];
-            *merged = m->merged[j];
+        const kiln_tok_pair *p = &m->slots[j];
+        if (!p->key) return false;
+        if (p->key == k) {
+            *prio = p->prio;
+            *merged = p->merged;
             return true;
         }
     }
@@ -1134,9 +1122,7 @@ void kiln_tokenizer_destroy(kiln_tokenizer *t) {
     free(t->bytes_off);
     free(t->flags);
     free(t->vocab.slots);
-    free(t->merges.keys);
-    free(t->merges.prio);
-    free(t->merges.merged);
+    free(t->merges.slots);
     for (int i = 0; i < t->n_stages; i++)
         if (t->stages[i].re) pcre2_code_free((pcre2_code *)t->stages[i].re);
     free(t->added);

@@ -272,6 +272,17 @@ static void load_post(hf_ctx *c, int32_t node, int32_t *bos, int32_t *eos) {
 
 static bool parse_id(const kiln_tj *j, int32_t node, int64_t *id) {
     if (kiln_tj_type_of(j, node) != KILN_TJ_NUM) return false;
+    /* fast path: plain decimal digits */
+    const char *p = j->buf + j->nodes[node].off;
+    uint32_t n = j->nodes[node].len;
+    int64_t v = 0;
+    uint32_t i = 0;
+    for (; i < n && i < 10 && p[i] >= '0' && p[i] <= '9'; i++) v = v * 10 + (p[i] - '0');
+    if (i == n && n > 0 && n <= 10) {
+        if (v >= (1 << 28)) return false;
+        *id = v;
+        return true;
+    }
     double d = kiln_tj_num(j, node);
     if (d < 0 || d >= (1 << 28) || d != (double)(int64_t)d) return false;
     *id = (int64_t)d;
