@@ -108,7 +108,7 @@ bool kiln_tj_str_eq(const kiln_tj *j, int32_t node, const char *s);
 enum {
     KILN_TOKF_SPECIAL = 1 << 0, /* added special / control: skipped by skip_special */
     KILN_TOKF_ADDED = 1 << 1,   /* matched in text before pre-tokenization     */
-    KILN_TOKF_BYTE = 1 << 2,    /* <0xNN> byte-fallback token                   */
+    KILN_TOKF_BYTE = 1 << 2,    /* <0xNN> token decoded as a byte (byte_runs)   */
     KILN_TOKF_UNUSED = 1 << 3,  /* SentencePiece UNUSED piece (resegmented)     */
     KILN_TOKF_UNK = 1 << 4,
     KILN_TOKF_HOLE = 1 << 5,    /* id with no token (gap in the vocabulary)     */
@@ -231,8 +231,7 @@ typedef struct kiln_tok_builder {
 } kiln_tok_builder;
 kiln_status kiln_tok_set_token(kiln_tokenizer *t, kiln_tok_builder *b, int32_t id, const char *text,
                                size_t len, uint8_t flags);
-/* Finish the vocabulary: pack texts, build the text->id map and the decoded
- * bytes of every token (byte-level reverse mapping or ▁/<0xNN> rules). */
+/* Finish the vocabulary: pack the texts and build the text -> id map. */
 kiln_status kiln_tok_finish_vocab(kiln_tokenizer *t, kiln_tok_builder *b);
 kiln_status kiln_tok_merges_init(kiln_tokenizer *t, size_t expected);
 kiln_status kiln_tok_merges_add(kiln_tokenizer *t, int32_t left, int32_t right, int32_t prio,
@@ -240,7 +239,10 @@ kiln_status kiln_tok_merges_add(kiln_tokenizer *t, int32_t left, int32_t right, 
 kiln_status kiln_tok_add_added(kiln_tokenizer *t, const kiln_tok_added *a);
 /* Compile a pre-tokenizer regex (PCRE2, UTF + UCP, JIT). */
 kiln_status kiln_tok_add_regex_stage(kiln_tokenizer *t, const char *pattern, bool removed, bool invert);
-/* Final checks and derived tables (byte ids, split_before_ws, BOS/EOS). */
+/* Derived tables, once byte_level / byte_runs / added tokens are set: the
+ * byte symbol and byte-fallback ids, the decoded bytes of every token
+ * (byte-level reverse mapping, or ▁ -> space and <0xNN> -> byte), whether
+ * BPE may run per ▁-word (split_before_ws), the added-token trie. */
 kiln_status kiln_tok_finalize(kiln_tokenizer *t);
 
 /* Id of the token whose stored text is s[0..n), or -1. */

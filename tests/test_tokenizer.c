@@ -14,6 +14,7 @@
 #include "tokenizer.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -509,8 +510,66 @@ KT_TEST(truncated_fixture_files) {
     remove_dir(dir);
 }
 
+/* Many threads encoding with one tokenizer (shared regex, pre-token caches
+ * taken with trylock) get the same ids as one thread. */
+typedef struct enc_job {
+    const kiln_tokenizer *t;
+    const char *text;
+    size_t len;
+    const int32_t *want;
+    size_t n_want;
+    int bad;
+} enc_job;
+
+static void *encode_many(void *p) {
+    enc_job *j = p;
+    for (int r = 0; r < 6; r++) {
+        int32_t *ids;
+        size_t n;
+        kiln_encode_options o = {false, true};
+        if (kiln_tokenize(j->t, j->text, j->len, &o, &ids, &n) || n != j->n_want || memcmp(ids, j->want, n * sizeof *ids))
+            j->bad++;
+        kiln_free(ids);
+    }
+    return NULL;
+}
+
+KT_TEST(concurrent_encoding) {
+    if (!have_fixtures()) KT_SKIP("fixtures not found at %s", TOKDIR);
+    kiln_tokenizer *t = NULL;
+    KT_OK(kiln_tokenizer_load(TOKDIR "/llama3/tokenizer.json", &t));
+    json_t *g = load_golden(TOKDIR "/llama3/golden.json");
+    KT_REQUIRE(g != NULL);
+    kiln_buf text = {0};
+    size_t i;
+    json_t *c;
+    json_array_foreach(json_object_get(g, "cases"), i, c) {
+        kiln_buf_append(&text, json_string_value(json_object_get(c, "text")), json_string_length(json_object_get(c, "text")));
+        kiln_buf_append(&text, "\n", 1);
+    }
+    int32_t *want;
+    size_t n_want;
+    kiln_encode_options o = {false, true};
+    KT_OK(kiln_tokenize(t, text.data, text.len, &o, &want, &n_want));
+    enum { NT = 6 };
+    pthread_t th[NT];
+    enc_job jobs[NT];
+    for (int k = 0; k < NT; k++) {
+        jobs[k] = (enc_job){t, text.data, text.len, want, n_want, 0};
+        pthread_create(&th[k], NULL, encode_many, &jobs[k]);
+    }
+    for (int k = 0; k < NT; k++) {
+        pthread_join(th[k], NULL);
+        KT_CHECK(jobs[k].bad == 0);
+    }
+    kiln_free(want);
+    kiln_buf_free(&text);
+    json_decref(g);
+    kiln_tokenizer_destroy(t);
+}
+
 KT_MAIN(KT_CASE(llama3_json_golden), KT_CASE(llama3_json_golden_plain), KT_CASE(llama3_tiktoken_golden),
         KT_CASE(llama3_tiktoken_golden_plain), KT_CASE(llama2_sentencepiece_golden), KT_CASE(llama3_formats_agree),
         KT_CASE(llama3_special_tokens), KT_CASE(invalid_utf8_is_replaced), KT_CASE(llama2_specials_and_bos),
         KT_CASE(long_inputs), KT_CASE(byte_level_minimal), KT_CASE(nfc_normalizer), KT_CASE(sentencepiece_style_json),
-        KT_CASE(bad_files), KT_CASE(truncated_fixture_files))
+        KT_CASE(bad_files), KT_CASE(truncated_fixture_files), KT_CASE(concurrent_encoding))
