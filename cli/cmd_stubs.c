@@ -15,4 +15,3 @@
     }
 
 KILN_STUB(kiln_cmd_serve, "serve")
-KILN_STUB(kiln_cmd_kernels, "kernels")

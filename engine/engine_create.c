@@ -7,6 +7,7 @@
  * Thread-safety: create/destroy are not concurrent with anything else.
  */
 #include "engine_internal.h"
+#include "kiln_rt.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,8 +88,14 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
     const char *dev = p->device;
     KILN_CHECK(!strcmp(dev, "auto") || !strcmp(dev, "cpu") || !strcmp(dev, "cuda"), KILN_ERR_INVALID_ARGUMENT,
                "unknown device \"%s\" (auto, cpu, cuda)", dev);
-    if (!strcmp(dev, "auto")) dev = "cpu";
-    KILN_CHECK(strcmp(dev, "cuda"), KILN_ERR_UNAVAILABLE, "the CUDA backend is not available in this build yet");
+    if (!strcmp(dev, "auto")) {
+        int n = 0;
+        dev = "cpu";
+        if (kiln_rt_built_with_cuda() && kiln_rt_init() == KILN_OK && kiln_rt_device_count(&n) == KILN_OK && n > 0)
+            dev = "cuda";
+        kiln_clear_error();
+    }
+    bool gpu = !strcmp(dev, "cuda");
     kiln_dtype kvd = KILN_DTYPE_INVALID;
     KILN_TRY(parse_kv_dtype(p->kv_cache_dtype, &kvd));
 
@@ -176,7 +183,11 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
         .device_id = p->device_id,
         .enforce_eager = p->enforce_eager,
         .seed = p->seed ? p->seed : 1234,
+        .dtype = kiln_dtype_from_name(p->dtype),
     };
+    KILN_CHECK(!p->dtype || !strcmp(p->dtype, "auto") || xc.dtype == KILN_DTYPE_BF16 || xc.dtype == KILN_DTYPE_F16 ||
+                   xc.dtype == KILN_DTYPE_F32,
+               KILN_ERR_INVALID_ARGUMENT, "unknown dtype \"%s\" (auto, bf16, fp16, fp32)", p->dtype);
     if (e->draft_mf.program && xc.num_kv_blocks <= 0) {
         /* one block manager for both caches: split the budget per block */
         kiln_dtype d = kvd == KILN_DTYPE_INVALID ? KILN_DTYPE_F32 : kvd;
@@ -185,8 +196,13 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
         size_t budget = p->kv_cache_bytes ? p->kv_cache_bytes : (size_t)256 << 20;
         xc.num_kv_blocks = (int)KILN_MAX((size_t)1, budget / per);
     }
-    KILN_TRY(kiln_exec_cpu_create(&e->mf, &xc, &e->exec));
+    if (gpu)
+        KILN_TRY(kiln_exec_gpu_create(&e->mf, &xc, &e->exec));
+    else
+        KILN_TRY(kiln_exec_cpu_create(&e->mf, &xc, &e->exec));
     if (e->draft_mf.program) {
+        KILN_CHECK(!gpu, KILN_ERR_UNSUPPORTED, "speculative decoding with a draft model is not wired into the GPU "
+                                              "executor yet (use --speculative-method ngram)");
         kiln_exec_config dc = xc;
         dc.max_out = e->max_num_seqs;
         dc.num_kv_blocks = e->exec->num_kv_blocks;

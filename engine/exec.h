@@ -96,6 +96,9 @@ struct kiln_exec {
 };
 
 kiln_status kiln_exec_cpu_create(const kiln_model_files *mf, const kiln_exec_config *cfg, kiln_exec **out);
+/* The CUDA executor (engine/cuda/exec_gpu.c; KILN_ERR_UNAVAILABLE in builds
+ * without the CUDA backend). */
+kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_config *cfg, kiln_exec **out);
 static inline void kiln_exec_destroy(kiln_exec *x) {
     if (x) x->vt->destroy(x);
 }
