@@ -66,7 +66,7 @@ static void encode_bench(const char *label, kiln_tokenizer *t, const char *text,
 int main(int argc, char **argv) {
     fix = argc > 1 ? argv[1] : KILN_SOURCE_DIR "/../shared/fixtures";
     double ms;
-    printf("## loading (median of 5)\n\n| file | ms |\n|---|---|\n");
+    printf("### loading (median of 5)\n\n| file | ms |\n|---|---|\n");
     kiln_tokenizer *l3 = load("tokenizers/llama3/tokenizer.json", &ms);
     printf("| llama3/tokenizer.json (7.2 MB) | %.1f |\n", ms);
     kiln_tokenizer *l3t = load("tokenizers/llama3/tokenizer.model", &ms);
@@ -91,7 +91,7 @@ int main(int argc, char **argv) {
         kiln_buf_append(&one, "\n", 1);
     }
     while (corpus.len < 10u << 20) kiln_buf_append(&corpus, one.data, one.len);
-    printf("\n## encoding (one thread, best of 3)\n\n| input | size | time | speed | output |\n|---|---|---|---|---|\n");
+    printf("\n### encoding (one thread, best of 3)\n\n| input | size | time | speed | output |\n|---|---|---|---|---|\n");
     encode_bench("llama3 tokenizer.json, golden corpus x N, one call", l3, corpus.data, corpus.len, 3);
     encode_bench("llama3 tiktoken, golden corpus x N, one call", l3t, corpus.data, corpus.len, 3);
     encode_bench("llama2 SentencePiece, golden corpus x N, one call", l2, corpus.data, corpus.len, 3);
@@ -149,7 +149,7 @@ int main(int argc, char **argv) {
         kiln_detokenize(l3, ids, n, false, &text, &tl);
         double dt = kiln_now_sec() - t0;
         kiln_free(text);
-        printf("\n## decoding\n\n| what | tokens | time | per token |\n|---|---|---|---|\n");
+        printf("\n### decoding\n\n| what | tokens | time | per token |\n|---|---|---|---|\n");
         printf("| decode at once (llama3) | %zu | %.1f ms | %.1f ns |\n", n, dt * 1e3, dt * 1e9 / n);
         const char *stops[] = {"<|never|>", "\nUser:"};
         kiln_detok *d;
@@ -182,7 +182,7 @@ int main(int argc, char **argv) {
                 kiln_free(o);
             }
             double dt = kiln_now_sec() - t0;
-            printf("\n## chat templates\n\n| template | per render |\n|---|---|\n| qwen2.5-instruct, 4 messages | %.1f us |\n",
+            printf("\n### chat templates\n\n| template | per render |\n|---|---|\n| qwen2.5-instruct, 4 messages | %.1f us |\n",
                    dt * 1e6 / reps);
             kiln_chat_template_destroy(ct);
         }
