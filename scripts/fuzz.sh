@@ -27,7 +27,7 @@ objs=()
 for f in "$root"/runtime/base/error.c "$build/obj/log_clang.c" "$root"/runtime/base/util.c \
          "$root"/engine/tokenizer/*.c "$root"/engine/chat/*.c; do
     o="$build/obj/$(basename "$f" .c).o"
-    if [ ! -e "$o" ] || [ "$f" -nt "$o" ]; then clang "${cflags[@]}" -c "$f" -o "$o"; fi
+    clang "${cflags[@]}" -c "$f" -o "$o" # always: headers change struct layouts
     objs+=("$o")
 done
 deps="$(pkg-config --libs jansson libpcre2-8)"
