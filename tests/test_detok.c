@@ -267,5 +267,57 @@ KT_TEST(prefix_context) {
     kiln_tokenizer_destroy(t);
 }
 
+/* Stop strings over a two-letter alphabet (overlaps, repeats, borders),
+ * one character per token: the output ends where the first stop string
+ * completes (the longest one when several end at the same character). */
+KT_TEST(stop_strings_random) {
+    if (!have_fixtures()) KT_SKIP("fixtures not found at %s", TOKDIR);
+    kiln_tokenizer *t = NULL;
+    KT_OK(kiln_tokenizer_load(TOKDIR "/llama3/tokenizer.json", &t));
+    int32_t ida = kiln_tokenizer_token_id(t, "a"), idb = kiln_tokenizer_token_id(t, "b");
+    KT_REQUIRE(ida >= 0 && idb >= 0);
+    uint64_t rng = 5;
+#define RND() (rng = rng * 6364136223846793005ull + 1442695040888963407ull, (uint32_t)(rng >> 33))
+    for (int iter = 0; iter < 2000; iter++) {
+        char text[40], stops_buf[3][8];
+        const char *stops[3];
+        int n = 1 + (int)(RND() % 39), ns = 1 + (int)(RND() % 3);
+        int32_t ids[40];
+        for (int i = 0; i < n; i++) {
+            text[i] = (RND() & 1) ? 'a' : 'b';
+            ids[i] = text[i] == 'a' ? ida : idb;
+        }
+        text[n] = 0;
+        for (int k = 0; k < ns; k++) {
+            int l = 1 + (int)(RND() % 6);
+            for (int i = 0; i < l; i++) stops_buf[k][i] = (RND() % 3) ? 'a' : 'b';
+            stops_buf[k][l] = 0;
+            stops[k] = stops_buf[k];
+        }
+        /* expected: after the first character that completes a stop string */
+        size_t want = (size_t)n;
+        bool want_stop = false;
+        for (int i = 0; i < n && !want_stop; i++) {
+            char pre[41];
+            memcpy(pre, text, (size_t)i + 1);
+            pre[i + 1] = 0;
+            for (int k = 0; k < ns; k++) {
+                const char *f = strstr(pre, stops[k]);
+                if (f && (size_t)(f - pre) < want) want = (size_t)(f - pre);
+                if (f) want_stop = true;
+            }
+        }
+        bool stopped;
+        size_t at;
+        char *got = stream(t, NULL, 0, ids, (size_t)n, true, stops, ns, &stopped, &at);
+        KT_CHECKF(got && stopped == want_stop && got_len == want && !memcmp(got, text, want),
+                  "text %s stops %s %s %s: got \"%s\"", text, stops[0], ns > 1 ? stops[1] : "", ns > 2 ? stops[2] : "",
+                  S(got));
+        free(got);
+    }
+#undef RND
+    kiln_tokenizer_destroy(t);
+}
+
 KT_MAIN(KT_CASE(stream_llama3_golden), KT_CASE(stream_llama3_tiktoken_golden), KT_CASE(stream_llama2_golden),
-        KT_CASE(stream_random_ids), KT_CASE(stop_strings), KT_CASE(prefix_context))
+        KT_CASE(stream_random_ids), KT_CASE(stop_strings), KT_CASE(stop_strings_random), KT_CASE(prefix_context))

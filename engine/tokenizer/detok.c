@@ -28,14 +28,19 @@ struct kiln_detok {
     kiln_buf held;    /* text that may begin a stop string              */
     char **stops;
     size_t *stop_len;
+    uint32_t **stop_pi; /* KMP prefix function of each stop string */
     int n_stops;
 };
 
 void kiln_detok_destroy(kiln_detok *d) {
     if (!d) return;
-    for (int i = 0; i < d->n_stops; i++) free(d->stops[i]);
+    for (int i = 0; i < d->n_stops; i++) {
+        free(d->stops[i]);
+        if (d->stop_pi) free(d->stop_pi[i]);
+    }
     free(d->stops);
     free(d->stop_len);
+    free(d->stop_pi);
     kiln_buf_free(&d->run);
     kiln_buf_free(&d->pending);
     kiln_buf_free(&d->scratch);
@@ -102,8 +107,10 @@ kiln_status kiln_detok_create(const kiln_tokenizer *tok, const int32_t *prefix_i
     if (n_stops > 0) {
         d->stops = calloc((size_t)n_stops, sizeof *d->stops);
         d->stop_len = calloc((size_t)n_stops, sizeof *d->stop_len);
+        d->stop_pi = calloc((size_t)n_stops, sizeof *d->stop_pi);
         KILN_CHECK_ALLOC(d->stops);
         KILN_CHECK_ALLOC(d->stop_len);
+        KILN_CHECK_ALLOC(d->stop_pi);
         for (int i = 0; i < n_stops; i++) {
             KILN_CHECK(stops[i], KILN_ERR_INVALID_ARGUMENT, "stop string %d is NULL", i);
             size_t l = strlen(stops[i]);
@@ -115,8 +122,20 @@ kiln_status kiln_detok_create(const kiln_tokenizer *tok, const int32_t *prefix_i
                 kiln_buf_free(&b);
                 goto fail;
             }
+            uint32_t *pi = malloc(b.len * sizeof *pi);
+            if (!pi) {
+                kiln_buf_free(&b);
+                KILN_CHECK_ALLOC(pi);
+            }
+            pi[0] = 0; /* prefix function: longest proper border of s[0..i] */
+            for (size_t q = 1, k = 0; q < b.len; q++) {
+                while (k > 0 && b.data[q] != b.data[k]) k = pi[k - 1];
+                if (b.data[q] == b.data[k]) k++;
+                pi[q] = (uint32_t)k;
+            }
             d->stops[d->n_stops] = b.data;
             d->stop_len[d->n_stops] = b.len;
+            d->stop_pi[d->n_stops] = pi;
             d->n_stops++;
         }
     }
@@ -157,18 +176,22 @@ fail:
     return st;
 }
 
-/* Longest suffix of held that is a proper prefix of some stop string. */
+/* Longest suffix of held that is a proper prefix of some stop string:
+ * KMP over the last |stop| - 1 bytes, O(|stop|) per stop string. */
 static size_t stop_hold(const kiln_detok *d) {
     size_t best = 0;
     const char *h = d->held.data;
     size_t n = d->held.len;
     for (int i = 0; i < d->n_stops; i++) {
-        size_t k = KILN_MIN(d->stop_len[i] - 1, n);
-        for (; k > best; k--)
-            if (!memcmp(h + n - k, d->stops[i], k)) {
-                best = k;
-                break;
-            }
+        const char *st = d->stops[i];
+        const uint32_t *pi = d->stop_pi[i];
+        size_t L = d->stop_len[i], q = 0;
+        for (size_t p = n > L - 1 ? n - (L - 1) : 0; p < n; p++) {
+            while (q > 0 && (q == L || st[q] != h[p])) q = pi[q - 1];
+            if (st[q] == h[p]) q++;
+        }
+        if (q == L) q = pi[L - 1]; /* a full match is handled by stop_find */
+        if (q > best) best = q;
     }
     return best;
 }
