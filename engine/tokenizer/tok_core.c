@@ -557,7 +557,6 @@ typedef struct enc {
     size_t cap_syms;
     hent *heap;
     size_t n_heap, cap_heap;
-    kiln_vec tmp_ids;
 } enc;
 
 static inline kiln_status push_id(enc *e, int32_t id) {
@@ -994,7 +993,6 @@ static void enc_fini(enc *e) {
     for (int i = 0; i < KILN_TOK_MAX_STAGES; i++) kiln_buf_free(&e->stage_buf[i]);
     free(e->syms);
     free(e->heap);
-    kiln_vec_free(&e->tmp_ids);
 }
 
 kiln_status kiln_tok_encode(const kiln_tokenizer *t, const char *text, size_t len, bool add_special,
@@ -1006,7 +1004,6 @@ kiln_status kiln_tok_encode(const kiln_tokenizer *t, const char *text, size_t le
     e.t = t;
     e.ids = ids;
     e.cache_slot = -1;
-    e.tmp_ids = (kiln_vec)KILN_VEC_INIT(int32_t);
     size_t start_len = ids->len;
     if (!text && len) return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "kiln_tokenize: text is NULL");
     if (len && !kiln_utf8_valid(text, len)) {
