@@ -272,7 +272,35 @@ KT_TEST(test_gpu_ngram_speculation) {
     kiln_engine_destroy(e);
 }
 
-KT_MAIN(KT_CASE(test_gpu_llama3_gqa), KT_CASE(test_gpu_llama2_mha), KT_CASE(test_gpu_llama_linear),
+/* a policy's own RMSNorm kernel (policies/examples/llama_custom_rmsnorm.lua)
+ * replaces kiln's on the GPU: same greedy tokens, logits within bf16 noise */
+KT_TEST(test_gpu_policy_kernel) {
+    static gcase g[8];
+    int n = load_golden("llama3-gqa", g, 8);
+    KT_REQUIRE(n > 0);
+    kiln_engine_params p;
+    kiln_engine_default_params(&p);
+    p.model = KT_DATA "/models/llama3-gqa";
+    p.device = "cuda";
+    p.tokenizer = "none";
+    p.num_kv_blocks = 1024;
+    p.max_num_seqs = 16;
+    p.policy_file = KT_SOURCE_DIR "/policies/examples/llama_custom_rmsnorm.lua";
+    kiln_engine *e = NULL;
+    KT_OK(kiln_engine_create(&p, &e));
+    float l[512];
+    first_logits(e, &g[3], l);
+    double d2 = 0, r2 = 0;
+    for (int k = 0; k < 512; k++) {
+        double d = (double)l[k] - g[3].logits[k];
+        d2 += isnan(l[k]) ? INFINITY : d * d;
+        r2 += (double)g[3].logits[k] * g[3].logits[k];
+    }
+    KT_CHECKF(sqrt(d2 / r2) < 2e-2, "custom rmsnorm: logits relative error %.3g", sqrt(d2 / r2));
+    kiln_engine_destroy(e);
+}
+
+KT_MAIN(KT_CASE(test_gpu_policy_kernel), KT_CASE(test_gpu_llama3_gqa), KT_CASE(test_gpu_llama2_mha), KT_CASE(test_gpu_llama_linear),
         KT_CASE(test_gpu_llama_dynamic), KT_CASE(test_gpu_llama_tied), KT_CASE(test_gpu_qwen2_bias),
         KT_CASE(test_gpu_mistral_swa), KT_CASE(test_gpu_phi3), KT_CASE(test_gpu_llama3_hd128),
         KT_CASE(test_gpu_batching_graphs), KT_CASE(test_gpu_ngram_speculation))

@@ -594,7 +594,15 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
         const kiln_op *o = &p->ops[i];
         KILN_CHECK(o->kind != KILN_OP_SCALE && o->kind != KILN_OP_CROSS_ATTENTION,
                    KILN_ERR_UNSUPPORTED, "%s: op '%s' has no GPU variant yet", o->where, kiln_op_kind_name(o->kind));
-        KILN_CHECK(o->custom < 0, KILN_ERR_UNSUPPORTED, "%s: custom kernels are not wired in yet", o->where);
+    }
+    /* policy kernels replace the registry kernel of the op kind they name,
+     * for every op of that kind (so all of them must ask for it) */
+    for (int i = 0; i < p->n_ops; i++) {
+        const kiln_op *o = &p->ops[i];
+        for (int j = 0; j < p->n_ops; j++)
+            KILN_CHECK(p->ops[j].kind != o->kind || p->ops[j].custom == o->custom, KILN_ERR_UNSUPPORTED,
+                       "%s: on the GPU a policy kernel replaces every '%s' op; %s runs another variant",
+                       o->where, kiln_op_kind_name(o->kind), p->ops[j].where);
     }
     KILN_TRY(kiln_rt_init());
     KILN_TRY(kiln_rt_device_open(cfg->device_id, &x->dev));
@@ -625,6 +633,17 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     for (int i = 0; i < p->n_ops; i++) {
         if (p->ops[i].kind == KILN_OP_ATTENTION) jm.n_heads = p->ops[i].n_heads;
         if (p->ops[i].kind == KILN_OP_GELU_MUL) jm.gelu = true;
+    }
+    for (int i = 0; i < p->n_kernels; i++) {
+        const kiln_custom_kernel *ck = &p->kernels[i];
+        const char *reg = kiln_op_kind_name(ck->replaces); /* registry names follow the op kinds */
+        KILN_CHECK(kiln_jit_find(reg), KILN_ERR_UNSUPPORTED, "%s: op '%s' has no GPU kernel a policy can replace",
+                   ck->where, reg);
+        st = kiln_rt_kernels_add_source(kiln_gpu_kernels(x->g), reg, ck->source, ck->entry, NULL);
+        if (st) {
+            kiln_error_context("policy kernel '%s' (%s)", ck->name, ck->where);
+            goto fail;
+        }
     }
     double tj = kiln_now_sec();
     KILN_TRY(kiln_gpu_prepare(x->g, &jm));
