@@ -20,6 +20,7 @@
 
 #include "comm.h"
 #include "ops_gpu.h"
+#include "profile.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -73,8 +74,12 @@ typedef struct exec_gpu {
     int bucket[MAX_BUCKETS];
     kiln_rt_graph *graph[MAX_BUCKETS];
     double capture_s;
+    bool capturing;
     /* tensor parallelism */
     kiln_rt_comm *nccl;
+    /* profiling mode: an event before every op and after the last */
+    kiln_profile prof;
+    kiln_rt_event **ev;
     kiln_devptr gather_tmp; /* [tp, max_out, vocab_local] f32 */
 } exec_gpu;
 
@@ -180,6 +185,7 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
     size_t es = kiln_dtype_size(x->act);
     for (int i = 0; i < p->n_ops; i++) {
         const kiln_op *o = &p->ops[i];
+        if (x->prof.on && !x->capturing) KILN_TRY(kiln_rt_event_record(x->ev[i], s));
         kiln_devptr Dp = o->dst >= 0 ? x->slot[o->dst] : 0;
         kiln_devptr Sp = o->src >= 0 ? x->slot[o->src] : 0;
         kiln_devptr S2 = o->src2 >= 0 ? x->slot[o->src2] : 0;
@@ -274,6 +280,17 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
         default:
             KILN_CHECK(false, KILN_ERR_UNSUPPORTED, "op '%s' has no GPU variant yet", kiln_op_kind_name(o->kind));
         }
+    }
+    if (x->prof.on && !x->capturing) {
+        KILN_TRY(kiln_rt_event_record(x->ev[p->n_ops], s));
+        KILN_TRY(kiln_rt_event_sync(x->ev[p->n_ops]));
+        for (int i = 0; i < p->n_ops; i++) {
+            float ms = 0;
+            KILN_TRY(kiln_rt_event_elapsed_ms(x->ev[i], x->ev[i + 1], &ms));
+            x->prof.ms[p->ops[i].kind] += ms;
+            x->prof.calls[p->ops[i].kind]++;
+        }
+        x->prof.steps++;
     }
 fail:
     return st;
@@ -384,7 +401,12 @@ static void gpu_kv_layer(kiln_exec *base, int layer, const void **k, const void 
 static void gpu_destroy(kiln_exec *base) {
     exec_gpu *x = (exec_gpu *)base;
     if (!x) return;
+    kiln_profile_report(&x->prof, "cuda");
     if (x->dev) kiln_rt_device_make_current(x->dev);
+    if (x->ev)
+        for (int i = 0; i <= x->p->n_ops; i++)
+            if (x->ev[i]) kiln_rt_event_destroy(x->ev[i]);
+    free(x->ev);
     for (int i = 0; i < x->n_buckets; i++) kiln_rt_graph_destroy(x->graph[i]);
     if (x->nccl) kiln_rt_comm_destroy(x->nccl);
     kiln_gpu_destroy(x->g);
@@ -605,7 +627,9 @@ static kiln_status capture_graphs(exec_gpu *x) {
         KILN_TRY(run_ops(x, B, B, B, 1, x->max_ctx)); /* warm-up: algorithm choice outside capture */
         KILN_TRY(kiln_rt_stream_sync(x->st));
         KILN_TRY(kiln_rt_graph_begin(x->st));
+        x->capturing = true;
         st = run_ops(x, B, B, B, 1, x->max_ctx);
+        x->capturing = false;
         kiln_rt_graph *gr = NULL;
         kiln_status st2 = kiln_rt_graph_end(x->st, &gr);
         KILN_TRY(st);
@@ -787,7 +811,14 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     x->base.kv_bytes_per_block = per_block;
     x->base.kv_dtype = kvd;
     x->base.act_dtype = x->act;
-    if (!cfg->enforce_eager) KILN_TRY(capture_graphs(x));
+    x->prof.on = kiln_profile_enabled();
+    if (x->prof.on) { /* time every op: eager steps, an event per op */
+        x->ev = calloc((size_t)p->n_ops + 1, sizeof *x->ev);
+        KILN_CHECK_ALLOC(x->ev);
+        for (int i = 0; i <= p->n_ops; i++) KILN_TRY(kiln_rt_event_create(x->dev, true, &x->ev[i]));
+        KILN_INFO("profiling mode: per-op timing, CUDA graphs off");
+    }
+    if (!cfg->enforce_eager && !x->prof.on) KILN_TRY(capture_graphs(x));
     *out = &x->base;
     return KILN_OK;
 fail:
