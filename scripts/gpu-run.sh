@@ -11,12 +11,12 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 main="${1:-/work/main}"
 build="$root/build-gpu"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_WERROR=ON >/dev/null
-ninja -C "$build" test_gpu_ops test_gpu_engine test_jit bench_kernels kiln | grep -E "error|FAILED" -A5 || true
-ninja -C "$build" test_gpu_ops test_gpu_engine test_jit bench_kernels kiln >/dev/null
+ninja -C "$build" test_gpu_ops test_gpu_engine test_gpu_tp test_jit bench_kernels kiln | grep -E "error|FAILED" -A5 || true
+ninja -C "$build" test_gpu_ops test_gpu_engine test_gpu_tp test_jit bench_kernels kiln >/dev/null
 out="$main/.carry/gpu"
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-for b in "$build/tests/test_gpu_ops" "$build/tests/test_gpu_engine" "$build/tests/test_jit" "$build/bench/bench_kernels" "$build/kiln"; do
+for b in "$build/tests/test_gpu_ops" "$build/tests/test_gpu_engine" "$build/tests/test_gpu_tp" "$build/tests/test_jit" "$build/bench/bench_kernels" "$build/kiln"; do
   cp "$b" "$out/bin/"
   ldd "$b" | awk '/=> \//{print $3}' | while read -r lib; do
     case "$(basename "$lib")" in
@@ -61,6 +61,17 @@ fi
 if [ "$what" = engine ] || [ "$what" = all ]; then
   peers="$repo/../shared/peers"; [ -f "$peers/torch_cudagraph_llama.py" ] || peers="$here/peers"
   bash "$here/bench/engine_bench.sh" "$here/bin/kiln" "$peers"
+fi
+if [ "$what" = tp ]; then   # on nvidia-h200-x2
+  t0=$(date +%s)
+  "$here/bin/test_gpu_tp" > "$out/test_gpu_tp.log" 2>&1; r=$?
+  [ $r -ne 0 ] && rc=$r
+  echo "test_gpu_tp rc=$r ($(( $(date +%s) - t0 )) s)"
+  grep -E "FAIL|passed|identical" "$out/test_gpu_tp.log" | head -30
+  for tp in 1 2; do for cfg in "-b 1 -s 128 -o 512" "-b 32 -s 128 -o 256"; do
+    "$here/bin/kiln" bench --model llama3-8b --load-format dummy --tp $tp $cfg --iters 2 --json 2>>"$out/tp_bench.err" \
+      | tail -1 | tee -a "$out/tp_bench.jsonl"
+  done; done
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   "$here/bin/bench_kernels" $filter 2>&1 | tee "$out/bench.log"

@@ -272,7 +272,84 @@ KT_TEST(test_gpu_ngram_speculation) {
     kiln_engine_destroy(e);
 }
 
-KT_MAIN(KT_CASE(test_gpu_llama3_gqa), KT_CASE(test_gpu_llama2_mha), KT_CASE(test_gpu_llama_linear),
+/* a policy's own RMSNorm kernel (policies/examples/llama_custom_rmsnorm.lua)
+ * replaces kiln's on the GPU: same greedy tokens, logits within bf16 noise */
+KT_TEST(test_gpu_policy_kernel) {
+    static gcase g[8];
+    int n = load_golden("llama3-gqa", g, 8);
+    KT_REQUIRE(n > 0);
+    kiln_engine_params p;
+    kiln_engine_default_params(&p);
+    p.model = KT_DATA "/models/llama3-gqa";
+    p.device = "cuda";
+    p.tokenizer = "none";
+    p.num_kv_blocks = 1024;
+    p.max_num_seqs = 16;
+    p.policy_file = KT_SOURCE_DIR "/policies/examples/llama_custom_rmsnorm.lua";
+    kiln_engine *e = NULL;
+    KT_OK(kiln_engine_create(&p, &e));
+    float l[512];
+    first_logits(e, &g[3], l);
+    double d2 = 0, r2 = 0;
+    for (int k = 0; k < 512; k++) {
+        double d = (double)l[k] - g[3].logits[k];
+        d2 += isnan(l[k]) ? INFINITY : d * d;
+        r2 += (double)g[3].logits[k] * g[3].logits[k];
+    }
+    KT_CHECKF(sqrt(d2 / r2) < 2e-2, "custom rmsnorm: logits relative error %.3g", sqrt(d2 / r2));
+    kiln_engine_destroy(e);
+}
+
+/* draft-model and GliDe speculation on the GPU: greedy tokens follow the
+ * reference like plain decoding; the target as its own drafter is always
+ * accepted (k + 1 tokens per verification) */
+KT_TEST(test_gpu_draft_and_glide) {
+    static gcase g[8];
+    int n = load_golden("llama3-gqa", g, 8);
+    KT_REQUIRE(n > 0);
+    const char *methods[3] = {"draft", "draft", "glide"};
+    const char *drafters[3] = {KT_DATA "/models/llama3-gqa", KT_DATA "/models/llama-tied", KT_DATA "/models/glide-tiny"};
+    for (int m = 0; m < 3; m++) {
+        kiln_engine_params p;
+        kiln_engine_default_params(&p);
+        p.model = KT_DATA "/models/llama3-gqa";
+        p.device = "cuda";
+        p.tokenizer = "none";
+        p.max_num_seqs = 16;
+        p.num_kv_blocks = 1024;
+        p.speculative_method = methods[m];
+        p.speculative_model = drafters[m];
+        p.num_speculative_tokens = 4;
+        kiln_engine *e = NULL;
+        KT_OK(kiln_engine_create(&p, &e));
+        kiln_request r[8];
+        kiln_result res[8];
+        for (int i = 0; i < n; i++) {
+            kiln_request_default(&r[i]);
+            r[i].prompt_ids = g[i].prompt;
+            r[i].n_prompt_ids = g[i].n_prompt;
+            r[i].sampling.temperature = 0;
+            r[i].sampling.max_tokens = N_GREEDY;
+            r[i].sampling.ignore_eos = true;
+        }
+        KT_OK(kiln_engine_generate(e, r, n, res));
+        for (int i = 0; i < n; i++) {
+            compare_greedy(&g[i], res[i].ids, res[i].n_ids, methods[m], i);
+            kiln_result_free(&res[i]);
+        }
+        kiln_stats s;
+        kiln_engine_get_stats(e, &s);
+        KT_CHECK(s.num_free_kv_blocks == s.num_kv_blocks && s.spec_draft_tokens_total > 0);
+        if (m == 0) /* bf16 ties aside, the target agrees with itself */
+            KT_CHECKF(s.spec_accepted_tokens_total * 10 >= s.spec_draft_tokens_total * 9, "self-draft accepted %llu of %llu",
+                      (unsigned long long)s.spec_accepted_tokens_total, (unsigned long long)s.spec_draft_tokens_total);
+        fprintf(stderr, "  %s with %s: accepted %llu of %llu drafts\n", methods[m], drafters[m],
+                (unsigned long long)s.spec_accepted_tokens_total, (unsigned long long)s.spec_draft_tokens_total);
+        kiln_engine_destroy(e);
+    }
+}
+
+KT_MAIN(KT_CASE(test_gpu_draft_and_glide), KT_CASE(test_gpu_policy_kernel), KT_CASE(test_gpu_llama3_gqa), KT_CASE(test_gpu_llama2_mha), KT_CASE(test_gpu_llama_linear),
         KT_CASE(test_gpu_llama_dynamic), KT_CASE(test_gpu_llama_tied), KT_CASE(test_gpu_qwen2_bias),
         KT_CASE(test_gpu_mistral_swa), KT_CASE(test_gpu_phi3), KT_CASE(test_gpu_llama3_hd128),
         KT_CASE(test_gpu_batching_graphs), KT_CASE(test_gpu_ngram_speculation))
