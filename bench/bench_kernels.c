@@ -142,7 +142,7 @@ static void ceilings(void) {
     copy_bw = 2.0 * (double)c.n / t;
     kiln_rt_free(dev, c.a);
     kiln_rt_free(dev, c.b);
-    gemm_ctx g = {{0}, {0}, 0, 8192, 8192, 8192, KILN_DTYPE_BF16};
+    gemm_ctx g = {{0}, {0}, 0, 8192, 8192, 8192, KILN_DTYPE_BF16, NULL};
     g.x[0] = drand((size_t)8192 * 8192, KILN_DTYPE_BF16, 1);
     g.w[0] = drand((size_t)8192 * 8192, KILN_DTYPE_BF16, 1);
     CK(kiln_rt_malloc(dev, (size_t)8192 * 8192 * 2, &g.out));
