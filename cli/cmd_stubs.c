@@ -15,6 +15,3 @@
     }
 
 KILN_STUB(kiln_cmd_serve, "serve")
-KILN_STUB(kiln_cmd_tokenize, "tokenize")
-KILN_STUB(kiln_cmd_detokenize, "detokenize")
-KILN_STUB(kiln_cmd_chat_render, "chat-render")

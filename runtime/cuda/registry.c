@@ -59,6 +59,8 @@ static const kiln_jit_kernel_def registry[] = {
     {"sample_penalties", "kernel_src/sample.cu", "kiln_sample_penalties", "ptr,i32,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr",
      {{NULL, NULL}}, ""},
     {"sample", "kernel_src/sample.cu", "kiln_sample", "ptr,ptr,ptr,i32,ptr,ptr", {{NULL, NULL}}, ""},
+    {"gemv", "kernel_src/gemv.cu", "kiln_gemv", "ptr,i64,ptr,ptr,ptr,i32,i32,i32", {{"ACT", ACT2}, {"OUT", ACT3}},
+     "ACT=bf16 OUT=bf16;ACT=bf16 OUT=fp32;ACT=fp16 OUT=fp16"},
 };
 
 const kiln_jit_kernel_def *kiln_jit_registry(int *n) {
@@ -198,6 +200,8 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
                KILN_ERR_UNSUPPORTED, "an FP8 KV cache needs head_dim and block_size multiples of 16 (got %d, %d)",
                m->head_dim, bs);
     KILN_TRY(add_spec(l, "embed", "ACT=%s W=%s", a, a));
+    KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s", a, a));
+    KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=fp32", a));
     KILN_TRY(add_spec(l, "rmsnorm", "ACT=%s W=%s", a, a));
     KILN_TRY(add_spec(l, "add_rmsnorm", "ACT=%s W=%s", a, a));
     KILN_TRY(add_spec(l, m->gelu ? "gelu_mul" : "silu_mul", "ACT=%s", a));
