@@ -23,3 +23,15 @@ WEAK kiln_status kiln_chat_template_load(const char *p, kiln_chat_template **out
     return KILN_FAIL(KILN_ERR_NOT_FOUND, "no chat template support yet");
 }
 WEAK void kiln_chat_template_destroy(kiln_chat_template *t) { (void)t; }
+WEAK kiln_status kiln_detokenize(const kiln_tokenizer *tok, const int32_t *ids, size_t n_ids, bool skip_special,
+                                 char **text, size_t *len) {
+    (void)tok, (void)ids, (void)n_ids, (void)skip_special, (void)text, (void)len;
+    return KILN_FAIL(KILN_ERR_UNSUPPORTED, "tokenizers are not available in this build yet");
+}
+WEAK int32_t kiln_tokenizer_vocab_size(const kiln_tokenizer *tok) { (void)tok; return 0; }
+WEAK const char *kiln_tokenizer_token_text(const kiln_tokenizer *tok, int32_t id) { (void)tok, (void)id; return NULL; }
+WEAK kiln_status kiln_chat_render(const kiln_chat_template *t, const char *messages_json, bool add_generation_prompt,
+                                  const char *extra_json, char **out) {
+    (void)t, (void)messages_json, (void)add_generation_prompt, (void)extra_json, (void)out;
+    return KILN_FAIL(KILN_ERR_UNSUPPORTED, "chat templates are not available in this build yet");
+}
