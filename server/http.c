@@ -261,6 +261,8 @@ typedef struct conn_ctx {
     const route *rt;
     api_buf body;
     bool responded;
+    bool too_big;
+    size_t discarded;
     srv_call *call;
     double t0;
     char method[16];
@@ -373,18 +375,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     if (*upload_data_size) {
-        if (x->body.len + *upload_data_size > s->cfg.max_body_bytes) {
-            char msg[160];
-            snprintf(msg, sizeof msg, "The request body is larger than the limit of %zu bytes", s->cfg.max_body_bytes);
-            *upload_data_size = 0;
-            x->responded = true;
-            api_buf_free(&x->body);
-            return fail(conn, 413, NULL, "request_too_large", msg);
-        }
-        api_buf_put(&x->body, upload_data, *upload_data_size);
+        size_t n = *upload_data_size;
         *upload_data_size = 0;
+        if (x->too_big || x->body.len + n > s->cfg.max_body_bytes) {
+            /* libmicrohttpd cannot answer before the upload ends (a chunked
+             * body has no Content-Length to check up front): stop buffering,
+             * discard what follows and answer 413 at its end; a body that
+             * goes on past twice the limit gets the connection closed */
+            if (!x->too_big) api_buf_free(&x->body);
+            x->too_big = true;
+            x->discarded += n;
+            return x->discarded > s->cfg.max_body_bytes ? MHD_NO : MHD_YES;
+        }
+        api_buf_put(&x->body, upload_data, n);
         if (x->body.oom) return MHD_NO;
         return MHD_YES;
+    }
+    if (x->too_big) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "The request body is larger than the limit of %zu bytes", s->cfg.max_body_bytes);
+        x->responded = true;
+        return fail(conn, 413, NULL, "request_too_large", msg);
     }
     x->responded = true;
     return dispatch(s, conn, x);
@@ -455,6 +466,7 @@ static struct MHD_Daemon *start_http(srv *s, char *err, size_t errlen) {
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, s,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, /* first, so every message goes through it */
         MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections_per_ip,
@@ -462,7 +474,6 @@ static struct MHD_Daemon *start_http(srv *s, char *err, size_t errlen) {
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout_s,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
         MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
         MHD_OPTION_END);
     freeaddrinfo(ai);
