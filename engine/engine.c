@@ -28,6 +28,7 @@ static double now(void) { return kiln_now_sec(); }
 static void req_free(kiln_engine *e, kiln_req *r) {
     if (!r) return;
     if (r->kv.blocks) kiln_kv_table_fini(&e->kv, &r->kv);
+    if (r->dkv.blocks) kiln_kv_table_fini(&e->kv, &r->dkv);
     free(r->tokens);
     free(r->stop_ids);
     for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
@@ -51,6 +52,7 @@ static void emit(kiln_engine *e, kiln_req *r, int32_t token, float logprob, cons
  * removes it from whichever list holds it. */
 static void finish_req(kiln_engine *e, kiln_req *r, kiln_finish_reason fin, kiln_status err, const char *msg) {
     kiln_kv_release(&e->kv, &r->kv);
+    if (r->dkv.blocks) kiln_kv_release(&e->kv, &r->dkv);
     r->state = KILN_REQ_DONE;
     r->finish = fin;
     const char *tail = NULL;
@@ -207,9 +209,11 @@ kiln_status kiln_engine_add_request(kiln_engine *e, const kiln_request *rq, uint
     r->cb = rq->on_event;
     r->user = rq->user;
     KILN_TRY(kiln_kv_table_init(&e->kv, &r->kv));
+    if (e->draft_exec) KILN_TRY(kiln_kv_table_init(&e->kv, &r->dkv));
+    KILN_CHECK(rq->num_speculative_tokens >= -1, KILN_ERR_INVALID_ARGUMENT, "num_speculative_tokens must be >= -1");
+    r->spec_k = rq->num_speculative_tokens < 0 ? e->spec_k : KILN_MIN(rq->num_speculative_tokens, e->spec_k);
     KILN_TRY(kiln_text_stream_init(&r->text, e->tok, r->tokens, n, rq->sampling.skip_special_tokens,
-                                   (const char *const *)r->stops, r->n_stops,
-                                   rq->sampling.include_stop_str_in_output));
+                                   (const char *const *)r->stops, r->n_stops));
     r->t_arrival = now();
     pthread_mutex_lock(&e->mu);
     if (e->n_incoming + e->n_waiting_shadow + e->n_running_shadow >= e->max_queued) {
@@ -309,13 +313,17 @@ static void intake(kiln_engine *e) {
 static void batch_reset(kiln_engine *e) {
     e->b_ntok = e->b_nseq = e->b_nout = 0;
     e->b_qstart[0] = 0;
+    e->b_outstart[0] = 0;
     e->b_max_q = e->b_max_ctx = 0;
 }
 
-/* Append sequence r feeding tokens [from, to) of r->tokens; logits of the
- * last fed token. Its block table must already hold `to` tokens. */
-static void batch_add(kiln_engine *e, kiln_req *r, int from, int to) {
+/* Append sequence r feeding tokens [from, to) of r->tokens followed by its
+ * n_draft proposals; logits of the last fed token, or of every fed token
+ * when it speculates. Its block table must already hold every fed token. */
+static void batch_add(kiln_engine *e, kiln_req *r, int from, int to, const int32_t *draft, int n_draft) {
     int s = e->b_nseq++;
+    for (int q = 0; q < n_draft; q++) r->tokens[to + q] = draft[q]; /* scratch: r->tokens has room */
+    to += n_draft;
     for (int p = from; p < to; p++) {
         int t = e->b_ntok++;
         e->b_tokens[t] = r->tokens[p];
@@ -326,7 +334,10 @@ static void batch_add(kiln_engine *e, kiln_req *r, int from, int to) {
     e->b_ctx[s] = to;
     memcpy(e->b_tables + (size_t)s * (size_t)e->kv.max_blocks_per_seq, r->kv.blocks,
            sizeof(int32_t) * (size_t)r->kv.n_blocks);
-    e->b_out[e->b_nout++] = e->b_ntok - 1;
+    for (int q = n_draft; q >= 0; q--) e->b_out[e->b_nout++] = e->b_ntok - 1 - q;
+    e->b_outstart[s + 1] = e->b_nout;
+    e->b_ndraft[s] = n_draft;
+    if (n_draft) memcpy(e->b_draft + (size_t)s * (size_t)e->spec_k, draft, sizeof(int32_t) * (size_t)n_draft);
     e->b_reqs[s] = r;
     if (to - from > e->b_max_q) e->b_max_q = to - from;
     if (to > e->b_max_ctx) e->b_max_ctx = to;
@@ -341,6 +352,8 @@ static void preempt_youngest(kiln_engine *e) {
     kiln_req *r = e->running[y];
     running_remove(e, y);
     kiln_kv_release(&e->kv, &r->kv);
+    if (r->dkv.blocks) kiln_kv_release(&e->kv, &r->dkv);
+    r->d_computed = 0;
     r->n_computed = 0;
     r->state = KILN_REQ_WAITING;
     r->in_running = false;
@@ -370,30 +383,68 @@ static bool schedule_prefill(kiln_engine *e) {
         if (fit == KILN_KV_FITS_LATER || !kiln_kv_grow(&e->kv, &r->kv, r->n_tokens)) break;
         waiting_pop_front(e);
         r->state = KILN_REQ_RUNNING;
-        batch_add(e, r, r->n_computed, r->n_tokens);
+        batch_add(e, r, r->n_computed, r->n_tokens, NULL, 0);
         budget -= need;
     }
     return e->b_nseq > 0;
 }
 
-static bool schedule_decode(kiln_engine *e) {
+/* How many tokens r may draft this step: the request's setting, room in
+ * the context and in max_tokens (the step emits up to k + 1 tokens). */
+static int spec_budget(const kiln_engine *e, const kiln_req *r) {
+    int k = r->spec_k;
+    k = KILN_MIN(k, e->max_model_len - r->n_tokens - 1);
+    k = KILN_MIN(k, r->max_new - (r->n_tokens - r->n_prompt) - 1);
+    return KILN_MAX(k, 0);
+}
+
+static kiln_status schedule_decode(kiln_engine *e, bool *have) {
+    kiln_status st = KILN_OK;
     batch_reset(e);
-    /* every running sequence needs room for one more token */
+    bool spec = e->spec_method != KILN_SPEC_NONE && atomic_load(&e->spec_on);
+    int32_t *k = e->b_ndraft; /* per running index, reused below per batch slot */
+    /* every running sequence needs room for one more token, speculating ones
+     * for their drafts too (dropping the drafts before preempting anyone) */
     for (int i = 0; i < e->n_running;) {
         kiln_req *r = e->running[i];
+        int kr = spec ? spec_budget(e, r) : 0;
+        if (kr > 0 && !kiln_kv_grow(&e->kv, &r->kv, r->n_tokens + kr)) kr = 0;
+        if (kr > 0 && e->draft_exec && !kiln_kv_grow(&e->kv, &r->dkv, r->n_tokens + kr - 1)) kr = 0;
+        if (kr == 0) kiln_kv_truncate(&e->kv, &r->kv, r->n_tokens);
         if (kiln_kv_grow(&e->kv, &r->kv, r->n_tokens)) {
+            k[i] = kr;
             i++;
             continue;
         }
         preempt_youngest(e);
-        /* the list changed: restart the scan (sequences before i already grew) */
-        i = 0;
+        i = 0; /* the list changed: rescan */
     }
+    int32_t *drafts = e->b_draft;
+    int K = e->spec_k;
+    if (spec && e->spec_method == KILN_SPEC_NGRAM) {
+        for (int i = 0; i < e->n_running; i++) {
+            kiln_req *r = e->running[i];
+            if (k[i] > 0) k[i] = kiln_spec_ngram_propose(r->tokens, r->n_tokens, k[i], e->ngram_min, e->ngram_max,
+                                                         drafts + (size_t)i * (size_t)K);
+        }
+    } else if (spec && e->spec_method == KILN_SPEC_DRAFT) {
+        KILN_TRY(kiln_spec_draft_propose(e, e->running, k, e->n_running, drafts, K));
+    }
+    /* pack: keep the token budget of the plan */
+    int32_t tmp[64];
+    int tokens = 0;
     for (int i = 0; i < e->n_running; i++) {
         kiln_req *r = e->running[i];
-        batch_add(e, r, r->n_tokens - 1, r->n_tokens);
+        int kr = k[i];
+        if (tokens + 1 + kr > e->max_tokens_plan) kr = 0;
+        kiln_kv_truncate(&e->kv, &r->kv, r->n_tokens + kr);
+        memcpy(tmp, drafts + (size_t)i * (size_t)K, sizeof(int32_t) * (size_t)kr);
+        batch_add(e, r, r->n_tokens - 1, r->n_tokens, tmp, kr);
+        tokens += 1 + kr;
     }
-    return e->b_nseq > 0;
+    *have = e->b_nseq > 0;
+fail:
+    return st;
 }
 
 /* ------------------------------------------------------------ sampling */
@@ -425,58 +476,173 @@ static void ban_tokens(kiln_engine *e, kiln_req *r, float *logits) {
 
 /* Sample, append, stream and apply stop rules for each sequence of the
  * batch. Finished requests leave the running list. */
-static void process_outputs(kiln_engine *e, const float *logits, bool prefill) {
-    double t = now();
+/* Append, stream and check one chosen token for r. Returns true when r
+ * finished. */
+static bool commit_token(kiln_engine *e, kiln_req *r, int32_t tok, float lp, int n_top, bool prefill, double t) {
+    int gen = r->n_tokens - r->n_prompt;
+    r->tokens[r->n_tokens++] = tok;
+    pthread_mutex_lock(&e->mu);
+    if (gen == 0) {
+        r->t_first = t;
+        kiln_metrics_observe_ttft(&e->metrics, t - r->t_arrival);
+    } else if (t > r->t_last) {
+        kiln_metrics_observe_itl(&e->metrics, t - r->t_last);
+    }
+    e->stats.generation_tokens_total++;
+    if (prefill && r->preempted == 0 && gen == 0) e->stats.prompt_tokens_total += (uint64_t)r->n_prompt;
+    pthread_mutex_unlock(&e->mu);
+    r->t_last = t;
+
+    /* stop rules (EOS and stop ids were banned before min_tokens) */
+    int n_gen = gen + 1;
+    kiln_finish_reason fin = KILN_FINISH_NONE;
+    bool hide_token = false;
+    if (!r->sp.ignore_eos && is_eos(e, tok)) fin = KILN_FINISH_STOP, hide_token = true;
+    for (int i = 0; i < r->n_stop_ids && !fin; i++)
+        if (r->stop_ids[i] == tok) fin = KILN_FINISH_STOP, hide_token = true;
+    const char *text = NULL;
+    size_t text_len = 0;
+    bool stop_hit = false;
+    if (!hide_token) kiln_text_stream_push(&r->text, tok, &text, &text_len, &stop_hit);
+    if (stop_hit && !fin) fin = KILN_FINISH_STOP;
+    if (!fin && (n_gen >= r->max_new || r->n_tokens >= e->max_model_len)) fin = KILN_FINISH_LENGTH;
+    emit(e, r, tok, lp, e->top_tmp, n_top, text, text_len, KILN_FINISH_NONE, KILN_OK, NULL);
+    if (r->cancel && !fin) fin = KILN_FINISH_ABORT;
+    if (fin) r->finish = fin;
+    return fin != KILN_FINISH_NONE;
+}
+
+/* Choose a token for r from host logits row `src` (sampler.h), verifying a
+ * draft when given, then commit it. */
+static bool emit_token(kiln_engine *e, kiln_req *r, const float *src, const int32_t *draft, bool *accepted,
+                       bool prefill, double t) {
     int V = e->vocab_size;
+    float *row = e->logits_tmp;
+    memcpy(row, src, sizeof(float) * (size_t)V);
+    kiln_sampler_apply_penalties(row, V, r->tokens, r->n_prompt, r->tokens + r->n_prompt, r->n_tokens - r->n_prompt,
+                                 r->sp.repetition_penalty, r->sp.presence_penalty, r->sp.frequency_penalty,
+                                 e->pen_scratch);
+    ban_tokens(e, r, row);
+    int gen = r->n_tokens - r->n_prompt;
+    kiln_sample_row sr = {r->sp.temperature, r->sp.top_p, r->sp.top_k, r->sp.min_p, r->seed, (uint64_t)gen};
+    int32_t tok;
+    *accepted = false;
+    if (draft)
+        tok = kiln_sampler_verify(row, V, &sr, *draft, accepted, e->sample_work);
+    else
+        tok = kiln_sampler_sample(row, V, &sr, e->sample_work);
+    float lp = 0.0f;
+    int n_top = r->sp.logprobs;
+    if (n_top > 0 || r->cb) lp = kiln_sampler_logprobs(row, V, tok, n_top, e->top_tmp);
+    return commit_token(e, r, tok, lp, n_top, prefill, t);
+}
+
+/* Banned ids for r's next token if the sequence were tokens[0, n): EOS and
+ * stop ids before min_tokens, and no_repeat_ngram completions. */
+static int collect_bans(const kiln_engine *e, const kiln_req *r, int n, int32_t *out, int cap) {
+    int k = 0;
+    if (n - r->n_prompt < r->sp.min_tokens) {
+        for (int i = 0; i < e->n_eos && k < cap; i++) out[k++] = e->eos[i];
+        for (int i = 0; i < r->n_stop_ids && k < cap; i++) out[k++] = r->stop_ids[i];
+    }
+    int ng = r->sp.no_repeat_ngram_size;
+    if (ng > 0 && n >= ng) {
+        const int32_t *tk = r->tokens;
+        for (int start = 0; start + ng <= n && k < cap; start++) {
+            bool match = true;
+            for (int q = 0; q < ng - 1 && match; q++) match = tk[start + q] == tk[n - ng + 1 + q];
+            if (match) out[k++] = tk[start + ng - 1];
+        }
+    }
+    return k;
+}
+
+/* Can this batch be sampled on the device? Every row must need nothing but
+ * a token and its logprob, and speculating rows must be greedy. */
+static bool device_sampling_ok(const kiln_engine *e) {
+    if (!e->exec->vt->forward_sample || e->host_sampling) return false;
+    for (int s = 0; s < e->b_nseq; s++) {
+        const kiln_req *r = e->b_reqs[s];
+        if (r->sp.logprobs > 0) return false;
+        if (e->b_ndraft[s] > 0 && r->sp.temperature > 0) return false;
+    }
+    return true;
+}
+
+/* Per-row sampling requests for the device path. Row i of a speculating
+ * sequence sees its drafts d_0..d_{i-1} as generated tokens (they sit in
+ * r->tokens past n_tokens, written by batch_add). */
+static bool build_sample_reqs(kiln_engine *e) {
+    int nb = 0;
     for (int s = 0; s < e->b_nseq; s++) {
         kiln_req *r = e->b_reqs[s];
-        float *row = e->logits_tmp;
-        memcpy(row, logits + (size_t)s * (size_t)e->logits_stride, sizeof(float) * (size_t)V);
-        r->n_computed = r->n_tokens;
-        kiln_sampler_apply_penalties(row, V, r->tokens, r->n_prompt, r->tokens + r->n_prompt,
-                                     r->n_tokens - r->n_prompt, r->sp.repetition_penalty, r->sp.presence_penalty,
-                                     r->sp.frequency_penalty, e->pen_scratch);
-        ban_tokens(e, r, row);
-        int gen = r->n_tokens - r->n_prompt;
-        kiln_sample_row sr = {r->sp.temperature, r->sp.top_p, r->sp.top_k, r->sp.min_p, r->seed, (uint64_t)gen};
-        int32_t tok = kiln_sampler_sample(row, V, &sr, e->sample_work);
-        float lp = 0.0f;
-        int n_top = r->sp.logprobs;
-        if (n_top > 0 || r->cb) lp = kiln_sampler_logprobs(row, V, tok, n_top, e->top_tmp);
-        r->tokens[r->n_tokens++] = tok;
-        if (gen == 0) {
-            r->t_first = t;
-            pthread_mutex_lock(&e->mu);
-            kiln_metrics_observe_ttft(&e->metrics, t - r->t_arrival);
-            pthread_mutex_unlock(&e->mu);
-        } else if (!prefill || r->preempted == 0) {
-            pthread_mutex_lock(&e->mu);
-            kiln_metrics_observe_itl(&e->metrics, t - r->t_last);
-            pthread_mutex_unlock(&e->mu);
+        for (int i = 0; i <= e->b_ndraft[s]; i++) {
+            kiln_sample_req *q = &e->srows[e->b_outstart[s] + i];
+            int n = r->n_tokens + i, gen = n - r->n_prompt;
+            q->p = (kiln_sample_row){r->sp.temperature, r->sp.top_p, r->sp.top_k, r->sp.min_p, r->seed, (uint64_t)gen};
+            q->repetition = r->sp.repetition_penalty;
+            q->presence = r->sp.presence_penalty;
+            q->frequency = r->sp.frequency_penalty;
+            bool pen = q->repetition != 1.0f || q->presence != 0.0f || q->frequency != 0.0f;
+            q->prompt = r->tokens;
+            q->n_prompt = pen ? r->n_prompt : 0;
+            q->output = r->tokens + r->n_prompt;
+            q->n_output = pen ? gen : 0;
+            int cap = e->ban_cap - nb;
+            int k = collect_bans(e, r, n, e->ban_buf + nb, cap);
+            if (k == cap) return false; /* too many bans: the host path applies them all */
+            q->banned = e->ban_buf + nb;
+            q->n_banned = k;
+            nb += k;
         }
-        r->t_last = t;
-        pthread_mutex_lock(&e->mu);
-        e->stats.generation_tokens_total++;
-        if (prefill && r->preempted == 0 && gen == 0) e->stats.prompt_tokens_total += (uint64_t)r->n_prompt;
-        pthread_mutex_unlock(&e->mu);
+    }
+    return true;
+}
 
-        /* stop rules */
-        int n_gen = gen + 1;
-        kiln_finish_reason fin = KILN_FINISH_NONE;
-        bool hide_token = false;
-        /* EOS and stop ids were banned before min_tokens (ban_tokens) */
-        if (!r->sp.ignore_eos && is_eos(e, tok)) fin = KILN_FINISH_STOP, hide_token = true;
-        for (int i = 0; i < r->n_stop_ids && !fin; i++)
-            if (r->stop_ids[i] == tok) fin = KILN_FINISH_STOP, hide_token = true;
-        const char *text = NULL;
-        size_t text_len = 0;
-        bool stop_hit = false;
-        if (!hide_token) kiln_text_stream_push(&r->text, tok, &text, &text_len, &stop_hit);
-        if (stop_hit && !fin) fin = KILN_FINISH_STOP;
-        if (!fin && (n_gen >= r->max_new || r->n_tokens >= e->max_model_len)) fin = KILN_FINISH_LENGTH;
-        emit(e, r, tok, lp, e->top_tmp, n_top, text, text_len, KILN_FINISH_NONE, KILN_OK, NULL);
-        if (r->cancel && !fin) fin = KILN_FINISH_ABORT;
-        if (fin) r->finish = fin;
+/* Sample, verify drafts, append, stream and apply stop rules for each
+ * sequence of the batch. Finished requests leave the running list. */
+static void process_outputs(kiln_engine *e, const float *logits, const int32_t *dev_tokens, const float *dev_lps,
+                            bool prefill) {
+    double t = now();
+    uint64_t drafted = 0, accepted_total = 0, spec_seqs = 0;
+    for (int s = 0; s < e->b_nseq; s++) {
+        kiln_req *r = e->b_reqs[s];
+        int n_before = r->n_tokens, nd = e->b_ndraft[s], acc = 0;
+        const int32_t *drafts = e->b_draft + (size_t)s * (size_t)e->spec_k;
+        for (int i = 0; i <= nd; i++) {
+            int row = e->b_outstart[s] + i;
+            bool ok = false, done;
+            if (dev_tokens) { /* chosen on the device; drafts here are greedy */
+                int32_t tok = dev_tokens[row];
+                ok = i < nd && tok == drafts[i];
+                done = commit_token(e, r, tok, dev_lps ? dev_lps[row] : 0.0f, 0, prefill, t);
+            } else {
+                const float *src = logits + (size_t)row * (size_t)e->logits_stride;
+                done = emit_token(e, r, src, i < nd ? &drafts[i] : NULL, &ok, prefill, t);
+            }
+            if (done || !ok) break;
+            acc++;
+        }
+        /* K/V are valid for the fed tokens that were kept: the last token
+         * before the step and the accepted drafts */
+        r->n_computed = KILN_MIN(n_before + acc, r->n_tokens);
+        if (nd) {
+            kiln_kv_truncate(&e->kv, &r->kv, r->n_tokens);
+            if (r->dkv.blocks) {
+                r->d_computed = KILN_MIN(r->d_computed, r->n_tokens - 1);
+                kiln_kv_truncate(&e->kv, &r->dkv, r->n_tokens);
+            }
+            drafted += (uint64_t)nd;
+            accepted_total += (uint64_t)acc;
+            spec_seqs++;
+        }
+    }
+    if (spec_seqs) {
+        pthread_mutex_lock(&e->mu);
+        e->stats.spec_draft_tokens_total += drafted;
+        e->stats.spec_accepted_tokens_total += accepted_total;
+        e->stats.spec_steps_total += spec_seqs;
+        pthread_mutex_unlock(&e->mu);
     }
     /* move prefilled sequences into the running list, retire finished ones */
     for (int s = 0; s < e->b_nseq; s++) {
@@ -546,7 +712,17 @@ kiln_status kiln_engine_step(kiln_engine *e, int *n_unfinished) {
     bool want_prefill = e->n_waiting > 0 && e->n_running < e->max_num_seqs &&
                         (e->n_running == 0 || (double)e->n_waiting >= e->prefill_ratio * (double)e->n_running);
     if (want_prefill) have = prefill = schedule_prefill(e);
-    if (!have && e->n_running > 0) have = schedule_decode(e);
+    if (!have && e->n_running > 0) {
+        st = schedule_decode(e, &have);
+        if (st) {
+            snprintf(e->fatal_msg, sizeof e->fatal_msg, "draft model: %s", kiln_last_error());
+            atomic_store(&e->fatal, true);
+            fail_all(e, KILN_ERR_FATAL, e->fatal_msg);
+            publish_counts(e);
+            if (n_unfinished) *n_unfinished = 0;
+            return KILN_FAIL(KILN_ERR_FATAL, "the engine has failed: %s", e->fatal_msg);
+        }
+    }
     if (!have && e->n_waiting > 0 && e->n_running == 0) {
         /* nothing runs and the head of the queue does not fit now: it never will */
         kiln_req *r = waiting_pop_front(e);
@@ -561,7 +737,12 @@ kiln_status kiln_engine_step(kiln_engine *e, int *n_unfinished) {
             .max_q_len = e->b_max_q, .max_ctx_len = e->b_max_ctx,
         };
         const float *logits = NULL;
-        st = e->exec->vt->forward(e->exec, &b, &logits);
+        bool dev = device_sampling_ok(e) && build_sample_reqs(e);
+        if (dev) {
+            st = e->exec->vt->forward_sample(e->exec, &b, e->srows, e->dev_tokens, e->dev_lps);
+        } else {
+            st = e->exec->vt->forward(e->exec, &b, &logits);
+        }
         if (st) {
             snprintf(e->fatal_msg, sizeof e->fatal_msg, "%s", kiln_last_error());
             atomic_store(&e->fatal, true);
@@ -575,7 +756,7 @@ kiln_status kiln_engine_step(kiln_engine *e, int *n_unfinished) {
             if (n_unfinished) *n_unfinished = 0;
             return KILN_FAIL(KILN_ERR_FATAL, "the engine has failed: %s", e->fatal_msg);
         }
-        process_outputs(e, logits, prefill);
+        process_outputs(e, logits, dev ? e->dev_tokens : NULL, dev ? e->dev_lps : NULL, prefill);
         pthread_mutex_lock(&e->mu);
         e->stats.steps_total++;
         pthread_mutex_unlock(&e->mu);
@@ -686,7 +867,9 @@ void kiln_engine_model_info(const kiln_engine *e, kiln_model_info *info) {
 }
 
 kiln_status kiln_engine_set_speculation(kiln_engine *e, bool enabled) {
-    (void)enabled;
     if (!e) return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "null engine");
-    return KILN_FAIL(KILN_ERR_UNSUPPORTED, "this engine was created without speculative decoding");
+    if (e->spec_method == KILN_SPEC_NONE)
+        return KILN_FAIL(KILN_ERR_UNSUPPORTED, "this engine was created without speculative decoding");
+    atomic_store(&e->spec_on, enabled);
+    return KILN_OK;
 }

@@ -68,8 +68,21 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
     KILN_CHECK(p->max_model_len >= 0, KILN_ERR_INVALID_ARGUMENT, "max_model_len must be >= 0");
     KILN_CHECK(p->tensor_parallel_size >= 1, KILN_ERR_INVALID_ARGUMENT, "tensor_parallel_size must be >= 1");
     KILN_CHECK(p->prefill_ratio >= 0, KILN_ERR_INVALID_ARGUMENT, "prefill_ratio must be >= 0");
-    KILN_CHECK(!p->speculative_method || !strcmp(p->speculative_method, "none"), KILN_ERR_UNSUPPORTED,
-               "speculative decoding is not available in this build yet");
+    const char *sm = p->speculative_method;
+    if (!sm || !*sm || !strcmp(sm, "none")) e->spec_method = KILN_SPEC_NONE;
+    else if (!strcmp(sm, "ngram")) e->spec_method = KILN_SPEC_NGRAM;
+    else if (!strcmp(sm, "draft")) e->spec_method = KILN_SPEC_DRAFT;
+    else if (!strcmp(sm, "glide")) e->spec_method = KILN_SPEC_GLIDE;
+    else KILN_CHECK(false, KILN_ERR_INVALID_ARGUMENT, "unknown speculative method \"%s\" (none, draft, glide, ngram)", sm);
+    KILN_CHECK((e->spec_method != KILN_SPEC_DRAFT && e->spec_method != KILN_SPEC_GLIDE) || p->speculative_model,
+               KILN_ERR_INVALID_ARGUMENT, "speculative method \"%s\" needs a speculative model (--speculative-model DIR)",
+               sm);
+    e->spec_k = e->spec_method == KILN_SPEC_NONE ? 0 : p->num_speculative_tokens;
+    KILN_CHECK(e->spec_method == KILN_SPEC_NONE || (e->spec_k >= 1 && e->spec_k <= 16), KILN_ERR_INVALID_ARGUMENT,
+               "num_speculative_tokens must be in [1, 16], got %d", p->num_speculative_tokens);
+    e->ngram_min = p->ngram_min > 0 ? p->ngram_min : 1;
+    e->ngram_max = p->ngram_max >= e->ngram_min ? p->ngram_max : KILN_MAX(4, e->ngram_min);
+    atomic_init(&e->spec_on, e->spec_method != KILN_SPEC_NONE);
 
     const char *dev = p->device;
     KILN_CHECK(!strcmp(dev, "auto") || !strcmp(dev, "cpu") || !strcmp(dev, "cuda"), KILN_ERR_INVALID_ARGUMENT,
@@ -121,11 +134,37 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
         }
     }
 
+    /* draft model (same tokenizer and vocabulary) */
+    if (e->spec_method == KILN_SPEC_DRAFT || e->spec_method == KILN_SPEC_GLIDE) {
+        kiln_engine_params dp = *p;
+        dp.model = p->speculative_model;
+        dp.policy_file = NULL;
+        dp.policy_options = NULL;
+        dp.load_format = "auto";
+        dp.tensor_parallel_size = 1;
+        st = kiln_model_files_open_drafter(&dp, dev, cfg, e->spec_k, &e->draft_mf);
+        if (st) {
+            kiln_error_context("speculative model %s", p->speculative_model);
+            goto fail;
+        }
+        KILN_CHECK(e->draft_mf.cfg.vocab_size == cfg->vocab_size, KILN_ERR_INVALID_ARGUMENT,
+                   "the speculative model's vocabulary (%d) differs from the model's (%d): they must share a "
+                   "tokenizer",
+                   e->draft_mf.cfg.vocab_size, cfg->vocab_size);
+        bool cross = false;
+        for (int i = 0; i < e->draft_mf.program->n_ops; i++)
+            cross |= e->draft_mf.program->ops[i].kind == KILN_OP_CROSS_ATTENTION;
+        KILN_CHECK(cross == (e->spec_method == KILN_SPEC_GLIDE), KILN_ERR_INVALID_ARGUMENT,
+                   "speculative model %s %s a GliDe drafter: use --speculative-method %s", p->speculative_model,
+                   cross ? "is" : "is not", cross ? "glide" : "draft");
+    }
+
     /* executor */
-    int max_blocks = KILN_DIV_UP(e->max_model_len + 1, p->block_size);
+    int max_blocks = KILN_DIV_UP(e->max_model_len + 1 + e->spec_k, p->block_size);
+    int max_out = e->max_num_seqs * (1 + e->spec_k);
     kiln_exec_config xc = {
         .max_tokens = e->max_tokens_plan,
-        .max_out = e->max_num_seqs,
+        .max_out = max_out,
         .max_seqs = e->max_num_seqs,
         .block_size = p->block_size,
         .max_blocks_per_seq = max_blocks,
@@ -138,13 +177,30 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
         .enforce_eager = p->enforce_eager,
         .seed = p->seed ? p->seed : 1234,
     };
+    if (e->draft_mf.program && xc.num_kv_blocks <= 0) {
+        /* one block manager for both caches: split the budget per block */
+        kiln_dtype d = kvd == KILN_DTYPE_INVALID ? KILN_DTYPE_F32 : kvd;
+        size_t per = kiln_kv_bytes_per_block(e->mf.program, p->block_size, d) +
+                     kiln_kv_bytes_per_block(e->draft_mf.program, p->block_size, d);
+        size_t budget = p->kv_cache_bytes ? p->kv_cache_bytes : (size_t)256 << 20;
+        xc.num_kv_blocks = (int)KILN_MAX((size_t)1, budget / per);
+    }
     KILN_TRY(kiln_exec_cpu_create(&e->mf, &xc, &e->exec));
+    if (e->draft_mf.program) {
+        kiln_exec_config dc = xc;
+        dc.max_out = e->max_num_seqs;
+        dc.num_kv_blocks = e->exec->num_kv_blocks;
+        KILN_TRY(kiln_exec_cpu_create(&e->draft_mf, &dc, &e->draft_exec));
+        if (e->spec_method == KILN_SPEC_GLIDE) e->draft_exec->cross = e->exec;
+        KILN_TRY(kiln_batch_buf_init(&e->draft_b, e->max_tokens_plan, e->max_num_seqs, max_blocks));
+    }
     KILN_TRY(kiln_kv_manager_init(&e->kv, e->exec->num_kv_blocks, p->block_size, max_blocks));
     KILN_INFO("%s on %s: %d layers, vocab %d, max_model_len %d; KV cache %d blocks x %d tokens (%d tokens, %.1f MB, "
-              "%s)",
+              "%s)%s%s",
               cfg->architecture, e->exec->device, cfg->num_layers, e->vocab_size, e->max_model_len,
               e->kv.num_blocks, e->kv.block_size, e->kv.num_blocks * e->kv.block_size,
-              (double)e->exec->kv_bytes_per_block * e->kv.num_blocks / 1e6, kiln_dtype_name(e->exec->kv_dtype));
+              (double)e->exec->kv_bytes_per_block * e->kv.num_blocks / 1e6, kiln_dtype_name(e->exec->kv_dtype),
+              e->spec_method ? "; speculative decoding: " : "", e->spec_method ? p->speculative_method : "");
 
     /* per-step buffers */
     int T = e->max_tokens_plan, S = e->max_num_seqs;
@@ -154,13 +210,24 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
     e->b_slots = malloc(sizeof(int32_t) * (size_t)T);
     e->b_qstart = malloc(sizeof(int32_t) * (size_t)(S + 1));
     e->b_ctx = malloc(sizeof(int32_t) * (size_t)S);
-    e->b_out = malloc(sizeof(int32_t) * (size_t)S);
+    e->b_out = malloc(sizeof(int32_t) * (size_t)max_out);
+    e->b_outstart = malloc(sizeof(int32_t) * (size_t)(S + 1));
+    e->b_ndraft = calloc((size_t)S, sizeof(int32_t));
+    e->b_draft = calloc((size_t)S * (size_t)KILN_MAX(e->spec_k, 1), sizeof(int32_t));
+    e->draft_idx = calloc((size_t)S, sizeof(int));
+    e->srows = calloc((size_t)max_out, sizeof *e->srows);
+    e->dev_tokens = calloc((size_t)max_out, sizeof(int32_t));
+    e->dev_lps = calloc((size_t)max_out, sizeof(float));
+    e->ban_cap = max_out * 64 + 4096;
+    e->ban_buf = calloc((size_t)e->ban_cap, sizeof(int32_t));
+    const char *hs = getenv("KILN_HOST_SAMPLING");
+    e->host_sampling = hs && *hs && strcmp(hs, "0");
     e->b_tables = calloc((size_t)S * (size_t)max_blocks, sizeof(int32_t));
     e->b_reqs = calloc((size_t)S, sizeof *e->b_reqs);
     e->logits_tmp = malloc(sizeof(float) * (size_t)e->vocab_size);
     e->sample_work = malloc(kiln_sampler_work_bytes(e->vocab_size));
     e->pen_scratch = calloc((size_t)e->vocab_size, sizeof(int32_t));
-    KILN_CHECK(e->running && e->b_tokens && e->b_pos && e->b_slots && e->b_qstart && e->b_ctx && e->b_out &&
+    KILN_CHECK(e->running && e->b_tokens && e->b_pos && e->b_slots && e->b_qstart && e->b_ctx && e->b_out && e->b_outstart && e->b_ndraft && e->b_draft && e->draft_idx && e->srows && e->dev_tokens && e->dev_lps && e->ban_buf &&
                    e->b_tables && e->b_reqs && e->logits_tmp && e->sample_work && e->pen_scratch,
                KILN_ERR_OUT_OF_MEMORY, "out of host memory for the step buffers");
     e->stats.num_kv_blocks = e->kv.num_blocks;
@@ -188,6 +255,17 @@ void kiln_engine_destroy(kiln_engine *e) {
     free(e->b_qstart);
     free(e->b_ctx);
     free(e->b_out);
+    free(e->b_outstart);
+    free(e->b_ndraft);
+    free(e->b_draft);
+    free(e->draft_idx);
+    free(e->srows);
+    free(e->dev_tokens);
+    free(e->dev_lps);
+    free(e->ban_buf);
+    kiln_exec_destroy(e->draft_exec);
+    kiln_batch_buf_free(&e->draft_b);
+    kiln_model_files_close(&e->draft_mf);
     free(e->b_tables);
     free(e->b_reqs);
     free(e->logits_tmp);

@@ -50,16 +50,26 @@ typedef struct kiln_text_stream {
 } kiln_text_stream;
 
 kiln_status kiln_text_stream_init(kiln_text_stream *t, const kiln_tokenizer *tok, const int32_t *prompt, int n_prompt,
-                                  bool skip_special, const char *const *stops, int n_stops, bool include_stop);
+                                  bool skip_special, const char *const *stops, int n_stops);
 /* New text for token id (borrowed until the next call); *stop_hit when a
- * stop string completed (the text excludes it unless include_stop). */
+ * stop string completed (the text excludes it). */
 void kiln_text_stream_push(kiln_text_stream *t, int32_t id, const char **text, size_t *len, bool *stop_hit);
 void kiln_text_stream_finish(kiln_text_stream *t, const char **text, size_t *len);
 void kiln_text_stream_free(kiln_text_stream *t);
 
 /* ------------------------------------------------------------ requests */
 
+/* A batch under construction (the draft model's; the main one is inline
+ * in kiln_engine for historical reasons). */
+typedef struct kiln_batch_buf {
+    int32_t *tokens, *pos, *slots, *qstart, *ctx, *tables, *out;
+    int32_t *cross_tables, *cross_ctx; /* the verifier's, for GliDe drafters */
+    int ntok, nseq, nout, max_q, max_ctx, max_blocks;
+} kiln_batch_buf;
+
 typedef enum { KILN_REQ_WAITING = 0, KILN_REQ_RUNNING, KILN_REQ_DONE } kiln_req_state;
+
+typedef enum { KILN_SPEC_NONE = 0, KILN_SPEC_NGRAM, KILN_SPEC_DRAFT, KILN_SPEC_GLIDE } kiln_spec_method;
 
 typedef struct kiln_req {
     uint64_t id;
@@ -69,6 +79,9 @@ typedef struct kiln_req {
     int n_computed;         /* tokens whose K/V are in the cache               */
     int max_new;
     kiln_kv_table kv;
+    kiln_kv_table dkv;      /* draft model's cache (speculative decoding)      */
+    int d_computed;         /* tokens whose draft K/V are in the draft cache   */
+    int spec_k;             /* -1: engine default, 0: off                      */
     kiln_sampling_params sp; /* pointers cleared; copies below                 */
     int32_t *stop_ids;
     int n_stop_ids;
@@ -114,11 +127,29 @@ struct kiln_engine {
     int n_running;
     uint64_t arrivals;
 
+    /* speculative decoding */
+    kiln_spec_method spec_method;
+    atomic_bool spec_on;
+    int spec_k, ngram_min, ngram_max;
+    kiln_model_files draft_mf;
+    kiln_exec *draft_exec;
+    kiln_batch_buf draft_b;  /* the draft model's batch                       */
+    int32_t *b_draft;        /* [S, spec_k] proposals of this step            */
+    int32_t *b_ndraft;       /* [S]                                           */
+    int *draft_idx;          /* [S] scratch                                   */
+
     /* batch buffers, planned once */
-    int32_t *b_tokens, *b_pos, *b_slots, *b_qstart, *b_ctx, *b_tables, *b_out;
+    int32_t *b_tokens, *b_pos, *b_slots, *b_qstart, *b_ctx, *b_tables, *b_out, *b_outstart;
     kiln_req **b_reqs;
     int b_ntok, b_nseq, b_nout, b_max_q, b_max_ctx;
     float *logits_tmp;
+    /* device sampling */
+    bool host_sampling;      /* force host sampling (tests, KILN_HOST_SAMPLING) */
+    kiln_sample_req *srows;  /* [max_out]                                      */
+    int32_t *dev_tokens;     /* [max_out]                                      */
+    float *dev_lps;          /* [max_out]                                      */
+    int32_t *ban_buf;        /* [ban_cap]                                      */
+    int ban_cap;
     void *sample_work;
     int32_t *pen_scratch;
     kiln_logprob top_tmp[20];
@@ -139,5 +170,15 @@ struct kiln_engine {
 };
 
 void kiln_engine_abort_all(kiln_engine *e);
+
+/* spec.c: drafters */
+int kiln_spec_ngram_propose(const int32_t *tokens, int n, int k, int nmin, int nmax, int32_t *out);
+/* Greedy proposals from the draft model for seqs[i] (k[i] tokens each,
+ * into drafts[i * stride ...]); their draft tables must hold n_tokens +
+ * k[i] - 1 tokens. */
+kiln_status kiln_spec_draft_propose(kiln_engine *e, kiln_req **seqs, const int32_t *k, int n, int32_t *drafts,
+                                    int stride);
+kiln_status kiln_batch_buf_init(kiln_batch_buf *b, int max_tokens, int max_seqs, int max_blocks);
+void kiln_batch_buf_free(kiln_batch_buf *b);
 
 #endif

@@ -11,6 +11,8 @@
 #define KILN_EXEC_H
 
 #include "loader.h"
+#include "ops_cpu.h"
+#include "sampler.h"
 
 /* One step's batch: sequences packed into one token array, no padding. */
 typedef struct kiln_batch {
@@ -26,6 +28,9 @@ typedef struct kiln_batch {
     const int32_t *slots;       /* [T] cache slot of each token                  */
     const int32_t *out_rows;    /* [n_out] token rows whose logits are wanted    */
     int max_q_len, max_ctx_len;
+    /* cross attention into the verifier's cache (GliDe drafters only) */
+    const int32_t *cross_tables;/* [S, max_blocks] the verifier's block tables   */
+    const int32_t *cross_ctx;   /* [S] tokens in the verifier's cache            */
 } kiln_batch;
 
 typedef struct kiln_exec_config {
@@ -48,11 +53,34 @@ typedef struct kiln_exec_config {
 
 typedef struct kiln_exec kiln_exec;
 
+/* How to choose the token of one output row on the device (sampler.h
+ * semantics): parameters, penalties and the token history they apply to,
+ * and banned ids (min_tokens, no_repeat_ngram). Pointers are borrowed for
+ * the call. */
+typedef struct kiln_sample_req {
+    kiln_sample_row p;
+    float repetition, presence, frequency;
+    const int32_t *prompt;  /* repetition penalty context                    */
+    int n_prompt;
+    const int32_t *output;  /* generated so far (penalties)                  */
+    int n_output;
+    const int32_t *banned;
+    int n_banned;
+} kiln_sample_req;
+
 typedef struct kiln_exec_vt {
     /* Run the program; *logits receives host [n_out, vocab] fp32, valid until
      * the next call. */
     kiln_status (*forward)(kiln_exec *x, const kiln_batch *b, const float **logits);
+    /* Optional (NULL when the backend has none): run the program and sample
+     * each output row on the device; tokens[n_out] and logprobs[n_out] (the
+     * chosen token's log-softmax of the processed logits) come back. */
+    kiln_status (*forward_sample)(kiln_exec *x, const kiln_batch *b, const kiln_sample_req *rows, int32_t *tokens,
+                                  float *logprobs);
     void (*destroy)(kiln_exec *x);
+    /* The cache of one layer (backend pointers: host on the CPU, device
+     * addresses on the GPU) and its layout, for a drafter's cross attention. */
+    void (*kv_layer)(kiln_exec *x, int layer, const void **k, const void **v, const kiln_kv_layout **l);
 } kiln_exec_vt;
 
 struct kiln_exec {
@@ -64,6 +92,7 @@ struct kiln_exec {
     kiln_dtype act_dtype;
     size_t weight_bytes;
     uint64_t n_forward;
+    kiln_exec *cross;        /* the verifier whose cache cross_attention reads */
 };
 
 kiln_status kiln_exec_cpu_create(const kiln_model_files *mf, const kiln_exec_config *cfg, kiln_exec **out);

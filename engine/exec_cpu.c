@@ -34,6 +34,9 @@ typedef struct exec_cpu {
     float *inv_freq;
     float mscale;
     int32_t *dyn_len;        /* [max_tokens] dynamic-rope sequence lengths    */
+    float *samp_row;         /* [vocab] sampling scratch                      */
+    void *samp_work;
+    int32_t *samp_scratch;   /* [vocab], zero between calls                   */
 } exec_cpu;
 
 size_t kiln_kv_bytes_per_block(const kiln_program *p, int block_size, kiln_dtype kv_dtype) {
@@ -175,6 +178,19 @@ static kiln_status cpu_forward(kiln_exec *base, const kiln_batch *b, const float
         case KILN_OP_SILU_MUL: kiln_cpu_silu_mul(D, S, rows, dw); break;
         case KILN_OP_GELU_MUL: kiln_cpu_gelu_mul(D, S, rows, dw); break;
         case KILN_OP_GATHER_LAST: kiln_cpu_gather_rows(D, S, b->out_rows, b->n_out, dw); break;
+        case KILN_OP_CROSS_ATTENTION: {
+            KILN_CHECK(base->cross && b->cross_tables && b->cross_ctx, KILN_ERR_INTERNAL,
+                       "cross_attention without a verifier cache");
+            const void *kc, *vc;
+            const kiln_kv_layout *xl;
+            base->cross->vt->kv_layer(base->cross, o->kv_layer, &kc, &vc, &xl);
+            KILN_CHECK(xl->n_kv_heads == o->n_kv_heads && xl->head_dim == o->head_dim, KILN_ERR_INVALID_ARGUMENT,
+                       "the drafter expects %d kv heads of %d in the verifier's cache, which has %d of %d",
+                       o->n_kv_heads, o->head_dim, xl->n_kv_heads, xl->head_dim);
+            kiln_cpu_cross_attention(x->pool, D, S, sw, b->positions, &rp, o->pos_offset, kc, vc, xl, o->n_heads,
+                                     b->qstart, b->cross_ctx, b->n_seqs, b->cross_tables, b->max_blocks, o->scale);
+            break;
+        }
         case KILN_OP_ALL_REDUCE:
         case KILN_OP_ALL_GATHER:
             KILN_CHECK(p->tp_size == 1, KILN_ERR_UNSUPPORTED, "the CPU backend runs tensor-parallel size 1 only");
@@ -187,6 +203,31 @@ static kiln_status cpu_forward(kiln_exec *base, const kiln_batch *b, const float
     base->n_forward++;
 fail:
     return st;
+}
+
+/* "Device" sampling on the CPU backend: the same sampler.h semantics, run
+ * inside the executor, so the engine's device-sampling path is exercised
+ * without a GPU. */
+static kiln_status cpu_forward_sample(kiln_exec *base, const kiln_batch *b, const kiln_sample_req *rows,
+                                      int32_t *tokens, float *logprobs) {
+    exec_cpu *x = (exec_cpu *)base;
+    const float *logits = NULL;
+    kiln_status st = cpu_forward(base, b, &logits);
+    if (st) return st;
+    int V = x->p->vocab_size;
+    int64_t stride = x->p->slots[x->p->logits_slot].width;
+    for (int i = 0; i < b->n_out; i++) {
+        const kiln_sample_req *q = &rows[i];
+        float *row = x->samp_row;
+        memcpy(row, logits + (size_t)i * (size_t)stride, sizeof(float) * (size_t)V);
+        kiln_sampler_apply_penalties(row, V, q->prompt, q->n_prompt, q->output, q->n_output, q->repetition,
+                                     q->presence, q->frequency, x->samp_scratch);
+        for (int k = 0; k < q->n_banned; k++)
+            if (q->banned[k] >= 0 && q->banned[k] < V) row[q->banned[k]] = -INFINITY;
+        tokens[i] = kiln_sampler_sample(row, V, &q->p, x->samp_work);
+        logprobs[i] = kiln_sampler_logprobs(row, V, tokens[i], 0, NULL);
+    }
+    return KILN_OK;
 }
 
 static void cpu_destroy(kiln_exec *base) {
@@ -207,11 +248,21 @@ static void cpu_destroy(kiln_exec *base) {
     free(x->vcache);
     free(x->inv_freq);
     free(x->dyn_len);
+    free(x->samp_row);
+    free(x->samp_work);
+    free(x->samp_scratch);
     kiln_pool_destroy(x->pool);
     free(x);
 }
 
-static const kiln_exec_vt cpu_vt = {cpu_forward, cpu_destroy};
+static void cpu_kv_layer(kiln_exec *base, int layer, const void **k, const void **v, const kiln_kv_layout **l) {
+    exec_cpu *x = (exec_cpu *)base;
+    *k = x->kcache[layer];
+    *v = x->vcache[layer];
+    *l = &x->layout;
+}
+
+static const kiln_exec_vt cpu_vt = {cpu_forward, cpu_forward_sample, cpu_destroy, cpu_kv_layer};
 
 kiln_status kiln_exec_cpu_create(const kiln_model_files *mf, const kiln_exec_config *cfg, kiln_exec **out) {
     kiln_status st = KILN_OK;
@@ -277,6 +328,10 @@ kiln_status kiln_exec_cpu_create(const kiln_model_files *mf, const kiln_exec_con
     KILN_CHECK_ALLOC(x->inv_freq);
     KILN_CHECK_ALLOC(x->dyn_len);
     KILN_TRY(kiln_rope_inv_freq(&p->rope, p->rot_dim, x->inv_freq, &x->mscale));
+    x->samp_row = malloc(sizeof(float) * (size_t)p->vocab_size);
+    x->samp_work = malloc(kiln_sampler_work_bytes(p->vocab_size));
+    x->samp_scratch = calloc((size_t)p->vocab_size, sizeof(int32_t));
+    KILN_CHECK(x->samp_row && x->samp_work && x->samp_scratch, KILN_ERR_OUT_OF_MEMORY, "out of host memory");
     *out = &x->base;
     return KILN_OK;
 fail:

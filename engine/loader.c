@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-kiln_status kiln_model_files_open(const kiln_engine_params *p, const char *device_kind, int tp_rank,
-                                  kiln_model_files *mf) {
+static kiln_status open_files(const kiln_engine_params *p, const char *device_kind, int tp_rank,
+                              const kiln_model_config *target, int spec_k, kiln_model_files *mf) {
     kiln_status st = KILN_OK;
     memset(mf, 0, sizeof *mf);
     KILN_CHECK(p && p->model && *p->model, KILN_ERR_INVALID_ARGUMENT, "no model given (--model DIR)");
@@ -43,6 +43,8 @@ kiln_status kiln_model_files_open(const kiln_engine_params *p, const char *devic
         .options_json = p->policy_options,
         .dtype = p->dtype ? p->dtype : "auto",
         .kv_cache_dtype = p->kv_cache_dtype ? p->kv_cache_dtype : "auto",
+        .target_cfg = target,
+        .spec_k = spec_k,
     };
     st = kiln_program_build(&facts, p->policy_file, p->policy_dir, &mf->program);
     if (st) {
@@ -59,6 +61,16 @@ kiln_status kiln_model_files_open(const kiln_engine_params *p, const char *devic
 fail:
     kiln_model_files_close(mf);
     return st;
+}
+
+kiln_status kiln_model_files_open(const kiln_engine_params *p, const char *device_kind, int tp_rank,
+                                  kiln_model_files *mf) {
+    return open_files(p, device_kind, tp_rank, NULL, 0, mf);
+}
+
+kiln_status kiln_model_files_open_drafter(const kiln_engine_params *p, const char *device_kind,
+                                          const kiln_model_config *target, int spec_k, kiln_model_files *mf) {
+    return open_files(p, device_kind, 0, target, spec_k, mf);
 }
 
 void kiln_model_files_close(kiln_model_files *mf) {

@@ -23,6 +23,9 @@ typedef struct kiln_model_files {
 
 kiln_status kiln_model_files_open(const kiln_engine_params *p, const char *device_kind, int tp_rank,
                                   kiln_model_files *out);
+/* The same for a drafter: its policy also sees the model it drafts for. */
+kiln_status kiln_model_files_open_drafter(const kiln_engine_params *p, const char *device_kind,
+                                          const kiln_model_config *target, int spec_k, kiln_model_files *out);
 void kiln_model_files_close(kiln_model_files *mf);
 
 #endif

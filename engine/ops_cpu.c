@@ -331,3 +331,79 @@ void kiln_cpu_attention(kiln_pool *pool, float *out, const float *q, int64_t q_s
     kiln_pool_for(pool, T * nq, attn_task, &c);
     free(tok_seq);
 }
+
+typedef struct xattn_ctx {
+    float *out;
+    const float *q;
+    int64_t q_stride;
+    const int32_t *pos;
+    const kiln_rope_params *rp;
+    int pos_offset;
+    const void *kc, *vc;
+    const kiln_kv_layout *l;
+    int nq;
+    const int32_t *qstart, *ctx, *bt, *tok_seq;
+    int max_blocks;
+    float scale;
+} xattn_ctx;
+
+static void xattn_task(void *vctx, int64_t item) {
+    xattn_ctx *c = vctx;
+    const kiln_kv_layout *l = c->l;
+    int64_t t = item / c->nq;
+    int h = (int)(item % c->nq);
+    int s = c->tok_seq[t], hd = l->head_dim;
+    float *o = c->out + t * (int64_t)c->nq * hd + (int64_t)h * hd;
+    int n = c->ctx[s];
+    if (c->qstart[s + 1] - c->qstart[s] != 1 || n <= 0) {
+        for (int d = 0; d < hd; d++) o[d] = 0;
+        return;
+    }
+    float qh[1024];
+    if (hd > 1024) return;
+    memcpy(qh, c->q + t * c->q_stride + (int64_t)h * hd, sizeof(float) * (size_t)hd);
+    kiln_rope_params rp = *c->rp;
+    rp.head_dim = hd;
+    rope_head(qh, (float)(c->pos[t] + c->pos_offset), rp.inv_freq, &rp);
+    int kvh = h / (c->nq / l->n_kv_heads);
+    const int32_t *bt = c->bt + (int64_t)s * c->max_blocks;
+    float *scores = malloc(sizeof(float) * (size_t)n);
+    if (!scores) return;
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++) {
+        int64_t slot = (int64_t)bt[j / l->block_size] * l->block_size + j % l->block_size;
+        double acc = 0;
+        for (int d = 0; d < hd; d++)
+            acc += (double)qh[d] * kiln_cpu_kv_read(c->kc, l, kiln_kv_key_index(l, slot, kvh, d), l->k_scale);
+        scores[j] = (float)acc * c->scale;
+        if (scores[j] > mx) mx = scores[j];
+    }
+    double sum = 0;
+    for (int j = 0; j < n; j++) {
+        scores[j] = expf(scores[j] - mx);
+        sum += scores[j];
+    }
+    for (int d = 0; d < hd; d++) o[d] = 0;
+    for (int j = 0; j < n; j++) {
+        int64_t slot = (int64_t)bt[j / l->block_size] * l->block_size + j % l->block_size;
+        float p = (float)(scores[j] / sum);
+        for (int d = 0; d < hd; d++)
+            o[d] += p * kiln_cpu_kv_read(c->vc, l, kiln_kv_value_index(l, slot, kvh, d), l->v_scale);
+    }
+    free(scores);
+}
+
+void kiln_cpu_cross_attention(kiln_pool *pool, float *out, const float *q, int64_t q_stride, const int32_t *pos,
+                              const kiln_rope_params *rp, int pos_offset, const void *kcache, const void *vcache,
+                              const kiln_kv_layout *l, int nq, const int32_t *qstart, const int32_t *cross_ctx,
+                              int n_seqs, const int32_t *cross_tables, int max_blocks, float scale) {
+    int64_t T = qstart[n_seqs];
+    int32_t *tok_seq = malloc(sizeof(int32_t) * (size_t)(T > 0 ? T : 1));
+    if (!tok_seq) return;
+    for (int s = 0; s < n_seqs; s++)
+        for (int t = qstart[s]; t < qstart[s + 1]; t++) tok_seq[t] = s;
+    xattn_ctx c = {out, q, q_stride, pos, rp, pos_offset, kcache, vcache, l, nq, qstart, cross_ctx, cross_tables,
+                   tok_seq, max_blocks, scale};
+    kiln_pool_for(pool, T * nq, xattn_task, &c);
+    free(tok_seq);
+}

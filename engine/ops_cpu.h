@@ -126,4 +126,16 @@ void kiln_cpu_attention(kiln_pool *pool, float *out, const float *q, int64_t q_s
                         const int32_t *ctx_len, int n_seqs, const int32_t *block_tables, int max_blocks,
                         float scale, int window);
 
+/* GliDe cross attention (a drafter layer glimpsing the verifier's cache).
+ * For each token t of a sequence with exactly one query token this step:
+ * its query heads q[t] ([nq * head_dim], row stride q_stride) are rotated at
+ * position pos[t] + pos_offset (rp, rotate-half or interleaved), then attend
+ * to cached positions [0, cross_ctx[s]) of the verifier cache (GQA: head h
+ * reads kv head h / (nq / n_kv_heads)); other tokens get 0.
+ *   out [T, nq * head_dim] contiguous; cross_tables [n_seqs, max_blocks] */
+void kiln_cpu_cross_attention(kiln_pool *pool, float *out, const float *q, int64_t q_stride, const int32_t *pos,
+                              const kiln_rope_params *rp, int pos_offset, const void *kcache, const void *vcache,
+                              const kiln_kv_layout *l, int nq, const int32_t *qstart, const int32_t *cross_ctx,
+                              int n_seqs, const int32_t *cross_tables, int max_blocks, float scale);
+
 #endif /* KILN_OPS_CPU_H */

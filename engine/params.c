@@ -33,5 +33,6 @@ void kiln_sampling_default_params(kiln_sampling_params *p) {
 void kiln_request_default(kiln_request *r) {
     memset(r, 0, sizeof *r);
     r->add_special = true;
+    r->num_speculative_tokens = -1;
     kiln_sampling_default_params(&r->sampling);
 }

@@ -319,6 +319,19 @@ static int l_push_facts(lua_State *L) {
     lua_setfield(L, -2, "options");
     SET_STR("dtype", f->dtype);
     SET_STR("kv_cache_dtype", f->kv_cache_dtype);
+    if (f->target_cfg) {
+        const kiln_model_config *t = f->target_cfg;
+        lua_newtable(L);
+        SET_INT("num_layers", t->num_layers);
+        SET_INT("num_heads", t->num_heads);
+        SET_INT("num_kv_heads", t->num_kv_heads);
+        SET_INT("head_dim", t->head_dim);
+        SET_INT("hidden_size", t->hidden_size);
+        SET_INT("vocab_size", t->vocab_size);
+        SET_INT("spec_k", f->spec_k);
+        make_readonly(L);
+        lua_setfield(L, -2, "target");
+    }
     make_readonly(L);
     return 1;
 }
@@ -686,6 +699,16 @@ static void conv_program(lua_State *L, conv *c, int plan) {
             op->src = slot_ref(L, c, e, "input", true, kind, where);
             break;
         case KILN_OP_ALL_REDUCE: op->src = slot_ref(L, c, e, "slot", true, kind, where); break;
+        case KILN_OP_CROSS_ATTENTION:
+            op->dst = slot_ref(L, c, e, "out", true, kind, where);
+            op->src = slot_ref(L, c, e, "input", true, kind, where);
+            op->n_heads = (int)get_int(L, e, "heads", true, 0, kind, where);
+            op->n_kv_heads = (int)get_int(L, e, "kv_heads", true, 0, kind, where);
+            op->head_dim = (int)get_int(L, e, "head_dim", true, 0, kind, where);
+            op->kv_layer = (int)get_int(L, e, "kv_layer", true, 0, kind, where);
+            op->pos_offset = (int)get_int(L, e, "pos_offset", false, 0, kind, where);
+            op->scale = (float)get_num(L, e, "scale", false, 0, kind, where);
+            break;
         default: break;
         }
         lua_settop(L, pt);
@@ -730,6 +753,12 @@ static int l_convert(lua_State *L) {
     p->n_kv_layers = (int)get_int(L, -1, "layers", true, 0, "kv", c->policy_where);
     p->n_kv_heads = (int)get_int(L, -1, "heads", true, 0, "kv", c->policy_where);
     p->head_dim = (int)get_int(L, -1, "head_dim", true, 0, "kv", c->policy_where);
+    lua_pop(L, 1);
+    lua_getfield(L, plan, "cross");
+    if (lua_istable(L, -1)) {
+        p->cross_kv_heads = (int)get_int(L, -1, "kv_heads", true, 0, "cross", c->policy_where);
+        p->cross_head_dim = (int)get_int(L, -1, "head_dim", true, 0, "cross", c->policy_where);
+    }
     lua_pop(L, 1);
     lua_getfield(L, plan, "vocab");
     if (!lua_istable(L, -1)) return luaL_error(L, "%s: plan is missing field 'vocab'", c->policy_where);

@@ -20,6 +20,7 @@ static const char *const op_names[KILN_OP_COUNT] = {
     [KILN_OP_SILU_MUL] = "silu_mul",    [KILN_OP_GELU_MUL] = "gelu_mul",
     [KILN_OP_GATHER_LAST] = "gather_last", [KILN_OP_ALL_REDUCE] = "all_reduce",
     [KILN_OP_ALL_GATHER] = "all_gather",
+    [KILN_OP_CROSS_ATTENTION] = "cross_attention",
 };
 
 const char *kiln_op_kind_name(kiln_op_kind k) { return (k >= 0 && k < KILN_OP_COUNT) ? op_names[k] : "?"; }
@@ -258,6 +259,19 @@ static kiln_status check_ops(kiln_program *p) {
             KILN_CHECK(!S->per_out && D->per_out && S->width == D->width, KILN_ERR_POLICY,
                        "%s: gather_last: needs a per-token input and a per-output slot of the same width", wh);
             break;
+        case KILN_OP_CROSS_ATTENTION:
+            KILN_CHECK(p->cross_kv_heads > 0 && p->cross_head_dim > 0, KILN_ERR_POLICY,
+                       "%s: cross_attention needs plan.cross = {kv_heads, head_dim} (the verifier's cache)", wh);
+            KILN_CHECK(o->n_kv_heads == p->cross_kv_heads && o->head_dim == p->cross_head_dim &&
+                           o->n_heads % o->n_kv_heads == 0,
+                       KILN_ERR_POLICY, "%s: cross_attention heads %d / kv_heads %d / head_dim %d disagree with plan.cross",
+                       wh, o->n_heads, o->n_kv_heads, o->head_dim);
+            KILN_CHECK(S->width == (int64_t)o->n_heads * o->head_dim && D->width == S->width, KILN_ERR_POLICY,
+                       "%s: cross_attention: slots '%s' and '%s' must be heads x head_dim = %d wide", wh, S->name,
+                       D->name, o->n_heads * o->head_dim);
+            KILN_CHECK(p->rot_dim <= o->head_dim, KILN_ERR_POLICY, "%s: cross_attention: rope wider than head_dim", wh);
+            if (o->scale == 0) o->scale = 1.0f / sqrtf((float)o->head_dim);
+            break;
         case KILN_OP_ALL_REDUCE: break;
         case KILN_OP_ALL_GATHER:
             KILN_CHECK(D->width == S->width * p->tp_size && D->per_out == S->per_out, KILN_ERR_POLICY,
@@ -416,6 +430,11 @@ kiln_status kiln_program_describe(const kiln_program *p, kiln_buf *b) {
             break;
         case KILN_OP_GATHER_LAST:
             KILN_TRY(kiln_buf_printf(b, "%s = %s[out_rows]", sname(p, o->dst), sname(p, o->src)));
+            break;
+        case KILN_OP_CROSS_ATTENTION:
+            KILN_TRY(kiln_buf_printf(b, "%s = cross_attention(rope(%s) at pos%+d, verifier cache[%d])  %d/%d heads",
+                                     sname(p, o->dst), sname(p, o->src), o->pos_offset, o->kv_layer, o->n_heads,
+                                     o->n_kv_heads));
             break;
         case KILN_OP_ALL_REDUCE: KILN_TRY(kiln_buf_printf(b, "all_reduce(%s)", sname(p, o->src))); break;
         case KILN_OP_ALL_GATHER:

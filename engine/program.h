@@ -28,6 +28,9 @@ typedef enum kiln_op_kind {
     KILN_OP_GATHER_LAST,   /* dst[n_out, W] = src[out_rows]                      */
     KILN_OP_ALL_REDUCE,    /* sum slot src across tensor-parallel ranks          */
     KILN_OP_ALL_GATHER,    /* dst[n_out, tp*W] = concat of src[n_out, W] by rank */
+    KILN_OP_CROSS_ATTENTION, /* dst = attention(rope(q of src) at pos + offset,
+                              * the verifier's KV cache layer kv_layer) for
+                              * tokens of single-token sequences, else 0 (GliDe) */
     KILN_OP_COUNT
 } kiln_op_kind;
 
@@ -89,6 +92,7 @@ typedef struct kiln_op {
     int n_heads, n_kv_heads, head_dim;
     float eps, scale;
     int window;
+    int pos_offset;         /* cross_attention: query rope position offset    */
     char *where;
 } kiln_op;
 
@@ -121,6 +125,9 @@ typedef struct kiln_program {
     int logits_slot;         /* [n_out, vocab_size] after any gather           */
     int hidden_size;
     int tp_rank, tp_size;
+    /* cross attention into a verifier's cache (GliDe): its kv heads and
+     * head dim, as the plan declares them (0: none) */
+    int cross_kv_heads, cross_head_dim;
 } kiln_program;
 
 typedef struct kiln_policy_facts {
@@ -133,6 +140,9 @@ typedef struct kiln_policy_facts {
     const char *options_json; /* NULL or a JSON object                        */
     const char *dtype;
     const char *kv_cache_dtype;
+    /* when building a drafter: the model it drafts for (NULL otherwise) */
+    const kiln_model_config *target_cfg;
+    int spec_k;
 } kiln_policy_facts;
 
 /* Run the policy (policy_file, or the built-in one for the architecture,

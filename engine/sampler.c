@@ -84,13 +84,10 @@ static float kth_largest(float *v, int n, int k) {
     return v[want];
 }
 
-int32_t kiln_sampler_sample(float *logits, int V, const kiln_sample_row *p, void *work) {
-    int32_t best = 0;
-    for (int i = 1; i < V; i++)
-        if (logits[i] > logits[best]) best = i;
-    if (p->temperature <= 0.0f || !isfinite(logits[best])) return best;
-    float *probs = work;
-    float *scratch = probs + V;
+/* probs[V] = softmax(logits / T); returns the keep threshold (p >= thresh
+ * is kept) from top-k, top-p and min-p, all on the unfiltered probs. */
+static float filtered_probs(const float *logits, int V, const kiln_sample_row *p, int32_t best, float *probs,
+                            float *scratch) {
     float inv_t = 1.0f / p->temperature, mx = logits[best] * inv_t;
     double sum = 0;
     for (int i = 0; i < V; i++) {
@@ -123,18 +120,61 @@ int32_t kiln_sampler_sample(float *logits, int V, const kiln_sample_row *p, void
         float t = p->min_p * probs[best];
         if (t > thresh) thresh = t;
     }
+    return thresh;
+}
+
+static int32_t argmax(const float *logits, int V) {
+    int32_t best = 0;
+    for (int i = 1; i < V; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+/* Inverse CDF over the kept tokens (minus `exclude`) in vocabulary order. */
+static int32_t pick(const float *probs, int V, float thresh, int32_t exclude, float u, int32_t fallback) {
     double total = 0;
     for (int i = 0; i < V; i++)
-        if (probs[i] >= thresh) total += probs[i];
-    double target = (double)kiln_sampler_uniform(p->seed, p->step) * total, cum = 0;
-    int32_t last = best;
+        if (probs[i] >= thresh && i != exclude) total += probs[i];
+    double target = (double)u * total, cum = 0;
+    int32_t last = fallback;
     for (int i = 0; i < V; i++) {
-        if (probs[i] < thresh) continue;
+        if (probs[i] < thresh || i == exclude) continue;
         cum += probs[i];
         last = i;
         if (cum > target) return i;
     }
     return last;
+}
+
+int32_t kiln_sampler_sample(float *logits, int V, const kiln_sample_row *p, void *work) {
+    int32_t best = argmax(logits, V);
+    if (p->temperature <= 0.0f || !isfinite(logits[best])) return best;
+    float *probs = work, *scratch = probs + V;
+    float thresh = filtered_probs(logits, V, p, best, probs, scratch);
+    return pick(probs, V, thresh, -1, kiln_sampler_uniform(p->seed, p->step), best);
+}
+
+int32_t kiln_sampler_verify(float *logits, int V, const kiln_sample_row *p, int32_t draft, bool *accepted,
+                            void *work) {
+    int32_t best = argmax(logits, V);
+    if (p->temperature <= 0.0f || !isfinite(logits[best])) {
+        *accepted = best == draft;
+        return best;
+    }
+    float *probs = work, *scratch = probs + V;
+    float thresh = filtered_probs(logits, V, p, best, probs, scratch);
+    double kept = 0;
+    for (int i = 0; i < V; i++)
+        if (probs[i] >= thresh) kept += probs[i];
+    double pd = (draft >= 0 && draft < V && probs[draft] >= thresh) ? probs[draft] / kept : 0.0;
+    uint32_t r[4];
+    kiln_philox4x32(p->seed, p->step, 1, r);
+    if ((double)kiln_u32_to_unit(r[0]) < pd) {
+        *accepted = true;
+        return draft;
+    }
+    *accepted = false;
+    return pick(probs, V, thresh, draft, kiln_sampler_uniform(p->seed, p->step), best);
 }
 
 float kiln_sampler_logprobs(const float *logits, int V, int32_t id, int n_top, kiln_logprob *top) {

@@ -47,6 +47,16 @@ void kiln_sampler_apply_penalties(float *logits, int V, const int32_t *prompt, i
 int32_t kiln_sampler_sample(float *logits, int V, const kiln_sample_row *p, void *work);
 size_t kiln_sampler_work_bytes(int V);
 
+/* Speculative verification of a proposed token (a point-mass proposal, as
+ * the n-gram and greedy draft drafters make): greedy accepts iff draft is
+ * the argmax; sampling accepts with probability p(draft) under the filtered
+ * distribution of step 5 (uniform from Philox(seed, (step, 1))), else
+ * samples from that distribution with draft removed and renormalised. The
+ * emitted token is distributed exactly as kiln_sampler_sample's. Returns
+ * the token to emit; *accepted tells whether it is the draft. */
+int32_t kiln_sampler_verify(float *logits, int V, const kiln_sample_row *p, int32_t draft, bool *accepted,
+                            void *work);
+
 /* log_softmax(logits)[id] and the top-n (id, logprob) pairs, descending. */
 float kiln_sampler_logprobs(const float *logits, int V, int32_t id, int n_top, kiln_logprob *top);
 

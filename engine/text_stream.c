@@ -8,9 +8,9 @@
 #include "engine_internal.h"
 
 kiln_status kiln_text_stream_init(kiln_text_stream *t, const kiln_tokenizer *tok, const int32_t *prompt, int n_prompt,
-                                  bool skip_special, const char *const *stops, int n_stops, bool include_stop) {
+                                  bool skip_special, const char *const *stops, int n_stops) {
     memset(t, 0, sizeof *t);
-    (void)tok, (void)prompt, (void)n_prompt, (void)skip_special, (void)stops, (void)n_stops, (void)include_stop;
+    (void)tok, (void)prompt, (void)n_prompt, (void)skip_special, (void)stops, (void)n_stops;
     return KILN_OK;
 }
 

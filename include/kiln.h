@@ -212,8 +212,8 @@ typedef struct kiln_sampling_params {
     const int32_t *stop_token_ids; /* borrowed during add_request           */
     int n_stop_token_ids;
     const char *const *stop;       /* stop strings, borrowed during add     */
-    int n_stop;
-    bool include_stop_str_in_output;
+    int n_stop;                    /* matched across token boundaries; the
+                                      stop string itself is not output      */
     bool skip_special_tokens;      /* for streamed text, default true        */
     int logprobs;                  /* 0: off; N: top-N logprobs per token    */
 } kiln_sampling_params;
@@ -260,6 +260,8 @@ typedef struct kiln_request {
     kiln_sampling_params sampling;
     kiln_stream_fn on_event;      /* may be NULL                             */
     void *user;
+    int num_speculative_tokens;   /* -1: the engine's setting (default);
+                                     0: never speculate for this request     */
 } kiln_request;
 
 KILN_API void kiln_request_default(kiln_request *r);

@@ -6,4 +6,5 @@ return {
   MistralForCausalLM = "mistral",
   Qwen2ForCausalLM = "qwen2",
   Phi3ForCausalLM = "phi3",
+  GlideLlamaForCausalLM = "glide_llama",
 }

@@ -95,7 +95,7 @@ function Plan:finish(extra)
     name = self.name, kv_cache_dtype = self.kv_cache_dtype,
     weights = self.weights, slots = self.slots, program = self.program,
     kernels = self.kernels, rope = self.rope, kv = self.kv, vocab = self.vocab,
-    logits = self.logits,
+    logits = self.logits, cross = self.cross,
   }
   for k, v in pairs(extra or {}) do out[k] = v end
   return out
@@ -147,6 +147,7 @@ end
 --   window            sliding-window attention size (Mistral)
 --   fuse_qkv, fuse_gate_up, fuse_residual_norm, fuse_rope_kv   (default true)
 --   attention_variant, gemm_variant, norm_variant  op variants
+--   after_attention(P, l)  hook: extra ops after layer l's attention block
 function K.decoder(facts, spec)
   local m, tp = facts.model, facts.tp.size
   local opt = facts.options or {}
@@ -284,6 +285,9 @@ function K.decoder(facts, spec)
           scale = 1.0 / math.sqrt(hd), window = spec.window or 0, layer = l, variant = attn_variant }
     P:op{ op = "gemm", out = "y", input = "attn", weight = L .. "o", layer = l, variant = gemm_variant }
     if tp > 1 then P:op{ op = "all_reduce", slot = "y", layer = l } end
+    -- a family may insert ops here: they see the residual stream x and the
+    -- attention block's output y, and leave in y what is added to x next
+    if spec.after_attention then spec.after_attention(P, l) end
     if fuse_norm then
       P:op{ op = "add_rmsnorm", out = "h", input = "y", residual = "x", weight = L .. "post_norm", eps = eps, layer = l, variant = norm_variant }
     else

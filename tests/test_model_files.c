@@ -195,7 +195,7 @@ KT_TEST(test_safetensors_errors) {
     write_text("config.json",
                "{\"architectures\":[\"GPT2LMHeadModel\"],\"hidden_size\":8,\"intermediate_size\":16,"
                "\"num_hidden_layers\":1,\"num_attention_heads\":2,\"vocab_size\":4}");
-    KT_ERR(open_model(&mf), KILN_ERR_UNSUPPORTED, "supported: LlamaForCausalLM, MistralForCausalLM");
+    KT_ERR(open_model(&mf), KILN_ERR_UNSUPPORTED, "supported: GlideLlamaForCausalLM, LlamaForCausalLM, MistralForCausalLM");
     write_text("config.json", tiny_cfg);
 }
 

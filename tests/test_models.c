@@ -108,7 +108,9 @@ static void check_first_logits(kiln_engine *e, const gcase *c, const char *model
     int32_t qstart[2] = {0, n}, ctx[1] = {n}, out_row[1] = {n - 1};
     int32_t *tables = calloc((size_t)e->kv.max_blocks_per_seq, sizeof(int32_t));
     memcpy(tables, t.blocks, sizeof(int32_t) * (size_t)t.n_blocks);
-    kiln_batch b = {n, 1, 1, c->prompt, pos, qstart, ctx, tables, e->kv.max_blocks_per_seq, slots, out_row, n, n};
+    kiln_batch b = {.n_tokens = n, .n_seqs = 1, .n_out = 1, .tokens = c->prompt, .positions = pos, .qstart = qstart,
+                    .ctx_len = ctx, .block_tables = tables, .max_blocks = e->kv.max_blocks_per_seq, .slots = slots,
+                    .out_rows = out_row, .max_q_len = n, .max_ctx_len = n};
     const float *logits = NULL;
     KT_OK(e->exec->vt->forward(e->exec, &b, &logits));
     double maxdiff = 0, maxref = 0;

@@ -95,5 +95,65 @@ KT_TEST(test_logprobs) {
     KT_CHECK(top[0].id == 3 && top[1].id == 2 && fabs(top[0].logprob - (3.0 - z)) < 1e-5);
 }
 
-KT_MAIN(KT_CASE(test_greedy_and_ties), KT_CASE(test_distribution_chi_square), KT_CASE(test_top_k_top_p_min_p),
+/* Speculative verification with a point-mass proposal must leave the
+ * sampled distribution exactly the target's, whatever the draft. */
+KT_TEST(test_verify_preserves_distribution) {
+    enum { V = 6, N = 60000 };
+    float logits[V] = {1.2f, 0.4f, -0.5f, 2.0f, 0.0f, -2.0f};
+    int drafts[4] = {3, 1, 5, 2};
+    for (int top_k = 0; top_k <= 4; top_k += 4) {
+        kiln_sample_row p = {1.0f, 1.0f, top_k, 0.0f, 2024, 0};
+        /* target: the plain sampler's histogram is the reference
+         * distribution; compute it analytically */
+        double mx = 2.0, z = 0, probs[V];
+        for (int i = 0; i < V; i++) z += exp(logits[i] - mx);
+        for (int i = 0; i < V; i++) probs[i] = exp(logits[i] - mx) / z;
+        if (top_k == 4) { /* drop the two smallest (-2.0 and -0.5) */
+            double kept = 0;
+            for (int i = 0; i < V; i++) if (i == 2 || i == 5) probs[i] = 0; else kept += probs[i];
+            for (int i = 0; i < V; i++) probs[i] /= kept;
+        }
+        for (int d = 0; d < 4; d++) {
+            int counts[V] = {0}, acc = 0;
+            float row[V];
+            char work[1024];
+            for (int s = 0; s < N; s++) {
+                memcpy(row, logits, sizeof row);
+                p.step = (uint64_t)s;
+                bool ok;
+                int32_t t = kiln_sampler_verify(row, V, &p, drafts[d], &ok, work);
+                counts[t]++;
+                acc += ok;
+                if (ok && t != drafts[d]) KT_CHECK(false);
+            }
+            double chi = 0;
+            int dof = -1;
+            for (int i = 0; i < V; i++) {
+                if (probs[i] == 0) {
+                    KT_CHECKF(counts[i] == 0, "filtered token %d sampled", i);
+                    continue;
+                }
+                double e = probs[i] * N;
+                chi += (counts[i] - e) * (counts[i] - e) / e;
+                dof++;
+            }
+            /* p = 0.001 critical values: 5 dof 20.52, 3 dof 16.27 */
+            KT_CHECKF(chi < (dof == 5 ? 20.52 : 16.27), "top_k %d draft %d: chi-square %.2f (%d dof)", top_k,
+                      drafts[d], chi, dof);
+            /* acceptance rate is the draft's target probability */
+            KT_CHECKF(fabs((double)acc / N - probs[drafts[d]]) < 0.01, "acceptance %.4f vs p %.4f",
+                      (double)acc / N, probs[drafts[d]]);
+        }
+    }
+    /* greedy: accept iff the draft is the argmax */
+    float row[V];
+    memcpy(row, logits, sizeof row);
+    kiln_sample_row g = {0.0f, 1.0f, 0, 0.0f, 1, 0};
+    bool ok;
+    char work[1024];
+    KT_CHECK(kiln_sampler_verify(row, V, &g, 3, &ok, work) == 3 && ok);
+    KT_CHECK(kiln_sampler_verify(row, V, &g, 0, &ok, work) == 3 && !ok);
+}
+
+KT_MAIN(KT_CASE(test_verify_preserves_distribution), KT_CASE(test_greedy_and_ties), KT_CASE(test_distribution_chi_square), KT_CASE(test_top_k_top_p_min_p),
         KT_CASE(test_penalties), KT_CASE(test_logprobs))
