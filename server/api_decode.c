@@ -598,6 +598,11 @@ bool api_decode_request(const json_t *root, api_kind kind, const api_limits *lim
     if (!get_bool(root, "ignore_eos", &r->ignore_eos, err)) goto out;
     if (!get_bool(root, "skip_special_tokens", &r->skip_special_tokens, err)) goto out;
     if (!get_bool(root, "include_stop_str_in_output", &r->include_stop_str_in_output, err)) goto out;
+    if (r->include_stop_str_in_output) {
+        api_fail(err, 400, "include_stop_str_in_output", NULL,
+                 "'include_stop_str_in_output' is not supported: stop strings are never output");
+        goto out;
+    }
     if (!get_bool(root, "add_special_tokens", &r->add_special_tokens, err)) goto out;
     if (kind == API_COMPLETION) {
         bool lp_set = false;

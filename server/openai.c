@@ -527,7 +527,6 @@ enum MHD_Result srv_handle_generate(srv *s, struct MHD_Connection *conn, api_kin
     sp.n_stop = r->n_stop;
     sp.stop_token_ids = r->stop_token_ids;
     sp.n_stop_token_ids = r->n_stop_token_ids;
-    sp.include_stop_str_in_output = r->include_stop_str_in_output;
     sp.skip_special_tokens = r->skip_special_tokens;
     sp.logprobs = r->logprobs ? r->top_logprobs : 0;
     for (int j = 0; j < k; j++) {
