@@ -276,6 +276,10 @@ void srv_engine_wake(srv *s) {
 
 static void *engine_main(void *arg) {
     srv *s = arg;
+    /* tests: $KILN_SERVE_STEP_DELAY_MS slows every step down, standing in
+     * for a big model so disconnects, queues and drains can be timed */
+    const char *d = getenv("KILN_SERVE_STEP_DELAY_MS");
+    long delay_ms = d && *d ? strtol(d, NULL, 10) : 0;
     for (;;) {
         pthread_mutex_lock(&s->mu);
         while (!s->wake && !s->quit) pthread_cond_wait(&s->cv, &s->mu);
@@ -284,6 +288,10 @@ static void *engine_main(void *arg) {
         pthread_mutex_unlock(&s->mu);
         if (quit) break;
         while (kiln_engine_has_work(s->eng)) {
+            if (delay_ms > 0) {
+                struct timespec ts = {delay_ms / 1000, (delay_ms % 1000) * 1000000L};
+                nanosleep(&ts, NULL);
+            }
             kiln_status st = kiln_engine_step(s->eng, NULL);
             if (st == KILN_ERR_FATAL && !atomic_exchange(&s->fatal, true))
                 fprintf(stderr, "kiln serve: the engine has failed: %s\n", kiln_last_error());

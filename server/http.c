@@ -80,6 +80,7 @@ enum MHD_Result srv_respond_error(struct MHD_Connection *conn, const api_error *
     char *j = api_error_json(e);
     const char *hdr = NULL, *val = NULL;
     if (e->status == 503) hdr = MHD_HTTP_HEADER_RETRY_AFTER, val = "1";
+    else if (e->status == 413) hdr = MHD_HTTP_HEADER_CONNECTION, val = "close"; /* the rest of the body is not read */
     else if (e->status == 401) hdr = MHD_HTTP_HEADER_WWW_AUTHENTICATE, val = "Bearer";
     enum MHD_Result r = srv_respond_json(conn, e->status, j, hdr, val);
     free(j);
