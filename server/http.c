@@ -445,6 +445,9 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t n = strlen(msg);
     while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = 0;
+    /* our own way of dropping a connection whose client left: not news */
+    if (strstr(msg, "Application reported internal error") || strstr(msg, "application error generating response"))
+        return;
     fprintf(stderr, "kiln serve: http: %s\n", msg);
 }
 

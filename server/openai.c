@@ -587,7 +587,9 @@ enum MHD_Result srv_handle_generate(srv *s, struct MHD_Connection *conn, api_kin
         return ret;
     }
 
-    /* non-streaming: wait for every choice, watching the client socket */
+    /* non-streaming: wait for every choice, checking the client socket at
+     * least every heartbeat (tokens arriving do not postpone the check) */
+    double next_check = srv_now() + s->cfg.heartbeat_s;
     pthread_mutex_lock(&c->mu);
     for (;;) {
         if (c->q.n) {
@@ -595,29 +597,29 @@ enum MHD_Result srv_handle_generate(srv *s, struct MHD_Connection *conn, api_kin
             pthread_mutex_unlock(&c->mu);
             process_events(c, false);
             pthread_mutex_lock(&c->mu);
-            continue;
         }
-        if (c->n_done == c->n_choices) break;
+        if (c->n_done == c->n_choices && c->q.n == 0) break;
         if (atomic_load(&s->state) == SRV_STOPPING) {
             pthread_mutex_unlock(&c->mu);
             return MHD_NO;
         }
+        if (srv_now() >= next_check) {
+            pthread_mutex_unlock(&c->mu);
+            /* gone: on_completed counts the disconnect and cancels the call */
+            if (!srv_socket_alive(c->fd)) return MHD_NO;
+            next_check = srv_now() + s->cfg.heartbeat_s;
+            pthread_mutex_lock(&c->mu);
+            continue;
+        }
+        if (c->q.n) continue;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        long ns = (long)(s->cfg.heartbeat_s * 1e9);
+        long ns = (long)((next_check - srv_now()) * 1e9);
+        if (ns < 1000000) ns = 1000000;
         ts.tv_sec += ns / 1000000000L;
         ts.tv_nsec += ns % 1000000000L;
         if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
         pthread_cond_timedwait(&c->cv, &c->mu, &ts);
-        if (c->q.n == 0 && c->n_done < c->n_choices) {
-            pthread_mutex_unlock(&c->mu);
-            bool alive = srv_socket_alive(c->fd);
-            if (!alive) {
-                /* on_completed counts the disconnect and cancels the call */
-                return MHD_NO;
-            }
-            pthread_mutex_lock(&c->mu);
-        }
     }
     pthread_mutex_unlock(&c->mu);
     return respond_final(c, conn);

@@ -82,7 +82,7 @@ def settle_fds(s, base, timeout=5):
 # -------------------------------------------------------------------- 13
 def test_disconnects():
     step = 0.02
-    with Server("--max-num-seqs", "1", env={"KILN_SERVE_STEP_DELAY_MS": str(int(step * 1000))}) as s:
+    with Server("--max-num-seqs", "1", "--timeout", "1", env={"KILN_SERVE_STEP_DELAY_MS": str(int(step * 1000))}) as s:
         s.post("/v1/completions", body(max_tokens=2))
         time.sleep(0.1)
         fd0 = s.fds()
@@ -134,6 +134,10 @@ def test_disconnects():
         check(aborts(s) == a0 + 6, f"prefill aborts: {aborts(s) - a0}")
         _, m = s.metrics()
         check(metric(m, "kiln:client_disconnects_total") == 6, "client disconnects not counted")
+        # a request that takes longer than --timeout (1 s) is not cut off:
+        # the timeout is for idle connections
+        r = s.post("/v1/completions", body(max_tokens=100))
+        check(r.status == 200 and r.json()["usage"]["completion_tokens"] == 100, r)
         settle_fds(s, fd0)
         check(s.stop() == 0, "exit code")
 
@@ -169,7 +173,7 @@ def test_slow_reader():
 # -------------------------------------------------------------------- 17
 def test_sigterm_drain():
     with Server(env={"KILN_SERVE_STEP_DELAY_MS": "20"}) as s:
-        c, r = open_stream(s.port, body(max_tokens=60, stream=True))
+        c, r = open_stream(s.port, body(max_tokens=60, stream=True, stream_options={"include_usage": True}))
         first = read_data_lines(r, 1)
         res = {}
 
@@ -186,8 +190,8 @@ def test_sigterm_drain():
         events, _ = parse_sse(b"".join(first).decode() + "\n" + r.read().decode())
         c.close()
         chunks = [e for e in events if e != "[DONE]"]
-        check(events[-1] == "[DONE]" and chunks[-1]["choices"][0]["finish_reason"] == "length", events[-2:])
-        check(len(chunks) == 60, f"{len(chunks)} chunks for 60 tokens")
+        check(events[-1] == "[DONE]" and chunks[-2]["choices"][0]["finish_reason"] == "length", events[-3:])
+        check(chunks[-1]["usage"]["completion_tokens"] == 60, chunks[-1])
         t.join()
         check(res["ns"].status == 200 and res["ns"].json()["usage"]["completion_tokens"] == 40, res["ns"])
         s.p.wait(10)
