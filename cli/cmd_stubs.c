@@ -14,7 +14,6 @@
         return 1;                                                                        \
     }
 
-KILN_STUB(kiln_cmd_bench, "bench")
 KILN_STUB(kiln_cmd_tokenize, "tokenize")
 KILN_STUB(kiln_cmd_detokenize, "detokenize")
 KILN_STUB(kiln_cmd_chat_render, "chat-render")

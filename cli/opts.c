@@ -24,7 +24,7 @@ static void print_help(const char *cmd, const char *summary, cli_opt *const *tab
     for (int t = 0; tables[t]; t++)
         for (const cli_opt *o = tables[t]; o->name; o++) {
             char left[64];
-            snprintf(left, sizeof left, "--%s%s%s", o->name, o->type == CLI_FLAG ? "" : " ",
+            snprintf(left, sizeof left, "%s%s%s%s", o->name[1] ? "--" : "-", o->name, o->type == CLI_FLAG ? "" : " ",
                      o->type == CLI_FLAG ? "" : (o->metavar ? o->metavar : "X"));
             printf("  %-30s %s\n", left, o->help ? o->help : "");
         }
@@ -98,8 +98,9 @@ int cli_parse(int argc, char **argv, const char *cmd, const char *summary, cli_o
             }
             break;
         }
-        if (a[0] == '-' && a[1] == '-') {
-            const char *name = a + 2, *eq = strchr(name, '=');
+        bool short_opt = a[0] == '-' && a[1] && a[1] != '-' && a[2] == 0 && !(a[1] >= '0' && a[1] <= '9');
+        if ((a[0] == '-' && a[1] == '-') || short_opt) {
+            const char *name = a + (short_opt ? 1 : 2), *eq = strchr(name, '=');
             size_t len = eq ? (size_t)(eq - name) : strlen(name);
             const cli_opt *o = find_opt(tables, name, len);
             if (!o) {
