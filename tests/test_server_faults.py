@@ -125,15 +125,21 @@ def test_disconnects():
             s.wait_idle()
         check(aborts(s) == a0 + 4, "decode aborts not counted")
 
-        # in prefill / just admitted: the client leaves right after sending
+        # in prefill / just admitted: the client leaves right after sending.
+        # Depending on timing the request is cancelled in the engine or never
+        # admitted (the server saw the closed socket first); it never runs on
+        check(s.post("/v1/completions", body(max_tokens=1)).status == 200, "warm-up")
+        a1, g1 = aborts(s), gen_tokens(s)
         for stream in (True, False):
             k = socket.create_connection(("127.0.0.1", s.port))
-            k.sendall(http_request(s.port, body(prompt=list(range(3, 480)), max_tokens=30, stream=stream)))
+            k.sendall(http_request(s.port, body(prompt=[3 + i % 500 for i in range(480)], max_tokens=30,
+                                                stream=stream)))
             k.close()
             s.wait_idle(timeout=3)
-        check(aborts(s) == a0 + 6, f"prefill aborts: {aborts(s) - a0}")
+        extra = gen_tokens(s) - g1
+        check(extra <= 2 * (0.3 / step + 3), f"{extra} tokens generated for two clients that left at once")
         _, m = s.metrics()
-        check(metric(m, "kiln:client_disconnects_total") == 6, "client disconnects not counted")
+        check(metric(m, "kiln:client_disconnects_total") == 4 + aborts(s) - a1, "client disconnects not counted")
         # a request that takes longer than --timeout (1 s) is not cut off:
         # the timeout is for idle connections
         r = s.post("/v1/completions", body(max_tokens=100))
