@@ -148,6 +148,9 @@ static enum MHD_Result handle_engine_check(srv *s, struct MHD_Connection *conn) 
     bool ok = !st.fatal && atomic_load(&s->state) == SRV_READY;
     json_object_set_new(o, "status", json_string(st.fatal ? "failed" : ok ? "ok" : "draining"));
     json_object_set_new(o, "model", json_string(s->served_name));
+    json_object_set_new(o, "vocab_size", json_integer(s->vocab_size));
+    json_object_set_new(o, "max_model_len", json_integer(s->max_model_len));
+    json_object_set_new(o, "has_tokenizer", json_boolean(s->tok != NULL));
     json_object_set_new(o, "num_requests_running", json_integer(st.num_running));
     json_object_set_new(o, "num_requests_waiting", json_integer(st.num_waiting));
     json_object_set_new(o, "kv_cache_usage_perc", json_real(st.kv_cache_usage));

@@ -193,7 +193,9 @@ static void process_events(srv_call *c, bool stream) {
                 pthread_mutex_unlock(&c->mu);
                 emit_error_chunk(c, ev->error == KILN_ERR_LIMIT ? 400 : 500, msg);
                 json_decref(lpj);
-            } else if (delta.len || lpj || final) {
+            } else if (delta.len || lpj || final || !s->tok) {
+                /* without a tokenizer there is no text: one chunk per token
+                 * still shows progress (and lets clients time tokens) */
                 json_t *chunk = api_chunk(&c->ri, ch->index, delta.data, delta.len, false, lpj, ev->finish);
                 api_sse_json(&c->out, chunk);
                 json_decref(chunk);
