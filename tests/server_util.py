@@ -67,6 +67,18 @@ def require_promtool():
     return p
 
 
+def _sanitized():
+    try:
+        out = subprocess.run(["ldd", BIN], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return "libasan" in out or "libubsan" in out
+
+
+# wall-clock limits in the tests are multiplied by this under ASan/UBSan
+SLOW = 4.0 if _sanitized() else 1.0
+
+
 def model_dir(name="llama3-gqa"):
     return os.path.join(MODELS, name)
 
@@ -121,6 +133,11 @@ class Server:
         if not self.port:
             self.p.kill()
             self.p.wait()
+            if "not available in this build yet" in self.log():
+                # main before the tokenizer (issue 4) landed: weak stubs only
+                print("SKIP: this build has no tokenizer yet (kiln serve cannot load the test models):\n"
+                      + self.log_tail(3), flush=True)
+                sys.exit(77)
             raise Failure(f"kiln serve did not become ready: {line!r}\n{self.log_tail()}")
         self.ready_line = line
         # keep draining stdout so the server never blocks on it
