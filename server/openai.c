@@ -469,6 +469,13 @@ enum MHD_Result srv_handle_generate(srv *s, struct MHD_Connection *conn, api_kin
         return srv_respond_error(conn, &err);
     }
     int k = np * r->n;
+    if (k > s->cfg.max_queued_requests) {
+        free(max_tokens);
+        api_fail(&err, 400, "n", NULL,
+                 "This request asks for %d sequences (%d prompt%s x n = %d) but the server queues at most %d", k, np,
+                 np == 1 ? "" : "s", r->n, s->cfg.max_queued_requests);
+        return srv_respond_error(conn, &err);
+    }
     c->choices = calloc((size_t)k, sizeof *c->choices);
     if (!c->choices) {
         free(max_tokens);
@@ -483,7 +490,7 @@ enum MHD_Result srv_handle_generate(srv *s, struct MHD_Connection *conn, api_kin
         c->choices[j].call = c;
         c->choices[j].index = j;
         c->choices[j].prompt = j / r->n;
-        api_logprobs_init(&c->choices[j].lp, kind);
+        if (r->logprobs) api_logprobs_init(&c->choices[j].lp, kind);
     }
 
     /* admission */

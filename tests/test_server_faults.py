@@ -18,7 +18,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from server_util import Server, check, metric, parse_sse, run_tests  # noqa: E402
+from server_util import SLOW, Server, check, metric, parse_sse, run_tests  # noqa: E402
 
 PROMPT = "The kiln is hot and"
 
@@ -94,7 +94,20 @@ def test_disconnects():
         for stream in (True, False):
             k = socket.create_connection(("127.0.0.1", s.port))
             k.sendall(http_request(s.port, body(max_tokens=50, stream=stream)))
-            time.sleep(0.3)  # it waits behind the running request
+            if stream:
+                # a paused stream gets an SSE comment at least every 250 ms
+                k.settimeout(2)
+                seen, buf, t_end = [], b"", time.time() + 1.2
+                while time.time() < t_end:
+                    buf += k.recv(4096)
+                    while b"\n" in buf:
+                        line, buf = buf.split(b"\n", 1)
+                        if line.startswith(b":"):
+                            seen.append(time.time())
+                gaps = [b - a for a, b in zip(seen, seen[1:])]
+                check(len(seen) >= 4 and max(gaps) < 0.25 * SLOW + 0.05, f"heartbeats at {seen}")
+            else:
+                time.sleep(0.3)  # it waits behind the running request
             _, m = s.metrics()
             check(metric(m, "vllm:num_requests_waiting") == 1, "request not queued")
             t_close = time.time()

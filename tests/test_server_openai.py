@@ -271,6 +271,27 @@ def test_sampling_params_accepted():
     check(r.choices[0].text == r2.choices[0].text, "seeded sampling not reproducible")
 
 
+def test_metrics_names():
+    from server_util import metric
+    _, m0 = S.metrics()
+    r = C.completions.create(model=MODEL, prompt=PROMPT, max_tokens=7, temperature=0, extra_body={"ignore_eos": True})
+    _, m1 = S.metrics()
+    for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+                 "vllm:prompt_tokens_total", "vllm:generation_tokens_total", "vllm:num_preemptions_total",
+                 "vllm:time_to_first_token_seconds_count", "vllm:inter_token_latency_seconds_count",
+                 "vllm:e2e_request_latency_seconds_count"):
+        for labels, _ in m1[name]:
+            check(labels.get("model_name") == MODEL, (name, labels))
+    d = lambda n, **kw: metric(m1, n, **kw) - metric(m0, n, **kw)  # noqa: E731
+    check(d("vllm:prompt_tokens_total") == r.usage.prompt_tokens, "prompt tokens")
+    check(d("vllm:generation_tokens_total") == 7, "generation tokens")
+    check(d("vllm:request_success_total", finished_reason="length") == 1, "request_success_total{length}")
+    check(d("vllm:e2e_request_latency_seconds_count") == 1 and d("vllm:time_to_first_token_seconds_count") == 1,
+          "histograms")
+    check(d("vllm:inter_token_latency_seconds_count") == 6, "inter-token latencies")
+    check(d("kiln:http_responses_total", code="2xx") >= 2, "http responses")
+
+
 def test_errors_through_client():
     try:
         C.completions.create(model=MODEL, prompt=PROMPT, max_tokens=10 ** 9)
@@ -293,7 +314,7 @@ def main():
     try:
         run_tests([test_models, test_completion_greedy_equals_generate, test_completion_stream,
                    test_chat_greedy_and_stream, test_n_and_prompts, test_stop_strings, test_stop_token_ids_and_eos,
-                   test_logprobs_and_echo, test_sampling_params_accepted, test_errors_through_client])
+                   test_logprobs_and_echo, test_sampling_params_accepted, test_metrics_names, test_errors_through_client])
     finally:
         S.close()
 
