@@ -17,4 +17,3 @@
 KILN_STUB(kiln_cmd_tokenize, "tokenize")
 KILN_STUB(kiln_cmd_detokenize, "detokenize")
 KILN_STUB(kiln_cmd_chat_render, "chat-render")
-KILN_STUB(kiln_cmd_kernels, "kernels")

@@ -66,6 +66,9 @@ KT_TEST(test_fp8) {
     /* ties to even between 1.0 (0x38) and 1.125 (0x39): 1.0625 -> 1.0 */
     KT_CHECK(kiln_f32_to_fp8_e4m3(1.0625f) == 0x38);
     KT_CHECK(kiln_f32_to_fp8_e4m3(1.1875f) == 0x3a);
+    /* values below half the smallest subnormal round to (signed) zero */
+    KT_CHECK(kiln_f32_to_fp8_e4m3(1e-30f) == 0x00 && kiln_f32_to_fp8_e4m3(-1e-4f) == 0x80);
+    KT_CHECK(kiln_f32_to_fp8_e5m2(1e-30f) == 0x00 && kiln_f32_to_fp8_e5m2(-1e-7f) == 0x80);
 }
 
 static void square(void *ctx, int64_t i) { ((int64_t *)ctx)[i] = i * i; }

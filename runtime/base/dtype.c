@@ -126,6 +126,7 @@ static uint8_t fp8_encode(float f, int ebits, int mbits, int bias, float maxv, u
     float q = ldexpf(a, mbits - e);  /* exact: scaling by a power of two */
     float r = nearbyintf(q);         /* round to nearest, ties to even */
     float v = ldexpf(r, e - mbits);
+    if (v == 0.0f) return sign;      /* below half the smallest subnormal */
     if (!(v <= maxv)) v = maxv;      /* saturate (also catches inf) */
     /* encode v exactly */
     frexpf(v, &e);

@@ -1,0 +1,412 @@
+/*
+ * bench_kernels.c -- speed of the CUDA kernels, cuBLASLt GEMMs and the JIT,
+ * as fractions of ceilings measured in the same run (device-to-device copy
+ * bandwidth counting bytes read + written; cuBLASLt bf16 8192^3).
+ * Events around batches of launches (input sets rotated when one set would
+ * fit in L2), warm-up first, median over batches.
+ * Usage: bench_kernels [--quick] [filter]
+ */
+#include "cuda/ops_gpu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static kiln_rt_device *dev;
+static kiln_rt_stream *st;
+static kiln_gpu *gpu;
+static kiln_rt_event *e0, *e1;
+static double copy_bw, gemm_rate; /* bytes/s, flop/s */
+static bool quick;
+static const char *filter;
+
+#define CK(expr)                                                                                                       \
+    do {                                                                                                               \
+        if ((expr) != KILN_OK) {                                                                                       \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, kiln_last_error());                          \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
+    } while (0)
+
+static uint64_t rs = 88172645463325252ull;
+static float gauss(void) {
+    float a = 0;
+    for (int i = 0; i < 4; i++) {
+        rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
+        a += (float)((rs >> 40) * (1.0 / 16777216.0)) - 0.5f;
+    }
+    return a * 1.7f;
+}
+
+/* n random elements of dt on the device: slices of a random pool (8M
+ * elements per dtype, filled once on the host) copied at random offsets, so
+ * big buffers cost device copies rather than host generation. */
+#define POOL_N ((size_t)8 << 20)
+static kiln_devptr pools[KILN_DTYPE_COUNT];
+static kiln_devptr drand(size_t n, kiln_dtype dt, float scale) {
+    size_t es = kiln_dtype_size(dt);
+    if (!pools[dt]) {
+        float *f = malloc(sizeof(float) * POOL_N);
+        void *h = malloc(POOL_N * es);
+        for (size_t i = 0; i < POOL_N; i++) f[i] = gauss();
+        kiln_from_f32(h, dt, f, POOL_N);
+        CK(kiln_rt_malloc(dev, POOL_N * es, &pools[dt]));
+        CK(kiln_rt_memcpy_htod(pools[dt], h, POOL_N * es, NULL));
+        free(f);
+        free(h);
+    }
+    (void)scale;
+    kiln_devptr p;
+    CK(kiln_rt_malloc(dev, n * es, &p));
+    for (size_t off = 0; off < n;) {
+        rs ^= rs << 13, rs ^= rs >> 7, rs ^= rs << 17;
+        size_t start = (size_t)(rs % (POOL_N / 2));
+        size_t m = KILN_MIN(n - off, POOL_N / 2);
+        CK(kiln_rt_memcpy_dtod(p + off * es, pools[dt] + start * es, m * es, NULL));
+        off += m;
+    }
+    return p;
+}
+
+static int cmpf(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef void (*op_fn)(void *ctx, int set);
+
+/* median seconds per call: batches of `per` calls over rotating sets */
+static double time_op(op_fn fn, void *ctx, int n_sets, int per, int batches) {
+    for (int i = 0; i < 3; i++) fn(ctx, i % n_sets);
+    CK(kiln_rt_stream_sync(st));
+    float ms[64];
+    if (batches > 64) batches = 64;
+    if (quick && batches > 5) batches = 5;
+    for (int b = 0; b < batches; b++) {
+        CK(kiln_rt_event_record(e0, st));
+        for (int i = 0; i < per; i++) fn(ctx, (b * per + i) % n_sets);
+        CK(kiln_rt_event_record(e1, st));
+        CK(kiln_rt_event_sync(e1));
+        CK(kiln_rt_event_elapsed_ms(e0, e1, &ms[b]));
+        ms[b] /= (float)per;
+    }
+    qsort(ms, (size_t)batches, sizeof(float), cmpf);
+    return ms[batches / 2] * 1e-3;
+}
+
+static bool want(const char *name) { return !filter || strstr(name, filter); }
+
+static void row_bw(const char *name, const char *shape, double sec, double bytes, double target) {
+    double frac = bytes / sec / copy_bw;
+    printf("%-22s %-34s %9.1f us %8.0f GB/s %6.1f%% of copy  target %3.0f%% %s\n", name, shape, sec * 1e6,
+           bytes / sec / 1e9, frac * 100, target * 100, target <= 0 ? "" : frac >= target ? "ok" : "MISS");
+    fflush(stdout);
+}
+static void row_flops(const char *name, const char *shape, double sec, double flops, double target_frac,
+                      double target_abs) {
+    double rate = flops / sec;
+    bool ok = target_abs > 0 ? rate >= target_abs : rate >= target_frac * gemm_rate;
+    printf("%-22s %-34s %9.1f us %8.1f TFLOP/s %5.1f%% of gemm  %s\n", name, shape, sec * 1e6, rate / 1e12,
+           rate / gemm_rate * 100, (target_abs > 0 || target_frac > 0) ? (ok ? "ok" : "MISS") : "");
+    fflush(stdout);
+}
+
+/* ---------------------------------------------------------------- ceilings */
+
+typedef struct copy_ctx { kiln_devptr a, b; size_t n; } copy_ctx;
+static void op_copy(void *vc, int set) {
+    copy_ctx *c = vc;
+    (void)set;
+    CK(kiln_rt_memcpy_dtod(c->b, c->a, c->n, st));
+}
+
+typedef struct gemm_ctx {
+    kiln_devptr x[4], w[4], out;
+    int M, N, K;
+    kiln_dtype odt;
+} gemm_ctx;
+static void op_gemm(void *vc, int set) {
+    gemm_ctx *c = vc;
+    CK(kiln_gpu_gemm(gpu, st, c->out, 0, c->odt, c->x[set], c->w[set], KILN_DTYPE_BF16, 0, c->M, c->N, c->K));
+}
+
+static void ceilings(void) {
+    copy_ctx c = {0, 0, (size_t)2 << 30};
+    CK(kiln_rt_malloc(dev, c.n, &c.a));
+    CK(kiln_rt_malloc(dev, c.n, &c.b));
+    CK(kiln_rt_memset8(c.a, 1, c.n, NULL));
+    double t = time_op(op_copy, &c, 1, 3, 15);
+    copy_bw = 2.0 * (double)c.n / t;
+    kiln_rt_free(dev, c.a);
+    kiln_rt_free(dev, c.b);
+    gemm_ctx g = {{0}, {0}, 0, 8192, 8192, 8192, KILN_DTYPE_BF16};
+    g.x[0] = drand((size_t)8192 * 8192, KILN_DTYPE_BF16, 1);
+    g.w[0] = drand((size_t)8192 * 8192, KILN_DTYPE_BF16, 1);
+    CK(kiln_rt_malloc(dev, (size_t)8192 * 8192 * 2, &g.out));
+    t = time_op(op_gemm, &g, 1, 3, 10);
+    gemm_rate = 2.0 * 8192.0 * 8192.0 * 8192.0 / t;
+    kiln_rt_free(dev, g.x[0]);
+    kiln_rt_free(dev, g.w[0]);
+    kiln_rt_free(dev, g.out);
+    printf("ceilings: D2D copy %.0f GB/s (read+write, 2 GiB), cuBLASLt bf16 8192^3 %.1f TFLOP/s\n", copy_bw / 1e9,
+           gemm_rate / 1e12);
+}
+
+/* --------------------------------------------------------------- attention */
+
+typedef struct attn_ctx {
+    kiln_gpu_attn a;
+    kiln_kv_layout l;
+} attn_ctx;
+static void op_attn(void *vc, int set) {
+    attn_ctx *c = vc;
+    (void)set;
+    CK(kiln_gpu_attention(gpu, st, KILN_DTYPE_BF16, &c->a));
+}
+
+/* Llama-3-8B heads: 32 q / 8 kv, head dim 128, bf16 KV, block 16 */
+static void bench_attention(int batch, int ctx, int q_len, double target, bool prefill) {
+    const int nq = 32, nkv = 8, hd = 128, bs = 16;
+    int mb = (ctx + bs - 1) / bs, nb = mb * batch;
+    attn_ctx c;
+    memset(&c, 0, sizeof c);
+    size_t cbytes = kiln_kv_layout_init(&c.l, nb, bs, nkv, hd, KILN_DTYPE_BF16);
+    kiln_devptr kc = drand(cbytes / 2, KILN_DTYPE_BF16, 1), vc = drand(cbytes / 2, KILN_DTYPE_BF16, 1);
+    int T = batch * q_len;
+    int64_t qs = (int64_t)(nq + 2 * nkv) * hd;
+    kiln_devptr q = drand((size_t)T * qs, KILN_DTYPE_BF16, 1), out;
+    CK(kiln_rt_malloc(dev, (size_t)T * nq * hd * 2, &out));
+    int32_t *qstart = malloc(sizeof(int32_t) * (size_t)(batch + 1)), *cl = malloc(sizeof(int32_t) * (size_t)batch),
+            *bt = malloc(sizeof(int32_t) * (size_t)nb);
+    for (int s = 0; s <= batch; s++) qstart[s] = s * q_len;
+    for (int s = 0; s < batch; s++) cl[s] = ctx;
+    for (int i = 0; i < nb; i++) bt[i] = (int32_t)((i * 7919) % nb); /* scattered blocks */
+    kiln_devptr dqs, dcl, dbt;
+    CK(kiln_rt_malloc(dev, 4 * (size_t)(batch + 1), &dqs));
+    CK(kiln_rt_malloc(dev, 4 * (size_t)batch, &dcl));
+    CK(kiln_rt_malloc(dev, 4 * (size_t)nb, &dbt));
+    CK(kiln_rt_memcpy_htod(dqs, qstart, 4 * (size_t)(batch + 1), NULL));
+    CK(kiln_rt_memcpy_htod(dcl, cl, 4 * (size_t)batch, NULL));
+    CK(kiln_rt_memcpy_htod(dbt, bt, 4 * (size_t)nb, NULL));
+    kiln_gpu_attn a = {out, q, qs, kc, vc, &c.l, nq, dqs, dcl, dbt, batch, mb, 1.0f / sqrtf(128.0f), 0, q_len, ctx, 0};
+    c.a = a;
+    c.a.l = &c.l;
+    double t = time_op(op_attn, &c, 1, prefill ? 3 : 10, 20);
+    char shape[64];
+    if (prefill) {
+        snprintf(shape, sizeof shape, "causal %dx%d hd128 gqa4", batch, q_len);
+        double flops = (double)batch * nq * ((double)q_len * (q_len + 1) / 2) * hd * 4;
+        row_flops("attn prefill", shape, t, flops, 0, target);
+    } else {
+        snprintf(shape, sizeof shape, "b%d ctx%d 32q/8kv hd128", batch, ctx);
+        double bytes = (double)batch * ctx * nkv * hd * 2 * 2 + (double)T * nq * hd * 2 * 2;
+        row_bw("attn decode", shape, t, bytes, target);
+    }
+    kiln_rt_free(dev, kc), kiln_rt_free(dev, vc), kiln_rt_free(dev, q), kiln_rt_free(dev, out);
+    kiln_rt_free(dev, dqs), kiln_rt_free(dev, dcl), kiln_rt_free(dev, dbt);
+    free(qstart), free(cl), free(bt);
+}
+
+/* ------------------------------------------------------------- elementwise */
+
+#define NSETS 4
+typedef struct ew_ctx {
+    int kind, T, D;
+    kiln_devptr x[NSETS], y[NSETS], w, out[NSETS], pos, slots, inv, kc, vc;
+    kiln_kv_layout l;
+} ew_ctx;
+
+static void op_ew(void *vc, int s) {
+    ew_ctx *c = vc;
+    const kiln_dtype b = KILN_DTYPE_BF16;
+    kiln_gpu_rope_params rp = {128, 128, false, c->inv, 1.0f, 0, 0, 0, 0};
+    switch (c->kind) {
+    case 0: CK(kiln_gpu_rmsnorm(gpu, st, c->out[s], c->x[s], c->w, b, b, c->T, c->D, 1e-5f)); break;
+    case 1: CK(kiln_gpu_add_rmsnorm(gpu, st, c->out[s], c->y[s], c->x[s], c->w, b, b, c->T, c->D, 1e-5f)); break;
+    case 2: CK(kiln_gpu_silu_mul(gpu, st, c->out[s], c->x[s], b, c->T, c->D)); break;
+    case 3: CK(kiln_gpu_rope(gpu, st, c->x[s], b, 6144, c->pos, c->T, 32, 8, &rp)); break;
+    case 4:
+        CK(kiln_gpu_kv_write(gpu, st, c->kc, c->vc, &c->l, c->x[s] + 4096 * 2, c->x[s] + 5120 * 2, b, 6144, c->slots,
+                             c->T));
+        break;
+    case 5: CK(kiln_gpu_rope_kv_write(gpu, st, c->x[s], b, 6144, c->pos, c->T, 32, &rp, c->kc, c->vc, &c->l, c->slots)); break;
+    }
+}
+
+static void bench_elementwise(void) {
+    const int T = 4096;
+    static const char *names[] = {"rmsnorm", "add_rmsnorm", "silu_mul", "rope", "kv_write", "rope_kv_write"};
+    for (int kind = 0; kind < 6; kind++) {
+        if (!want(names[kind])) continue;
+        ew_ctx c;
+        memset(&c, 0, sizeof c);
+        c.kind = kind;
+        c.T = T;
+        c.D = kind == 2 ? 14336 : 4096;
+        size_t xn = kind == 2 ? (size_t)T * 2 * 14336 : kind >= 3 ? (size_t)T * 6144 : (size_t)T * 4096;
+        size_t on = kind == 2 ? (size_t)T * 14336 : (size_t)T * 4096;
+        for (int s = 0; s < NSETS; s++) {
+            c.x[s] = drand(xn, KILN_DTYPE_BF16, 1);
+            if (kind <= 2) CK(kiln_rt_malloc(dev, on * 2, &c.out[s]));
+            if (kind == 1) c.y[s] = drand(on, KILN_DTYPE_BF16, 1);
+        }
+        c.w = drand(4096, KILN_DTYPE_BF16, 1);
+        int32_t *pos = malloc(4 * (size_t)T);
+        for (int t = 0; t < T; t++) pos[t] = t;
+        CK(kiln_rt_malloc(dev, 4 * (size_t)T, &c.pos));
+        CK(kiln_rt_malloc(dev, 4 * (size_t)T, &c.slots));
+        CK(kiln_rt_memcpy_htod(c.pos, pos, 4 * (size_t)T, NULL));
+        CK(kiln_rt_memcpy_htod(c.slots, pos, 4 * (size_t)T, NULL));
+        float inv[64];
+        for (int i = 0; i < 64; i++) inv[i] = 1.0f / powf(500000.0f, (float)(2 * i) / 128.0f);
+        CK(kiln_rt_malloc(dev, sizeof inv, &c.inv));
+        CK(kiln_rt_memcpy_htod(c.inv, inv, sizeof inv, NULL));
+        size_t cb = kiln_kv_layout_init(&c.l, T / 16 + 1, 16, 8, 128, KILN_DTYPE_BF16);
+        CK(kiln_rt_malloc(dev, cb, &c.kc));
+        CK(kiln_rt_malloc(dev, cb, &c.vc));
+        double t = time_op(op_ew, &c, NSETS, 20, 25);
+        double bytes = 0;
+        char shape[64];
+        switch (kind) {
+        case 0: bytes = 2.0 * on * 2; snprintf(shape, sizeof shape, "4096x4096 bf16"); break;
+        case 1: bytes = 4.0 * on * 2; snprintf(shape, sizeof shape, "4096x4096 bf16 (+residual)"); break;
+        case 2: bytes = 3.0 * on * 2; snprintf(shape, sizeof shape, "4096x14336 bf16"); break;
+        case 3: bytes = 2.0 * T * 5120 * 2; snprintf(shape, sizeof shape, "4096 tok, 32q+8k heads hd128"); break;
+        case 4: bytes = 2.0 * T * 2048 * 2; snprintf(shape, sizeof shape, "4096 tok, 8 kv heads hd128"); break;
+        case 5:
+            bytes = 2.0 * T * 5120 * 2 + 2.0 * T * 2048 * 2 - T * 1024 * 2;
+            snprintf(shape, sizeof shape, "4096 tok, 32q/8kv hd128");
+            break;
+        }
+        row_bw(names[kind], shape, t, bytes, 0.80);
+        for (int s = 0; s < NSETS; s++) kiln_rt_free(dev, c.x[s]), kiln_rt_free(dev, c.out[s]), kiln_rt_free(dev, c.y[s]);
+        kiln_rt_free(dev, c.w), kiln_rt_free(dev, c.pos), kiln_rt_free(dev, c.slots), kiln_rt_free(dev, c.inv);
+        kiln_rt_free(dev, c.kc), kiln_rt_free(dev, c.vc);
+        free(pos);
+    }
+}
+
+/* -------------------------------------------------------------------- GEMM */
+
+static void bench_gemm(void) {
+    static const struct { const char *name; int N, K; } shapes[] = {
+        {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
+    int Ms[] = {1, 16, 32, 4096};
+    for (size_t si = 0; si < 4; si++) {
+        gemm_ctx g;
+        memset(&g, 0, sizeof g);
+        g.N = shapes[si].N;
+        g.K = shapes[si].K;
+        g.odt = KILN_DTYPE_BF16;
+        size_t wbytes = (size_t)g.N * g.K * 2;
+        int sets = wbytes * 2 > (size_t)120 << 20 ? 1 : NSETS; /* rotate when weights would sit in L2 */
+        for (int s = 0; s < sets; s++) {
+            g.w[s] = drand((size_t)g.N * g.K, KILN_DTYPE_BF16, 0.02f);
+            g.x[s] = drand((size_t)4096 * g.K, KILN_DTYPE_BF16, 1);
+        }
+        CK(kiln_rt_malloc(dev, (size_t)4096 * g.N * 2, &g.out));
+        for (int mi = 0; mi < 4; mi++) {
+            g.M = Ms[mi];
+            double t = time_op(op_gemm, &g, sets, g.M == 4096 ? 5 : 20, 20);
+            char shape[64];
+            snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shapes[si].name, g.M, g.N, g.K);
+            if (g.M <= 32) row_bw("gemm (weight bytes)", shape, t, (double)wbytes, 0.85);
+            else row_flops("gemm", shape, t, 2.0 * g.M * g.N * g.K, 0.80, 0);
+        }
+        for (int s = 0; s < sets; s++) kiln_rt_free(dev, g.w[s]), kiln_rt_free(dev, g.x[s]);
+        kiln_rt_free(dev, g.out);
+    }
+}
+
+/* ---------------------------------------------------------------- sampling */
+
+typedef struct samp_ctx { kiln_devptr logits, params, tokens; int R, V; } samp_ctx;
+static void op_sample(void *vc, int s) {
+    samp_ctx *c = vc;
+    (void)s;
+    CK(kiln_gpu_sample(gpu, st, c->tokens, 0, c->logits, c->R, c->V, c->params));
+}
+
+static void bench_sampling(void) {
+    for (int mode = 0; mode < 2; mode++) {
+        samp_ctx c = {0, 0, 0, 64, 128256};
+        c.logits = drand((size_t)c.R * c.V, KILN_DTYPE_F32, 3);
+        kiln_gpu_sample_params p[64];
+        memset(p, 0, sizeof p);
+        for (int r = 0; r < 64; r++) {
+            p[r].temperature = mode ? 0.8f : 0.0f;
+            p[r].top_p = mode ? 0.9f : 1.0f;
+            p[r].top_k = mode ? 50 : 0;
+            p[r].repetition = 1;
+            p[r].seed = (uint64_t)r;
+        }
+        CK(kiln_rt_malloc(dev, sizeof p, &c.params));
+        CK(kiln_rt_malloc(dev, 4 * 64, &c.tokens));
+        CK(kiln_rt_memcpy_htod(c.params, p, sizeof p, NULL));
+        double t = time_op(op_sample, &c, 1, 5, 10);
+        printf("%-22s %-34s %9.1f us\n", "sample", mode ? "64 x 128256, T=0.8 top-k 50 top-p 0.9" : "64 x 128256 greedy",
+               t * 1e6);
+        kiln_rt_free(dev, c.logits), kiln_rt_free(dev, c.params), kiln_rt_free(dev, c.tokens);
+    }
+}
+
+/* --------------------------------------------------------------------- JIT */
+
+static void bench_jit(void) {
+    char dir[] = "/tmp/kiln-bench-jit-XXXXXX";
+    if (!mkdtemp(dir)) return;
+    kiln_jit_model m = {KILN_DTYPE_BF16, KILN_DTYPE_BF16, 128, 32, 8, 16, false, false};
+    kiln_jit_spec_list l;
+    CK(kiln_jit_model_specs(&m, &l));
+    kiln_jit_options o = {kiln_rt_device_get_info(dev)->arch, dir, NULL, false, 0};
+    double t[2];
+    for (int pass = 0; pass < 2; pass++) {
+        kiln_rt_kernels *k = NULL;
+        double t0 = kiln_now_sec();
+        CK(kiln_rt_kernels_create(dev, &o, &k));
+        CK(kiln_rt_kernels_prepare(k, l.specs, l.n));
+        t[pass] = kiln_now_sec() - t0;
+        kiln_rt_kernels_destroy(k);
+    }
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    printf("%-22s %-34s %9.0f ms  target < 10000 ms %s\n", "jit cold", "Llama-3-8B kernel set", t[0] * 1e3,
+           t[0] < 10 ? "ok" : "MISS");
+    printf("%-22s %-34s %9.1f ms  target < 200 ms %s  (%d specs, %ld CPUs, incl. module load)\n", "jit warm",
+           "Llama-3-8B kernel set", t[1] * 1e3, t[1] < 0.2 ? "ok" : "MISS", l.n, ncpu);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd)) fprintf(stderr, "cannot remove %s\n", dir);
+}
+
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = true;
+        else filter = argv[i];
+    }
+    CK(kiln_rt_device_open(0, &dev));
+    CK(kiln_rt_stream_create(dev, &st));
+    CK(kiln_rt_event_create(dev, true, &e0));
+    CK(kiln_rt_event_create(dev, true, &e1));
+    kiln_gpu_params gp = {0};
+    gp.max_sample_rows = 64;
+    gp.vocab = 128256;
+    CK(kiln_gpu_create(dev, &gp, &gpu));
+    const kiln_rt_device_info *di = kiln_rt_device_get_info(dev);
+    printf("device: %s (%s, %d SMs, L2 %d MiB)\n", di->name, di->arch, di->n_sms, di->l2_bytes >> 20);
+    if (want("jit")) bench_jit();
+    ceilings();
+    if (want("decode")) {
+        bench_attention(64, 1024, 1, 0.75, false);
+        bench_attention(64, 4096, 1, 0.85, false);
+        bench_attention(64, 8192, 1, 0.85, false);
+        bench_attention(1, 32768, 1, 0.70, false);
+        bench_attention(8, 4096, 1, 0, false);
+    }
+    if (want("prefill")) bench_attention(8, 2048, 2048, 300e12, true);
+    bench_elementwise();
+    if (want("gemm")) bench_gemm();
+    if (want("sample")) bench_sampling();
+    kiln_gpu_destroy(gpu);
+    return 0;
+}

@@ -1,0 +1,398 @@
+/*
+ * ops_gpu.c -- launch wrappers of the CUDA op variants (see ops_gpu.h):
+ * pick the specialization, size grids and shared memory, check arguments,
+ * and launch through the per-device kernel set or cuBLASLt.
+ *
+ * Ownership: kiln_gpu owns its kernel set, cuBLASLt handle and the device
+ * workspace (attention split-K partials, sampling scratch, penalty counts
+ * that are kept zero between calls). Thread-safety: one thread at a time.
+ */
+#include "ops_gpu.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+struct kiln_gpu {
+    kiln_rt_device *dev;
+    kiln_rt_kernels *k;
+    kiln_rt_blas *blas;
+    kiln_rt_mempool *pool;
+    kiln_devptr blas_ws, ws, sample_ws, counts;
+    size_t blas_ws_bytes, ws_bytes;
+    int max_rows, vocab;
+};
+
+kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gpu **out) {
+    kiln_status st = KILN_OK;
+    kiln_gpu *g = calloc(1, sizeof *g);
+    KILN_CHECK_ALLOC(g);
+    g->dev = d;
+    g->ws_bytes = p && p->workspace_bytes ? p->workspace_bytes : (size_t)64 << 20;
+    g->blas_ws_bytes = p && p->blas_workspace ? p->blas_workspace : (size_t)32 << 20;
+    g->max_rows = p && p->max_sample_rows > 0 ? p->max_sample_rows : 256;
+    g->vocab = p && p->vocab > 0 ? p->vocab : 131072;
+    size_t sample_bytes = (size_t)g->max_rows * (size_t)g->vocab * 4;
+    size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * 256;
+    KILN_TRY(kiln_rt_pool_create(d, "workspace", total, &g->pool));
+    KILN_TRY(kiln_rt_pool_alloc(g->pool, g->blas_ws_bytes, 256, &g->blas_ws));
+    KILN_TRY(kiln_rt_pool_alloc(g->pool, g->ws_bytes, 256, &g->ws));
+    KILN_TRY(kiln_rt_pool_alloc(g->pool, sample_bytes, 256, &g->sample_ws));
+    KILN_TRY(kiln_rt_pool_alloc(g->pool, sample_bytes, 256, &g->counts));
+    KILN_TRY(kiln_rt_memset8(g->counts, 0, sample_bytes, NULL));
+
+    KILN_TRY(kiln_rt_kernels_create(d, p ? p->jit : NULL, &g->k));
+    KILN_TRY(kiln_rt_blas_create(d, g->blas_ws, g->blas_ws_bytes, &g->blas));
+    *out = g;
+    return KILN_OK;
+fail:
+    kiln_gpu_destroy(g);
+    return st;
+}
+
+void kiln_gpu_destroy(kiln_gpu *g) {
+    if (!g) return;
+    kiln_rt_blas_destroy(g->blas);
+    kiln_rt_kernels_destroy(g->k);
+    kiln_rt_pool_destroy(g->pool);
+    free(g);
+}
+
+kiln_rt_kernels *kiln_gpu_kernels(kiln_gpu *g) { return g->k; }
+kiln_rt_blas *kiln_gpu_blas(kiln_gpu *g) { return g->blas; }
+kiln_rt_device *kiln_gpu_device(kiln_gpu *g) { return g->dev; }
+
+kiln_status kiln_gpu_prepare(kiln_gpu *g, const kiln_jit_model *m) {
+    kiln_status st = KILN_OK;
+    kiln_jit_spec_list l;
+    KILN_TRY(kiln_jit_model_specs(m, &l));
+    KILN_TRY(kiln_rt_kernels_prepare(g->k, l.specs, l.n));
+fail:
+    return st;
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static const char *dt(kiln_dtype t) { return kiln_dtype_name(t); }
+static bool act_ok(kiln_dtype t) { return t == KILN_DTYPE_BF16 || t == KILN_DTYPE_F16 || t == KILN_DTYPE_F32; }
+static int vec_elems(kiln_dtype t) { return (int)(16 / kiln_dtype_size(t)); }
+static unsigned grid_for(int64_t n_items, int threads) {
+    int64_t b = (n_items + threads - 1) / threads;
+    if (b > 132 * 16) b = 132 * 16; /* grid-stride loops beyond this */
+    return (unsigned)(b > 0 ? b : 1);
+}
+
+#define LAUNCH(f, gx, gy, gz, bx, smem, s, ...)                                                \
+    do {                                                                                       \
+        void *args_[] = {__VA_ARGS__};                                                         \
+        KILN_TRY(kiln_rt_launch((f), (kiln_rt_dim3){(gx), (gy), (gz)}, (kiln_rt_dim3){(bx), 1, 1}, (smem), (s), \
+                                args_));                                                       \
+    } while (0)
+
+static kiln_status get(kiln_gpu *g, const char *name, kiln_rt_func **f, const char *fmt, ...) KILN_PRINTF(4, 5);
+static kiln_status get(kiln_gpu *g, const char *name, kiln_rt_func **f, const char *fmt, ...) {
+    char defs[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(defs, sizeof defs, fmt, ap);
+    va_end(ap);
+    return kiln_rt_kernels_get(g->k, name, defs, f);
+}
+
+/* -------------------------------------------------------------------- ops */
+
+kiln_status kiln_gpu_embed(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_dtype act, kiln_devptr ids, int T,
+                           kiln_devptr w, kiln_dtype wdt, int64_t V_local, int H, int64_t vocab_start) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    KILN_CHECK(act_ok(act) && act_ok(wdt), KILN_ERR_UNSUPPORTED, "embed: %s from %s", dt(act), dt(wdt));
+    KILN_TRY(get(g, "embed", &f, "ACT=%s W=%s", dt(act), dt(wdt)));
+    LAUNCH(f, (unsigned)T, 1, 1, 256, 0, s, &out, &ids, &T, &w, &V_local, &H, &vocab_start);
+fail:
+    return st;
+}
+
+static kiln_status norm(kiln_gpu *g, kiln_rt_stream *s, bool add, kiln_devptr out, kiln_devptr residual,
+                        kiln_devptr x, kiln_devptr w, kiln_dtype act, kiln_dtype wdt, int rows, int dim, float eps) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    KILN_CHECK(act_ok(act) && act_ok(wdt), KILN_ERR_UNSUPPORTED, "rmsnorm: %s with %s weights", dt(act), dt(wdt));
+    int ve = vec_elems(act), nv = dim / ve;
+    KILN_CHECK(dim % ve == 0, KILN_ERR_UNSUPPORTED, "rmsnorm: dim %d is not a multiple of %d", dim, ve);
+    unsigned grid, threads;
+    if (nv <= 32 * 16) { /* a warp per row (kernel_src/rmsnorm.cu MAXW) */
+        threads = 256;
+        grid = (unsigned)((rows + 7) / 8);
+    } else {
+        threads = (unsigned)KILN_MIN(1024, (nv + 7) / 8 / 32 * 32 + 32);
+        KILN_CHECK(nv <= (int)threads * 8, KILN_ERR_UNSUPPORTED, "rmsnorm: dim %d too large", dim);
+        grid = (unsigned)rows;
+    }
+    KILN_TRY(get(g, add ? "add_rmsnorm" : "rmsnorm", &f, "ACT=%s W=%s", dt(act), dt(wdt)));
+    if (add) LAUNCH(f, grid, 1, 1, threads, 0, s, &out, &residual, &x, &w, &rows, &dim, &eps);
+    else LAUNCH(f, grid, 1, 1, threads, 0, s, &out, &x, &w, &rows, &dim, &eps);
+fail:
+    return st;
+}
+
+kiln_status kiln_gpu_rmsnorm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_devptr w,
+                             kiln_dtype act, kiln_dtype wdt, int rows, int dim, float eps) {
+    return norm(g, s, false, out, 0, x, w, act, wdt, rows, dim, eps);
+}
+
+kiln_status kiln_gpu_add_rmsnorm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr residual, kiln_devptr x,
+                                 kiln_devptr w, kiln_dtype act, kiln_dtype wdt, int rows, int dim, float eps) {
+    return norm(g, s, true, out, residual, x, w, act, wdt, rows, dim, eps);
+}
+
+kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
+                          kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N,
+                          int64_t K) {
+    return kiln_rt_gemm(g->blas, s, out, ldo, out_dt, x, w, in_dt, bias, M, N, K);
+}
+
+static kiln_status glu(kiln_gpu *g, kiln_rt_stream *s, const char *name, kiln_devptr out, kiln_devptr x,
+                       kiln_dtype act, int T, int I) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    KILN_CHECK(act_ok(act) && I % vec_elems(act) == 0, KILN_ERR_UNSUPPORTED, "%s: %s with I = %d", name, dt(act), I);
+    KILN_TRY(get(g, name, &f, "ACT=%s", dt(act)));
+    int64_t n = (int64_t)T * (I / vec_elems(act));
+    LAUNCH(f, grid_for(n, 256), 1, 1, 256, 0, s, &out, &x, &T, &I);
+fail:
+    return st;
+}
+
+kiln_status kiln_gpu_silu_mul(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_dtype act, int T,
+                              int I) {
+    return glu(g, s, "silu_mul", out, x, act, T, I);
+}
+kiln_status kiln_gpu_gelu_mul(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_dtype act, int T,
+                              int I) {
+    return glu(g, s, "gelu_mul", out, x, act, T, I);
+}
+
+kiln_status kiln_gpu_add(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr a, kiln_devptr b,
+                         kiln_dtype act, int64_t n) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    KILN_CHECK(act_ok(act), KILN_ERR_UNSUPPORTED, "add: %s", dt(act));
+    KILN_TRY(get(g, "add", &f, "ACT=%s", dt(act)));
+    LAUNCH(f, grid_for(n, 256), 1, 1, 256, 0, s, &out, &a, &b, &n);
+fail:
+    return st;
+}
+
+kiln_status kiln_gpu_gather_rows(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_dtype t,
+                                 kiln_devptr rows, int n, int dim) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    KILN_CHECK(act_ok(t), KILN_ERR_UNSUPPORTED, "gather_rows: %s", dt(t));
+    KILN_TRY(get(g, "gather_rows", &f, "ACT=%s", dt(t)));
+    LAUNCH(f, (unsigned)n, 1, 1, 256, 0, s, &out, &x, &rows, &n, &dim);
+fail:
+    return st;
+}
+
+kiln_status kiln_gpu_gather_last(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_dtype t,
+                                 kiln_devptr qstart, int n_seqs, int dim) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    KILN_CHECK(act_ok(t), KILN_ERR_UNSUPPORTED, "gather_last: %s", dt(t));
+    KILN_TRY(get(g, "gather_last", &f, "ACT=%s", dt(t)));
+    LAUNCH(f, (unsigned)n_seqs, 1, 1, 256, 0, s, &out, &x, &qstart, &n_seqs, &dim);
+fail:
+    return st;
+}
+
+kiln_status kiln_gpu_cast(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr dst, kiln_dtype dst_dt, kiln_devptr src,
+                          kiln_dtype src_dt, int64_t n) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    KILN_CHECK(act_ok(dst_dt) && act_ok(src_dt), KILN_ERR_UNSUPPORTED, "cast %s -> %s", dt(src_dt), dt(dst_dt));
+    KILN_TRY(get(g, "cast", &f, "DST=%s SRC=%s", dt(dst_dt), dt(src_dt)));
+    LAUNCH(f, grid_for(n, 256), 1, 1, 256, 0, s, &dst, &src, &n);
+fail:
+    return st;
+}
+
+/* ------------------------------------------------------------ rope and kv */
+
+static int tokens_per_block(int T, int n_sms) {
+    int tt = 16;
+    while (tt > 1 && (T + tt - 1) / tt < 2 * n_sms) tt /= 2;
+    return tt;
+}
+
+static kiln_status check_rope(const kiln_gpu_rope_params *rp, kiln_dtype act) {
+    int ve = vec_elems(act);
+    if (rp->rot_dim <= 0 || rp->rot_dim > rp->head_dim || rp->rot_dim % (rp->interleaved ? ve : 2 * ve))
+        return KILN_FAIL(KILN_ERR_UNSUPPORTED, "rope: rot_dim %d (head_dim %d) must be a multiple of %d", rp->rot_dim,
+                         rp->head_dim, rp->interleaved ? ve : 2 * ve);
+    if (rp->head_dim % ve) return KILN_FAIL(KILN_ERR_UNSUPPORTED, "rope: head_dim %d", rp->head_dim);
+    return KILN_OK;
+}
+
+static kiln_status check_kv(const kiln_kv_layout *l, kiln_dtype act) {
+    if (l->dtype != KILN_DTYPE_BF16 && l->dtype != KILN_DTYPE_F16 && l->dtype != KILN_DTYPE_FP8_E5M2 &&
+        l->dtype != KILN_DTYPE_FP8_E4M3)
+        return KILN_FAIL(KILN_ERR_UNSUPPORTED, "GPU KV cache dtype %s", dt(l->dtype));
+    if (l->x != (int)(16 / kiln_dtype_size(l->dtype)) || l->head_dim % l->x || l->head_dim % vec_elems(act))
+        return KILN_FAIL(KILN_ERR_UNSUPPORTED, "GPU KV cache needs head_dim %d to be a multiple of %d", l->head_dim,
+                         l->x);
+    return KILN_OK;
+}
+
+kiln_status kiln_gpu_rope(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr qkv, kiln_dtype act, int64_t row_stride,
+                          kiln_devptr pos, int T, int nq, int nkv, const kiln_gpu_rope_params *rp) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    KILN_CHECK(act_ok(act), KILN_ERR_UNSUPPORTED, "rope: %s", dt(act));
+    KILN_TRY(check_rope(rp, act));
+    KILN_TRY(get(g, "rope", &f, "ACT=%s INTERLEAVED=%d", dt(act), rp->interleaved ? 1 : 0));
+    int tt = tokens_per_block(T, kiln_rt_device_get_info(g->dev)->n_sms);
+    unsigned smem = (unsigned)(tt * rp->rot_dim / 2 * 8);
+    int hd = rp->head_dim, rot = rp->rot_dim, dmax = rp->dyn_max;
+    kiln_devptr inv = rp->inv_freq, dyn = rp->dyn_seq_len;
+    float ms = rp->mscale, db = rp->dyn_base, df = rp->dyn_factor;
+    LAUNCH(f, (unsigned)((T + tt - 1) / tt), 1, 1, 256, smem, s, &qkv, &row_stride, &pos, &T, &nq, &nkv, &hd, &rot,
+           &inv, &ms, &dyn, &dmax, &db, &df, &tt);
+fail:
+    return st;
+}
+
+kiln_status kiln_gpu_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr kcache, kiln_devptr vcache,
+                              const kiln_kv_layout *l, kiln_devptr k, kiln_devptr v, kiln_dtype act, int64_t row_stride,
+                              kiln_devptr slots, int T) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    KILN_CHECK(act_ok(act), KILN_ERR_UNSUPPORTED, "kv_write: %s", dt(act));
+    KILN_TRY(check_kv(l, act));
+    KILN_TRY(get(g, "kv_write", &f, "ACT=%s KV=%s", dt(act), dt(l->dtype)));
+    int tt = KILN_MIN(16, KILN_MAX(1, T)); /* at most 16 (kv_body); heads split over the grid's y */
+    unsigned smem = (unsigned)(l->head_dim * 17 * 4);
+    int nkv = l->n_kv_heads, hd = l->head_dim, bs = l->block_size;
+    float ks = l->k_scale, vs = l->v_scale;
+    LAUNCH(f, (unsigned)((T + tt - 1) / tt), (unsigned)nkv, 1, 128, smem, s, &kcache, &vcache, &k, &v, &row_stride,
+           &slots, &T, &nkv, &hd, &bs, &ks, &vs, &tt);
+fail:
+    return st;
+}
+
+kiln_status kiln_gpu_rope_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr qkv, kiln_dtype act,
+                                   int64_t row_stride, kiln_devptr pos, int T, int nq, const kiln_gpu_rope_params *rp,
+                                   kiln_devptr kcache, kiln_devptr vcache, const kiln_kv_layout *l, kiln_devptr slots) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    KILN_CHECK(act_ok(act), KILN_ERR_UNSUPPORTED, "rope_kv_write: %s", dt(act));
+    KILN_TRY(check_rope(rp, act));
+    KILN_TRY(check_kv(l, act));
+    KILN_CHECK(rp->head_dim == l->head_dim, KILN_ERR_INVALID_ARGUMENT, "rope_kv_write: head_dim mismatch");
+    KILN_TRY(get(g, "rope_kv_write", &f, "ACT=%s INTERLEAVED=%d KV=%s", dt(act), rp->interleaved ? 1 : 0,
+                 dt(l->dtype)));
+    int tt = tokens_per_block(T, kiln_rt_device_get_info(g->dev)->n_sms);
+    unsigned smem = (unsigned)KILN_MAX(tt * rp->rot_dim / 2 * 8, l->head_dim * 17 * 4);
+    int nkv = l->n_kv_heads, hd = l->head_dim, rot = rp->rot_dim, dmax = rp->dyn_max, bs = l->block_size;
+    kiln_devptr inv = rp->inv_freq, dyn = rp->dyn_seq_len;
+    float ms = rp->mscale, db = rp->dyn_base, df = rp->dyn_factor, ks = l->k_scale, vs = l->v_scale;
+    LAUNCH(f, (unsigned)((T + tt - 1) / tt), 1, 1, 256, smem, s, &qkv, &row_stride, &pos, &T, &nq, &nkv, &hd, &rot,
+           &inv, &ms, &dyn, &dmax, &db, &df, &kcache, &vcache, &slots, &bs, &ks, &vs, &tt);
+fail:
+    return st;
+}
+
+/* -------------------------------------------------------------- attention */
+
+static int tile_bytes(int hd) { return ((hd + 15) / 16 * 2) * 256 + hd * 32; }
+
+kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, const kiln_gpu_attn *a) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f, *fr;
+    const kiln_kv_layout *l = a->l;
+    KILN_CHECK(act == KILN_DTYPE_BF16 || act == KILN_DTYPE_F16, KILN_ERR_UNSUPPORTED,
+               "GPU attention needs bf16 or fp16 activations, not %s", dt(act));
+    KILN_CHECK(l->dtype == act, KILN_ERR_UNSUPPORTED, "GPU attention needs the KV cache in %s, not %s", dt(act),
+               dt(l->dtype));
+    KILN_CHECK(l->x == 8 && l->head_dim % 8 == 0 && l->block_size % 8 == 0, KILN_ERR_UNSUPPORTED,
+               "GPU attention needs head_dim and block_size multiples of 8 (got %d, %d)", l->head_dim, l->block_size);
+    KILN_CHECK(a->nq % l->n_kv_heads == 0, KILN_ERR_INVALID_ARGUMENT, "%d query heads, %d KV heads", a->nq,
+               l->n_kv_heads);
+    if (a->n_seqs <= 0) return KILN_OK;
+    int hd = l->head_dim, grp = kiln_jit_attn_group(a->nq, l->n_kv_heads), nkv = l->n_kv_heads;
+    const int n_sms = kiln_rt_device_get_info(g->dev)->n_sms;
+    char defs[128];
+    snprintf(defs, sizeof defs, "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d", dt(act), l->block_size, grp, hd);
+    int nq = a->nq, n_seqs = a->n_seqs, maxb = a->max_blocks, window = a->window;
+    float scale = a->scale;
+    kiln_devptr out = a->out, q = a->q, kc = a->kcache, vc = a->vcache, qs = a->qstart, cl = a->ctx_len,
+                bt = a->block_tables;
+    int64_t qst = a->q_stride;
+    if (a->max_q_len <= 1) {
+        KILN_TRY(kiln_rt_kernels_get(g->k, "attn_decode", defs, &f));
+        int base = n_seqs * (nq / grp), slots = 2 * n_sms, P = 0;
+        if (a->force_partition > 0) P = (a->force_partition + 63) / 64 * 64;
+        else if (a->force_partition == 0 && base < slots && a->max_ctx_len > 512) {
+            int want = (slots + base - 1) / base;
+            P = (a->max_ctx_len + want - 1) / want;
+            P = KILN_MAX(256, (P + 63) / 64 * 64);
+            if (P >= a->max_ctx_len) P = 0;
+        }
+        int n_parts = P ? (a->max_ctx_len + P - 1) / P : 1;
+        kiln_devptr part_o = 0, part_ml = 0;
+        if (P) {
+            size_t need_o = (size_t)n_seqs * nq * n_parts * hd * 4, need_ml = (size_t)n_seqs * nq * n_parts * 2 * 4;
+            if (need_o + need_ml + 256 > g->ws_bytes) P = 0, n_parts = 1; /* no room: one pass */
+            else {
+                part_o = g->ws;
+                part_ml = g->ws + (need_o + 255) / 256 * 256;
+            }
+        }
+        int tb = tile_bytes(hd);
+        unsigned smem = (unsigned)KILN_MAX(4 * 3 * tb, (4 * 16 * 2 + 4 * 16 * hd) * 4);
+        LAUNCH(f, (unsigned)(nq / grp), (unsigned)n_seqs, (unsigned)n_parts, 128, smem, s, &out, &q, &qst, &kc, &vc,
+               &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window, &P, &n_parts, &part_o, &part_ml);
+        if (P) {
+            KILN_TRY(kiln_rt_kernels_get(g->k, "attn_reduce", defs, &fr));
+            LAUNCH(fr, (unsigned)nq, (unsigned)n_seqs, 1, (unsigned)KILN_MIN(256, (hd + 31) / 32 * 32), 0, s, &out,
+                   &part_o, &part_ml, &qs, &cl, &nq, &n_parts, &P);
+        }
+    } else {
+        KILN_TRY(kiln_rt_kernels_get(g->k, "attn_prefill", defs, &f));
+        int tt = 64 / grp; /* kernel_src/attn_prefill.cu BM / GROUP */
+        unsigned smem = (unsigned)(2 * 4 * tile_bytes(hd));
+        LAUNCH(f, (unsigned)((a->max_q_len + tt - 1) / tt), (unsigned)n_seqs, (unsigned)(nq / grp), 128, smem, s, &out,
+               &q, &qst, &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window);
+    }
+fail:
+    return st;
+}
+
+/* --------------------------------------------------------------- sampling */
+
+kiln_status kiln_gpu_sample_penalties(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr logits, int n_rows, int V,
+                                      kiln_devptr params, kiln_devptr prompt_ids, kiln_devptr prompt_off,
+                                      kiln_devptr out_ids, kiln_devptr out_off, kiln_devptr banned_ids,
+                                      kiln_devptr banned_off) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    KILN_CHECK(n_rows <= g->max_rows && V <= g->vocab, KILN_ERR_LIMIT,
+               "sampling %d rows of %d exceeds the workspace (%d rows of %d)", n_rows, V, g->max_rows, g->vocab);
+    KILN_TRY(kiln_rt_kernels_get(g->k, "sample_penalties", "", &f));
+    kiln_devptr counts = g->counts;
+    LAUNCH(f, (unsigned)n_rows, 1, 1, 1024, 0, s, &logits, &V, &params, &prompt_ids, &prompt_off, &out_ids, &out_off,
+           &banned_ids, &banned_off, &counts);
+fail:
+    return st;
+}
+
+kiln_status kiln_gpu_sample(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr tokens, kiln_devptr logprobs,
+                            kiln_devptr logits, int n_rows, int V, kiln_devptr params) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    KILN_CHECK(n_rows <= g->max_rows && V <= g->vocab, KILN_ERR_LIMIT,
+               "sampling %d rows of %d exceeds the workspace (%d rows of %d)", n_rows, V, g->max_rows, g->vocab);
+    KILN_TRY(kiln_rt_kernels_get(g->k, "sample", "", &f));
+    kiln_devptr ws = g->sample_ws;
+    LAUNCH(f, (unsigned)n_rows, 1, 1, 1024, 0, s, &tokens, &logprobs, &logits, &V, &params, &ws);
+fail:
+    return st;
+}

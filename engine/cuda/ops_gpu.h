@@ -1,0 +1,134 @@
+/*
+ * ops_gpu.h -- the CUDA variant of every op kind: thin C wrappers that launch
+ * the kernel_src/ kernels (through the JIT kernel set) or cuBLASLt, with the
+ * semantics of the CPU variants in ops_cpu.h, on device pointers.
+ *
+ * Differences from ops_cpu.h: activations live in ACT = bf16 or fp16 (fp32
+ * accepted by the elementwise ops) with fp32 math inside; attention needs the
+ * KV cache in ACT; the KV write also casts to FP8 (E5M2 / E4M3). Shapes are
+ * outermost first; row strides are in elements.
+ *
+ * Ownership: kiln_gpu_create returns owned (kiln_gpu_destroy); it owns its
+ * kernel set, cuBLASLt handle and workspace; callers own every buffer passed
+ * to the ops. Thread-safety: one kiln_gpu per device, used by one thread at a
+ * time and on one stream at a time (the workspace is shared by the ops).
+ */
+#ifndef KILN_OPS_GPU_H
+#define KILN_OPS_GPU_H
+
+#include "kiln_rt.h"
+#include "ops_cpu.h"
+
+typedef struct kiln_gpu kiln_gpu;
+
+typedef struct kiln_gpu_params {
+    size_t workspace_bytes;  /* scratch for attention partials (0: 64 MiB)          */
+    size_t blas_workspace;   /* cuBLASLt workspace (0: 32 MiB)                      */
+    int max_sample_rows;     /* rows kiln_gpu_sample may get (0: 256)               */
+    int vocab;               /* vocabulary size for sampling scratch (0: 131072)    */
+    const kiln_jit_options *jit; /* NULL: device arch, env dirs                      */
+} kiln_gpu_params;
+
+kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gpu **out);
+void kiln_gpu_destroy(kiln_gpu *g);
+kiln_rt_kernels *kiln_gpu_kernels(kiln_gpu *g);
+kiln_rt_blas *kiln_gpu_blas(kiln_gpu *g);
+kiln_rt_device *kiln_gpu_device(kiln_gpu *g);
+/* Compile and load, in parallel, every specialization a model needs. */
+kiln_status kiln_gpu_prepare(kiln_gpu *g, const kiln_jit_model *m);
+
+/* out[T, H] (act) = W[ids[t] - vocab_start] or 0 (kiln_cpu_embed). */
+kiln_status kiln_gpu_embed(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_dtype act, kiln_devptr ids, int T,
+                           kiln_devptr w, kiln_dtype wdt, int64_t V_local, int H, int64_t vocab_start);
+/* out[rows, dim] = rmsnorm(x) * w; out may alias x. dim % (16 / size(act)) == 0. */
+kiln_status kiln_gpu_rmsnorm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_devptr w,
+                             kiln_dtype act, kiln_dtype wdt, int rows, int dim, float eps);
+/* residual += x; out = rmsnorm(residual) * w (over residual as stored in act). */
+kiln_status kiln_gpu_add_rmsnorm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr residual, kiln_devptr x,
+                                 kiln_devptr w, kiln_dtype act, kiln_dtype wdt, int rows, int dim, float eps);
+/* out[M, N] (out_dt, row stride ldo >= N, 0: N) = x[M, K] @ W[N, K]^T (+ bias[N]
+ * in out_dt); x, W in in_dt. cuBLASLt. */
+kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
+                          kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N,
+                          int64_t K);
+/* out[T, I] = silu(x[:, :I]) * x[:, I:]  (x [T, 2I]); gelu_tanh variant. */
+kiln_status kiln_gpu_silu_mul(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_dtype act, int T,
+                              int I);
+kiln_status kiln_gpu_gelu_mul(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_dtype act, int T,
+                              int I);
+/* out[n] = a + b. */
+kiln_status kiln_gpu_add(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr a, kiln_devptr b,
+                         kiln_dtype act, int64_t n);
+/* out[n, dim] = x[rows[i], :]; gather_last: out[n_seqs, dim] = x[qstart[s + 1] - 1, :]. */
+kiln_status kiln_gpu_gather_rows(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_dtype dt,
+                                 kiln_devptr rows, int n, int dim);
+kiln_status kiln_gpu_gather_last(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_dtype dt,
+                                 kiln_devptr qstart, int n_seqs, int dim);
+/* dst[n] (dst_dt) = src[n] (src_dt). */
+kiln_status kiln_gpu_cast(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr dst, kiln_dtype dst_dt, kiln_devptr src,
+                          kiln_dtype src_dt, int64_t n);
+
+/* Rotary parameters on the device (kiln_rope_params with device arrays). */
+typedef struct kiln_gpu_rope_params {
+    int head_dim, rot_dim;     /* rot_dim % 16 == 0 (rotate-half) / % 8 (interleaved) */
+    bool interleaved;
+    kiln_devptr inv_freq;      /* [rot_dim / 2] f32                                    */
+    float mscale;
+    kiln_devptr dyn_seq_len;   /* [T] int32 or 0 (dynamic NTK)                         */
+    int dyn_max;
+    float dyn_base, dyn_factor;
+} kiln_gpu_rope_params;
+
+/* Rotate q heads [0, nq) and k heads [nq, nq + nkv) of qkv [T, row_stride]
+ * (act) in place; pos [T] int32. */
+kiln_status kiln_gpu_rope(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr qkv, kiln_dtype act, int64_t row_stride,
+                          kiln_devptr pos, int T, int nq, int nkv, const kiln_gpu_rope_params *rp);
+/* Scatter k[t], v[t] (rows of row_stride, act) into the caches (l->dtype) at
+ * slots[t] (int32, < 0 skipped). l->x must be 16 / size(l->dtype). */
+kiln_status kiln_gpu_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr kcache, kiln_devptr vcache,
+                              const kiln_kv_layout *l, kiln_devptr k, kiln_devptr v, kiln_dtype act, int64_t row_stride,
+                              kiln_devptr slots, int T);
+/* rope then kv_write of the rotated k and of v = qkv[:, (nq + nkv) * hd:], one launch. */
+kiln_status kiln_gpu_rope_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr qkv, kiln_dtype act,
+                                   int64_t row_stride, kiln_devptr pos, int T, int nq, const kiln_gpu_rope_params *rp,
+                                   kiln_devptr kcache, kiln_devptr vcache, const kiln_kv_layout *l, kiln_devptr slots);
+
+/* Paged attention (kiln_cpu_attention): out [T, nq * hd] (act),
+ * q [T, q_stride] (act), caches in act, qstart [n_seqs + 1], ctx_len
+ * [n_seqs], block_tables [n_seqs, max_blocks] (all int32, on the device).
+ * max_q_len / max_ctx_len bound the batch (host knowledge, sizes the grid).
+ * max_q_len == 1 uses the decode kernel (split-K when the batch is too small
+ * to fill the GPU), otherwise the prefill kernel. */
+typedef struct kiln_gpu_attn {
+    kiln_devptr out, q;
+    int64_t q_stride;
+    kiln_devptr kcache, vcache;
+    const kiln_kv_layout *l;
+    int nq;
+    kiln_devptr qstart, ctx_len, block_tables;
+    int n_seqs, max_blocks;
+    float scale;
+    int window;
+    int max_q_len, max_ctx_len;
+    int force_partition; /* tests/bench: >0 forces this split-K partition size (decode), -1 forbids splitting */
+} kiln_gpu_attn;
+kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, const kiln_gpu_attn *a);
+
+/* Per-row sampling parameters, on the device [n_rows] (48 bytes each). */
+typedef struct kiln_gpu_sample_params {
+    float temperature, top_p, min_p, repetition, presence, frequency;
+    int32_t top_k, pad;
+    uint64_t seed, step;
+} kiln_gpu_sample_params;
+
+/* Penalties and bans in place on logits [n_rows, V] f32 (sampler.h steps
+ * 1-2). Token lists are CSR: ids + offsets [n_rows + 1]; any may be 0. */
+kiln_status kiln_gpu_sample_penalties(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr logits, int n_rows, int V,
+                                      kiln_devptr params, kiln_devptr prompt_ids, kiln_devptr prompt_off,
+                                      kiln_devptr out_ids, kiln_devptr out_off, kiln_devptr banned_ids,
+                                      kiln_devptr banned_off);
+/* tokens [n_rows] int32 (sampler.h steps 3-6); logprobs [n_rows] f32 or 0. */
+kiln_status kiln_gpu_sample(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr tokens, kiln_devptr logprobs,
+                            kiln_devptr logits, int n_rows, int V, kiln_devptr params);
+
+#endif /* KILN_OPS_GPU_H */

@@ -1,0 +1,216 @@
+// attn_decode.cu -- paged decode attention (one query token per sequence),
+// GQA-aware, with an optional split-K (flash-decoding) pass and its reduction.
+// Semantics: engine/ops_cpu.h kiln_cpu_attention restricted to q_len == 1:
+// sequence s has its query at row qstart[s] and ctx_len[s] cached tokens
+// (its own included); it attends to positions [lo, ctx_len - 1], lo =
+// ctx_len - window when window > 0, else 0.
+//
+// One block handles GROUP query heads that share a KV head (the 16 rows of an
+// m16n8k16 tensor-core tile; rows >= GROUP are padding), one sequence, and
+// one partition of its context (blockIdx.z; partition_size tokens, a multiple
+// of 64; 0 means the whole context). Each KV tile is read once for the whole
+// group. Its 4 warps each stream their own 16-token tiles through a private
+// 3-stage cp.async pipeline and keep their own online-softmax state; the
+// warps are merged through shared memory at the end.
+//   q    [T, q_stride] (head h at h * HEAD_DIM)     out [T, nq * HEAD_DIM]
+//   block_tables [n_seqs, max_blocks]
+//   part_o [n_seqs, nq, n_parts, HEAD_DIM] f32, part_ml [n_seqs, nq, n_parts, 2]
+//   (split mode: unnormalized output, running max (log2 domain) and sum)
+// Grid (nq / GROUP, n_seqs, n_parts), 128 threads, dynamic smem
+// 4 warps * STAGES * TILE_BYTES.
+#include "attn_common.cuh"
+
+#define NW 4
+#define STAGES 3
+
+extern "C" __global__ void __launch_bounds__(NW * 32)
+kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const act_t *__restrict__ kc,
+                 const act_t *__restrict__ vc, const int *__restrict__ qstart, const int *__restrict__ ctx_len,
+                 const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
+                 int window, int partition_size, int n_parts, float *__restrict__ part_o, float *__restrict__ part_ml) {
+    extern __shared__ float4 smem4[];
+    char *smem = (char *)smem4;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane >> 2, tig = lane & 3;
+    const int qh0 = blockIdx.x * GROUP, s = blockIdx.y, part = blockIdx.z;
+    const int ratio = nq / nkv, kvh = qh0 / ratio;
+    const int ctx = ctx_len[s];
+    const int pos = ctx - 1;
+    const int lo = window > 0 ? max(0, pos - window + 1) : 0;
+    int beg = 0, end = ctx;
+    if (partition_size > 0) {
+        beg = part * partition_size;
+        end = min(ctx, beg + partition_size);
+        if (beg >= ctx) return; // this partition is past the context: the reduction ignores it
+    }
+    const int t_first = max(beg, lo) / 16, t_end = (end + 15) / 16; // 16-token tiles [t_first, t_end)
+    const int *bt = block_tables + (size_t)s * max_blocks;
+    const int tok_row = qstart[s];
+
+    // Q fragments: row g -> head qh0 + g (valid when g < GROUP), row g + 8 -> qh0 + g + 8
+    u32 qa[HD16 / 16][4];
+    {
+        const act_t *qrow = q + (size_t)tok_row * q_stride;
+#pragma unroll
+        for (int kk = 0; kk < HD16 / 16; kk++) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int row = g + (i & 1) * 8, col = kk * 16 + tig * 2 + (i >> 1) * 8;
+                u32 v = 0;
+                if (row < GROUP && col < HD) v = *(const u32 *)(qrow + (size_t)(qh0 + row) * HD + col);
+                qa[kk][i] = v;
+            }
+        }
+    }
+    const float sl2 = scale * LOG2E;
+    float o[HD / 8][4];
+#pragma unroll
+    for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float m[2] = {-KILN_INF, -KILN_INF}, l[2] = {0.0f, 0.0f};
+
+    char *wsm = smem + (size_t)warp * STAGES * TILE_BYTES;
+    const u32 wsm_addr = smem_addr(wsm);
+    // this warp's tiles: t_first + warp + k * NW
+    int n_mine = 0;
+    if (t_first + warp < t_end) n_mine = (t_end - 1 - (t_first + warp)) / NW + 1;
+#pragma unroll
+    for (int st = 0; st < STAGES - 1; st++) {
+        if (st < n_mine) {
+            int t = t_first + warp + st * NW;
+            load_tile_chunks(wsm + st * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, min(16, ctx - t * 16), lane, 32);
+        }
+        cp_async_commit();
+    }
+    for (int i = 0; i < n_mine; i++) {
+        {
+            int nx = i + STAGES - 1;
+            if (nx < n_mine) {
+                int t = t_first + warp + nx * NW;
+                load_tile_chunks(wsm + (nx % STAGES) * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, min(16, ctx - t * 16), lane,
+                          32);
+            }
+            cp_async_commit();
+        }
+        cp_async_wait<STAGES - 1>();
+        __syncwarp();
+        const int t = t_first + warp + i * NW;
+        const u32 tile = wsm_addr + (i % STAGES) * TILE_BYTES;
+        float sc[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) sc[k] = 0.0f;
+        qk_tile(sc, qa, tile, lane);
+        // mask and scale: token of sc[k] = t*16 + (k >> 2) * 8 + tig * 2 + (k & 1)
+        float mx[2] = {m[0], m[1]};
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            int j = t * 16 + (k >> 2) * 8 + tig * 2 + (k & 1);
+            float v = (j >= lo && j <= pos) ? sc[k] * sl2 : -KILN_INF;
+            sc[k] = v;
+            mx[(k >> 1) & 1] = fmaxf(mx[(k >> 1) & 1], v);
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        }
+        float alpha[2], rs[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int r = 0; r < 2; r++) alpha[r] = mx[r] == -KILN_INF ? 1.0f : exp2f(m[r] - mx[r]);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            int r = (k >> 1) & 1;
+            float p = mx[r] == -KILN_INF ? 0.0f : exp2f(sc[k] - mx[r]);
+            sc[k] = p;
+            rs[r] += p;
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            l[r] = l[r] * alpha[r] + rs[r];
+            m[r] = mx[r];
+        }
+#pragma unroll
+        for (int nt = 0; nt < HD / 8; nt++) {
+            o[nt][0] *= alpha[0];
+            o[nt][1] *= alpha[0];
+            o[nt][2] *= alpha[1];
+            o[nt][3] *= alpha[1];
+        }
+        u32 pa[4] = {pack2<act_t>(sc[0], sc[1]), pack2<act_t>(sc[2], sc[3]), pack2<act_t>(sc[4], sc[5]),
+                     pack2<act_t>(sc[6], sc[7])};
+        pv_tile(o, pa, tile + K_TILE_BYTES, lane);
+        __syncwarp();
+    }
+    cp_async_wait<0>();
+    // full row sums across the 4 lanes of a row
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    }
+    __syncthreads(); // pipelines drained: reuse shared memory for the merge
+    // merge the warps: rows < GROUP only (GROUP <= 16)
+    float *sm_m = (float *)smem;                 // [NW][16]
+    float *sm_l = sm_m + NW * 16;                // [NW][16]
+    float *sm_o = sm_l + NW * 16;                // [NW][16][HD]
+    if (tig == 0) {
+        sm_m[warp * 16 + g] = m[0];
+        sm_m[warp * 16 + g + 8] = m[1];
+        sm_l[warp * 16 + g] = l[0];
+        sm_l[warp * 16 + g + 8] = l[1];
+    }
+#pragma unroll
+    for (int nt = 0; nt < HD / 8; nt++) {
+        int c = nt * 8 + tig * 2;
+        sm_o[(warp * 16 + g) * HD + c] = o[nt][0];
+        sm_o[(warp * 16 + g) * HD + c + 1] = o[nt][1];
+        sm_o[(warp * 16 + g + 8) * HD + c] = o[nt][2];
+        sm_o[(warp * 16 + g + 8) * HD + c + 1] = o[nt][3];
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < GROUP * HD; e += blockDim.x) {
+        int row = e / HD, d = e - row * HD;
+        float M = -KILN_INF;
+#pragma unroll
+        for (int w = 0; w < NW; w++) M = fmaxf(M, sm_m[w * 16 + row]);
+        float L = 0.0f, acc = 0.0f;
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+            float wm = sm_m[w * 16 + row];
+            float f = wm == -KILN_INF ? 0.0f : exp2f(wm - M);
+            L += sm_l[w * 16 + row] * f;
+            acc += sm_o[(w * 16 + row) * HD + d] * f;
+        }
+        int qh = qh0 + row;
+        if (partition_size > 0) {
+            size_t idx = ((size_t)s * nq + qh) * n_parts + part;
+            part_o[idx * HD + d] = acc;
+            if (d == 0) {
+                part_ml[idx * 2] = M;
+                part_ml[idx * 2 + 1] = L;
+            }
+        } else {
+            out[(size_t)tok_row * nq * HD + (size_t)qh * HD + d] = from_f32<act_t>(L > 0.0f ? acc / L : 0.0f);
+        }
+    }
+}
+
+// Combine the partitions of each (sequence, head): grid (nq, n_seqs), HD threads.
+extern "C" __global__ void kiln_attn_reduce(act_t *__restrict__ out, const float *__restrict__ part_o,
+                                            const float *__restrict__ part_ml, const int *__restrict__ qstart,
+                                            const int *__restrict__ ctx_len, int nq, int n_parts, int partition_size) {
+    const int qh = blockIdx.x, s = blockIdx.y;
+    const int np = min(n_parts, (ctx_len[s] + partition_size - 1) / partition_size);
+    const size_t base = ((size_t)s * nq + qh) * n_parts;
+    float M = -KILN_INF;
+    for (int p = 0; p < np; p++) M = fmaxf(M, part_ml[(base + p) * 2]);
+    for (int d = threadIdx.x; d < HD; d += blockDim.x) {
+        float L = 0.0f, acc = 0.0f;
+        for (int p = 0; p < np; p++) {
+            float pm = part_ml[(base + p) * 2];
+            float f = pm == -KILN_INF ? 0.0f : exp2f(pm - M);
+            L += part_ml[(base + p) * 2 + 1] * f;
+            acc += part_o[(base + p) * HD + d] * f;
+        }
+        out[(size_t)qstart[s] * nq * HD + (size_t)qh * HD + d] = from_f32<act_t>(L > 0.0f ? acc / L : 0.0f);
+    }
+}

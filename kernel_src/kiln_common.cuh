@@ -1,0 +1,199 @@
+// kiln_common.cuh -- device helpers shared by every kiln kernel: number types
+// (bf16, fp16, fp8 as plain storage structs with PTX conversions), 16-byte
+// vector access, warp/block reductions, Philox-4x32-10. Compiled by NVRTC
+// with no CUDA include directory, so nothing here includes a system header.
+// Specialization defines name these types directly (-DACT=bf16).
+// Thread-safety: device code, no globals.
+#pragma once
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+struct bf16 { u16 x; };
+struct fp16 { u16 x; };
+struct fp8_e5m2 { u8 x; };
+struct fp8_e4m3 { u8 x; };
+typedef float fp32;
+
+#define KILN_INF __int_as_float(0x7f800000)
+#define KILN_NAN __int_as_float(0x7fffffff)
+#define KILN_DEV __device__ __forceinline__
+
+// ------------------------------------------------------------ conversions
+KILN_DEV float to_f32(float v) { return v; }
+KILN_DEV float to_f32(bf16 v) { return __uint_as_float((u32)v.x << 16); }
+KILN_DEV float to_f32(fp16 v) {
+    float f;
+    asm("{ .reg .f16 h; mov.b16 h, %1; cvt.f32.f16 %0, h; }" : "=f"(f) : "h"(v.x));
+    return f;
+}
+
+template <class T> KILN_DEV T from_f32(float f);
+template <> KILN_DEV float from_f32<float>(float f) { return f; }
+template <> KILN_DEV bf16 from_f32<bf16>(float f) {
+    bf16 r;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r.x) : "f"(f));
+    return r;
+}
+template <> KILN_DEV fp16 from_f32<fp16>(float f) {
+    fp16 r;
+    asm("{ .reg .f16 h; cvt.rn.f16.f32 h, %1; mov.b16 %0, h; }" : "=h"(r.x) : "f"(f));
+    return r;
+}
+
+// f32 -> fp8, round to nearest even, saturating to the largest finite value,
+// NaN stays NaN (sign | 0x7f): the same function as kiln_f32_to_fp8_* on the
+// host (runtime/base/dtype.c), written with integer steps so every arch
+// agrees bit for bit.
+KILN_DEV u8 f32_to_fp8(float f, int mbits, int bias, float maxv) {
+    u32 u = __float_as_uint(f);
+    u32 sign = (u >> 24) & 0x80u;
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u8)(sign | 0x7fu);
+    float a = fabsf(f);
+    if (a == 0.0f) return (u8)sign;
+    int e = (int)((u >> 23) & 0xffu) - 127;
+    int emin = 1 - bias;
+    if (e < emin) e = emin;
+    float q = ldexpf(a, mbits - e);
+    float r = rintf(q);
+    float v = ldexpf(r, e - mbits);
+    if (!(v <= maxv)) v = maxv;
+    u32 vu = __float_as_uint(v);
+    int ve = (int)((vu >> 23) & 0xffu) - 127;
+    u32 bits;
+    if (ve < emin) bits = (u32)ldexpf(v, mbits - emin);
+    else bits = ((u32)(ve + bias) << mbits) | ((vu >> (23 - mbits)) & ((1u << mbits) - 1u));
+    return (u8)(sign | bits);
+}
+template <> KILN_DEV fp8_e5m2 from_f32<fp8_e5m2>(float f) { fp8_e5m2 r; r.x = f32_to_fp8(f, 2, 15, 57344.0f); return r; }
+template <> KILN_DEV fp8_e4m3 from_f32<fp8_e4m3>(float f) { fp8_e4m3 r; r.x = f32_to_fp8(f, 3, 7, 448.0f); return r; }
+
+KILN_DEV float to_f32(fp8_e5m2 v) {
+    u32 s = (u32)(v.x & 0x80u) << 24, e = (v.x >> 2) & 0x1fu, m = v.x & 3u;
+    if (e == 31) return __uint_as_float(s | 0x7f800000u | (m << 21));
+    if (e == 0) { float r = ldexpf((float)m, -16); return s ? -r : r; }
+    return __uint_as_float(s | ((e + 112u) << 23) | (m << 21));
+}
+KILN_DEV float to_f32(fp8_e4m3 v) {
+    u32 e = (v.x >> 3) & 0xfu, m = v.x & 7u;
+    float r;
+    if (e == 15 && m == 7) r = KILN_NAN;
+    else if (e == 0) r = ldexpf((float)m, -9);
+    else r = ldexpf((float)(8 | m), (int)e - 10);
+    return (v.x & 0x80u) ? -r : r;
+}
+
+// two floats -> packed pair (lo = a, hi = b)
+template <class T> KILN_DEV u32 pack2(float a, float b);
+template <> KILN_DEV u32 pack2<bf16>(float a, float b) {
+    u32 r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
+    return r;
+}
+template <> KILN_DEV u32 pack2<fp16>(float a, float b) {
+    u32 r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(b), "f"(a));
+    return r;
+}
+template <class T> KILN_DEV void unpack2(u32 v, float &a, float &b);
+template <> KILN_DEV void unpack2<bf16>(u32 v, float &a, float &b) {
+    a = __uint_as_float(v << 16);
+    b = __uint_as_float(v & 0xffff0000u);
+}
+template <> KILN_DEV void unpack2<fp16>(u32 v, float &a, float &b) {
+    fp16 x, y;
+    x.x = (u16)(v & 0xffffu);
+    y.x = (u16)(v >> 16);
+    a = to_f32(x);
+    b = to_f32(y);
+}
+
+// ------------------------------------------------------ 16-byte vectors
+// A vector of N elements of T stored in 16 bytes (N = 16 / sizeof(T)).
+template <class T> struct vec16 {
+    static constexpr int N = 16 / sizeof(T);
+    uint4 v;
+    KILN_DEV float get(int i) const {
+        const T *p = reinterpret_cast<const T *>(&v);
+        return to_f32(p[i]);
+    }
+    KILN_DEV void set(int i, float f) {
+        T *p = reinterpret_cast<T *>(&v);
+        p[i] = from_f32<T>(f);
+    }
+};
+
+KILN_DEV uint4 ld16(const void *p) { return *reinterpret_cast<const uint4 *>(p); }
+KILN_DEV uint4 ld16_nc(const void *p) {
+    uint4 r;
+    asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+KILN_DEV uint4 ld16_stream(const void *p) { // read once: evict first
+    uint4 r;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+KILN_DEV void st16(void *p, uint4 v) { *reinterpret_cast<uint4 *>(p) = v; }
+
+// ------------------------------------------------------------- reductions
+KILN_DEV float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+KILN_DEV float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+// Sum over the block; every thread gets the result. scratch: 32 floats.
+KILN_DEV float block_sum(float v, float *scratch) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (lane == 0) scratch[w] = v;
+    __syncthreads();
+    v = lane < nw ? scratch[lane] : 0.0f;
+    return warp_sum(v);
+}
+KILN_DEV float block_max(float v, float *scratch) {
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) scratch[w] = v;
+    __syncthreads();
+    v = lane < nw ? scratch[lane] : -KILN_INF;
+    return warp_max(v);
+}
+
+// ---------------------------------------------------------------- Philox
+// Philox-4x32-10: the same stream as kiln_philox4x32 on the host.
+KILN_DEV void philox4x32(u64 key, u64 ctr_hi, u64 ctr_lo, u32 out[4]) {
+    u32 c0 = (u32)ctr_lo, c1 = (u32)(ctr_lo >> 32), c2 = (u32)ctr_hi, c3 = (u32)(ctr_hi >> 32);
+    u32 k0 = (u32)key, k1 = (u32)(key >> 32);
+#pragma unroll
+    for (int r = 0; r < 10; r++) {
+        u32 hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+        u32 hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+        u32 n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
+        c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
+}
+KILN_DEV float u32_to_unit(u32 x) { return (float)(x >> 8) * (1.0f / 16777216.0f); }
+
+// --------------------------------------------------------- async copies
+KILN_DEV u32 smem_addr(const void *p) { return (u32)__cvta_generic_to_shared(p); }
+// 16-byte global -> shared copy; src_bytes 0 fills zeros.
+KILN_DEV void cp_async16(void *smem, const void *gmem, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(smem)), "l"(gmem), "r"(src_bytes));
+}
+KILN_DEV void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> KILN_DEV void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }

@@ -1,0 +1,91 @@
+// rmsnorm.cu -- RMSNorm and fused residual-add + RMSNorm, one block per row.
+// Semantics: engine/ops_cpu.h kiln_cpu_rmsnorm / kiln_cpu_add_rmsnorm, with
+// activations in ACT (bf16 | fp16 | fp32), weights in W, fp32 math.
+//   out [rows, dim] = x * rsqrt(mean(x^2) + eps) * w          (kiln_rmsnorm)
+//   residual [rows, dim] += x; out = rmsnorm(residual) * w     (kiln_add_rmsnorm;
+//   the norm is taken over the residual as stored, rounded to ACT)
+// dim must be a multiple of 16 / sizeof(ACT) and at most MAXV * 16 / sizeof(ACT)
+// * blockDim.x. out may alias x. Grid: see rmsnorm_any (host: kiln_gpu_rmsnorm).
+#include "kiln_common.cuh"
+
+typedef ACT act_t;
+typedef W w_t;
+#define MAXV 8
+
+// Rows of at most 32 * MAXW vectors: one warp per row (blockDim.x / 32 rows
+// per block), every load of the row in flight before the warp reduction.
+// Longer rows: one block per row.
+#define MAXW 16
+
+template <bool ADD, int MAXK>
+__device__ __forceinline__ void rmsnorm_row(act_t *__restrict__ out, act_t *__restrict__ residual,
+                                            const act_t *__restrict__ x, const w_t *__restrict__ w, int row,
+                                            int dim, float eps, int lane, int n_lanes, bool block) {
+    __shared__ float scratch[32];
+    typedef vec16<act_t> V;
+    const int nv = dim / V::N;
+    const size_t base = (size_t)row * dim;
+    V v[MAXK];
+#pragma unroll
+    for (int k = 0; k < MAXK; k++) {
+        int i = lane + k * n_lanes;
+        if (i < nv) v[k].v = ld16(x + base + (size_t)i * V::N);
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < MAXK; k++) {
+        int i = lane + k * n_lanes;
+        if (i < nv) {
+            if (ADD) {
+                V r;
+                r.v = ld16(residual + base + (size_t)i * V::N);
+#pragma unroll
+                for (int j = 0; j < V::N; j++) r.set(j, r.get(j) + v[k].get(j));
+                st16(residual + base + (size_t)i * V::N, r.v);
+                v[k] = r;
+            }
+#pragma unroll
+            for (int j = 0; j < V::N; j++) {
+                float f = v[k].get(j);
+                ss += f * f;
+            }
+        }
+    }
+    ss = block ? block_sum(ss, scratch) : warp_sum(ss);
+    float r = rsqrtf(ss / (float)dim + eps);
+#pragma unroll
+    for (int k = 0; k < MAXK; k++) {
+        int i = lane + k * n_lanes;
+        if (i < nv) {
+            V wv, o;
+            if (sizeof(w_t) == sizeof(act_t)) wv.v = ld16(w + (size_t)i * V::N);
+#pragma unroll
+            for (int j = 0; j < V::N; j++)
+                o.set(j, v[k].get(j) * r * (sizeof(w_t) == sizeof(act_t) ? to_f32(((const w_t *)&wv.v)[j])
+                                                                          : to_f32(w[i * V::N + j])));
+            st16(out + base + (size_t)i * V::N, o.v);
+        }
+    }
+}
+
+template <bool ADD>
+__device__ __forceinline__ void rmsnorm_any(act_t *out, act_t *residual, const act_t *x, const w_t *w, int rows,
+                                            int dim, float eps) {
+    const int nv = dim / vec16<act_t>::N;
+    if (nv <= 32 * MAXW) {
+        int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+        if (row >= rows) return; // whole warps exit; no block barrier in this path
+        rmsnorm_row<ADD, MAXW>(out, residual, x, w, row, dim, eps, threadIdx.x & 31, 32, false);
+    } else {
+        rmsnorm_row<ADD, MAXV>(out, residual, x, w, blockIdx.x, dim, eps, threadIdx.x, blockDim.x, true);
+    }
+}
+
+extern "C" __global__ void kiln_rmsnorm(act_t *out, const act_t *x, const w_t *w, int rows, int dim, float eps) {
+    rmsnorm_any<false>(out, nullptr, x, w, rows, dim, eps);
+}
+
+extern "C" __global__ void kiln_add_rmsnorm(act_t *out, act_t *residual, const act_t *x, const w_t *w, int rows,
+                                            int dim, float eps) {
+    rmsnorm_any<true>(out, residual, x, w, rows, dim, eps);
+}

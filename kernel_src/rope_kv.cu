@@ -1,0 +1,210 @@
+// rope_kv.cu -- rotary embedding, paged KV-cache write, and the two fused.
+// Semantics: engine/ops_cpu.h kiln_cpu_rope / kiln_cpu_kv_write (fp32 math;
+// cos/sin from precise sincosf of (float)pos * inv_freq, times mscale;
+// dynamic NTK recomputes inv_freq per token like kiln_rope_dynamic_inv_freq).
+//
+//   kiln_rope          qkv [T, row_stride]: q heads [0, nq) and k heads
+//                      [nq, nq + nkv) rotated in place (ACT, INTERLEAVED)
+//   kiln_kv_write      k, v rows [T, row_stride] -> caches at slots[t]
+//                      (slot < 0: skipped), KV = bf16 | fp16 | fp8_e5m2 | fp8_e4m3
+//                      (fp8 stores fp8(value / scale))
+//   kiln_rope_kv_write both: rotate q and k in place, then write the rotated k
+//                      and v = qkv[:, (nq + nkv) * hd ...] into the cache
+// Cache layout (x = 16 / sizeof(KV)):
+//   key   [num_blocks, nkv, head_dim / x, block_size, x]
+//   value [num_blocks, nkv, head_dim, block_size]
+// Grid: ceil(T / tt) blocks of tt tokens (tt <= 16); every block handles all
+// heads of its tokens so cos/sin are computed once per (token, frequency).
+// Dynamic shared memory: rope: tt * rot_dim / 2 * 8 bytes; kv: head_dim * 17 * 4.
+// kiln_kv_write may also split heads over gridDim.y (== nkv).
+#include "kiln_common.cuh"
+
+typedef ACT act_t;
+typedef vec16<act_t> AV;
+
+struct rope_args {
+    const int *pos;
+    int nq, nkv, hd, rot;
+    const float *inv_freq;
+    float mscale;
+    const int *dyn_seq_len;
+    int dyn_max;
+    float dyn_base, dyn_factor;
+};
+
+template <bool ILV>
+__device__ __forceinline__ void rope_body(act_t *qkv, i64 row_stride, int t0, int ntok, const rope_args &a, float2 *cs) {
+    const int half = a.rot / 2;
+    for (int e = threadIdx.x; e < ntok * half; e += blockDim.x) {
+        int j = e / half, i = e - j * half, t = t0 + j;
+        float inv = a.inv_freq[i];
+        if (a.dyn_seq_len && a.dyn_seq_len[t] > a.dyn_max) {
+            double f = (double)a.dyn_factor;
+            double b = (double)a.dyn_base * pow((f * a.dyn_seq_len[t] / a.dyn_max) - (f - 1), (double)a.rot / (a.rot - 2));
+            float ex = (float)(2 * i) / (float)a.rot;
+            inv = 1.0f / powf((float)b, ex);
+        }
+        float ang = (float)a.pos[t] * inv, s, c;
+        sincosf(ang, &s, &c);
+        cs[e] = make_float2(c * a.mscale, s * a.mscale);
+    }
+    __syncthreads();
+    const int nh = a.nq + a.nkv;
+    if (!ILV) {
+        const int vph = half / AV::N; // vectors per half
+        const int per_tok = nh * vph;
+        for (int e = threadIdx.x; e < ntok * per_tok; e += blockDim.x) {
+            int j = e / per_tok, r = e - j * per_tok, h = r / vph, v = r - h * vph;
+            act_t *p = qkv + (size_t)(t0 + j) * row_stride + (size_t)h * a.hd + v * AV::N;
+            AV lo, hi;
+            lo.v = ld16(p);
+            hi.v = ld16(p + half);
+            const float2 *c = cs + j * half + v * AV::N;
+#pragma unroll
+            for (int k = 0; k < AV::N; k++) {
+                float x0 = lo.get(k), x1 = hi.get(k);
+                float2 q = c[k];
+                lo.set(k, x0 * q.x - x1 * q.y);
+                hi.set(k, x1 * q.x + x0 * q.y);
+            }
+            st16(p, lo.v);
+            st16(p + half, hi.v);
+        }
+    } else {
+        const int vpr = a.rot / AV::N;
+        const int per_tok = nh * vpr;
+        for (int e = threadIdx.x; e < ntok * per_tok; e += blockDim.x) {
+            int j = e / per_tok, r = e - j * per_tok, h = r / vpr, v = r - h * vpr;
+            act_t *p = qkv + (size_t)(t0 + j) * row_stride + (size_t)h * a.hd + v * AV::N;
+            AV x;
+            x.v = ld16(p);
+            const float2 *c = cs + j * half + v * AV::N / 2;
+#pragma unroll
+            for (int k = 0; k < AV::N; k += 2) {
+                float x0 = x.get(k), x1 = x.get(k + 1);
+                float2 q = c[k / 2];
+                x.set(k, x0 * q.x - x1 * q.y);
+                x.set(k + 1, x1 * q.x + x0 * q.y);
+            }
+            st16(p, x.v);
+        }
+    }
+}
+
+#ifdef KV
+typedef KV kv_t;
+#define KV_X (16 / (int)sizeof(kv_t))
+
+__device__ __forceinline__ float kv_in(float v, float scale) { return sizeof(kv_t) == 1 ? v / scale : v; }
+
+// K and V of tokens [t0, t0 + ntok) (ntok <= 16) and heads [h0, h1) into the
+// cache. k and v point at head 0 of token 0; rows of row_stride elements.
+__device__ __forceinline__ void kv_body(kv_t *kc, kv_t *vc, const act_t *k, const act_t *v, i64 row_stride,
+                                        const int *slots, int t0, int ntok, int nkv, int h0, int h1, int hd, int bs,
+                                        float ks, float vs, float *vt) {
+    const int G = hd / KV_X; // key chunks per head
+    const int nh = h1 - h0;
+    // keys: 16-byte chunks, tokens fastest (consecutive slots -> consecutive chunks)
+    for (int e = threadIdx.x; e < ntok * nh * G; e += blockDim.x) {
+        int j = e % ntok, r = e / ntok, h = h0 + r / G, g = r % G;
+        int t = t0 + j, slot = slots[t];
+        if (slot < 0) continue;
+        const act_t *src = k + (size_t)t * row_stride + (size_t)h * hd + g * KV_X;
+        union { uint4 v; kv_t e[KV_X]; } out;
+#pragma unroll
+        for (int c = 0; c < KV_X; c += AV::N) {
+            AV x;
+            x.v = ld16(src + c);
+#pragma unroll
+            for (int q = 0; q < AV::N; q++) out.e[c + q] = from_f32<kv_t>(kv_in(x.get(q), ks));
+        }
+        int b = slot / bs, o = slot - b * bs;
+        st16(kc + (((size_t)b * nkv + h) * G + g) * bs * KV_X + (size_t)o * KV_X, out.v);
+    }
+    // groups of 8 tokens whose slots are one aligned run get one vector store per dim
+    __shared__ int run8[2];
+    if (threadIdx.x < 2) {
+        int g0 = threadIdx.x * 8, ok = g0 + 8 <= ntok;
+        int s0 = ok ? slots[t0 + g0] : -1;
+        ok = ok && s0 >= 0 && (s0 & 7) == 0;
+        for (int q = 1; q < 8 && ok; q++) ok = slots[t0 + g0 + q] == s0 + q;
+        run8[threadIdx.x] = ok;
+    }
+    // values: stage [hd][ntok] through shared memory, then write runs of tokens
+    const int vph = hd / AV::N;
+    const int ng = (ntok + 7) / 8;
+    for (int h = h0; h < h1; h++) {
+        for (int e = threadIdx.x; e < ntok * vph; e += blockDim.x) {
+            int j = e / vph, c = e - j * vph;
+            AV x;
+            x.v = ld16(v + (size_t)(t0 + j) * row_stride + (size_t)h * hd + c * AV::N);
+#pragma unroll
+            for (int q = 0; q < AV::N; q++) vt[(c * AV::N + q) * 17 + j] = x.get(q);
+        }
+        __syncthreads();
+        for (int e = threadIdx.x; e < ng * hd; e += blockDim.x) {
+            int gi = e % ng, d = e / ng, j0 = gi * 8;
+            const float *src = vt + d * 17 + j0;
+            if (run8[gi]) {
+                int slot = slots[t0 + j0], b = slot / bs, o = slot - b * bs;
+                union { uint4 v; kv_t e[8]; } pk;
+#pragma unroll
+                for (int q = 0; q < 8; q++) pk.e[q] = from_f32<kv_t>(kv_in(src[q], vs));
+                kv_t *dst = vc + (((size_t)b * nkv + h) * hd + d) * bs + o;
+                if (sizeof(kv_t) == 2) st16(dst, pk.v);
+                else *(uint2 *)dst = make_uint2(pk.v.x, pk.v.y);
+            } else {
+                for (int q = 0; q < 8 && j0 + q < ntok; q++) {
+                    int slot = slots[t0 + j0 + q];
+                    if (slot < 0) continue;
+                    int b = slot / bs, o = slot - b * bs;
+                    vc[(((size_t)b * nkv + h) * hd + d) * bs + o] = from_f32<kv_t>(kv_in(src[q], vs));
+                }
+            }
+        }
+        __syncthreads();
+    }
+}
+
+extern "C" __global__ void kiln_kv_write(kv_t *kc, kv_t *vc, const act_t *k, const act_t *v, i64 row_stride,
+                                         const int *slots, int T, int nkv, int head_dim, int block_size, float k_scale,
+                                         float v_scale, int tt) {
+    extern __shared__ float4 smem4[];
+    int t0 = blockIdx.x * tt, ntok = min(tt, T - t0);
+    if (ntok <= 0) return;
+    // one head per block row of the grid (gridDim.y == nkv) or all heads (gridDim.y == 1)
+    int h0 = gridDim.y == 1 ? 0 : blockIdx.y, h1 = gridDim.y == 1 ? nkv : blockIdx.y + 1;
+    kv_body(kc, vc, k, v, row_stride, slots, t0, ntok, nkv, h0, h1, head_dim, block_size, k_scale, v_scale,
+            (float *)smem4);
+}
+#endif
+
+#ifdef INTERLEAVED
+extern "C" __global__ void kiln_rope(act_t *qkv, i64 row_stride, const int *pos, int T, int nq, int nkv, int head_dim,
+                                     int rot_dim, const float *inv_freq, float mscale, const int *dyn_seq_len,
+                                     int dyn_max, float dyn_base, float dyn_factor, int tt) {
+    extern __shared__ float4 smem4[];
+    int t0 = blockIdx.x * tt, ntok = min(tt, T - t0);
+    if (ntok <= 0) return;
+    rope_args a = {pos, nq, nkv, head_dim, rot_dim, inv_freq, mscale, dyn_seq_len, dyn_max, dyn_base, dyn_factor};
+    rope_body<INTERLEAVED != 0>(qkv, row_stride, t0, ntok, a, (float2 *)smem4);
+}
+
+#ifdef KV
+extern "C" __global__ void kiln_rope_kv_write(act_t *qkv, i64 row_stride, const int *pos, int T, int nq, int nkv,
+                                              int head_dim, int rot_dim, const float *inv_freq, float mscale,
+                                              const int *dyn_seq_len, int dyn_max, float dyn_base, float dyn_factor,
+                                              kv_t *kc, kv_t *vc, const int *slots, int block_size, float k_scale,
+                                              float v_scale, int tt) {
+    extern __shared__ float4 smem4[];
+    int t0 = blockIdx.x * tt, ntok = min(tt, T - t0);
+    if (ntok <= 0) return;
+    rope_args a = {pos, nq, nkv, head_dim, rot_dim, inv_freq, mscale, dyn_seq_len, dyn_max, dyn_base, dyn_factor};
+    rope_body<INTERLEAVED != 0>(qkv, row_stride, t0, ntok, a, (float2 *)smem4);
+    __syncthreads(); // rotated k is re-read below by other threads of this block
+    const act_t *k = qkv + (size_t)nq * head_dim, *v = qkv + (size_t)(nq + nkv) * head_dim;
+    kv_body(kc, vc, k, v, row_stride, slots, t0, ntok, nkv, 0, nkv, head_dim, block_size, k_scale, v_scale,
+            (float *)smem4);
+}
+#endif
+#endif

@@ -1,0 +1,205 @@
+/*
+ * registry.c -- the one table of CUDA kernels: registry name, source file
+ * in kernel_src/, extern "C" entry point, argument signature and the
+ * specialization defines each takes. Also define-string validation and
+ * signature parsing. Has no CUDA dependency (nocuda builds include it too).
+ *
+ * Ownership: static data. Thread-safety: read-only.
+ */
+#include "kiln_rt.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define ACT3 "bf16|fp16|fp32"
+#define ACT2 "bf16|fp16"
+#define KVT "bf16|fp16|fp8_e5m2|fp8_e4m3"
+#define ATTN_PARAMS {{"ACT", ACT2}, {"HEAD_DIM", "*"}, {"BLOCK_SIZE", "*"}, {"GROUP", "1|2|4|8|16"}}
+#define ATTN_EX                                                                                               \
+    "ACT=bf16 HEAD_DIM=128 BLOCK_SIZE=16 GROUP=4;ACT=fp16 HEAD_DIM=64 BLOCK_SIZE=16 GROUP=1;"                  \
+    "ACT=bf16 HEAD_DIM=72 BLOCK_SIZE=32 GROUP=8"
+
+static const kiln_jit_kernel_def registry[] = {
+    {"embed", "kernel_src/embed.cu", "kiln_embed", "ptr,ptr,i32,ptr,i64,i32,i64",
+     {{"ACT", ACT3}, {"W", ACT3}}, "ACT=bf16 W=bf16;ACT=fp16 W=fp16;ACT=fp32 W=bf16"},
+    {"gather_rows", "kernel_src/embed.cu", "kiln_gather_rows", "ptr,ptr,ptr,i32,i32", {{"ACT", ACT3}},
+     "ACT=bf16;ACT=fp32"},
+    {"gather_last", "kernel_src/embed.cu", "kiln_gather_last", "ptr,ptr,ptr,i32,i32", {{"ACT", ACT3}},
+     "ACT=bf16;ACT=fp32"},
+    {"cast", "kernel_src/embed.cu", "kiln_cast", "ptr,ptr,i64", {{"SRC", ACT3}, {"DST", ACT3}},
+     "SRC=bf16 DST=fp32;SRC=fp32 DST=bf16;SRC=fp32 DST=fp16"},
+    {"rmsnorm", "kernel_src/rmsnorm.cu", "kiln_rmsnorm", "ptr,ptr,ptr,i32,i32,f32", {{"ACT", ACT3}, {"W", ACT3}},
+     "ACT=bf16 W=bf16;ACT=fp16 W=fp16;ACT=fp32 W=fp32"},
+    {"add_rmsnorm", "kernel_src/rmsnorm.cu", "kiln_add_rmsnorm", "ptr,ptr,ptr,ptr,i32,i32,f32",
+     {{"ACT", ACT3}, {"W", ACT3}}, "ACT=bf16 W=bf16;ACT=fp16 W=fp16;ACT=fp32 W=fp32"},
+    {"silu_mul", "kernel_src/act.cu", "kiln_silu_mul", "ptr,ptr,i32,i32", {{"ACT", ACT3}}, "ACT=bf16;ACT=fp16"},
+    {"gelu_mul", "kernel_src/act.cu", "kiln_gelu_mul", "ptr,ptr,i32,i32", {{"ACT", ACT3}}, "ACT=bf16;ACT=fp16"},
+    {"add", "kernel_src/act.cu", "kiln_add", "ptr,ptr,ptr,i64", {{"ACT", ACT3}}, "ACT=bf16;ACT=fp16"},
+    {"rope", "kernel_src/rope_kv.cu", "kiln_rope", "ptr,i64,ptr,i32,i32,i32,i32,i32,ptr,f32,ptr,i32,f32,f32,i32",
+     {{"ACT", ACT3}, {"INTERLEAVED", "0|1"}}, "ACT=bf16 INTERLEAVED=0;ACT=fp16 INTERLEAVED=1"},
+    {"kv_write", "kernel_src/rope_kv.cu", "kiln_kv_write", "ptr,ptr,ptr,ptr,i64,ptr,i32,i32,i32,i32,f32,f32,i32",
+     {{"ACT", ACT3}, {"KV", KVT}}, "ACT=bf16 KV=bf16;ACT=fp16 KV=fp16;ACT=bf16 KV=fp8_e5m2"},
+    {"rope_kv_write", "kernel_src/rope_kv.cu", "kiln_rope_kv_write",
+     "ptr,i64,ptr,i32,i32,i32,i32,i32,ptr,f32,ptr,i32,f32,f32,ptr,ptr,ptr,i32,f32,f32,i32",
+     {{"ACT", ACT3}, {"KV", KVT}, {"INTERLEAVED", "0|1"}},
+     "ACT=bf16 INTERLEAVED=0 KV=bf16;ACT=fp16 INTERLEAVED=1 KV=fp16;ACT=bf16 INTERLEAVED=0 KV=fp8_e5m2"},
+    {"attn_decode", "kernel_src/attn_decode.cu", "kiln_attn_decode",
+     "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,i32,i32,ptr,ptr", ATTN_PARAMS, ATTN_EX},
+    {"attn_reduce", "kernel_src/attn_decode.cu", "kiln_attn_reduce", "ptr,ptr,ptr,ptr,ptr,i32,i32,i32",
+     ATTN_PARAMS, ATTN_EX},
+    {"attn_prefill", "kernel_src/attn_prefill.cu", "kiln_attn_prefill",
+     "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32", ATTN_PARAMS, ATTN_EX},
+    {"sample_penalties", "kernel_src/sample.cu", "kiln_sample_penalties", "ptr,i32,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr",
+     {{NULL, NULL}}, ""},
+    {"sample", "kernel_src/sample.cu", "kiln_sample", "ptr,ptr,ptr,i32,ptr,ptr", {{NULL, NULL}}, ""},
+};
+
+const kiln_jit_kernel_def *kiln_jit_registry(int *n) {
+    *n = (int)KILN_ARRAY_LEN(registry);
+    return registry;
+}
+
+const kiln_jit_kernel_def *kiln_jit_find(const char *name) {
+    for (size_t i = 0; i < KILN_ARRAY_LEN(registry); i++)
+        if (!strcmp(registry[i].name, name)) return &registry[i];
+    return NULL;
+}
+
+static bool value_allowed(const char *values, const char *v, size_t vlen) {
+    if (!strcmp(values, "*")) {
+        if (!vlen) return false;
+        for (size_t i = 0; i < vlen; i++)
+            if (v[i] < '0' || v[i] > '9') return false;
+        return atoi(v) > 0;
+    }
+    const char *p = values;
+    while (*p) {
+        const char *e = strchr(p, '|');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n == vlen && !strncmp(p, v, n)) return true;
+        if (!e) break;
+        p = e + 1;
+    }
+    return false;
+}
+
+kiln_status kiln_jit_check_defines(const kiln_jit_kernel_def *def, const char *defines) {
+    bool seen[KILN_JIT_MAX_PARAMS] = {false};
+    const char *p = defines ? defines : "";
+    while (*p) {
+        while (*p == ' ') p++;
+        if (!*p) break;
+        const char *end = strchr(p, ' ');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        if (!eq)
+            return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "kernel %s: define \"%.*s\" is not NAME=VALUE", def->name,
+                             (int)len, p);
+        size_t nlen = (size_t)(eq - p);
+        int k = -1;
+        for (int i = 0; i < KILN_JIT_MAX_PARAMS && def->params[i].name; i++)
+            if (strlen(def->params[i].name) == nlen && !strncmp(def->params[i].name, p, nlen)) k = i;
+        if (k < 0) {
+            /* a parameter of another entry of the same file is allowed (one
+             * compile serves every entry of a file) */
+            bool other = false;
+            for (size_t r = 0; r < KILN_ARRAY_LEN(registry) && !other; r++) {
+                if (strcmp(registry[r].file, def->file)) continue;
+                for (int i = 0; i < KILN_JIT_MAX_PARAMS && registry[r].params[i].name; i++)
+                    if (strlen(registry[r].params[i].name) == nlen && !strncmp(registry[r].params[i].name, p, nlen))
+                        other = true;
+            }
+            if (!other)
+                return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "kernel %s has no specialization parameter %.*s",
+                                 def->name, (int)nlen, p);
+            p += len;
+            continue;
+        }
+        char val[64];
+        size_t vlen = len - nlen - 1;
+        snprintf(val, sizeof val, "%.*s", (int)KILN_MIN(vlen, sizeof val - 1), eq + 1);
+        if (!value_allowed(def->params[k].values, val, vlen))
+            return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "kernel %s: %s=%s is not allowed (allowed: %s)", def->name,
+                             def->params[k].name, val, def->params[k].values);
+        seen[k] = true;
+        p += len;
+    }
+    for (int i = 0; i < KILN_JIT_MAX_PARAMS && def->params[i].name; i++)
+        if (!seen[i])
+            return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "kernel %s needs %s=<%s>", def->name, def->params[i].name,
+                             def->params[i].values);
+    return KILN_OK;
+}
+
+kiln_status kiln_jit_signature_parse(const char *sig, kiln_jit_arg *kinds, int max, int *n) {
+    int k = 0;
+    const char *p = sig;
+    while (p && *p) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        kiln_jit_arg a;
+        if (len == 3 && !strncmp(p, "ptr", 3)) a = KILN_JIT_ARG_PTR;
+        else if (len == 3 && !strncmp(p, "i32", 3)) a = KILN_JIT_ARG_I32;
+        else if (len == 3 && !strncmp(p, "i64", 3)) a = KILN_JIT_ARG_I64;
+        else if (len == 3 && !strncmp(p, "f32", 3)) a = KILN_JIT_ARG_F32;
+        else return KILN_FAIL(KILN_ERR_FORMAT, "bad argument kind \"%.*s\" in signature \"%s\"", (int)len, p, sig);
+        if (k >= max) return KILN_FAIL(KILN_ERR_LIMIT, "signature \"%s\" has more than %d arguments", sig, max);
+        kinds[k++] = a;
+        p = e ? e + 1 : NULL;
+    }
+    *n = k;
+    return KILN_OK;
+}
+
+int kiln_jit_attn_group(int n_heads, int n_kv_heads) {
+    if (n_kv_heads <= 0 || n_heads % n_kv_heads) return 1;
+    int ratio = n_heads / n_kv_heads;
+    for (int gsz = 16; gsz > 1; gsz /= 2)
+        if (ratio % gsz == 0) return gsz;
+    return 1;
+}
+
+static kiln_status add_spec(kiln_jit_spec_list *l, const char *name, const char *fmt, ...) KILN_PRINTF(3, 4);
+static kiln_status add_spec(kiln_jit_spec_list *l, const char *name, const char *fmt, ...) {
+    if (l->n >= KILN_JIT_MAX_SPECS) return KILN_FAIL(KILN_ERR_LIMIT, "too many kernel specializations");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(l->defines[l->n], sizeof l->defines[l->n], fmt, ap);
+    va_end(ap);
+    l->specs[l->n].name = name;
+    l->specs[l->n].defines = l->defines[l->n];
+    l->n++;
+    return KILN_OK;
+}
+
+kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l) {
+    kiln_status st = KILN_OK;
+    l->n = 0;
+    KILN_CHECK(m->act == KILN_DTYPE_BF16 || m->act == KILN_DTYPE_F16, KILN_ERR_UNSUPPORTED,
+               "GPU activations must be bf16 or fp16, not %s", kiln_dtype_name(m->act));
+    KILN_CHECK(m->head_dim > 0 && m->head_dim % 8 == 0, KILN_ERR_UNSUPPORTED,
+               "head_dim %d is not a multiple of 8", m->head_dim);
+    KILN_CHECK(m->n_kv_heads > 0 && m->n_heads % m->n_kv_heads == 0, KILN_ERR_UNSUPPORTED,
+               "%d query heads do not divide into %d KV heads", m->n_heads, m->n_kv_heads);
+    const char *a = kiln_dtype_name(m->act);
+    const char *kv = kiln_dtype_name(m->kv ? m->kv : m->act);
+    int bs = m->block_size > 0 ? m->block_size : 16, grp = kiln_jit_attn_group(m->n_heads, m->n_kv_heads);
+    KILN_TRY(add_spec(l, "embed", "ACT=%s W=%s", a, a));
+    KILN_TRY(add_spec(l, "rmsnorm", "ACT=%s W=%s", a, a));
+    KILN_TRY(add_spec(l, "add_rmsnorm", "ACT=%s W=%s", a, a));
+    KILN_TRY(add_spec(l, m->gelu ? "gelu_mul" : "silu_mul", "ACT=%s", a));
+    KILN_TRY(add_spec(l, "add", "ACT=%s", a));
+    KILN_TRY(add_spec(l, "rope", "ACT=%s INTERLEAVED=%d", a, m->interleaved ? 1 : 0));
+    KILN_TRY(add_spec(l, "kv_write", "ACT=%s KV=%s", a, kv));
+    KILN_TRY(add_spec(l, "rope_kv_write", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, kv));
+    KILN_TRY(add_spec(l, "attn_decode", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d", a, bs, grp, m->head_dim));
+    KILN_TRY(add_spec(l, "attn_reduce", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d", a, bs, grp, m->head_dim));
+    KILN_TRY(add_spec(l, "attn_prefill", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d", a, bs, grp, m->head_dim));
+    KILN_TRY(add_spec(l, "gather_last", "ACT=%s", a));
+    KILN_TRY(add_spec(l, "gather_rows", "ACT=%s", a));
+    KILN_TRY(add_spec(l, "cast", "DST=fp32 SRC=%s", a));
+    KILN_TRY(add_spec(l, "sample_penalties", "%s", ""));
+    KILN_TRY(add_spec(l, "sample", "%s", ""));
+fail:
+    return st;
+}

@@ -1,0 +1,325 @@
+/*
+ * kiln_rt.h -- the runtime façade: everything above runtime/ talks to the GPU
+ * through this header, which has no CUDA types in it.
+ *
+ *  - libraries: the driver (libcuda.so.1), NVRTC, cuBLASLt and NCCL are
+ *    loaded with dlopen on first use; a missing one is KILN_ERR_UNAVAILABLE
+ *    naming the library. CUDA / NVRTC / cuBLASLt / NCCL error codes are
+ *    converted at the boundary (KILN_ERR_DEVICE, message names the call and
+ *    the error name).
+ *  - devices: primary context per ordinal, streams, events, device memory
+ *    (plain allocations and pools reserved once and sub-allocated), pinned
+ *    host memory, CUDA graph capture / replay, module load and kernel launch.
+ *  - JIT: the kernel registry (the .cu files of kernel_src/), NVRTC compilation for an
+ *    exact arch with specialization defines, in parallel, with a disk cache
+ *    ($KILN_CACHE_DIR, default ~/.cache/kiln/jit); KILN_KERNEL_DIR reads
+ *    sources from disk instead of the copies embedded in libkiln.
+ *  - cuBLASLt GEMM (bf16/fp16 in, fp32 accumulate, optional bias epilogue),
+ *    algorithm cached per shape bucket.
+ *  - NCCL communicators (all-reduce, all-gather).
+ *
+ * Ownership: *_create / *_open return owned objects freed by the matching
+ * *_destroy / *_close; functions named *_get return borrowed pointers owned
+ * by their parent object.
+ * Thread-safety: library loading is thread-safe (once). A device may be used
+ * from several threads (each thread makes it current first; every call here
+ * does so itself). Streams, events, graphs and pools are not internally
+ * locked: one owner thread each. kiln_rt_kernels is internally locked.
+ */
+#ifndef KILN_RT_H
+#define KILN_RT_H
+
+#include "kiln_base.h"
+
+/* A device address (CUdeviceptr). 0 is the null pointer. */
+typedef uint64_t kiln_devptr;
+
+typedef struct kiln_rt_device kiln_rt_device;
+typedef struct kiln_rt_stream kiln_rt_stream;
+typedef struct kiln_rt_event kiln_rt_event;
+typedef struct kiln_rt_graph kiln_rt_graph;
+typedef struct kiln_rt_module kiln_rt_module;
+typedef struct kiln_rt_func kiln_rt_func;
+typedef struct kiln_rt_mempool kiln_rt_mempool;
+
+/* ------------------------------------------------------------- libraries */
+
+/* True when this build has the CUDA backend (false: every call below
+ * returns KILN_ERR_UNAVAILABLE). */
+bool kiln_rt_built_with_cuda(void);
+/* Load libcuda.so.1 and cuInit. Idempotent. */
+kiln_status kiln_rt_init(void);
+/* Load NVRTC (libnvrtc.so.13 / libnvrtc.so; $KILN_NVRTC_LIB overrides). */
+kiln_status kiln_rt_load_nvrtc(void);
+/* Load cuBLASLt (libcublasLt.so.13; $KILN_CUBLASLT_LIB overrides). */
+kiln_status kiln_rt_load_cublaslt(void);
+/* Load NCCL (libnccl.so.2; $KILN_NCCL_LIB overrides). */
+kiln_status kiln_rt_load_nccl(void);
+/* Driver version as an int (13000 for 13.0); needs kiln_rt_init. */
+kiln_status kiln_rt_driver_version(int *version);
+
+/* --------------------------------------------------------------- devices */
+
+typedef struct kiln_rt_device_info {
+    char name[256];
+    int ordinal;
+    int cc_major, cc_minor;
+    char arch[16];            /* "sm_90" */
+    int n_sms;
+    int l2_bytes;
+    int smem_per_block_optin; /* max dynamic+static shared memory a block may opt into */
+    int smem_per_sm;
+    int max_threads_per_sm;
+    int regs_per_sm;
+    size_t total_mem;
+} kiln_rt_device_info;
+
+kiln_status kiln_rt_device_count(int *n);
+/* Retain the primary context of device `ordinal` and make it current. */
+kiln_status kiln_rt_device_open(int ordinal, kiln_rt_device **out);
+void kiln_rt_device_close(kiln_rt_device *d);
+const kiln_rt_device_info *kiln_rt_device_get_info(const kiln_rt_device *d);
+/* Make d's context current on the calling thread. */
+kiln_status kiln_rt_device_make_current(kiln_rt_device *d);
+kiln_status kiln_rt_device_sync(kiln_rt_device *d);
+kiln_status kiln_rt_mem_info(kiln_rt_device *d, size_t *free_bytes, size_t *total_bytes);
+
+/* ---------------------------------------------------------------- memory */
+
+kiln_status kiln_rt_malloc(kiln_rt_device *d, size_t bytes, kiln_devptr *out);
+void kiln_rt_free(kiln_rt_device *d, kiln_devptr p);
+/* Page-locked host memory (for async copies). */
+kiln_status kiln_rt_host_alloc(kiln_rt_device *d, size_t bytes, void **out);
+void kiln_rt_host_free(kiln_rt_device *d, void *p);
+/* Copies and fills. s == NULL: synchronous on the null stream. */
+kiln_status kiln_rt_memcpy_htod(kiln_devptr dst, const void *src, size_t bytes, kiln_rt_stream *s);
+kiln_status kiln_rt_memcpy_dtoh(void *dst, kiln_devptr src, size_t bytes, kiln_rt_stream *s);
+kiln_status kiln_rt_memcpy_dtod(kiln_devptr dst, kiln_devptr src, size_t bytes, kiln_rt_stream *s);
+kiln_status kiln_rt_memset8(kiln_devptr dst, uint8_t value, size_t bytes, kiln_rt_stream *s);
+kiln_status kiln_rt_memset32(kiln_devptr dst, uint32_t value, size_t n_words, kiln_rt_stream *s);
+
+/* A device memory pool: one allocation reserved at creation, then bump
+ * sub-allocation. Reset to a mark frees everything allocated after it.
+ * Pools: weights, KV cache, activations, workspace. */
+kiln_status kiln_rt_pool_create(kiln_rt_device *d, const char *name, size_t bytes, kiln_rt_mempool **out);
+void kiln_rt_pool_destroy(kiln_rt_mempool *p);
+/* align: power of two (0 means 256). Fails with KILN_ERR_OUT_OF_MEMORY
+ * naming the pool when it is full. */
+kiln_status kiln_rt_pool_alloc(kiln_rt_mempool *p, size_t bytes, size_t align, kiln_devptr *out);
+size_t kiln_rt_pool_mark(const kiln_rt_mempool *p);
+void kiln_rt_pool_reset(kiln_rt_mempool *p, size_t mark);
+size_t kiln_rt_pool_capacity(const kiln_rt_mempool *p);
+size_t kiln_rt_pool_high_water(const kiln_rt_mempool *p);
+kiln_devptr kiln_rt_pool_base(const kiln_rt_mempool *p);
+
+/* ------------------------------------------------------ streams, events */
+
+kiln_status kiln_rt_stream_create(kiln_rt_device *d, kiln_rt_stream **out);
+void kiln_rt_stream_destroy(kiln_rt_stream *s);
+kiln_status kiln_rt_stream_sync(kiln_rt_stream *s);
+kiln_status kiln_rt_stream_wait_event(kiln_rt_stream *s, kiln_rt_event *e);
+kiln_rt_device *kiln_rt_stream_device(kiln_rt_stream *s);
+
+/* timing: false gives a lighter event for synchronisation only. */
+kiln_status kiln_rt_event_create(kiln_rt_device *d, bool timing, kiln_rt_event **out);
+void kiln_rt_event_destroy(kiln_rt_event *e);
+kiln_status kiln_rt_event_record(kiln_rt_event *e, kiln_rt_stream *s);
+kiln_status kiln_rt_event_sync(kiln_rt_event *e);
+kiln_status kiln_rt_event_elapsed_ms(kiln_rt_event *start, kiln_rt_event *end, float *ms);
+
+/* ------------------------------------------------------------ CUDA graphs */
+
+/* Capture every launch issued on s (by this thread) until graph_end, which
+ * instantiates the captured graph. */
+kiln_status kiln_rt_graph_begin(kiln_rt_stream *s);
+kiln_status kiln_rt_graph_end(kiln_rt_stream *s, kiln_rt_graph **out);
+kiln_status kiln_rt_graph_launch(kiln_rt_graph *g, kiln_rt_stream *s);
+void kiln_rt_graph_destroy(kiln_rt_graph *g);
+
+/* ------------------------------------------------ modules and launching */
+
+typedef struct kiln_rt_dim3 {
+    unsigned x, y, z;
+} kiln_rt_dim3;
+
+typedef struct kiln_rt_func_attrs {
+    int regs;         /* registers per thread          */
+    int local_bytes;  /* local memory (stack/spill)     */
+    int static_smem;  /* static shared memory, bytes    */
+    int max_threads;  /* max threads per block          */
+} kiln_rt_func_attrs;
+
+kiln_status kiln_rt_module_load(kiln_rt_device *d, const void *cubin, size_t len, kiln_rt_module **out);
+void kiln_rt_module_unload(kiln_rt_module *m);
+/* Entry point by name; returned pointer is owned by the module. */
+kiln_status kiln_rt_module_get(kiln_rt_module *m, const char *entry, kiln_rt_func **out);
+const char *kiln_rt_func_name(const kiln_rt_func *f);
+kiln_status kiln_rt_func_get_attrs(kiln_rt_func *f, kiln_rt_func_attrs *a);
+/* Launch f; args[i] points at the i-th kernel argument. Dynamic shared
+ * memory above 48 KiB is opted into automatically. */
+kiln_status kiln_rt_launch(kiln_rt_func *f, kiln_rt_dim3 grid, kiln_rt_dim3 block, unsigned smem_bytes,
+                           kiln_rt_stream *s, void **args);
+/* Check for an asynchronous device fault (sticky errors make the device
+ * unusable; the engine must go to its fatal state). */
+kiln_status kiln_rt_check_device(kiln_rt_device *d);
+
+/* ------------------------------------------------------ JIT and registry */
+
+/* One specialization parameter of a registry kernel: a define name and the
+ * values it may take ("bf16|fp16", "*" for any positive integer). */
+typedef struct kiln_jit_param {
+    const char *name;
+    const char *values;
+} kiln_jit_param;
+
+#define KILN_JIT_MAX_PARAMS 8
+
+/* One registry entry: a kernel entry point in a .cu file. */
+typedef struct kiln_jit_kernel_def {
+    const char *name;      /* registry name, "rmsnorm"                      */
+    const char *file;      /* "kernel_src/rmsnorm.cu"                        */
+    const char *entry;     /* extern "C" entry point, "kiln_rmsnorm"         */
+    const char *signature; /* argument kinds, "ptr,ptr,ptr,i32,i32,f32"       */
+    kiln_jit_param params[KILN_JIT_MAX_PARAMS];
+    /* Specializations compiled by `kiln kernels` without --model and by the
+     * CI test: ';'-separated define sets ("ACT=bf16;ACT=fp16"). */
+    const char *examples;
+} kiln_jit_kernel_def;
+
+/* The registry (static). */
+const kiln_jit_kernel_def *kiln_jit_registry(int *n);
+const kiln_jit_kernel_def *kiln_jit_find(const char *name);
+/* Check defines ("A=1 B=bf16") against def's params: every param set,
+ * every value allowed, nothing unknown. */
+kiln_status kiln_jit_check_defines(const kiln_jit_kernel_def *def, const char *defines);
+/* Argument kinds of a signature string. */
+typedef enum kiln_jit_arg { KILN_JIT_ARG_PTR, KILN_JIT_ARG_I32, KILN_JIT_ARG_I64, KILN_JIT_ARG_F32 } kiln_jit_arg;
+kiln_status kiln_jit_signature_parse(const char *sig, kiln_jit_arg *kinds, int max, int *n);
+
+typedef struct kiln_jit_options {
+    const char *arch;       /* "sm_90" (required)                               */
+    const char *cache_dir;  /* NULL: $KILN_CACHE_DIR or ~/.cache/kiln/jit        */
+    const char *kernel_dir; /* NULL: $KILN_KERNEL_DIR, else embedded sources     */
+    bool no_cache;          /* neither read nor write the disk cache           */
+    int n_threads;          /* parallel compiles (0: number of CPUs)           */
+} kiln_jit_options;
+
+/* Resource usage of one entry point, from the ptxas report. */
+typedef struct kiln_jit_func_info {
+    char entry[96];
+    int regs, smem, stack, spill_stores, spill_loads;
+} kiln_jit_func_info;
+
+/* One compilation unit: a source file (or a policy's source string) with a
+ * set of defines. Fill the request fields; kiln_jit_compile fills the
+ * result fields. */
+typedef struct kiln_jit_unit {
+    /* request (borrowed) */
+    const char *file;    /* "kernel_src/x.cu", or a display name when source != NULL */
+    const char *source;  /* NULL: read file from kernel_dir or the embedded copy */
+    const char *defines; /* "HEAD_DIM=128 ACT=bf16" (space separated NAME=VALUE) */
+    /* result (owned; kiln_jit_unit_clear frees) */
+    void *cubin;
+    size_t cubin_len;
+    uint64_t key;        /* cache key                                       */
+    bool cache_hit;
+    double compile_ms;   /* wall time of this unit (compile or cache read)  */
+    kiln_jit_func_info *funcs;
+    int n_funcs;
+    kiln_status status;
+    char *error;         /* message when status != KILN_OK                   */
+} kiln_jit_unit;
+
+/* Compile units in parallel (cache first). Returns KILN_OK only when every
+ * unit compiled; otherwise the first failure's status, with its message
+ * (file, line, NVRTC log) as the last error. Every unit's status is set. */
+kiln_status kiln_jit_compile(kiln_jit_unit *units, int n, const kiln_jit_options *opt);
+void kiln_jit_unit_clear(kiln_jit_unit *u);
+/* Compile a source string (a policy-provided kernel) the same way. */
+kiln_status kiln_jit_compile_source(const char *name, const char *source, const char *defines,
+                                    const kiln_jit_options *opt, kiln_jit_unit *out);
+kiln_status kiln_jit_nvrtc_version(int *major, int *minor);
+/* The cache directory opt resolves to (owned, free()). */
+char *kiln_jit_cache_dir(const kiln_jit_options *opt);
+
+typedef struct kiln_jit_spec {
+    const char *name;    /* registry name (or one added with add_source) */
+    const char *defines;
+} kiln_jit_spec;
+
+/* The specializations a model needs (for `kiln kernels --model` and
+ * kiln_gpu_prepare). */
+typedef struct kiln_jit_model {
+    kiln_dtype act;      /* BF16 or F16 activations (and attention KV)        */
+    kiln_dtype kv;       /* KV cache dtype: act, FP8_E5M2 or FP8_E4M3          */
+    int head_dim, n_heads, n_kv_heads, block_size;
+    bool gelu;           /* gelu_tanh MLP instead of SiLU                     */
+    bool interleaved;    /* GPT-J style rotary pairs                          */
+} kiln_jit_model;
+#define KILN_JIT_MAX_SPECS 32
+typedef struct kiln_jit_spec_list {
+    kiln_jit_spec specs[KILN_JIT_MAX_SPECS];
+    char defines[KILN_JIT_MAX_SPECS][128];
+    int n;
+} kiln_jit_spec_list;
+kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *out);
+/* Query heads handled together per KV head by the attention kernels: the
+ * largest of 16, 8, 4, 2, 1 dividing n_heads / n_kv_heads. */
+int kiln_jit_attn_group(int n_heads, int n_kv_heads);
+
+/* Per-device kernel set: compiled (through the JIT and its cache) and loaded
+ * on first use or ahead of time with prepare. Internally locked. */
+typedef struct kiln_rt_kernels kiln_rt_kernels;
+
+/* opt may be NULL (arch from the device, env for dirs). */
+kiln_status kiln_rt_kernels_create(kiln_rt_device *d, const kiln_jit_options *opt, kiln_rt_kernels **out);
+void kiln_rt_kernels_destroy(kiln_rt_kernels *k);
+/* Compile and load a set of specializations in parallel. */
+kiln_status kiln_rt_kernels_prepare(kiln_rt_kernels *k, const kiln_jit_spec *specs, int n);
+/* The entry point of `name` specialized by `defines` (borrowed). */
+kiln_status kiln_rt_kernels_get(kiln_rt_kernels *k, const char *name, const char *defines, kiln_rt_func **out);
+/* True when get/prepare has loaded `name` (tests: every registry kernel
+ * must be exercised). */
+bool kiln_rt_kernels_was_used(kiln_rt_kernels *k, const char *name);
+/* Register a policy-provided kernel: CUDA source text with its entry point
+ * and signature. When name is a registry name, it replaces that variant
+ * (same defines and signature apply). */
+kiln_status kiln_rt_kernels_add_source(kiln_rt_kernels *k, const char *name, const char *source,
+                                       const char *entry, const char *signature);
+
+/* ---------------------------------------------------------------- cuBLASLt */
+
+typedef struct kiln_rt_blas kiln_rt_blas;
+
+/* workspace: device memory the GEMMs may use (from the workspace pool). */
+kiln_status kiln_rt_blas_create(kiln_rt_device *d, kiln_devptr workspace, size_t workspace_bytes,
+                                kiln_rt_blas **out);
+void kiln_rt_blas_destroy(kiln_rt_blas *b);
+/* out[M, N] = x[M, K] @ W[N, K]^T (+ bias[N]), all row-major; out rows have
+ * stride ldo (>= N; 0 means N).
+ * x and W: in_dt (BF16 or F16); out: out_dt (BF16, F16 or F32); bias:
+ * out_dt, or 0. fp32 accumulation. The algorithm is chosen once per shape
+ * bucket (N, K, dtypes, bias, M rounded up to a power of two) and cached. */
+kiln_status kiln_rt_gemm(kiln_rt_blas *b, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
+                         kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N,
+                         int64_t K);
+/* Number of distinct algorithm choices made so far (for tests). */
+int kiln_rt_blas_n_algos(const kiln_rt_blas *b);
+
+/* -------------------------------------------------------------------- NCCL */
+
+typedef struct kiln_rt_comm kiln_rt_comm;
+#define KILN_RT_NCCL_ID_BYTES 128
+
+kiln_status kiln_rt_nccl_get_id(uint8_t id[KILN_RT_NCCL_ID_BYTES]);
+/* Collective: every rank calls it with the same id, on its own device. */
+kiln_status kiln_rt_comm_create(kiln_rt_device *d, const uint8_t id[KILN_RT_NCCL_ID_BYTES], int n_ranks,
+                                int rank, kiln_rt_comm **out);
+void kiln_rt_comm_destroy(kiln_rt_comm *c);
+/* In-place sum all-reduce of n elements of dt (F32, F16, BF16). */
+kiln_status kiln_rt_all_reduce_sum(kiln_rt_comm *c, kiln_devptr buf, size_t n, kiln_dtype dt, kiln_rt_stream *s);
+/* recv[n_ranks * n] = concat over ranks of send[n]. */
+kiln_status kiln_rt_all_gather(kiln_rt_comm *c, kiln_devptr send, kiln_devptr recv, size_t n, kiln_dtype dt,
+                               kiln_rt_stream *s);
+
+#endif /* KILN_RT_H */

@@ -1,0 +1,247 @@
+/* test_jit.c -- the kernel registry compiles through NVRTC for sm_80, sm_89
+ * and sm_90 (no GPU needed), the disk cache hits on a second run, compile
+ * errors name file and line, KILN_KERNEL_DIR sources and policy-provided
+ * sources go through the same path. Skips (77) when libnvrtc cannot be
+ * loaded. */
+#include "kiln_rt.h"
+#include "kt.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+static bool have_nvrtc(void) {
+    if (!kiln_rt_built_with_cuda()) return false;
+    if (kiln_rt_load_nvrtc() != KILN_OK) return false;
+    return true;
+}
+
+static char *temp_dir(const char *tag) {
+    char *t = kiln_asprintf("%s/jit-test-%s-XXXXXX", KT_BINARY_DIR, tag);
+    if (!t || !mkdtemp(t)) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+static void rm_rf(const char *dir) {
+    char *cmd = kiln_asprintf("rm -rf '%s'", dir);
+    if (cmd && system(cmd) != 0) fprintf(stderr, "  (could not remove %s)\n", dir);
+    free(cmd);
+}
+
+/* All (file, defines) units of the registry's examples, deduplicated. */
+typedef struct unit_list {
+    kiln_jit_unit u[256];
+    char *defs[256];
+    const char *entries[256][8];
+    int n_entries[256];
+    int n;
+} unit_list;
+
+static void add_unit(unit_list *l, const char *file, const char *defines, const char *entry) {
+    for (int i = 0; i < l->n; i++)
+        if (!strcmp(l->u[i].file, file) && !strcmp(l->defs[i], defines)) {
+            if (l->n_entries[i] < 8) l->entries[i][l->n_entries[i]++] = entry;
+            return;
+        }
+    if (l->n >= 256) return;
+    l->defs[l->n] = kiln_strdup(defines);
+    memset(&l->u[l->n], 0, sizeof l->u[l->n]);
+    l->u[l->n].file = file;
+    l->u[l->n].defines = l->defs[l->n];
+    l->entries[l->n][0] = entry;
+    l->n_entries[l->n] = 1;
+    l->n++;
+}
+
+static void build_units(unit_list *l) {
+    int n = 0;
+    const kiln_jit_kernel_def *reg = kiln_jit_registry(&n);
+    l->n = 0;
+    for (int i = 0; i < n; i++) {
+        char *ex = kiln_strdup(reg[i].examples);
+        char *save = NULL;
+        bool any = false;
+        for (char *t = strtok_r(ex, ";", &save); t; t = strtok_r(NULL, ";", &save)) {
+            KT_CHECKF(kiln_jit_check_defines(&reg[i], t) == KILN_OK, "%s [%s]: %s", reg[i].name, t, kiln_last_error());
+            add_unit(l, reg[i].file, t, reg[i].entry);
+            any = true;
+        }
+        if (!any) { /* no parameters */
+            KT_CHECK(kiln_jit_check_defines(&reg[i], "") == KILN_OK);
+            add_unit(l, reg[i].file, "", reg[i].entry);
+        }
+        free(ex);
+    }
+}
+
+static void free_units(unit_list *l) {
+    for (int i = 0; i < l->n; i++) {
+        kiln_jit_unit_clear(&l->u[i]);
+        free(l->defs[i]);
+    }
+    l->n = 0;
+}
+
+KT_TEST(test_registry_compiles_and_caches) {
+    if (!have_nvrtc()) KT_SKIP("libnvrtc cannot be loaded: %s", kiln_last_error());
+    static const char *archs[] = {"sm_80", "sm_89", "sm_90"};
+    char *dir = temp_dir("cache");
+    KT_REQUIRE(dir);
+    static unit_list l;
+    for (size_t a = 0; a < KILN_ARRAY_LEN(archs); a++) {
+        build_units(&l);
+        KT_REQUIRE(l.n > 0);
+        kiln_jit_options opt = {archs[a], dir, NULL, false, 0};
+        double t0 = kiln_now_sec();
+        kiln_status s = kiln_jit_compile(l.u, l.n, &opt);
+        KT_CHECKF(s == KILN_OK, "%s: %s", archs[a], kiln_last_error());
+        double cold = kiln_now_sec() - t0;
+        uint64_t keys[256];
+        size_t lens[256];
+        for (int i = 0; i < l.n; i++) {
+            KT_CHECKF(l.u[i].status == KILN_OK, "%s %s [%s]: %s", archs[a], l.u[i].file, l.u[i].defines,
+                      l.u[i].error ? l.u[i].error : "");
+            KT_CHECK(!l.u[i].cache_hit);
+            KT_CHECK(l.u[i].cubin && l.u[i].cubin_len > 0);
+            keys[i] = l.u[i].key;
+            lens[i] = l.u[i].cubin_len;
+            for (int e = 0; e < l.n_entries[i]; e++) {
+                bool found = false;
+                for (int f = 0; f < l.u[i].n_funcs; f++)
+                    if (!strcmp(l.u[i].funcs[f].entry, l.entries[i][e])) {
+                        found = true;
+                        KT_CHECKF(l.u[i].funcs[f].regs > 0, "%s: no register count parsed", l.entries[i][e]);
+                        KT_CHECKF(l.u[i].funcs[f].spill_stores == 0 || strcmp(archs[a], "sm_90"),
+                                  "%s [%s] spills %d bytes on sm_90", l.entries[i][e], l.u[i].defines,
+                                  l.u[i].funcs[f].spill_stores);
+                    }
+                KT_CHECKF(found, "%s [%s] for %s: entry %s missing from the compile report", l.u[i].file,
+                          l.u[i].defines, archs[a], l.entries[i][e]);
+            }
+        }
+        free_units(&l);
+        /* second run: every unit from the disk cache, same key and cubin */
+        build_units(&l);
+        t0 = kiln_now_sec();
+        s = kiln_jit_compile(l.u, l.n, &opt);
+        double warm = kiln_now_sec() - t0;
+        KT_CHECKF(s == KILN_OK, "%s warm: %s", archs[a], kiln_last_error());
+        for (int i = 0; i < l.n; i++) {
+            KT_CHECKF(l.u[i].cache_hit, "%s [%s] missed the cache", l.u[i].file, l.u[i].defines);
+            KT_CHECK(l.u[i].key == keys[i] && l.u[i].cubin_len == lens[i]);
+            KT_CHECK(l.u[i].n_funcs >= l.n_entries[i]);
+        }
+        fprintf(stderr, "  %s: %d units, cold %.2f s, warm %.1f ms\n", archs[a], l.n, cold, warm * 1e3);
+        free_units(&l);
+    }
+    rm_rf(dir);
+    free(dir);
+}
+
+KT_TEST(test_compile_error_names_file_and_line) {
+    if (!have_nvrtc()) KT_SKIP("libnvrtc cannot be loaded");
+    const char *src = "#include \"kiln_common.cuh\"\n"
+                      "extern \"C\" __global__ void k(float *x) {\n"
+                      "    x[0] = undefined_thing;\n"
+                      "}\n";
+    kiln_jit_options opt = {"sm_90", NULL, NULL, true, 1};
+    kiln_jit_unit u;
+    KT_ERR(kiln_jit_compile_source("policy/bad.cu", src, "", &opt, &u), KILN_ERR_FORMAT, "policy/bad.cu:3");
+    KT_CHECK(strstr(kiln_last_error(), "undefined_thing") != NULL);
+    kiln_jit_unit_clear(&u);
+}
+
+KT_TEST(test_policy_source_compiles) {
+    if (!have_nvrtc()) KT_SKIP("libnvrtc cannot be loaded");
+    const char *src = "#include \"kiln_common.cuh\"\n"
+                      "typedef ACT act_t;\n"
+                      "extern \"C\" __global__ void my_rmsnorm(act_t *out, const act_t *x, const act_t *w, int rows,\n"
+                      "                                        int dim, float eps) {\n"
+                      "    __shared__ float s[32];\n"
+                      "    const act_t *r = x + (size_t)blockIdx.x * dim;\n"
+                      "    float ss = 0;\n"
+                      "    for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += to_f32(r[i]) * to_f32(r[i]);\n"
+                      "    ss = block_sum(ss, s);\n"
+                      "    float k = rsqrtf(ss / dim + eps);\n"
+                      "    for (int i = threadIdx.x; i < dim; i += blockDim.x)\n"
+                      "        out[(size_t)blockIdx.x * dim + i] = from_f32<act_t>(to_f32(r[i]) * k * to_f32(w[i]));\n"
+                      "}\n";
+    char *dir = temp_dir("policy");
+    KT_REQUIRE(dir);
+    kiln_jit_options opt = {"sm_90", dir, NULL, false, 1};
+    kiln_jit_unit u;
+    KT_OK(kiln_jit_compile_source("policy/my_rmsnorm.cu", src, "ACT=bf16", &opt, &u));
+    KT_CHECK(!u.cache_hit && u.cubin_len > 0);
+    KT_CHECK(u.n_funcs == 1 && !strcmp(u.funcs[0].entry, "my_rmsnorm"));
+    kiln_jit_unit_clear(&u);
+    KT_OK(kiln_jit_compile_source("policy/my_rmsnorm.cu", src, "ACT=bf16", &opt, &u));
+    KT_CHECK(u.cache_hit);
+    kiln_jit_unit_clear(&u);
+    rm_rf(dir);
+    free(dir);
+}
+
+KT_TEST(test_kernel_dir_overrides_embedded) {
+    if (!have_nvrtc()) KT_SKIP("libnvrtc cannot be loaded");
+    char *dir = temp_dir("kdir");
+    KT_REQUIRE(dir);
+    /* copy the sources, then edit one: the key changes and it still compiles */
+    char *cmd = kiln_asprintf("cp %s/kernel_src/*.cu %s/kernel_src/*.cuh '%s'/", KT_SOURCE_DIR, KT_SOURCE_DIR, dir);
+    KT_REQUIRE(cmd && system(cmd) == 0);
+    free(cmd);
+    kiln_jit_options emb = {"sm_90", NULL, NULL, true, 1}, disk = {"sm_90", NULL, dir, true, 1};
+    kiln_jit_unit a = {0}, b = {0}, c = {0};
+    a.file = b.file = c.file = "kernel_src/act.cu";
+    a.defines = b.defines = c.defines = "ACT=bf16";
+    KT_OK(kiln_jit_compile(&a, 1, &emb));
+    KT_OK(kiln_jit_compile(&b, 1, &disk));
+    KT_CHECK(a.key == b.key); /* same text on disk as embedded */
+    char *path = kiln_asprintf("%s/act.cu", dir), *text = NULL;
+    KT_OK(kiln_read_file(path, &text, NULL));
+    char *edited = kiln_asprintf("%s\n// edited by test_jit\n", text);
+    KT_OK(kiln_write_file_atomic(path, edited, strlen(edited)));
+    KT_OK(kiln_jit_compile(&c, 1, &disk));
+    KT_CHECK(c.key != a.key);
+    free(text);
+    free(edited);
+    free(path);
+    kiln_jit_unit_clear(&a);
+    kiln_jit_unit_clear(&b);
+    kiln_jit_unit_clear(&c);
+    /* a missing source names the kernel dir */
+    kiln_jit_unit m = {0};
+    m.file = "kernel_src/nope.cu";
+    m.defines = "";
+    KT_ERR(kiln_jit_compile(&m, 1, &disk), KILN_ERR_NOT_FOUND, "KILN_KERNEL_DIR");
+    kiln_jit_unit_clear(&m);
+    rm_rf(dir);
+    free(dir);
+}
+
+KT_TEST(test_defines_validated) {
+    const kiln_jit_kernel_def *d = kiln_jit_find("attn_decode");
+    KT_REQUIRE(d);
+    KT_CHECK(kiln_jit_check_defines(d, "ACT=bf16 HEAD_DIM=128 BLOCK_SIZE=16 GROUP=4") == KILN_OK);
+    KT_ERR(kiln_jit_check_defines(d, "ACT=bf16 HEAD_DIM=128 BLOCK_SIZE=16"), KILN_ERR_INVALID_ARGUMENT, "GROUP");
+    KT_ERR(kiln_jit_check_defines(d, "ACT=int8 HEAD_DIM=128 BLOCK_SIZE=16 GROUP=4"), KILN_ERR_INVALID_ARGUMENT,
+           "ACT=int8");
+    KT_ERR(kiln_jit_check_defines(d, "ACT=bf16 HEAD_DIM=x BLOCK_SIZE=16 GROUP=4 FOO=1"), KILN_ERR_INVALID_ARGUMENT,
+           "HEAD_DIM");
+    KT_CHECK(kiln_jit_find("no_such_kernel") == NULL);
+    kiln_jit_arg k[32];
+    int n = 0;
+    KT_OK(kiln_jit_signature_parse("ptr,i32,i64,f32", k, 32, &n));
+    KT_CHECK(n == 4 && k[0] == KILN_JIT_ARG_PTR && k[3] == KILN_JIT_ARG_F32);
+    KT_ERR(kiln_jit_signature_parse("ptr,u8", k, 32, &n), KILN_ERR_FORMAT, "u8");
+    /* every registry signature parses and every file is embedded */
+    int nr = 0;
+    const kiln_jit_kernel_def *reg = kiln_jit_registry(&nr);
+    for (int i = 0; i < nr; i++)
+        KT_CHECKF(kiln_jit_signature_parse(reg[i].signature, k, 32, &n) == KILN_OK, "%s", reg[i].name);
+}
+
+KT_MAIN(KT_CASE(test_defines_validated), KT_CASE(test_compile_error_names_file_and_line),
+        KT_CASE(test_policy_source_compiles), KT_CASE(test_kernel_dir_overrides_embedded),
+        KT_CASE(test_registry_compiles_and_caches))
