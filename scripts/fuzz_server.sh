@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fuzz_server.sh [SECONDS] [TARGET...] -- build the server's libFuzzer
 # targets (tests/fuzz/fuzz_server_*.c) with clang, ASan and UBSan and run
-# each for SECONDS (default 60):
+# each for SECONDS (default 60; 0 builds them without running):
 #   fuzz_server_decode  request bodies -> the OpenAI request decoder
 #   fuzz_server_sse     engine events -> UTF-8 carry, chunks, SSE framing
 #   fuzz_server_stop    ids + stop strings -> the engine's text stream
@@ -39,6 +39,7 @@ for t in "${targets[@]}"; do
   else
     clang "${cflags[@]}" "$src" "${api[@]}" $(pkg-config --libs jansson) -o "$out/$t"
   fi
+  [ "$secs" -gt 0 ] || { echo "built $out/$t"; continue; }
   corpus="$out/corpus/$t"
   mkdir -p "$corpus"
   dirs=("$corpus")
