@@ -16,11 +16,10 @@ run_kiln() { # b s o
 K1=$(run_kiln 1 128 512); K32=$(run_kiln 32 128 256); K64=$(run_kiln 64 128 256); K256=$(run_kiln 256 128 256)
 P=""
 if [ -n "$peers" ] && [ -f "$peers/torch_cudagraph_llama.py" ]; then
-  P=$(python3 "$peers/torch_cudagraph_llama.py" -b 1 -b 32 -b 64 -b 256 -s 128 -o 256 --json 2>>"$out/peer.err" | tail -1)
-  echo "$P" >> "$log"
+  python3 "$peers/torch_cudagraph_llama.py" -b 1 -b 32 -b 64 -b 256 -s 128 -o 256 --json 2>>"$out/peer.err" \
+    | grep '^[[{]' >> "$log"
 fi
-H=$(timeout 300 python3 "$here/hf_generate.py" -b 32 -s 128 -o 256 --json 2>>"$out/hf.err" | tail -1)
-echo "$H" >> "$log"
+timeout 300 python3 "$here/hf_generate.py" -b 32 -s 128 -o 256 --json 2>>"$out/hf.err" | grep '^[[{]' >> "$log"
 python3 - "$log" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

@@ -7,6 +7,10 @@
  * Thread-safety: create/destroy are not concurrent with anything else.
  */
 #include "engine_internal.h"
+#include "comm.h"
+#include "kiln_rt.h"
+
+#include <pthread.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +27,84 @@ static bool has_file(const char *dir, const char *name) {
     bool r = p && kiln_path_exists(p);
     free(p);
     return r;
+}
+
+/* --------------------------------------------------- tensor-parallel ranks */
+
+typedef struct rank_job {
+    const kiln_engine_params *p;
+    const char *dev;
+    int rank;
+    kiln_model_files *mf;  /* opened here for ranks > 0 */
+    bool open_files;
+    kiln_exec_config xc;
+    kiln_comm *comm;
+    kiln_exec *exec;
+    kiln_status st;
+    char err[2048];
+} rank_job;
+
+static void *rank_create(void *arg) {
+    rank_job *j = arg;
+    kiln_status st = KILN_OK;
+    if (j->open_files) {
+        st = kiln_model_files_open(j->p, j->dev, j->rank, j->mf);
+        if (st) goto fail;
+    }
+    j->xc.comm = j->comm;
+    j->xc.device_id = j->p->device_id + j->rank;
+    st = !strcmp(j->dev, "cuda") ? kiln_exec_gpu_create(j->mf, &j->xc, &j->exec)
+                                 : kiln_exec_cpu_create(j->mf, &j->xc, &j->exec);
+fail:
+    j->st = st;
+    if (st) {
+        snprintf(j->err, sizeof j->err, "%s", kiln_last_error());
+        if (j->comm) kiln_comm_abort(j->comm); /* ranks waiting on this one stop too */
+    }
+    return NULL;
+}
+
+/* Build every rank's executor in parallel (GPU ranks initialise NCCL
+ * together); any failure stops them all with that rank's error. */
+static kiln_status create_ranks(kiln_engine *e, const char *dev, const kiln_exec_config *xc) {
+    kiln_status st = KILN_OK;
+    int n = e->params.tensor_parallel_size;
+    rank_job *jobs = calloc((size_t)n, sizeof *jobs);
+    pthread_t *th = calloc((size_t)n, sizeof *th);
+    kiln_exec **ex = calloc((size_t)n, sizeof *ex);
+    e->tp_mf = calloc((size_t)n, sizeof *e->tp_mf);
+    KILN_CHECK(jobs && th && ex && e->tp_mf, KILN_ERR_OUT_OF_MEMORY, "out of host memory");
+    KILN_TRY(kiln_comm_group_create(n, &e->comm));
+    for (int r = 0; r < n; r++) {
+        jobs[r] = (rank_job){.p = &e->params, .dev = dev, .rank = r, .mf = r ? &e->tp_mf[r] : &e->mf,
+                             .open_files = r > 0, .xc = *xc, .comm = kiln_comm_group_member(e->comm, r)};
+        if (pthread_create(&th[r], NULL, rank_create, &jobs[r]) != 0) {
+            jobs[r].st = KILN_ERR_UNAVAILABLE;
+            snprintf(jobs[r].err, sizeof jobs[r].err, "cannot start a thread");
+            kiln_comm_abort(jobs[r].comm);
+            th[r] = 0;
+        }
+    }
+    for (int r = 0; r < n; r++)
+        if (th[r]) pthread_join(th[r], NULL);
+    int bad = -1;
+    for (int r = 0; r < n && bad < 0; r++)
+        if (jobs[r].st && jobs[r].st != KILN_ERR_CANCELLED) bad = r;
+    for (int r = 0; r < n && bad < 0; r++)
+        if (jobs[r].st) bad = r;
+    if (bad >= 0) {
+        for (int r = 0; r < n; r++) kiln_exec_destroy(jobs[r].exec);
+        st = KILN_FAIL(jobs[bad].st, "tensor-parallel rank %d of %d failed, every rank stopped: %s", bad, n,
+                       jobs[bad].err);
+        goto fail;
+    }
+    for (int r = 0; r < n; r++) ex[r] = jobs[r].exec;
+    KILN_TRY(kiln_exec_tp_create(ex, n, e->comm, &e->exec));
+fail:
+    free(jobs);
+    free(th);
+    free(ex);
+    return st;
 }
 
 static kiln_status parse_kv_dtype(const char *s, kiln_dtype *out) {
@@ -87,8 +169,14 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
     const char *dev = p->device;
     KILN_CHECK(!strcmp(dev, "auto") || !strcmp(dev, "cpu") || !strcmp(dev, "cuda"), KILN_ERR_INVALID_ARGUMENT,
                "unknown device \"%s\" (auto, cpu, cuda)", dev);
-    if (!strcmp(dev, "auto")) dev = "cpu";
-    KILN_CHECK(strcmp(dev, "cuda"), KILN_ERR_UNAVAILABLE, "the CUDA backend is not available in this build yet");
+    if (!strcmp(dev, "auto")) {
+        int n = 0;
+        dev = "cpu";
+        if (kiln_rt_built_with_cuda() && kiln_rt_init() == KILN_OK && kiln_rt_device_count(&n) == KILN_OK && n > 0)
+            dev = "cuda";
+        kiln_clear_error();
+    }
+    bool gpu = !strcmp(dev, "cuda");
     kiln_dtype kvd = KILN_DTYPE_INVALID;
     KILN_TRY(parse_kv_dtype(p->kv_cache_dtype, &kvd));
 
@@ -176,7 +264,11 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
         .device_id = p->device_id,
         .enforce_eager = p->enforce_eager,
         .seed = p->seed ? p->seed : 1234,
+        .dtype = kiln_dtype_from_name(p->dtype),
     };
+    KILN_CHECK(!p->dtype || !strcmp(p->dtype, "auto") || xc.dtype == KILN_DTYPE_BF16 || xc.dtype == KILN_DTYPE_F16 ||
+                   xc.dtype == KILN_DTYPE_F32,
+               KILN_ERR_INVALID_ARGUMENT, "unknown dtype \"%s\" (auto, bf16, fp16, fp32)", p->dtype);
     if (e->draft_mf.program && xc.num_kv_blocks <= 0) {
         /* one block manager for both caches: split the budget per block */
         kiln_dtype d = kvd == KILN_DTYPE_INVALID ? KILN_DTYPE_F32 : kvd;
@@ -185,8 +277,18 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
         size_t budget = p->kv_cache_bytes ? p->kv_cache_bytes : (size_t)256 << 20;
         xc.num_kv_blocks = (int)KILN_MAX((size_t)1, budget / per);
     }
-    KILN_TRY(kiln_exec_cpu_create(&e->mf, &xc, &e->exec));
+    if (p->tensor_parallel_size > 1) {
+        KILN_CHECK(e->spec_method != KILN_SPEC_GLIDE, KILN_ERR_UNSUPPORTED,
+                   "GliDe reads the verifier's whole cache: it does not run with tensor parallelism");
+        KILN_TRY(create_ranks(e, dev, &xc));
+    } else if (gpu) {
+        KILN_TRY(kiln_exec_gpu_create(&e->mf, &xc, &e->exec));
+    } else {
+        KILN_TRY(kiln_exec_cpu_create(&e->mf, &xc, &e->exec));
+    }
     if (e->draft_mf.program) {
+        KILN_CHECK(!gpu, KILN_ERR_UNSUPPORTED, "speculative decoding with a draft model is not wired into the GPU "
+                                              "executor yet (use --speculative-method ngram)");
         kiln_exec_config dc = xc;
         dc.max_out = e->max_num_seqs;
         dc.num_kv_blocks = e->exec->num_kv_blocks;
@@ -248,6 +350,10 @@ void kiln_engine_destroy(kiln_engine *e) {
     kiln_tokenizer_destroy(e->tok);
     kiln_chat_template_destroy(e->tmpl);
     kiln_model_files_close(&e->mf);
+    if (e->tp_mf)
+        for (int r = 1; r < e->params.tensor_parallel_size; r++) kiln_model_files_close(&e->tp_mf[r]);
+    free(e->tp_mf);
+    kiln_comm_group_destroy(e->comm);
     free(e->running);
     free(e->b_tokens);
     free(e->b_pos);

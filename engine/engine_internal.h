@@ -105,6 +105,8 @@ struct kiln_engine {
     char *str_copies[16];
     kiln_model_files mf;
     kiln_exec *exec;
+    kiln_model_files *tp_mf;  /* [tp] files of ranks > 0 (index 0 unused)     */
+    struct kiln_comm_group *comm;
     kiln_tokenizer *tok;
     kiln_chat_template *tmpl;
     kiln_kv_manager kv;

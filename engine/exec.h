@@ -49,6 +49,7 @@ typedef struct kiln_exec_config {
     bool enforce_eager;
     uint64_t seed;           /* dummy weights                                   */
     kiln_dtype dtype;        /* INVALID: the checkpoint's                       */
+    struct kiln_comm *comm;  /* tensor-parallel member (NULL: a single rank)    */
 } kiln_exec_config;
 
 typedef struct kiln_exec kiln_exec;
@@ -96,9 +97,19 @@ struct kiln_exec {
 };
 
 kiln_status kiln_exec_cpu_create(const kiln_model_files *mf, const kiln_exec_config *cfg, kiln_exec **out);
+/* The CUDA executor (engine/cuda/exec_gpu.c; KILN_ERR_UNAVAILABLE in builds
+ * without the CUDA backend). */
+kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_config *cfg, kiln_exec **out);
 static inline void kiln_exec_destroy(kiln_exec *x) {
     if (x) x->vt->destroy(x);
 }
+
+/* Tensor parallelism as one executor: ranks[0] runs on the calling thread,
+ * every other rank on its own worker thread; each step runs the same batch
+ * on every rank (their programs' collectives meet in the comm group) and
+ * rank 0's outputs come back. Takes ownership of the ranks. */
+struct kiln_comm_group;
+kiln_status kiln_exec_tp_create(kiln_exec **ranks, int n, struct kiln_comm_group *group, kiln_exec **out);
 
 /* Bytes of KV cache per block for a program (all layers, K and V). */
 size_t kiln_kv_bytes_per_block(const kiln_program *p, int block_size, kiln_dtype kv_dtype);

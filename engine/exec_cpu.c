@@ -8,6 +8,7 @@
  */
 #include "exec.h"
 
+#include "comm.h"
 #include "ops_cpu.h"
 
 #include <math.h>
@@ -197,9 +198,13 @@ static kiln_status cpu_forward(kiln_exec *base, const kiln_batch *b, const float
             break;
         }
         case KILN_OP_ALL_REDUCE:
+            if (x->cfg.comm) KILN_TRY(kiln_comm_all_reduce_f32(x->cfg.comm, S, (size_t)(rows * sw)));
+            break;
         case KILN_OP_ALL_GATHER:
-            KILN_CHECK(p->tp_size == 1, KILN_ERR_UNSUPPORTED, "the CPU backend runs tensor-parallel size 1 only");
-            if (o->kind == KILN_OP_ALL_GATHER) memcpy(D, S, sizeof(float) * (size_t)(b->n_out * sw));
+            if (x->cfg.comm)
+                KILN_TRY(kiln_comm_all_gather_cols_f32(x->cfg.comm, S, D, (size_t)rows, (size_t)sw));
+            else
+                memcpy(D, S, sizeof(float) * (size_t)(rows * sw));
             break;
         default: KILN_CHECK(false, KILN_ERR_INTERNAL, "op kind %d has no CPU variant", (int)o->kind);
         }
@@ -281,8 +286,9 @@ kiln_status kiln_exec_cpu_create(const kiln_model_files *mf, const kiln_exec_con
     x->cfg = *cfg;
     const char *fail_env = getenv("KILN_DEBUG_FAIL_AFTER_STEPS");
     if (fail_env && *fail_env) x->fail_at = strtoull(fail_env, NULL, 10);
-    KILN_CHECK(p->tp_size == 1, KILN_ERR_UNSUPPORTED,
-               "the CPU backend runs tensor-parallel size 1 only (asked for %d)", p->tp_size);
+    KILN_CHECK(p->tp_size == 1 || (cfg->comm && kiln_comm_size(cfg->comm) == p->tp_size &&
+                                    kiln_comm_rank(cfg->comm) == p->tp_rank),
+               KILN_ERR_INTERNAL, "rank %d of %d has no matching communicator", p->tp_rank, p->tp_size);
     KILN_TRY(kiln_pool_create(cfg->n_threads, &x->pool));
     /* weights */
     x->w = calloc((size_t)p->n_weights, sizeof *x->w);

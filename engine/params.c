@@ -15,7 +15,7 @@ void kiln_engine_default_params(kiln_engine_params *p) {
     p->max_num_batched_tokens = 8192;
     p->block_size = 16;
     p->gpu_memory_utilization = 0.9;
-    p->prefill_ratio = 1.2;
+    p->prefill_ratio = 0.25;
     p->num_speculative_tokens = 4;
     p->ngram_min = 1;
     p->ngram_max = 4;

@@ -168,7 +168,7 @@ typedef struct kiln_engine_params {
     int num_kv_blocks;          /* >0 forces the pool size in blocks (tests) */
     double gpu_memory_utilization; /* default 0.9                            */
     double prefill_ratio;       /* run a prefill step when waiting >= ratio *
-                                   running (default 1.2), or when idle        */
+                                   running (default 0.25), or when idle       */
     int n_threads;              /* CPU threads (0: all cores)                */
     bool enforce_eager;         /* disable CUDA graphs                       */
     uint64_t seed;              /* engine seed for requests without one      */

@@ -258,6 +258,8 @@ function K.decoder(facts, spec)
     -- program
     if l == 0 then
       P:op{ op = "embed", out = "x", weight = "embed" }
+      -- vocabulary-parallel embedding: each rank holds its rows, zeros elsewhere
+      if tp > 1 then P:op{ op = "all_reduce", slot = "x" } end
       P:op{ op = "rmsnorm", out = "h", input = "x", weight = L .. "input_norm", eps = eps, layer = l, variant = norm_variant }
     elseif fuse_norm then
       P:op{ op = "add_rmsnorm", out = "h", input = "y", residual = "x", weight = L .. "input_norm", eps = eps, layer = l, variant = norm_variant }

@@ -11,12 +11,12 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 main="${1:-/work/main}"
 build="$root/build-gpu"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_WERROR=ON >/dev/null
-ninja -C "$build" test_gpu_ops test_jit bench_kernels kiln | grep -E "error|FAILED" -A5 || true
-ninja -C "$build" test_gpu_ops test_jit bench_kernels kiln >/dev/null
+ninja -C "$build" test_gpu_ops test_gpu_engine test_gpu_tp test_jit bench_kernels kiln | grep -E "error|FAILED" -A5 || true
+ninja -C "$build" test_gpu_ops test_gpu_engine test_gpu_tp test_jit bench_kernels kiln >/dev/null
 out="$main/.carry/gpu"
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-for b in "$build/tests/test_gpu_ops" "$build/tests/test_jit" "$build/bench/bench_kernels" "$build/kiln"; do
+for b in "$build/tests/test_gpu_ops" "$build/tests/test_gpu_engine" "$build/tests/test_gpu_tp" "$build/tests/test_jit" "$build/bench/bench_kernels" "$build/kiln"; do
   cp "$b" "$out/bin/"
   ldd "$b" | awk '/=> \//{print $3}' | while read -r lib; do
     case "$(basename "$lib")" in
@@ -25,21 +25,53 @@ for b in "$build/tests/test_gpu_ops" "$build/tests/test_jit" "$build/bench/bench
     esac
   done
 done
+mkdir -p "$out/bench" "$out/peers"
+cp "$root/bench/engine_bench.sh" "$root/bench/hf_generate.py" "$out/bench/"
+# the shared peer travels only for the run (it is not part of the repository)
+[ -f "$root/../shared/peers/torch_cudagraph_llama.py" ] && cp "$root/../shared/peers/torch_cudagraph_llama.py" "$out/peers/"
+echo "$root" > "$out/build_root"
 cat > "$out/remote.sh" <<'REMOTE'
 #!/usr/bin/env bash
-# remote.sh [tests|bench|all] [bench filter] -- runs on the device machine.
+# remote.sh [tests|engine|bench|all] [bench filter] -- runs on the device
+# machine, from the root of the checkout the device tool sent.
+#   tests:  test_gpu_ops and test_gpu_engine (every CUDA op and the GPU engine
+#           against the CPU references and the transformers goldens)
+#   engine: kiln bench beside the PyTorch CUDA-graph peer and HF generate
+#   bench:  the kernel benchmark
 here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
 export LD_LIBRARY_PATH="$here/lib:/usr/local/cuda/lib64:/usr/local/nvidia/lib64:${LD_LIBRARY_PATH:-}"
 export KILN_CACHE_DIR=/tmp/kiln-jit NCCL_NVLS_ENABLE=0
+# the test binaries name tests/data by the absolute path they were built at
+built="$(cat "$here/build_root")"
+if [ ! -e "$built/tests/data" ]; then mkdir -p "$(dirname "$built")"; ln -sfn "$repo" "$built"; fi
 what="${1:-all}"; filter="${2:-}"
 out="${OUT:-/tmp/out}"; mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$out/gpu.txt"
 rc=0
 if [ "$what" = tests ] || [ "$what" = all ]; then
+  for t in test_gpu_ops test_gpu_engine; do
+    t0=$(date +%s)
+    "$here/bin/$t" > "$out/$t.log" 2>&1; r=$?
+    [ $r -ne 0 ] && rc=$r
+    echo "$t rc=$r ($(( $(date +%s) - t0 )) s)"
+    grep -E "FAIL|passed|rel err" "$out/$t.log" | head -40
+  done
+fi
+if [ "$what" = engine ] || [ "$what" = all ]; then
+  peers="$repo/../shared/peers"; [ -f "$peers/torch_cudagraph_llama.py" ] || peers="$here/peers"
+  bash "$here/bench/engine_bench.sh" "$here/bin/kiln" "$peers"
+fi
+if [ "$what" = tp ]; then   # on nvidia-h200-x2
   t0=$(date +%s)
-  "$here/bin/test_gpu_ops" > "$out/test_gpu_ops.log" 2>&1; rc=$?
-  echo "test_gpu_ops rc=$rc ($(( $(date +%s) - t0 )) s)"
-  grep -E "FAIL|case:|passed" "$out/test_gpu_ops.log" | head -60
+  "$here/bin/test_gpu_tp" > "$out/test_gpu_tp.log" 2>&1; r=$?
+  [ $r -ne 0 ] && rc=$r
+  echo "test_gpu_tp rc=$r ($(( $(date +%s) - t0 )) s)"
+  grep -E "FAIL|passed|identical" "$out/test_gpu_tp.log" | head -30
+  for tp in 1 2; do for cfg in "-b 1 -s 128 -o 512" "-b 32 -s 128 -o 256"; do
+    "$here/bin/kiln" bench --model llama3-8b --load-format dummy --tp $tp $cfg --iters 2 --json 2>>"$out/tp_bench.err" \
+      | tail -1 | tee -a "$out/tp_bench.jsonl"
+  done; done
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
   "$here/bin/bench_kernels" $filter 2>&1 | tee "$out/bench.log"

@@ -9,6 +9,8 @@
  */
 #include "rt_internal.h"
 
+#include <stdatomic.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -98,7 +100,11 @@ fail:
 
 /* ------------------------------------------------------------------ memory */
 
+static _Atomic uint64_t g_alloc_count;
+uint64_t kiln_rt_alloc_count(void) { return atomic_load(&g_alloc_count); }
+
 kiln_status kiln_rt_malloc(kiln_rt_device *d, size_t bytes, kiln_devptr *out) {
+    atomic_fetch_add(&g_alloc_count, 1);
     kiln_status st = KILN_OK;
     CUdeviceptr p = 0;
     KILN_TRY(make_current(d));
@@ -115,6 +121,7 @@ void kiln_rt_free(kiln_rt_device *d, kiln_devptr p) {
 }
 
 kiln_status kiln_rt_host_alloc(kiln_rt_device *d, size_t bytes, void **out) {
+    atomic_fetch_add(&g_alloc_count, 1);
     kiln_status st = KILN_OK;
     KILN_TRY(make_current(d));
     KILN_CHECK_CU(kiln_cu.cuMemHostAlloc(out, bytes ? bytes : 1, CU_MEMHOSTALLOC_PORTABLE));
@@ -224,6 +231,7 @@ void kiln_rt_pool_destroy(kiln_rt_mempool *p) {
 }
 
 kiln_status kiln_rt_pool_alloc(kiln_rt_mempool *p, size_t bytes, size_t align, kiln_devptr *out) {
+    atomic_fetch_add(&g_alloc_count, 1);
     if (!align) align = 256;
     if (align & (align - 1)) return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "pool alignment %zu is not a power of two", align);
     size_t off = (p->used + align - 1) & ~(align - 1);

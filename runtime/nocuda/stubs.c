@@ -21,6 +21,7 @@ const kiln_rt_device_info *kiln_rt_device_get_info(const kiln_rt_device *d) { (v
 kiln_status kiln_rt_device_make_current(kiln_rt_device *d) { (void)d; return NOGPU(); }
 kiln_status kiln_rt_device_sync(kiln_rt_device *d) { (void)d; return NOGPU(); }
 kiln_status kiln_rt_mem_info(kiln_rt_device *d, size_t *f, size_t *t) { (void)d; (void)f; (void)t; return NOGPU(); }
+uint64_t kiln_rt_alloc_count(void) { return 0; }
 kiln_status kiln_rt_malloc(kiln_rt_device *d, size_t b, kiln_devptr *o) { (void)d; (void)b; (void)o; return NOGPU(); }
 void kiln_rt_free(kiln_rt_device *d, kiln_devptr p) { (void)d; (void)p; }
 kiln_status kiln_rt_host_alloc(kiln_rt_device *d, size_t b, void **o) { (void)d; (void)b; (void)o; return NOGPU(); }

@@ -1,0 +1,751 @@
+/*
+ * exec_gpu.c -- the CUDA executor: the same layer program as the CPU one,
+ * run with the kernels of ops_gpu.h.
+ *
+ *  - weights: uploaded once into the weights pool in the activation dtype
+ *    (bf16/fp16), fused and sliced as the plan says, through double-buffered
+ *    pinned staging copies that overlap reading the memory-mapped shards; a
+ *    progress line on stderr. Load format "dummy": random weights.
+ *  - activations: every slot planned once for the worst-case step.
+ *  - KV cache: sized from free memory after weights and activations
+ *    (gpu_memory_utilization), plus one scratch block for padded rows.
+ *  - decode steps (one query token per sequence) replay CUDA graphs
+ *    captured at start-up for batch-size buckets; other steps run eagerly.
+ *  - sampling on the device: only token ids and logprobs come back.
+ *
+ * Ownership: owns every device buffer, stream, graph and the kernel set;
+ * borrows the model files. Thread-safety: one thread drives it.
+ */
+#include "exec.h"
+
+#include "comm.h"
+#include "ops_gpu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define MAX_BUCKETS 40
+#define STAGE_BYTES ((size_t)64 << 20)
+
+typedef struct meta_off {
+    size_t tokens, pos, slots, qstart, ctx, tables, out, cross_tables, cross_ctx, dyn, gidx, total;
+} meta_off;
+
+typedef struct exec_gpu {
+    kiln_exec base;
+    const kiln_model_files *mf;
+    const kiln_program *p;
+    kiln_exec_config cfg;
+    kiln_rt_device *dev;
+    const kiln_rt_device_info *info;
+    kiln_gpu *g;
+    kiln_rt_stream *st;
+    kiln_rt_mempool *wpool, *apool, *kvpool;
+    kiln_dtype act;
+    kiln_devptr *w;
+    kiln_devptr *slot;
+    kiln_dtype *slot_dt;
+    kiln_devptr *kc, *vc;
+    kiln_kv_layout layout;
+    kiln_gpu_rope_params rope;
+    bool dynamic_rope;
+    int max_blocks, max_ctx;
+    int dummy_block;
+    /* step metadata: one pinned host block mirrored on the device */
+    meta_off mo;
+    char *h_meta;
+    kiln_devptr d_meta;
+    /* sampling */
+    kiln_devptr d_sparams, d_tok, d_lp, d_hist, d_hoff;
+    kiln_gpu_sample_params *h_sparams;
+    int32_t *h_hist, *h_hoff; /* prompt ids | output ids | banned ids, offsets */
+    size_t hist_cap;
+    int32_t *h_tok;
+    float *h_lp, *h_logits;
+    /* CUDA graphs for decode buckets */
+    int n_buckets;
+    int bucket[MAX_BUCKETS];
+    kiln_rt_graph *graph[MAX_BUCKETS];
+    double capture_s;
+    /* tensor parallelism */
+    kiln_rt_comm *nccl;
+    kiln_devptr gather_tmp; /* [tp, max_out, vocab_local] f32 */
+} exec_gpu;
+
+#define D(x, off, T) ((x)->d_meta + (x)->mo.off)
+#define H(x, off, T) ((T *)((x)->h_meta + (x)->mo.off))
+
+/* ---------------------------------------------------------------- helpers */
+
+static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+static void plan_meta(exec_gpu *x) {
+    size_t T = (size_t)x->cfg.max_tokens, S = (size_t)x->cfg.max_seqs, O = (size_t)x->cfg.max_out;
+    size_t B = (size_t)x->max_blocks, o = 0;
+    meta_off *m = &x->mo;
+    m->tokens = o, o += align256(T * 4);
+    m->pos = o, o += align256(T * 4);
+    m->slots = o, o += align256(T * 4);
+    m->qstart = o, o += align256((S + 1) * 4);
+    m->ctx = o, o += align256(S * 4);
+    m->tables = o, o += align256(S * B * 4);
+    m->out = o, o += align256(O * 4);
+    m->cross_tables = o, o += align256(S * B * 4);
+    m->cross_ctx = o, o += align256(S * 4);
+    m->dyn = o, o += align256(T * 4);
+    m->gidx = o, o += align256(O * (size_t)KILN_MAX(1, x->p->tp_size) * 4);
+    m->total = o;
+}
+
+/* Pack a batch into the pinned metadata block, padded to n_pad sequences
+ * of one token each (decode graphs); padding rows write the scratch block. */
+static void pack_meta(exec_gpu *x, const kiln_batch *b, int n_pad) {
+    int32_t *tok = H(x, tokens, int32_t), *pos = H(x, pos, int32_t), *sl = H(x, slots, int32_t);
+    int32_t *qs = H(x, qstart, int32_t), *ctx = H(x, ctx, int32_t), *tab = H(x, tables, int32_t);
+    int32_t *out = H(x, out, int32_t);
+    memcpy(tok, b->tokens, sizeof(int32_t) * (size_t)b->n_tokens);
+    memcpy(pos, b->positions, sizeof(int32_t) * (size_t)b->n_tokens);
+    memcpy(sl, b->slots, sizeof(int32_t) * (size_t)b->n_tokens);
+    memcpy(qs, b->qstart, sizeof(int32_t) * (size_t)(b->n_seqs + 1));
+    memcpy(ctx, b->ctx_len, sizeof(int32_t) * (size_t)b->n_seqs);
+    for (int s = 0; s < b->n_seqs; s++)
+        memcpy(tab + (size_t)s * (size_t)x->max_blocks, b->block_tables + (size_t)s * (size_t)b->max_blocks,
+               sizeof(int32_t) * (size_t)KILN_MIN(b->max_blocks, x->max_blocks));
+    memcpy(out, b->out_rows, sizeof(int32_t) * (size_t)b->n_out);
+    if (b->cross_tables) {
+        int32_t *ct = H(x, cross_tables, int32_t);
+        for (int s = 0; s < b->n_seqs; s++)
+            memcpy(ct + (size_t)s * (size_t)x->max_blocks, b->cross_tables + (size_t)s * (size_t)b->max_blocks,
+                   sizeof(int32_t) * (size_t)KILN_MIN(b->max_blocks, x->max_blocks));
+        memcpy(H(x, cross_ctx, int32_t), b->cross_ctx, sizeof(int32_t) * (size_t)b->n_seqs);
+    }
+    if (x->dynamic_rope) {
+        int32_t *dyn = H(x, dyn, int32_t);
+        for (int s = 0; s < b->n_seqs; s++)
+            for (int t = b->qstart[s]; t < b->qstart[s + 1]; t++) dyn[t] = b->ctx_len[s];
+    }
+    /* logits all-gather: rank-major rows -> row-major vocabulary */
+    int R = x->p->tp_size, n_out = n_pad > b->n_seqs ? b->n_out + (n_pad - b->n_seqs) : b->n_out;
+    if (R > 1) {
+        int32_t *gi = H(x, gidx, int32_t);
+        for (int i = 0; i < n_out; i++)
+            for (int r = 0; r < R; r++) gi[i * R + r] = r * n_out + i;
+    }
+    /* padding for graph buckets: single-token sequences on the scratch block */
+    for (int s = b->n_seqs; s < n_pad; s++) {
+        int t = b->n_tokens + (s - b->n_seqs);
+        tok[t] = 0;
+        pos[t] = 0;
+        sl[t] = x->dummy_block * x->layout.block_size;
+        qs[s + 1] = t + 1;
+        ctx[s] = 1;
+        tab[(size_t)s * (size_t)x->max_blocks] = x->dummy_block;
+        out[s] = t;
+        if (x->dynamic_rope) H(x, dyn, int32_t)[t] = 1;
+    }
+}
+
+static int64_t rows_of(const kiln_program *p, int slot, int T, int n_out) {
+    return p->slots[slot].per_out ? n_out : T;
+}
+
+/* Run every op of the program for T tokens in S sequences with n_out
+ * output rows (metadata already on the device). */
+static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int max_ctx) {
+    kiln_status st = KILN_OK;
+    const kiln_program *p = x->p;
+    kiln_gpu *g = x->g;
+    kiln_rt_stream *s = x->st;
+    size_t es = kiln_dtype_size(x->act);
+    for (int i = 0; i < p->n_ops; i++) {
+        const kiln_op *o = &p->ops[i];
+        kiln_devptr Dp = o->dst >= 0 ? x->slot[o->dst] : 0;
+        kiln_devptr Sp = o->src >= 0 ? x->slot[o->src] : 0;
+        kiln_devptr S2 = o->src2 >= 0 ? x->slot[o->src2] : 0;
+        kiln_devptr Wp = o->w >= 0 ? x->w[o->w] : 0;
+        const kiln_weight_desc *W = o->w >= 0 ? &p->weights[o->w] : NULL;
+        int64_t dw = o->dst >= 0 ? p->slots[o->dst].width : 0;
+        int64_t sw = o->src >= 0 ? p->slots[o->src].width : 0;
+        int64_t rows = o->src >= 0 ? rows_of(p, o->src, T, n_out) : (o->dst >= 0 ? rows_of(p, o->dst, T, n_out) : 0);
+        switch (o->kind) {
+        case KILN_OP_EMBED:
+            KILN_TRY(kiln_gpu_embed(g, s, Dp, x->act, D(x, tokens, int32_t), T, Wp, x->act, W->rows, (int)W->cols,
+                                    p->vocab_start));
+            break;
+        case KILN_OP_RMSNORM:
+            KILN_TRY(kiln_gpu_rmsnorm(g, s, Dp, Sp, Wp, x->act, x->act, (int)rows, (int)dw, o->eps));
+            break;
+        case KILN_OP_ADD_RMSNORM:
+            KILN_TRY(kiln_gpu_add_rmsnorm(g, s, Dp, S2, Sp, Wp, x->act, x->act, (int)rows, (int)dw, o->eps));
+            break;
+        case KILN_OP_ADD: KILN_TRY(kiln_gpu_add(g, s, Dp, Sp, S2, x->act, rows * dw)); break;
+        case KILN_OP_GEMM: {
+            kiln_devptr bias = o->bias >= 0 ? x->w[o->bias] : 0;
+            kiln_devptr dst = Dp + (kiln_devptr)((size_t)o->dst_col * kiln_dtype_size(x->slot_dt[o->dst]));
+            KILN_TRY(kiln_gpu_gemm(g, s, dst, dw, x->slot_dt[o->dst], Sp, Wp, x->act, bias, rows, W->rows, W->cols));
+            break;
+        }
+        case KILN_OP_ROPE:
+            KILN_TRY(kiln_gpu_rope(g, s, Sp, x->act, sw, D(x, pos, int32_t), T, o->n_heads, o->n_kv_heads, &x->rope));
+            break;
+        case KILN_OP_KV_WRITE: {
+            kiln_devptr k = Sp + (kiln_devptr)((size_t)o->n_heads * (size_t)o->head_dim * es);
+            kiln_devptr v = k + (kiln_devptr)((size_t)o->n_kv_heads * (size_t)o->head_dim * es);
+            KILN_TRY(kiln_gpu_kv_write(g, s, x->kc[o->kv_layer], x->vc[o->kv_layer], &x->layout, k, v, x->act, sw,
+                                       D(x, slots, int32_t), T));
+            break;
+        }
+        case KILN_OP_ROPE_KV_WRITE:
+            KILN_TRY(kiln_gpu_rope_kv_write(g, s, Sp, x->act, sw, D(x, pos, int32_t), T, o->n_heads, &x->rope,
+                                            x->kc[o->kv_layer], x->vc[o->kv_layer], &x->layout,
+                                            D(x, slots, int32_t)));
+            break;
+        case KILN_OP_ATTENTION: {
+            kiln_gpu_attn a = {
+                .out = Dp, .q = Sp, .q_stride = sw, .kcache = x->kc[o->kv_layer], .vcache = x->vc[o->kv_layer],
+                .l = &x->layout, .nq = o->n_heads, .qstart = D(x, qstart, int32_t), .ctx_len = D(x, ctx, int32_t),
+                .block_tables = D(x, tables, int32_t), .n_seqs = S, .max_blocks = x->max_blocks, .scale = o->scale,
+                .window = o->window, .max_q_len = max_q, .max_ctx_len = max_ctx, .force_partition = 0,
+            };
+            KILN_TRY(kiln_gpu_attention(g, s, x->act, &a));
+            break;
+        }
+        case KILN_OP_SILU_MUL: KILN_TRY(kiln_gpu_silu_mul(g, s, Dp, Sp, x->act, (int)rows, (int)dw)); break;
+        case KILN_OP_GELU_MUL: KILN_TRY(kiln_gpu_gelu_mul(g, s, Dp, Sp, x->act, (int)rows, (int)dw)); break;
+        case KILN_OP_GATHER_LAST:
+            KILN_TRY(kiln_gpu_gather_rows(g, s, Dp, Sp, x->slot_dt[o->src], D(x, out, int32_t), n_out, (int)dw));
+            break;
+        case KILN_OP_ALL_REDUCE:
+            KILN_TRY(kiln_rt_all_reduce_sum(x->nccl, Sp, (size_t)(rows * sw), x->slot_dt[o->src], s));
+            break;
+        case KILN_OP_ALL_GATHER: {
+            /* NCCL gathers rank-major [R, rows, sw]; a row gather makes it [rows, R * sw] */
+            int R = p->tp_size;
+            KILN_TRY(kiln_rt_all_gather(x->nccl, Sp, x->gather_tmp, (size_t)(rows * sw), x->slot_dt[o->src], s));
+            KILN_TRY(kiln_gpu_gather_rows(g, s, Dp, x->gather_tmp, x->slot_dt[o->src], D(x, gidx, int32_t),
+                                          (int)rows * R, (int)sw));
+            break;
+        }
+        default:
+            KILN_CHECK(false, KILN_ERR_UNSUPPORTED, "op '%s' has no GPU variant yet", kiln_op_kind_name(o->kind));
+        }
+    }
+fail:
+    return st;
+}
+
+/* Which graph serves a decode batch of n sequences, or -1. */
+static int bucket_for(const exec_gpu *x, int n) {
+    for (int i = 0; i < x->n_buckets; i++)
+        if (x->bucket[i] >= n) return i;
+    return -1;
+}
+
+static bool is_decode(const kiln_batch *b) {
+    return b->max_q_len == 1 && b->n_tokens == b->n_seqs && b->n_out == b->n_seqs && !b->cross_tables;
+}
+
+/* Run the program for a batch; logits stay on the device. */
+static kiln_status gpu_run(exec_gpu *x, const kiln_batch *b) {
+    kiln_status st = KILN_OK;
+    KILN_CHECK(b->n_tokens >= 1 && b->n_tokens <= x->cfg.max_tokens && b->n_out <= x->cfg.max_out &&
+                   b->n_seqs <= x->cfg.max_seqs && b->max_ctx_len <= x->max_ctx,
+               KILN_ERR_INTERNAL, "batch of %d tokens / %d outputs / %d seqs / ctx %d exceeds the plan", b->n_tokens,
+               b->n_out, b->n_seqs, b->max_ctx_len);
+    int bi = (is_decode(b) && x->n_buckets) ? bucket_for(x, b->n_seqs) : -1;
+    pack_meta(x, b, bi >= 0 ? x->bucket[bi] : b->n_seqs);
+    KILN_TRY(kiln_rt_memcpy_htod(x->d_meta, x->h_meta, x->mo.total, x->st));
+    if (bi >= 0)
+        KILN_TRY(kiln_rt_graph_launch(x->graph[bi], x->st));
+    else
+        KILN_TRY(run_ops(x, b->n_tokens, b->n_seqs, b->n_out, b->max_q_len, b->max_ctx_len));
+    x->base.n_forward++;
+fail:
+    return st;
+}
+
+static kiln_status gpu_forward(kiln_exec *base, const kiln_batch *b, const float **logits) {
+    exec_gpu *x = (exec_gpu *)base;
+    kiln_status st = KILN_OK;
+    KILN_TRY(gpu_run(x, b));
+    size_t V = (size_t)x->p->slots[x->p->logits_slot].width;
+    KILN_TRY(kiln_rt_memcpy_dtoh(x->h_logits, x->slot[x->p->logits_slot], (size_t)b->n_out * V * 4, x->st));
+    KILN_TRY(kiln_rt_stream_sync(x->st));
+    *logits = x->h_logits;
+fail:
+    return st;
+}
+
+static kiln_status gpu_forward_sample(kiln_exec *base, const kiln_batch *b, const kiln_sample_req *rows,
+                                      int32_t *tokens, float *logprobs) {
+    exec_gpu *x = (exec_gpu *)base;
+    kiln_status st = KILN_OK;
+    KILN_TRY(gpu_run(x, b));
+    int n = b->n_out, V = x->p->slots[x->p->logits_slot].width;
+    /* token histories for penalties and bans, CSR: [prompt | output | banned] x rows */
+    size_t need = 0;
+    bool any = false;
+    for (int i = 0; i < n; i++) {
+        need += (size_t)rows[i].n_prompt + (size_t)rows[i].n_output + (size_t)rows[i].n_banned;
+        any |= rows[i].n_prompt || rows[i].n_output || rows[i].n_banned || rows[i].repetition != 1.0f ||
+               rows[i].presence != 0.0f || rows[i].frequency != 0.0f;
+    }
+    KILN_CHECK(need <= x->hist_cap, KILN_ERR_LIMIT, "sampling history of %zu tokens exceeds the buffer (%zu)", need,
+               x->hist_cap);
+    size_t k = 0;
+    int32_t *off = x->h_hoff; /* [3][n + 1] */
+    for (int part = 0; part < 3; part++) {
+        for (int i = 0; i < n; i++) {
+            const int32_t *ids = part == 0 ? rows[i].prompt : part == 1 ? rows[i].output : rows[i].banned;
+            int m = part == 0 ? rows[i].n_prompt : part == 1 ? rows[i].n_output : rows[i].n_banned;
+            off[part * (n + 1) + i] = (int32_t)k;
+            if (m) memcpy(x->h_hist + k, ids, sizeof(int32_t) * (size_t)m);
+            k += (size_t)m;
+        }
+        off[part * (n + 1) + n] = (int32_t)k;
+    }
+    for (int i = 0; i < n; i++) {
+        const kiln_sample_req *q = &rows[i];
+        x->h_sparams[i] = (kiln_gpu_sample_params){q->p.temperature, q->p.top_p, q->p.min_p, q->repetition,
+                                                   q->presence, q->frequency, q->p.top_k, 0, q->p.seed, q->p.step};
+    }
+    KILN_TRY(kiln_rt_memcpy_htod(x->d_sparams, x->h_sparams, sizeof(kiln_gpu_sample_params) * (size_t)n, x->st));
+    kiln_devptr logits = x->slot[x->p->logits_slot];
+    if (any) {
+        KILN_TRY(kiln_rt_memcpy_htod(x->d_hoff, off, sizeof(int32_t) * (size_t)(3 * (n + 1)), x->st));
+        if (k) KILN_TRY(kiln_rt_memcpy_htod(x->d_hist, x->h_hist, sizeof(int32_t) * k, x->st));
+        kiln_devptr o0 = x->d_hoff, o1 = o0 + (kiln_devptr)(4 * (n + 1)), o2 = o1 + (kiln_devptr)(4 * (n + 1));
+        KILN_TRY(kiln_gpu_sample_penalties(x->g, x->st, logits, n, V, x->d_sparams, x->d_hist, o0, x->d_hist, o1,
+                                           x->d_hist, o2));
+    }
+    KILN_TRY(kiln_gpu_sample(x->g, x->st, x->d_tok, x->d_lp, logits, n, V, x->d_sparams));
+    KILN_TRY(kiln_rt_memcpy_dtoh(x->h_tok, x->d_tok, sizeof(int32_t) * (size_t)n, x->st));
+    KILN_TRY(kiln_rt_memcpy_dtoh(x->h_lp, x->d_lp, sizeof(float) * (size_t)n, x->st));
+    KILN_TRY(kiln_rt_stream_sync(x->st));
+    memcpy(tokens, x->h_tok, sizeof(int32_t) * (size_t)n);
+    memcpy(logprobs, x->h_lp, sizeof(float) * (size_t)n);
+fail:
+    if (st && kiln_rt_check_device(x->dev) != KILN_OK) kiln_error_context("the GPU faulted");
+    return st;
+}
+
+static void gpu_kv_layer(kiln_exec *base, int layer, const void **k, const void **v, const kiln_kv_layout **l) {
+    exec_gpu *x = (exec_gpu *)base;
+    *k = (const void *)(uintptr_t)x->kc[layer];
+    *v = (const void *)(uintptr_t)x->vc[layer];
+    *l = &x->layout;
+}
+
+static void gpu_destroy(kiln_exec *base) {
+    exec_gpu *x = (exec_gpu *)base;
+    if (!x) return;
+    if (x->dev) kiln_rt_device_make_current(x->dev);
+    for (int i = 0; i < x->n_buckets; i++) kiln_rt_graph_destroy(x->graph[i]);
+    if (x->nccl) kiln_rt_comm_destroy(x->nccl);
+    kiln_gpu_destroy(x->g);
+    if (x->st) kiln_rt_stream_destroy(x->st);
+    kiln_rt_pool_destroy(x->wpool);
+    kiln_rt_pool_destroy(x->apool);
+    kiln_rt_pool_destroy(x->kvpool);
+    if (x->h_meta) kiln_rt_host_free(x->dev, x->h_meta);
+    if (x->h_logits) kiln_rt_host_free(x->dev, x->h_logits);
+    if (x->h_sparams) kiln_rt_host_free(x->dev, x->h_sparams);
+    if (x->h_hist) kiln_rt_host_free(x->dev, x->h_hist);
+    if (x->h_hoff) kiln_rt_host_free(x->dev, x->h_hoff);
+    if (x->h_tok) kiln_rt_host_free(x->dev, x->h_tok);
+    if (x->h_lp) kiln_rt_host_free(x->dev, x->h_lp);
+    free(x->w);
+    free(x->slot);
+    free(x->slot_dt);
+    free(x->kc);
+    free(x->vc);
+    if (x->dev) kiln_rt_device_close(x->dev);
+    free(x);
+}
+
+static const kiln_exec_vt gpu_vt = {gpu_forward, gpu_forward_sample, gpu_destroy, gpu_kv_layer};
+
+/* ---------------------------------------------------------- weight upload */
+
+typedef struct stager {
+    exec_gpu *x;
+    char *buf[2];
+    kiln_rt_event *ev[2];
+    int cur;
+    size_t used;
+    kiln_devptr dst; /* device address the current buffer goes to */
+    size_t done, total;
+    double t0, last_print;
+    bool tty;
+} stager;
+
+static kiln_status stage_flush(stager *s) {
+    kiln_status st = KILN_OK;
+    if (!s->used) return KILN_OK;
+    KILN_TRY(kiln_rt_memcpy_htod(s->dst, s->buf[s->cur], s->used, s->x->st));
+    KILN_TRY(kiln_rt_event_record(s->ev[s->cur], s->x->st));
+    s->done += s->used;
+    s->dst += s->used;
+    s->used = 0;
+    s->cur ^= 1;
+    KILN_TRY(kiln_rt_event_sync(s->ev[s->cur])); /* the other buffer's copy is done: reuse it */
+    double now = kiln_now_sec();
+    if (s->tty && now - s->last_print > 0.25) {
+        double el = now - s->t0, rate = el > 0 ? s->done / el : 0;
+        fprintf(stderr, "\rkiln: loading weights %.2f / %.2f GB  %.2f GB/s  ETA %.0f s   ", s->done / 1e9,
+                s->total / 1e9, rate / 1e9, rate > 0 ? (s->total - s->done) / rate : 0.0);
+        s->last_print = now;
+    }
+fail:
+    return st;
+}
+
+/* Append n bytes at the current device position (contiguous stream of
+ * writes into one weight). */
+static kiln_status stage_bytes(stager *s, const void *src, size_t n) {
+    kiln_status st = KILN_OK;
+    const char *p = src;
+    while (n) {
+        size_t take = KILN_MIN(n, STAGE_BYTES - s->used);
+        memcpy(s->buf[s->cur] + s->used, p, take);
+        s->used += take;
+        p += take;
+        n -= take;
+        if (s->used == STAGE_BYTES) KILN_TRY(stage_flush(s));
+    }
+fail:
+    return st;
+}
+
+/* Convert n elements of src (dt) to the activation dtype into the stage. */
+static kiln_status stage_convert(stager *s, const void *src, kiln_dtype dt, size_t n) {
+    kiln_status st = KILN_OK;
+    kiln_dtype act = s->x->act;
+    if (dt == act) return stage_bytes(s, src, n * kiln_dtype_size(dt));
+    float tmp[4096];
+    uint16_t out[4096];
+    const char *p = src;
+    while (n) {
+        size_t take = KILN_MIN(n, (size_t)4096);
+        kiln_to_f32(tmp, p, dt, take);
+        kiln_from_f32(out, act, tmp, take);
+        KILN_TRY(stage_bytes(s, out, take * 2));
+        p += take * kiln_dtype_size(dt);
+        n -= take;
+    }
+fail:
+    return st;
+}
+
+static kiln_status upload_weights(exec_gpu *x) {
+    kiln_status st = KILN_OK;
+    const kiln_program *p = x->p;
+    stager s = {.x = x, .tty = isatty(2), .t0 = kiln_now_sec()};
+    uint16_t *rnd = NULL;
+    size_t es = kiln_dtype_size(x->act);
+    for (int i = 0; i < p->n_weights; i++) s.total += (size_t)(p->weights[i].rows * p->weights[i].cols) * es;
+    KILN_TRY(kiln_rt_pool_create(x->dev, "weights", s.total + (size_t)p->n_weights * 256 + 4096, &x->wpool));
+    for (int b = 0; b < 2; b++) {
+        KILN_TRY(kiln_rt_host_alloc(x->dev, STAGE_BYTES, (void **)&s.buf[b]));
+        KILN_TRY(kiln_rt_event_create(x->dev, false, &s.ev[b]));
+        KILN_TRY(kiln_rt_event_record(s.ev[b], x->st));
+    }
+    /* dummy weights: one random block reused with rotating offsets */
+    size_t rnd_n = (size_t)1 << 22;
+    if (x->mf->dummy) {
+        rnd = malloc(rnd_n * 2);
+        KILN_CHECK_ALLOC(rnd);
+        for (size_t k = 0; k < rnd_n; k += 4) {
+            uint32_t r[4];
+            kiln_philox4x32(x->cfg.seed, 7, k, r);
+            for (int j = 0; j < 4 && k + (size_t)j < rnd_n; j++) {
+                /* approximately N(0, 0.02): sum of 4 uniforms, centred */
+                float u = (float)((r[j] & 0xff) + ((r[j] >> 8) & 0xff) + ((r[j] >> 16) & 0xff) + (r[j] >> 24)) /
+                              255.0f - 2.0f;
+                float v = u * 0.0346f;
+                rnd[k + (size_t)j] = x->act == KILN_DTYPE_BF16 ? kiln_f32_to_bf16(v) : kiln_f32_to_f16(v);
+            }
+        }
+    }
+    for (int i = 0; i < p->n_weights; i++) {
+        const kiln_weight_desc *d = &p->weights[i];
+        size_t bytes = (size_t)(d->rows * d->cols) * es;
+        KILN_TRY(stage_flush(&s));
+        KILN_TRY(kiln_rt_pool_alloc(x->wpool, bytes, 256, &x->w[i]));
+        s.dst = x->w[i];
+        if (x->mf->dummy) {
+            /* element (row, col) of a tensor is a function of its name and
+             * position only, so every tensor-parallel layout sees the same
+             * full tensor */
+            for (int j = 0; j < d->n_parts; j++) {
+                const kiln_weight_part *q = &d->parts[j];
+                if (q->ndim == 1) {
+                    uint16_t one = x->act == KILN_DTYPE_BF16 ? kiln_f32_to_bf16(1.0f) : kiln_f32_to_f16(1.0f);
+                    for (int64_t k = 0; k < q->r_n; k++) KILN_TRY(stage_bytes(&s, &one, 2));
+                    continue;
+                }
+                size_t h = (size_t)(kiln_hash64(q->tensor, strlen(q->tensor), 0) % rnd_n);
+                for (int64_t r = 0; r < q->r_n; r++) {
+                    size_t off = (h + (size_t)((q->r_lo + r) * q->shape[1] + q->c_lo)) % rnd_n, n = (size_t)q->c_n;
+                    while (n) {
+                        size_t take = KILN_MIN(n, rnd_n - off);
+                        KILN_TRY(stage_bytes(&s, rnd + off, take * 2));
+                        n -= take;
+                        off = 0;
+                    }
+                }
+            }
+            continue;
+        }
+        for (int j = 0; j < d->n_parts; j++) {
+            const kiln_weight_part *q = &d->parts[j];
+            const kiln_tensor_info *t = kiln_checkpoint_find(&x->mf->ck, q->tensor);
+            KILN_CHECK_INTERNAL(t);
+            int64_t tcols = q->ndim == 2 ? t->shape[1] : 1;
+            size_t tes = kiln_dtype_size(t->dtype);
+            if (q->c_lo == 0 && q->c_n == tcols) { /* whole rows: one contiguous range */
+                const char *src = (const char *)t->data + (size_t)(q->r_lo * tcols) * tes;
+                KILN_TRY(stage_convert(&s, src, t->dtype, (size_t)(q->r_n * tcols)));
+            } else {
+                for (int64_t r = 0; r < q->r_n; r++) {
+                    const char *src = (const char *)t->data + (size_t)((q->r_lo + r) * tcols + q->c_lo) * tes;
+                    KILN_TRY(stage_convert(&s, src, t->dtype, (size_t)q->c_n));
+                }
+            }
+        }
+    }
+    KILN_TRY(stage_flush(&s));
+    KILN_TRY(kiln_rt_stream_sync(x->st));
+    {
+        double el = kiln_now_sec() - s.t0;
+        if (s.tty) fprintf(stderr, "\r%80s\r", "");
+        KILN_INFO("loaded %.2f GB of weights in %.2f s (%.2f GB/s)%s", s.total / 1e9, el,
+                  el > 0 ? s.total / el / 1e9 : 0.0, x->mf->dummy ? " [dummy: random weights]" : "");
+    }
+    x->base.weight_bytes = s.total;
+fail:
+    free(rnd);
+    for (int b = 0; b < 2; b++) {
+        if (s.ev[b]) kiln_rt_event_destroy(s.ev[b]);
+        if (s.buf[b]) kiln_rt_host_free(x->dev, s.buf[b]);
+    }
+    return st;
+}
+
+/* ------------------------------------------------------------- creation */
+
+static kiln_status capture_graphs(exec_gpu *x) {
+    kiln_status st = KILN_OK;
+    double t0 = kiln_now_sec();
+    int S = x->cfg.max_seqs;
+    /* vLLM-like buckets: 1, 2, 4, then multiples of 8 up to 32, of 16 up to
+     * 128, of 32 beyond */
+    int n = 0;
+    for (int b = 1; b <= S && n < MAX_BUCKETS; ) {
+        x->bucket[n++] = b;
+        b = b < 4 ? b * 2 : b < 32 ? b + 8 - (b % 8) : b < 128 ? b + 16 : b + 32;
+        if (b > S && x->bucket[n - 1] < S && n < MAX_BUCKETS) x->bucket[n++] = S;
+    }
+    /* a fake decode batch on the scratch block sizes every launch */
+    kiln_batch b = {0};
+    int32_t zero[1] = {0}, q[2] = {0, 0};
+    b.n_tokens = b.n_seqs = b.n_out = 0;
+    b.tokens = b.positions = b.slots = b.ctx_len = b.block_tables = b.out_rows = zero;
+    b.qstart = q;
+    b.max_blocks = x->max_blocks;
+    for (int i = 0; i < n; i++) {
+        pack_meta(x, &b, x->bucket[i]);
+        KILN_TRY(kiln_rt_memcpy_htod(x->d_meta, x->h_meta, x->mo.total, x->st));
+        int B = x->bucket[i];
+        KILN_TRY(run_ops(x, B, B, B, 1, x->max_ctx)); /* warm-up: algorithm choice outside capture */
+        KILN_TRY(kiln_rt_stream_sync(x->st));
+        KILN_TRY(kiln_rt_graph_begin(x->st));
+        st = run_ops(x, B, B, B, 1, x->max_ctx);
+        kiln_rt_graph *gr = NULL;
+        kiln_status st2 = kiln_rt_graph_end(x->st, &gr);
+        KILN_TRY(st);
+        KILN_TRY(st2);
+        x->graph[i] = gr;
+        x->n_buckets = i + 1;
+    }
+    KILN_TRY(kiln_rt_stream_sync(x->st));
+    x->capture_s = kiln_now_sec() - t0;
+    KILN_INFO("captured %d CUDA graphs for decode batches of 1..%d in %.2f s", x->n_buckets,
+              x->n_buckets ? x->bucket[x->n_buckets - 1] : 0, x->capture_s);
+fail:
+    return st;
+}
+
+kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_config *cfg, kiln_exec **out) {
+    kiln_status st = KILN_OK;
+    const kiln_program *p = mf->program;
+    exec_gpu *x = calloc(1, sizeof *x);
+    KILN_CHECK_ALLOC(x);
+    x->base.vt = &gpu_vt;
+    x->base.device = "cuda";
+    x->mf = mf;
+    x->p = p;
+    x->cfg = *cfg;
+    KILN_CHECK(p->tp_size == 1 || (cfg->comm && kiln_comm_size(cfg->comm) == p->tp_size),
+               KILN_ERR_INTERNAL, "rank %d of %d has no communicator", p->tp_rank, p->tp_size);
+    for (int i = 0; i < p->n_ops; i++) {
+        const kiln_op *o = &p->ops[i];
+        KILN_CHECK(o->kind != KILN_OP_SCALE && o->kind != KILN_OP_CROSS_ATTENTION,
+                   KILN_ERR_UNSUPPORTED, "%s: op '%s' has no GPU variant yet", o->where, kiln_op_kind_name(o->kind));
+    }
+    /* policy kernels replace the registry kernel of the op kind they name,
+     * for every op of that kind (so all of them must ask for it) */
+    for (int i = 0; i < p->n_ops; i++) {
+        const kiln_op *o = &p->ops[i];
+        for (int j = 0; j < p->n_ops; j++)
+            KILN_CHECK(p->ops[j].kind != o->kind || p->ops[j].custom == o->custom, KILN_ERR_UNSUPPORTED,
+                       "%s: on the GPU a policy kernel replaces every '%s' op; %s runs another variant",
+                       o->where, kiln_op_kind_name(o->kind), p->ops[j].where);
+    }
+    KILN_TRY(kiln_rt_init());
+    KILN_TRY(kiln_rt_device_open(cfg->device_id, &x->dev));
+    x->info = kiln_rt_device_get_info(x->dev);
+    KILN_TRY(kiln_rt_stream_create(x->dev, &x->st));
+    if (p->tp_size > 1) {
+        /* one NCCL communicator per rank, created together (NVLink multicast stays off) */
+        setenv("NCCL_NVLS_ENABLE", "0", 1);
+        uint8_t id[KILN_RT_NCCL_ID_BYTES];
+        if (p->tp_rank == 0) KILN_TRY(kiln_rt_nccl_get_id(id));
+        KILN_TRY(kiln_comm_broadcast(cfg->comm, id, sizeof id));
+        KILN_TRY(kiln_rt_comm_create(x->dev, id, p->tp_size, p->tp_rank, &x->nccl));
+    }
+    x->act = cfg->dtype == KILN_DTYPE_F16 ? KILN_DTYPE_F16
+             : cfg->dtype == KILN_DTYPE_BF16 ? KILN_DTYPE_BF16
+             : mf->cfg.dtype == KILN_DTYPE_F16 ? KILN_DTYPE_F16 : KILN_DTYPE_BF16;
+    kiln_dtype kvd = cfg->kv_dtype == KILN_DTYPE_INVALID ? x->act : cfg->kv_dtype;
+    KILN_CHECK(kvd == x->act, KILN_ERR_UNSUPPORTED, "KV cache dtype %s is not supported on the GPU yet",
+               kiln_dtype_name(kvd));
+    x->max_blocks = cfg->max_blocks_per_seq;
+    x->max_ctx = x->max_blocks * cfg->block_size;
+
+    /* kernels for this model, compiled (or read from the disk cache) in parallel */
+    kiln_gpu_params gp = {.max_sample_rows = cfg->max_out, .vocab = p->slots[p->logits_slot].width};
+    KILN_TRY(kiln_gpu_create(x->dev, &gp, &x->g));
+    kiln_jit_model jm = {.act = x->act, .kv = kvd, .head_dim = p->head_dim, .n_heads = 0,
+                         .n_kv_heads = p->n_kv_heads, .block_size = cfg->block_size, .interleaved = p->rope_interleaved};
+    for (int i = 0; i < p->n_ops; i++) {
+        if (p->ops[i].kind == KILN_OP_ATTENTION) jm.n_heads = p->ops[i].n_heads;
+        if (p->ops[i].kind == KILN_OP_GELU_MUL) jm.gelu = true;
+    }
+    for (int i = 0; i < p->n_kernels; i++) {
+        const kiln_custom_kernel *ck = &p->kernels[i];
+        const char *reg = kiln_op_kind_name(ck->replaces); /* registry names follow the op kinds */
+        KILN_CHECK(kiln_jit_find(reg), KILN_ERR_UNSUPPORTED, "%s: op '%s' has no GPU kernel a policy can replace",
+                   ck->where, reg);
+        st = kiln_rt_kernels_add_source(kiln_gpu_kernels(x->g), reg, ck->source, ck->entry, NULL);
+        if (st) {
+            kiln_error_context("policy kernel '%s' (%s)", ck->name, ck->where);
+            goto fail;
+        }
+    }
+    double tj = kiln_now_sec();
+    KILN_TRY(kiln_gpu_prepare(x->g, &jm));
+    KILN_INFO("kernels ready in %.2f s", kiln_now_sec() - tj);
+
+    x->w = calloc((size_t)p->n_weights, sizeof *x->w);
+    x->slot = calloc((size_t)p->n_slots, sizeof *x->slot);
+    x->slot_dt = calloc((size_t)p->n_slots, sizeof *x->slot_dt);
+    x->kc = calloc((size_t)p->n_kv_layers, sizeof *x->kc);
+    x->vc = calloc((size_t)p->n_kv_layers, sizeof *x->vc);
+    KILN_CHECK(x->w && x->slot && x->slot_dt && x->kc && x->vc, KILN_ERR_OUT_OF_MEMORY, "out of host memory");
+    KILN_TRY(upload_weights(x));
+
+    /* activations and step metadata, planned once */
+    plan_meta(x);
+    size_t act_bytes = x->mo.total + 4096;
+    /* logits stay fp32 for sampling: the logits slot, and the per-rank slot
+     * gathered into it under tensor parallelism */
+    int logits_src = -1;
+    for (int i = 0; i < p->n_ops; i++)
+        if (p->ops[i].kind == KILN_OP_ALL_GATHER && p->ops[i].dst == p->logits_slot) logits_src = p->ops[i].src;
+    for (int i = 0; i < p->n_slots; i++) {
+        x->slot_dt[i] = (i == p->logits_slot || i == logits_src) ? KILN_DTYPE_F32 : x->act;
+        int64_t rows = p->slots[i].per_out ? cfg->max_out : cfg->max_tokens;
+        act_bytes += align256((size_t)(rows * p->slots[i].width) * kiln_dtype_size(x->slot_dt[i]));
+    }
+    x->hist_cap = (size_t)cfg->max_out * 8192 + 65536;
+    if (p->tp_size > 1) act_bytes += align256(4 * (size_t)cfg->max_out * (size_t)p->vocab_size);
+    act_bytes += align256(sizeof(kiln_gpu_sample_params) * (size_t)cfg->max_out) + 2 * align256(4 * (size_t)cfg->max_out) +
+                 align256(4 * x->hist_cap) + align256(4 * 3 * ((size_t)cfg->max_out + 1));
+    KILN_TRY(kiln_rt_pool_create(x->dev, "activations", act_bytes, &x->apool));
+    for (int i = 0; i < p->n_slots; i++) {
+        int64_t rows = p->slots[i].per_out ? cfg->max_out : cfg->max_tokens;
+        KILN_TRY(kiln_rt_pool_alloc(x->apool, (size_t)(rows * p->slots[i].width) * kiln_dtype_size(x->slot_dt[i]), 256,
+                                    &x->slot[i]));
+    }
+    KILN_TRY(kiln_rt_pool_alloc(x->apool, x->mo.total, 256, &x->d_meta));
+    KILN_TRY(kiln_rt_pool_alloc(x->apool, sizeof(kiln_gpu_sample_params) * (size_t)cfg->max_out, 256, &x->d_sparams));
+    KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * (size_t)cfg->max_out, 256, &x->d_tok));
+    KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * (size_t)cfg->max_out, 256, &x->d_lp));
+    KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * x->hist_cap, 256, &x->d_hist));
+    KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * 3 * ((size_t)cfg->max_out + 1), 256, &x->d_hoff));
+    if (p->tp_size > 1)
+        KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * (size_t)cfg->max_out * (size_t)p->vocab_size, 256, &x->gather_tmp));
+    KILN_TRY(kiln_rt_host_alloc(x->dev, x->mo.total, (void **)&x->h_meta));
+    memset(x->h_meta, 0, x->mo.total);
+    size_t V = (size_t)p->slots[p->logits_slot].width;
+    KILN_TRY(kiln_rt_host_alloc(x->dev, (size_t)cfg->max_out * V * 4, (void **)&x->h_logits));
+    KILN_TRY(kiln_rt_host_alloc(x->dev, sizeof(kiln_gpu_sample_params) * (size_t)cfg->max_out, (void **)&x->h_sparams));
+    KILN_TRY(kiln_rt_host_alloc(x->dev, 4 * x->hist_cap, (void **)&x->h_hist));
+    KILN_TRY(kiln_rt_host_alloc(x->dev, 4 * 3 * ((size_t)cfg->max_out + 1), (void **)&x->h_hoff));
+    KILN_TRY(kiln_rt_host_alloc(x->dev, 4 * (size_t)cfg->max_out, (void **)&x->h_tok));
+    KILN_TRY(kiln_rt_host_alloc(x->dev, 4 * (size_t)cfg->max_out, (void **)&x->h_lp));
+
+    /* rope tables */
+    {
+        float inv[1024], mscale = 1.0f;
+        KILN_CHECK(p->rot_dim / 2 <= 1024, KILN_ERR_UNSUPPORTED, "rot_dim %d too large", p->rot_dim);
+        KILN_TRY(kiln_rope_inv_freq(&p->rope, p->rot_dim, inv, &mscale));
+        kiln_devptr d_inv;
+        KILN_TRY(kiln_rt_pool_alloc(x->wpool, 4 * 1024, 256, &d_inv));
+        KILN_TRY(kiln_rt_memcpy_htod(d_inv, inv, sizeof(float) * (size_t)(p->rot_dim / 2), NULL));
+        x->dynamic_rope = !strcmp(p->rope.type, "dynamic");
+        x->rope = (kiln_gpu_rope_params){
+            .head_dim = p->head_dim, .rot_dim = p->rot_dim, .interleaved = p->rope_interleaved, .inv_freq = d_inv,
+            .mscale = mscale, .dyn_seq_len = x->dynamic_rope ? x->d_meta + x->mo.dyn : 0,
+            .dyn_max = p->rope.original_max_position > 0 ? p->rope.original_max_position
+                                                         : mf->cfg.max_position_embeddings,
+            .dyn_base = (float)p->rope.theta, .dyn_factor = (float)p->rope.factor};
+    }
+
+    /* KV cache from what is left */
+    size_t per_block = kiln_kv_bytes_per_block(p, cfg->block_size, kvd);
+    int nb = cfg->num_kv_blocks;
+    if (nb <= 0) {
+        size_t free_b = 0, total_b = 0;
+        KILN_TRY(kiln_rt_mem_info(x->dev, &free_b, &total_b));
+        double util = cfg->gpu_memory_utilization > 0 ? cfg->gpu_memory_utilization : 0.9;
+        double used = (double)(total_b - free_b) + 512.0 * (1 << 20); /* graphs, cuBLAS, fragmentation */
+        double budget = util * (double)total_b - used;
+        KILN_CHECK(budget > (double)per_block * 2, KILN_ERR_OUT_OF_MEMORY,
+                   "no GPU memory left for the KV cache (%.2f GB used of %.2f GB, utilization %.2f)", used / 1e9,
+                   total_b / 1e9, util);
+        nb = (int)KILN_MIN(budget / (double)per_block - 1, (double)INT32_MAX / cfg->block_size);
+    }
+    kiln_kv_layout_init(&x->layout, nb + 1, cfg->block_size, p->n_kv_heads, p->head_dim, kvd);
+    x->dummy_block = nb; /* the extra block: padded graph rows write here */
+    size_t layer_bytes = (size_t)(nb + 1) * (size_t)cfg->block_size * (size_t)p->n_kv_heads * (size_t)p->head_dim *
+                         kiln_dtype_size(kvd);
+    KILN_TRY(kiln_rt_pool_create(x->dev, "kv cache", (layer_bytes + 256) * 2 * (size_t)p->n_kv_layers, &x->kvpool));
+    for (int l = 0; l < p->n_kv_layers; l++) {
+        KILN_TRY(kiln_rt_pool_alloc(x->kvpool, layer_bytes, 256, &x->kc[l]));
+        KILN_TRY(kiln_rt_pool_alloc(x->kvpool, layer_bytes, 256, &x->vc[l]));
+    }
+    x->base.num_kv_blocks = nb;
+    x->base.kv_bytes_per_block = per_block;
+    x->base.kv_dtype = kvd;
+    x->base.act_dtype = x->act;
+    if (!cfg->enforce_eager) KILN_TRY(capture_graphs(x));
+    *out = &x->base;
+    return KILN_OK;
+fail:
+    gpu_destroy(&x->base);
+    return st;
+}

@@ -1,0 +1,162 @@
+// label: model
+/* test_tp.c -- tensor parallelism on the CPU backend (ranks on threads, a
+ * shared-memory communicator): the policies' shard rules (column, row,
+ * vocabulary, kv heads split or replicated, pre-fused tensors) at TP 2, 4
+ * and 8 give the same first-step logits as transformers and the same greedy
+ * tokens as TP 1; a rank that fails stops every rank with one clear error. */
+#include "engine_internal.h"
+#include "kt.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define N_GREEDY 48
+
+typedef struct gcase {
+    int32_t prompt[128];
+    int n;
+    float logits[512];
+    int32_t greedy[N_GREEDY];
+    double margins[N_GREEDY];
+} gcase;
+
+static int load_golden(const char *model, gcase *g, int max) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/golden/%s.json", KT_DATA, model);
+    json_t *root = json_load_file(path, 0, NULL);
+    if (!root) return -1;
+    json_t *cases = json_object_get(root, "cases");
+    int n = KILN_MIN((int)json_array_size(cases), max);
+    for (int i = 0; i < n; i++) {
+        json_t *c = json_array_get(cases, (size_t)i);
+        json_t *p = json_object_get(c, "prompt");
+        g[i].n = (int)json_array_size(p);
+        for (int k = 0; k < g[i].n; k++) g[i].prompt[k] = (int32_t)json_integer_value(json_array_get(p, (size_t)k));
+        for (int k = 0; k < 512; k++)
+            g[i].logits[k] = (float)json_number_value(json_array_get(json_object_get(c, "first_logits"), (size_t)k));
+        for (int k = 0; k < N_GREEDY; k++) {
+            g[i].greedy[k] = (int32_t)json_integer_value(json_array_get(json_object_get(c, "greedy"), (size_t)k));
+            g[i].margins[k] = json_number_value(json_array_get(json_object_get(c, "margins"), (size_t)k));
+        }
+    }
+    json_decref(root);
+    return n;
+}
+
+static kiln_engine *make(const char *model, int tp, const char *policy) {
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/models/%s", KT_DATA, model);
+    kiln_engine_params p;
+    kiln_engine_default_params(&p);
+    p.model = dir;
+    p.device = "cpu";
+    p.tokenizer = "none";
+    p.tensor_parallel_size = tp;
+    p.n_threads = 1;
+    p.block_size = 8;
+    p.num_kv_blocks = 256;
+    p.policy_file = policy;
+    kiln_engine *e = NULL;
+    if (kiln_engine_create(&p, &e) != KILN_OK) fprintf(stderr, "  create %s tp=%d: %s\n", model, tp, kiln_last_error());
+    return e;
+}
+
+static void check_model(const char *model, int tp) {
+    static gcase g[8];
+    int n = load_golden(model, g, 8);
+    KT_REQUIRE(n > 0);
+    kiln_engine *e = make(model, tp, NULL);
+    KT_REQUIRE(e);
+    /* first-step logits through the tensor-parallel executor (rank 0 returns
+     * the gathered vocabulary) */
+    for (int i = 0; i < n; i++) {
+        kiln_kv_table t;
+        kiln_kv_table_init(&e->kv, &t);
+        KT_REQUIRE(kiln_kv_grow(&e->kv, &t, g[i].n));
+        int32_t pos[128], slots[128], tables[64] = {0};
+        for (int k = 0; k < g[i].n; k++) pos[k] = k, slots[k] = kiln_kv_slot(&e->kv, &t, k);
+        memcpy(tables, t.blocks, sizeof(int32_t) * (size_t)t.n_blocks);
+        int32_t qs[2] = {0, g[i].n}, ctx[1] = {g[i].n}, o[1] = {g[i].n - 1};
+        kiln_batch b = {.n_tokens = g[i].n, .n_seqs = 1, .n_out = 1, .tokens = g[i].prompt, .positions = pos,
+                        .qstart = qs, .ctx_len = ctx, .block_tables = tables, .max_blocks = e->kv.max_blocks_per_seq,
+                        .slots = slots, .out_rows = o, .max_q_len = g[i].n, .max_ctx_len = g[i].n};
+        const float *l = NULL;
+        KT_OK(e->exec->vt->forward(e->exec, &b, &l));
+        double md = 0, mr = 0;
+        for (int k = 0; k < 512; k++) {
+            md = fmax(md, fabs((double)l[k] - g[i].logits[k]));
+            mr = fmax(mr, fabs((double)g[i].logits[k]));
+        }
+        KT_CHECKF(md / mr < 1e-4, "%s tp=%d case %d: logits relative error %.3g", model, tp, i, md / mr);
+        kiln_kv_table_fini(&e->kv, &t);
+    }
+    /* greedy continuations, batched */
+    kiln_request r[8];
+    kiln_result res[8];
+    for (int i = 0; i < n; i++) {
+        kiln_request_default(&r[i]);
+        r[i].prompt_ids = g[i].prompt;
+        r[i].n_prompt_ids = g[i].n;
+        r[i].sampling.temperature = 0;
+        r[i].sampling.max_tokens = N_GREEDY;
+        r[i].sampling.ignore_eos = true;
+    }
+    KT_OK(kiln_engine_generate(e, r, n, res));
+    for (int i = 0; i < n; i++) {
+        for (int k = 0; k < N_GREEDY && k < res[i].n_ids; k++) {
+            if (g[i].margins[k] < 1e-3) break;
+            if (res[i].ids[k] != g[i].greedy[k]) {
+                KT_CHECKF(false, "%s tp=%d case %d: step %d differs", model, tp, i, k);
+                break;
+            }
+        }
+        kiln_result_free(&res[i]);
+    }
+    kiln_stats s;
+    kiln_engine_get_stats(e, &s);
+    KT_CHECK(s.num_free_kv_blocks == s.num_kv_blocks);
+    kiln_engine_destroy(e);
+}
+
+KT_TEST(test_tp2_llama3) { check_model("llama3-gqa", 2); }
+KT_TEST(test_tp4_llama3_replicated_kv) { check_model("llama3-gqa", 4); } /* 2 kv heads over 4 ranks */
+KT_TEST(test_tp4_llama2_mha) { check_model("llama2-mha", 4); }
+KT_TEST(test_tp2_qwen2_bias) { check_model("qwen2-bias", 2); }
+KT_TEST(test_tp2_phi3_prefused) { check_model("phi3", 2); }
+KT_TEST(test_tp2_mistral) { check_model("mistral-swa", 2); }
+KT_TEST(test_tp8_hd128) { check_model("llama3-hd128", 8); } /* 2 kv heads over 8 ranks */
+
+KT_TEST(test_tp_rank_failure) {
+    /* a policy that fails on rank 1 only: every rank stops, one clear error */
+    char path[512];
+    snprintf(path, sizeof path, "%s/kt_tp_fail_%d.lua", KT_BINARY_DIR, (int)getpid());
+    const char *src = "local K = require('kiln')\nreturn function(facts)\n"
+                      "  if facts.tp.rank == 1 then error('rank 1 ran out of memory') end\n"
+                      "  return K.decoder(facts, {name = 'x', names = K.llama_names()}):finish()\nend\n";
+    kiln_write_file_atomic(path, src, strlen(src));
+    kiln_engine *e = NULL;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/models/llama3-gqa", KT_DATA);
+    kiln_engine_params p;
+    kiln_engine_default_params(&p);
+    p.model = dir;
+    p.device = "cpu";
+    p.tokenizer = "none";
+    p.tensor_parallel_size = 2;
+    p.num_kv_blocks = 64;
+    p.policy_file = path;
+    KT_ERR(kiln_engine_create(&p, &e), KILN_ERR_POLICY, "tensor-parallel rank 1 of 2 failed, every rank stopped");
+    KT_CHECK(strstr(kiln_last_error(), "rank 1 ran out of memory") != NULL);
+    unlink(path);
+    /* a size that does not divide the heads */
+    p.policy_file = NULL;
+    p.tensor_parallel_size = 3;
+    KT_ERR(kiln_engine_create(&p, &e), KILN_ERR_POLICY, "not divisible by the tensor-parallel size 3");
+}
+
+KT_MAIN(KT_CASE(test_tp2_llama3), KT_CASE(test_tp4_llama3_replicated_kv), KT_CASE(test_tp4_llama2_mha),
+        KT_CASE(test_tp2_qwen2_bias), KT_CASE(test_tp2_phi3_prefused), KT_CASE(test_tp2_mistral),
+        KT_CASE(test_tp8_hd128), KT_CASE(test_tp_rank_failure))
