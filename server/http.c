@@ -481,7 +481,6 @@ static struct MHD_Daemon *start_http(srv *s, char *err, size_t errlen) {
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout_s,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,
         MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!d) {

@@ -404,6 +404,14 @@ def test_api_key():
             expect_error(s.post("/tokenize", {"prompt": "a"}), 401)
 
 
+def test_port_in_use():
+    import subprocess
+    from server_util import BIN, model_dir
+    r = subprocess.run([BIN, "serve", "--model", model_dir(), "--device", "cpu", "--port", str(S.port)],
+                       capture_output=True, text=True, timeout=60)
+    check(r.returncode == 1 and "Address already in use" in r.stderr, (r.returncode, r.stderr[-300:]))
+
+
 # ------------------------------------------------------------ after all
 def test_still_healthy():
     """After everything above: healthy, idle, fds at baseline, output unchanged."""
@@ -432,7 +440,7 @@ def main():
                    test_ranges, test_max_tokens_context, test_kv_not_reserved, test_long_prompts,
                    test_empty_and_vocab, test_template_error, test_stream_options_and_stops,
                    test_not_found_and_methods, test_kv_exhaustion, test_queue_limit, test_api_key,
-                   test_still_healthy])
+                   test_port_in_use, test_still_healthy])
     finally:
         if S.p.poll() is None or S.p.returncode != 0:
             print("---- server log tail ----\n" + S.log_tail(), file=sys.stderr)
