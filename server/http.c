@@ -479,6 +479,10 @@ static struct MHD_Daemon *start_http(srv *s, char *err, size_t errlen) {
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->cfg.max_connections_per_ip,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, s->cfg.connection_memory,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->cfg.timeout_s,
+        /* connection threads parse JSON (nesting <= API_MAX_DEPTH) and run
+         * chat templates (the interpreter bounds its depth): 4 MiB whatever
+         * `ulimit -s` says */
+        MHD_OPTION_THREAD_STACK_SIZE, (size_t)4 << 20,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
         MHD_OPTION_END);
