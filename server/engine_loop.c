@@ -274,12 +274,29 @@ void srv_engine_wake(srv *s) {
     pthread_mutex_unlock(&s->mu);
 }
 
+/* The engine thread owns the engine from creation to destruction: a GPU
+ * backend binds its device context to the thread that creates the engine,
+ * so creating, stepping and destroying all happen here. Other threads only
+ * use the thread-safe calls (add_request, cancel, stats, metrics, the
+ * tokenizer and chat template). */
 static void *engine_main(void *arg) {
     srv *s = arg;
     /* tests: $KILN_SERVE_STEP_DELAY_MS slows every step down, standing in
      * for a big model so disconnects, queues and drains can be timed */
     const char *d = getenv("KILN_SERVE_STEP_DELAY_MS");
     long delay_ms = d && *d ? strtol(d, NULL, 10) : 0;
+    kiln_engine *e = NULL;
+    kiln_status cst = kiln_engine_create(s->ep, &e);
+    pthread_mutex_lock(&s->mu);
+    if (cst == KILN_OK) {
+        s->eng = e;
+    } else {
+        snprintf(s->load_error, sizeof s->load_error, "%s", kiln_last_error());
+        s->load_failed = true;
+    }
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (cst != KILN_OK) return NULL;
     for (;;) {
         pthread_mutex_lock(&s->mu);
         while (!s->wake && !s->quit) pthread_cond_wait(&s->cv, &s->mu);
@@ -287,12 +304,12 @@ static void *engine_main(void *arg) {
         bool quit = s->quit;
         pthread_mutex_unlock(&s->mu);
         if (quit) break;
-        while (kiln_engine_has_work(s->eng)) {
+        while (kiln_engine_has_work(e)) {
             if (delay_ms > 0) {
                 struct timespec ts = {delay_ms / 1000, (delay_ms % 1000) * 1000000L};
                 nanosleep(&ts, NULL);
             }
-            kiln_status st = kiln_engine_step(s->eng, NULL);
+            kiln_status st = kiln_engine_step(e, NULL);
             if (st == KILN_ERR_FATAL && !atomic_exchange(&s->fatal, true))
                 fprintf(stderr, "kiln serve: the engine has failed: %s\n", kiln_last_error());
             else if (st != KILN_OK && st != KILN_ERR_FATAL)
@@ -304,14 +321,27 @@ static void *engine_main(void *arg) {
         }
         if (quit) break;
     }
+    /* stepping is over; the engine lives until no connection thread can
+     * touch it any more (srv_engine_destroy) */
+    pthread_mutex_lock(&s->mu);
+    while (!s->destroy) pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    /* aborts what is left: every callback gets its final event and the last
+     * references to calls are dropped */
+    kiln_engine_destroy(e);
     return NULL;
 }
 
 kiln_status srv_engine_start(srv *s) {
-    s->quit = false;
+    s->quit = s->destroy = false;
     if (pthread_create(&s->engine_thread, NULL, engine_main, s) != 0) return KILN_ERR_INTERNAL;
     s->engine_running = true;
-    return KILN_OK;
+    /* wait for the model to load */
+    pthread_mutex_lock(&s->mu);
+    while (!s->eng && !s->load_failed) pthread_cond_wait(&s->cv, &s->mu);
+    bool ok = s->eng != NULL;
+    pthread_mutex_unlock(&s->mu);
+    return ok ? KILN_OK : KILN_ERR_INVALID_ARGUMENT;
 }
 
 void srv_engine_stop(srv *s) {
@@ -320,6 +350,15 @@ void srv_engine_stop(srv *s) {
     s->quit = true;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
+}
+
+void srv_engine_destroy(srv *s) {
+    if (!s->engine_running) return;
+    pthread_mutex_lock(&s->mu);
+    s->quit = s->destroy = true;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
     pthread_join(s->engine_thread, NULL);
     s->engine_running = false;
+    s->eng = NULL;
 }

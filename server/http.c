@@ -553,8 +553,8 @@ int srv_run(const srv_config *cfg, const kiln_engine_params *ep) {
         goto out;
     }
     fprintf(stderr, "kiln serve: loading %s (the server answers 503 until it is ready)\n", ep->model);
-    if (kiln_engine_create(ep, &s->eng) != KILN_OK) {
-        fprintf(stderr, "kiln serve: error: %s\n", kiln_last_error());
+    if (srv_engine_start(s) != KILN_OK) {
+        fprintf(stderr, "kiln serve: error: %s\n", s->load_error[0] ? s->load_error : "cannot start the engine thread");
         goto out;
     }
     s->tok = kiln_engine_tokenizer(s->eng);
@@ -574,10 +574,6 @@ int srv_run(const srv_config *cfg, const kiln_engine_params *ep) {
             size_t l = t ? strlen(t) : 0;
             if (l > s->max_token_bytes) s->max_token_bytes = l;
         }
-    }
-    if (srv_engine_start(s) != KILN_OK) {
-        fprintf(stderr, "kiln serve: error: cannot start the engine thread\n");
-        goto out;
     }
     srv_set_state(s, SRV_READY);
     printf("kiln serve: ready: model %s (%s, max_model_len %d, %d KV tokens) listening on http://%s%s%s:%d\n",
@@ -607,10 +603,7 @@ out:
     srv_set_state(s, SRV_STOPPING);
     srv_engine_stop(s);
     if (s->mhd) MHD_stop_daemon(s->mhd);
-    /* aborts what is left: every callback gets its final event and the
-     * last references to calls are dropped */
-    if (s->eng) kiln_engine_destroy(s->eng);
-    s->eng = NULL;
+    srv_engine_destroy(s); /* on its own thread, after the last connection */
     if (rc == 0) fprintf(stderr, "kiln serve: stopped\n");
     g_srv = NULL;
     pthread_mutex_destroy(&s->mu);

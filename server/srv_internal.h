@@ -50,6 +50,9 @@ typedef struct srv {
     bool wake, quit;
     srv_call *active;   /* calls admitted and not yet finished           */
     int n_active;
+    bool destroy;       /* the engine thread may destroy the engine      */
+    bool load_failed;
+    char load_error[1024];
     pthread_t engine_thread;
     bool engine_running;
 
@@ -136,9 +139,12 @@ struct srv_call {
     int usage_prompt, usage_completion;
 };
 
-/* ---- engine_loop.c */
+/* ---- engine_loop.c: the engine thread creates, steps and destroys the
+ * engine. start returns once the model is loaded (or failed: load_error);
+ * stop ends stepping; destroy frees the engine and joins the thread. */
 kiln_status srv_engine_start(srv *s);
 void srv_engine_stop(srv *s);
+void srv_engine_destroy(srv *s);
 void srv_engine_wake(srv *s);
 int srv_on_event(void *user, const kiln_stream_event *ev);
 
