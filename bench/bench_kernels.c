@@ -125,10 +125,12 @@ typedef struct gemm_ctx {
     kiln_devptr x[4], w[4], out;
     int M, N, K;
     kiln_dtype odt;
+    kiln_gpu *g; /* NULL: the default kiln_gpu (cuBLASLt) */
 } gemm_ctx;
 static void op_gemm(void *vc, int set) {
     gemm_ctx *c = vc;
-    CK(kiln_gpu_gemm(gpu, st, c->out, 0, c->odt, c->x[set], c->w[set], KILN_DTYPE_BF16, 0, c->M, c->N, c->K));
+    CK(kiln_gpu_gemm(c->g ? c->g : gpu, st, c->out, 0, c->odt, c->x[set], c->w[set], KILN_DTYPE_BF16, 0, c->M, c->N,
+                     c->K));
 }
 
 static void ceilings(void) {
@@ -140,7 +142,7 @@ static void ceilings(void) {
     copy_bw = 2.0 * (double)c.n / t;
     kiln_rt_free(dev, c.a);
     kiln_rt_free(dev, c.b);
-    gemm_ctx g = {{0}, {0}, 0, 8192, 8192, 8192, KILN_DTYPE_BF16};
+    gemm_ctx g = {{0}, {0}, 0, 8192, 8192, 8192, KILN_DTYPE_BF16, NULL};
     g.x[0] = drand((size_t)8192 * 8192, KILN_DTYPE_BF16, 1);
     g.w[0] = drand((size_t)8192 * 8192, KILN_DTYPE_BF16, 1);
     CK(kiln_rt_malloc(dev, (size_t)8192 * 8192 * 2, &g.out));
@@ -314,6 +316,21 @@ static void bench_gemm(void) {
             if (g.M <= 32) row_bw("gemm (weight bytes)", shape, t, (double)wbytes, 0.85);
             else row_flops("gemm", shape, t, 2.0 * g.M * g.N * g.K, 0.80, 0);
         }
+        /* the same small-M shapes through kernel_src/gemv.cu, beside cuBLASLt */
+        kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = 8};
+        kiln_gpu *gv = NULL;
+        CK(kiln_gpu_create(dev, &gp, &gv));
+        g.g = gv;
+        int Mv[] = {1, 4, 8};
+        for (int mi = 0; mi < 3; mi++) {
+            g.M = Mv[mi];
+            double t = time_op(op_gemm, &g, sets, 20, 20);
+            char shape[64];
+            snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shapes[si].name, g.M, g.N, g.K);
+            row_bw("gemv (weight bytes)", shape, t, (double)wbytes, 0.85);
+        }
+        g.g = NULL;
+        kiln_gpu_destroy(gv);
         for (int s = 0; s < sets; s++) kiln_rt_free(dev, g.w[s]), kiln_rt_free(dev, g.x[s]);
         kiln_rt_free(dev, g.out);
     }

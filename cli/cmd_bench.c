@@ -97,7 +97,7 @@ int kiln_cmd_bench(int argc, char **argv) {
     kiln_engine_default_params(&p);
     int b = 32, s = 128, o = 256, warmup = 1, iters = 2, num_prompts = 0;
     uint64_t seed = 1;
-    bool json = false;
+    bool json = false, profile = false;
     const char *dataset = NULL;
     cli_opt own[] = {
         {"b", CLI_INT, &b, "N", "batch size (number of prompts)"},
@@ -109,6 +109,7 @@ int kiln_cmd_bench(int argc, char **argv) {
         {"num-prompts", CLI_INT, &num_prompts, "N", "prompts for --dataset synthetic"},
         {"seed", CLI_U64, &seed, "N", "prompt seed"},
         {"json", CLI_FLAG, &json, NULL, "print one JSON object"},
+        {"profile", CLI_FLAG, &profile, NULL, "time every op (graphs off); table at exit (KILN_PROFILE=1)"},
         CLI_OPT_END,
     };
     cli_opt *tables[] = {own, cli_engine_opts(&p), NULL};
@@ -146,6 +147,7 @@ int kiln_cmd_bench(int argc, char **argv) {
         prompts[i] = malloc(sizeof(int32_t) * (size_t)plen[i]);
         if (!prompts[i]) return 1;
     }
+    if (profile) setenv("KILN_PROFILE", "1", 1);
     if (p.max_num_seqs == 256 && b > 256) p.max_num_seqs = b;
     if (!p.max_model_len) p.max_model_len = max_len + 8;
     kiln_engine *e = NULL;

@@ -14,6 +14,3 @@
         return 1;                                                                        \
     }
 
-KILN_STUB(kiln_cmd_tokenize, "tokenize")
-KILN_STUB(kiln_cmd_detokenize, "detokenize")
-KILN_STUB(kiln_cmd_chat_render, "chat-render")

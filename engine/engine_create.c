@@ -269,7 +269,16 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
     KILN_CHECK(!p->dtype || !strcmp(p->dtype, "auto") || xc.dtype == KILN_DTYPE_BF16 || xc.dtype == KILN_DTYPE_F16 ||
                    xc.dtype == KILN_DTYPE_F32,
                KILN_ERR_INVALID_ARGUMENT, "unknown dtype \"%s\" (auto, bf16, fp16, fp32)", p->dtype);
-    if (e->draft_mf.program && xc.num_kv_blocks <= 0) {
+    if (e->draft_mf.program && gpu && xc.num_kv_blocks <= 0) {
+        /* the drafter shares the GPU and the block ids: leave room for its
+         * weights and activations, and size blocks for both caches */
+        const kiln_program *dp = e->draft_mf.program;
+        size_t w = 0, a = 0;
+        for (int i = 0; i < dp->n_weights; i++) w += (size_t)(dp->weights[i].rows * dp->weights[i].cols) * 2;
+        for (int i = 0; i < dp->n_slots; i++) a += (size_t)dp->slots[i].width * (size_t)e->max_tokens_plan * 4;
+        xc.reserve_bytes = w + a + ((size_t)256 << 20);
+        xc.extra_kv_bytes_per_block = kiln_kv_bytes_per_block(dp, p->block_size, KILN_DTYPE_BF16);
+    } else if (e->draft_mf.program && xc.num_kv_blocks <= 0) {
         /* one block manager for both caches: split the budget per block */
         kiln_dtype d = kvd == KILN_DTYPE_INVALID ? KILN_DTYPE_F32 : kvd;
         size_t per = kiln_kv_bytes_per_block(e->mf.program, p->block_size, d) +
@@ -287,12 +296,16 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
         KILN_TRY(kiln_exec_cpu_create(&e->mf, &xc, &e->exec));
     }
     if (e->draft_mf.program) {
-        KILN_CHECK(!gpu, KILN_ERR_UNSUPPORTED, "speculative decoding with a draft model is not wired into the GPU "
-                                              "executor yet (use --speculative-method ngram)");
         kiln_exec_config dc = xc;
         dc.max_out = e->max_num_seqs;
         dc.num_kv_blocks = e->exec->num_kv_blocks;
-        KILN_TRY(kiln_exec_cpu_create(&e->draft_mf, &dc, &e->draft_exec));
+        dc.comm = NULL;
+        dc.reserve_bytes = dc.extra_kv_bytes_per_block = 0;
+        dc.enforce_eager = true; /* drafter steps mix prefill and decode shapes */
+        if (gpu)
+            KILN_TRY(kiln_exec_gpu_create(&e->draft_mf, &dc, &e->draft_exec));
+        else
+            KILN_TRY(kiln_exec_cpu_create(&e->draft_mf, &dc, &e->draft_exec));
         if (e->spec_method == KILN_SPEC_GLIDE) e->draft_exec->cross = e->exec;
         KILN_TRY(kiln_batch_buf_init(&e->draft_b, e->max_tokens_plan, e->max_num_seqs, max_blocks));
     }

@@ -50,6 +50,10 @@ typedef struct kiln_exec_config {
     uint64_t seed;           /* dummy weights                                   */
     kiln_dtype dtype;        /* INVALID: the checkpoint's                       */
     struct kiln_comm *comm;  /* tensor-parallel member (NULL: a single rank)    */
+    /* GPU KV sizing when a drafter shares the device and the block ids:
+     * bytes it will allocate later, and its cache bytes per block */
+    size_t reserve_bytes;
+    size_t extra_kv_bytes_per_block;
 } kiln_exec_config;
 
 typedef struct kiln_exec kiln_exec;

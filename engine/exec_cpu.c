@@ -10,6 +10,7 @@
 
 #include "comm.h"
 #include "ops_cpu.h"
+#include "profile.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -40,6 +41,7 @@ typedef struct exec_cpu {
     int32_t *samp_scratch;   /* [vocab], zero between calls                   */
     uint64_t fail_at;        /* tests: $KILN_DEBUG_FAIL_AFTER_STEPS forward
                                 passes succeed, then a device fault       */
+    kiln_profile prof;
 } exec_cpu;
 
 size_t kiln_kv_bytes_per_block(const kiln_program *p, int block_size, kiln_dtype kv_dtype) {
@@ -142,8 +144,15 @@ static kiln_status cpu_forward(kiln_exec *base, const kiln_batch *b, const float
         rp.dyn_base = p->rope.theta;
         rp.dyn_factor = p->rope.factor;
     }
+    double t_op = x->prof.on ? kiln_now_sec() : 0;
     for (int i = 0; i < p->n_ops; i++) {
         const kiln_op *o = &p->ops[i];
+        if (x->prof.on && i) {
+            double t = kiln_now_sec();
+            x->prof.ms[p->ops[i - 1].kind] += (t - t_op) * 1e3;
+            x->prof.calls[p->ops[i - 1].kind]++;
+            t_op = t;
+        }
         float *D = o->dst >= 0 ? x->slot[o->dst] : NULL;
         float *S = o->src >= 0 ? x->slot[o->src] : NULL;
         float *S2 = o->src2 >= 0 ? x->slot[o->src2] : NULL;
@@ -209,6 +218,11 @@ static kiln_status cpu_forward(kiln_exec *base, const kiln_batch *b, const float
         default: KILN_CHECK(false, KILN_ERR_INTERNAL, "op kind %d has no CPU variant", (int)o->kind);
         }
     }
+    if (x->prof.on) {
+        x->prof.ms[p->ops[p->n_ops - 1].kind] += (kiln_now_sec() - t_op) * 1e3;
+        x->prof.calls[p->ops[p->n_ops - 1].kind]++;
+        x->prof.steps++;
+    }
     *logits = x->slot[p->logits_slot];
     base->n_forward++;
 fail:
@@ -243,6 +257,7 @@ static kiln_status cpu_forward_sample(kiln_exec *base, const kiln_batch *b, cons
 static void cpu_destroy(kiln_exec *base) {
     exec_cpu *x = (exec_cpu *)base;
     if (!x) return;
+    kiln_profile_report(&x->prof, "cpu");
     if (x->w)
         for (int i = 0; i < x->p->n_weights; i++) free(x->w[i].owned);
     free(x->w);
@@ -286,6 +301,7 @@ kiln_status kiln_exec_cpu_create(const kiln_model_files *mf, const kiln_exec_con
     x->cfg = *cfg;
     const char *fail_env = getenv("KILN_DEBUG_FAIL_AFTER_STEPS");
     if (fail_env && *fail_env) x->fail_at = strtoull(fail_env, NULL, 10);
+    x->prof.on = kiln_profile_enabled();
     KILN_CHECK(p->tp_size == 1 || (cfg->comm && kiln_comm_size(cfg->comm) == p->tp_size &&
                                     kiln_comm_rank(cfg->comm) == p->tp_rank),
                KILN_ERR_INTERNAL, "rank %d of %d has no matching communicator", p->tp_rank, p->tp_size);

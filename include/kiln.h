@@ -108,12 +108,18 @@ typedef struct kiln_encode_options {
 } kiln_encode_options;
 
 /* Encode UTF-8 text (len bytes). Invalid UTF-8 sequences are replaced by
- * U+FFFD before encoding. *ids is returned owned (free with kiln_free). */
+ * U+FFFD before encoding. *ids is returned owned (free with kiln_free).
+ * opt NULL means {add_special = true, parse_special = true}, as Hugging Face
+ * tokenizer(text) does; a BOS already at the start of the text is not
+ * doubled. Thread-safe: one tokenizer may encode from many threads. */
 KILN_API kiln_status kiln_tokenize(const kiln_tokenizer *tok, const char *text, size_t len,
                                    const kiln_encode_options *opt, int32_t **ids,
                                    size_t *n_ids);
 /* Decode ids to UTF-8 text; *text is returned owned, NUL-terminated (free with
- * kiln_free). Out-of-range ids are an error. */
+ * kiln_free). Out-of-range ids are an error. The text is always valid UTF-8:
+ * byte-level tokens that do not form valid UTF-8 become U+FFFD as in
+ * Hugging Face tokenizers (per maximal ill-formed subpart; per byte for an
+ * ill-formed run of <0xNN> byte-fallback tokens). Thread-safe. */
 KILN_API kiln_status kiln_detokenize(const kiln_tokenizer *tok, const int32_t *ids, size_t n_ids,
                                      bool skip_special, char **text, size_t *len);
 KILN_API int32_t kiln_tokenizer_vocab_size(const kiln_tokenizer *tok);
@@ -127,7 +133,16 @@ KILN_API int32_t kiln_tokenizer_token_id(const kiln_tokenizer *tok, const char *
 /* Render a chat. messages_json: a JSON array of {role, content, ...} objects;
  * extra_json: NULL or a JSON object of further template variables (tools,
  * bos_token, ...) overriding the model's. template_src: NULL to use the
- * model's template. *out is returned owned (kiln_free). */
+ * model's template. *out is returned owned (kiln_free).
+ * Rendering follows transformers' apply_chat_template (Jinja2 with
+ * trim_blocks and lstrip_blocks; raise_exception, tojson, namespace,
+ * strftime_now; message keys with null values dropped). kiln_chat_template_load
+ * takes a model directory (chat_template.jinja, else the chat_template of
+ * tokenizer_config.json, else chat_template.json; bos_token/eos_token from
+ * tokenizer_config.json) or a template file. A template error, including
+ * raise_exception's message, is KILN_ERR_TEMPLATE; a sandbox limit (output
+ * size, loop iterations, nesting) is KILN_ERR_LIMIT. A loaded template is
+ * immutable: renders may run on any threads at once. */
 typedef struct kiln_chat_template kiln_chat_template;
 KILN_API kiln_status kiln_chat_template_load(const char *model_dir_or_file,
                                              kiln_chat_template **out);

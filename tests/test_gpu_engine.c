@@ -7,51 +7,14 @@
  * correct greedy choice); the same rule for batching invariance and
  * preemption; CUDA-graph replay and eager execution give bit-identical
  * logits; no device allocation after start-up; the KV pool ends all free. */
-#include "engine_internal.h"
 #include "kiln_rt.h"
-#include "kt.h"
+#include "kt_golden.h"
 
-#include <jansson.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-
-#define N_GREEDY 48
-
-typedef struct gcase {
-    int32_t prompt[128];
-    int n_prompt;
-    float logits[512];
-    int32_t greedy[N_GREEDY];
-    double margins[N_GREEDY];
-    double tol; /* margin below which a flip is bf16 noise */
-} gcase;
-
-static int load_golden(const char *model, gcase *g, int max) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/golden/%s.json", KT_DATA, model);
-    json_t *root = json_load_file(path, 0, NULL);
-    if (!root) return -1;
-    json_t *cases = json_object_get(root, "cases");
-    int n = KILN_MIN((int)json_array_size(cases), max);
-    for (int i = 0; i < n; i++) {
-        json_t *c = json_array_get(cases, (size_t)i);
-        json_t *p = json_object_get(c, "prompt"), *l = json_object_get(c, "first_logits");
-        g[i].n_prompt = (int)json_array_size(p);
-        for (int k = 0; k < g[i].n_prompt; k++) g[i].prompt[k] = (int32_t)json_integer_value(json_array_get(p, (size_t)k));
-        double mx = 0;
-        for (int k = 0; k < 512; k++) {
-            g[i].logits[k] = (float)json_number_value(json_array_get(l, (size_t)k));
-            mx = fmax(mx, fabs(g[i].logits[k]));
-        }
-        g[i].tol = 0.02 * mx;
-        for (int k = 0; k < N_GREEDY; k++) {
-            g[i].greedy[k] = (int32_t)json_integer_value(json_array_get(json_object_get(c, "greedy"), (size_t)k));
-            g[i].margins[k] = json_number_value(json_array_get(json_object_get(c, "margins"), (size_t)k));
-        }
-    }
-    json_decref(root);
-    return n;
+/* bf16 noise on these models: 2% of the largest first-step logit */
+static double noise_tol(const kt_golden *g) {
+    double mx = 0;
+    for (int k = 0; k < KT_VOCAB; k++) mx = fmax(mx, fabs(g->logits[k]));
+    return 0.02 * mx;
 }
 
 static kiln_engine *gpu_engine(const char *model, int kv_blocks, bool eager) {
@@ -72,55 +35,31 @@ static kiln_engine *gpu_engine(const char *model, int kv_blocks, bool eager) {
     return e;
 }
 
-/* First-step logits through the executor, as the engine runs a prefill. */
-static void first_logits(kiln_engine *e, const gcase *c, float *out) {
-    kiln_kv_table t;
-    kiln_kv_table_init(&e->kv, &t);
-    kiln_kv_grow(&e->kv, &t, c->n_prompt);
-    int n = c->n_prompt;
-    int32_t pos[128], slots[128], tables[64] = {0};
-    for (int i = 0; i < n; i++) pos[i] = i, slots[i] = kiln_kv_slot(&e->kv, &t, i);
-    memcpy(tables, t.blocks, sizeof(int32_t) * (size_t)t.n_blocks);
-    int32_t qs[2] = {0, n}, ctx[1] = {n}, o[1] = {n - 1};
-    kiln_batch b = {.n_tokens = n, .n_seqs = 1, .n_out = 1, .tokens = c->prompt, .positions = pos, .qstart = qs,
-                    .ctx_len = ctx, .block_tables = tables, .max_blocks = e->kv.max_blocks_per_seq, .slots = slots,
-                    .out_rows = o, .max_q_len = n, .max_ctx_len = n};
-    const float *l = NULL;
-    if (e->exec->vt->forward(e->exec, &b, &l) == KILN_OK) memcpy(out, l, sizeof(float) * 512);
-    kiln_kv_table_fini(&e->kv, &t);
-}
-
-static int compare_greedy(const gcase *c, const int32_t *ids, int n_ids, const char *what, int ci) {
-    for (int k = 0; k < N_GREEDY && k < n_ids; k++) {
-        if (c->margins[k] < c->tol) return k; /* past here a flip is bf16 noise */
+static int compare_greedy(const kt_golden *c, const int32_t *ids, int n_ids, const char *what, int ci) {
+    double tol = noise_tol(c);
+    for (int k = 0; k < KT_N_GREEDY && k < n_ids; k++) {
+        if (c->margins[k] < tol) return k; /* past here a flip is bf16 noise */
         if (ids[k] != c->greedy[k]) {
             KT_CHECKF(false, "%s case %d: step %d token %d, reference %d (margin %.3g > tol %.3g)", what, ci, k,
-                      ids[k], c->greedy[k], c->margins[k], c->tol);
+                      ids[k], c->greedy[k], c->margins[k], tol);
             return k;
         }
     }
-    return N_GREEDY;
+    return KT_N_GREEDY;
 }
 
 static void run_model(const char *model) {
-    static gcase g[8];
-    int n = load_golden(model, g, 8);
+    static kt_golden g[8];
+    int n = kt_load_golden(model, g, 8);
     KT_REQUIRE(n > 0);
     kiln_engine *e = gpu_engine(model, 0, false);
     KT_REQUIRE(e);
     double worst = 0;
     for (int i = 0; i < n; i++) {
-        float l[512];
-        for (int k = 0; k < 512; k++) l[k] = NAN;
-        first_logits(e, &g[i], l);
+        float l[KT_VOCAB];
+        kt_prefill_logits(e, g[i].prompt, g[i].n_prompt, l);
         /* ||got - ref|| / ||ref|| (METHOD.md's measure; bf16 lands near 1e-2) */
-        double d2 = 0, r2 = 0;
-        for (int k = 0; k < 512; k++) {
-            double d = (double)l[k] - g[i].logits[k];
-            d2 += isnan(l[k]) ? INFINITY : d * d;
-            r2 += (double)g[i].logits[k] * g[i].logits[k];
-        }
-        double rel = sqrt(d2 / r2);
+        double rel = kt_rel_l2(l, g[i].logits, KT_VOCAB);
         worst = fmax(worst, rel);
         KT_CHECKF(rel < 2e-2, "%s case %d: first-step logits relative error %.3g", model, i, rel);
     }
@@ -131,7 +70,7 @@ static void run_model(const char *model) {
         r[i].prompt_ids = g[i].prompt;
         r[i].n_prompt_ids = g[i].n_prompt;
         r[i].sampling.temperature = 0;
-        r[i].sampling.max_tokens = N_GREEDY;
+        r[i].sampling.max_tokens = KT_N_GREEDY;
         r[i].sampling.ignore_eos = true;
     }
     KT_OK(kiln_engine_generate(e, r, n, res));
@@ -159,8 +98,8 @@ KT_TEST(test_gpu_llama3_hd128) { run_model("llama3-hd128"); }
 
 /* batching, preemption, graphs vs eager, allocations */
 KT_TEST(test_gpu_batching_graphs) {
-    static gcase g[8];
-    int n = load_golden("llama3-hd128", g, 8);
+    static kt_golden g[8];
+    int n = kt_load_golden("llama3-hd128", g, 8);
     KT_REQUIRE(n > 0);
     kiln_request r[8];
     for (int i = 0; i < n; i++) {
@@ -168,7 +107,7 @@ KT_TEST(test_gpu_batching_graphs) {
         r[i].prompt_ids = g[i].prompt;
         r[i].n_prompt_ids = g[i].n_prompt;
         r[i].sampling.temperature = 0;
-        r[i].sampling.max_tokens = N_GREEDY;
+        r[i].sampling.max_tokens = KT_N_GREEDY;
         r[i].sampling.ignore_eos = true;
     }
     kiln_engine *eg = gpu_engine("llama3-hd128", 0, false), *ee = gpu_engine("llama3-hd128", 0, true);
@@ -178,7 +117,7 @@ KT_TEST(test_gpu_batching_graphs) {
         KT_REQUIRE(false);
     }
     /* one decode step through graph and eager: identical logits */
-    const gcase *c = &g[2];
+    const kt_golden *c = &g[2];
     float lg[512], le[512];
     for (int pass = 0; pass < 2; pass++) {
         kiln_engine *e = pass ? ee : eg;
@@ -236,8 +175,8 @@ KT_TEST(test_gpu_batching_graphs) {
 }
 
 KT_TEST(test_gpu_ngram_speculation) {
-    static gcase g[8];
-    int n = load_golden("llama3-gqa", g, 8);
+    static kt_golden g[8];
+    int n = kt_load_golden("llama3-gqa", g, 8);
     KT_REQUIRE(n > 0);
     kiln_engine_params p;
     kiln_engine_default_params(&p);
@@ -257,7 +196,7 @@ KT_TEST(test_gpu_ngram_speculation) {
         r[i].prompt_ids = g[i].prompt;
         r[i].n_prompt_ids = g[i].n_prompt;
         r[i].sampling.temperature = 0;
-        r[i].sampling.max_tokens = N_GREEDY;
+        r[i].sampling.max_tokens = KT_N_GREEDY;
         r[i].sampling.ignore_eos = true;
         if (i % 2) r[i].num_speculative_tokens = 0;
     }
@@ -275,8 +214,8 @@ KT_TEST(test_gpu_ngram_speculation) {
 /* a policy's own RMSNorm kernel (policies/examples/llama_custom_rmsnorm.lua)
  * replaces kiln's on the GPU: same greedy tokens, logits within bf16 noise */
 KT_TEST(test_gpu_policy_kernel) {
-    static gcase g[8];
-    int n = load_golden("llama3-gqa", g, 8);
+    static kt_golden g[8];
+    int n = kt_load_golden("llama3-gqa", g, 8);
     KT_REQUIRE(n > 0);
     kiln_engine_params p;
     kiln_engine_default_params(&p);
@@ -288,19 +227,63 @@ KT_TEST(test_gpu_policy_kernel) {
     p.policy_file = KT_SOURCE_DIR "/policies/examples/llama_custom_rmsnorm.lua";
     kiln_engine *e = NULL;
     KT_OK(kiln_engine_create(&p, &e));
-    float l[512];
-    first_logits(e, &g[3], l);
-    double d2 = 0, r2 = 0;
-    for (int k = 0; k < 512; k++) {
-        double d = (double)l[k] - g[3].logits[k];
-        d2 += isnan(l[k]) ? INFINITY : d * d;
-        r2 += (double)g[3].logits[k] * g[3].logits[k];
-    }
-    KT_CHECKF(sqrt(d2 / r2) < 2e-2, "custom rmsnorm: logits relative error %.3g", sqrt(d2 / r2));
+    float l[KT_VOCAB];
+    KT_OK(kt_prefill_logits(e, g[3].prompt, g[3].n_prompt, l));
+    double rel = kt_rel_l2(l, g[3].logits, KT_VOCAB);
+    KT_CHECKF(rel < 2e-2, "custom rmsnorm: logits relative error %.3g", rel);
     kiln_engine_destroy(e);
 }
 
-KT_MAIN(KT_CASE(test_gpu_policy_kernel), KT_CASE(test_gpu_llama3_gqa), KT_CASE(test_gpu_llama2_mha), KT_CASE(test_gpu_llama_linear),
+/* draft-model and GliDe speculation on the GPU: greedy tokens follow the
+ * reference like plain decoding; the target as its own drafter is always
+ * accepted (k + 1 tokens per verification) */
+KT_TEST(test_gpu_draft_and_glide) {
+    static kt_golden g[8];
+    int n = kt_load_golden("llama3-gqa", g, 8);
+    KT_REQUIRE(n > 0);
+    const char *methods[3] = {"draft", "draft", "glide"};
+    const char *drafters[3] = {KT_DATA "/models/llama3-gqa", KT_DATA "/models/llama-tied", KT_DATA "/models/glide-tiny"};
+    for (int m = 0; m < 3; m++) {
+        kiln_engine_params p;
+        kiln_engine_default_params(&p);
+        p.model = KT_DATA "/models/llama3-gqa";
+        p.device = "cuda";
+        p.tokenizer = "none";
+        p.max_num_seqs = 16;
+        p.num_kv_blocks = 1024;
+        p.speculative_method = methods[m];
+        p.speculative_model = drafters[m];
+        p.num_speculative_tokens = 4;
+        kiln_engine *e = NULL;
+        KT_OK(kiln_engine_create(&p, &e));
+        kiln_request r[8];
+        kiln_result res[8];
+        for (int i = 0; i < n; i++) {
+            kiln_request_default(&r[i]);
+            r[i].prompt_ids = g[i].prompt;
+            r[i].n_prompt_ids = g[i].n_prompt;
+            r[i].sampling.temperature = 0;
+            r[i].sampling.max_tokens = KT_N_GREEDY;
+            r[i].sampling.ignore_eos = true;
+        }
+        KT_OK(kiln_engine_generate(e, r, n, res));
+        for (int i = 0; i < n; i++) {
+            compare_greedy(&g[i], res[i].ids, res[i].n_ids, methods[m], i);
+            kiln_result_free(&res[i]);
+        }
+        kiln_stats s;
+        kiln_engine_get_stats(e, &s);
+        KT_CHECK(s.num_free_kv_blocks == s.num_kv_blocks && s.spec_draft_tokens_total > 0);
+        if (m == 0) /* bf16 ties aside, the target agrees with itself */
+            KT_CHECKF(s.spec_accepted_tokens_total * 10 >= s.spec_draft_tokens_total * 9, "self-draft accepted %llu of %llu",
+                      (unsigned long long)s.spec_accepted_tokens_total, (unsigned long long)s.spec_draft_tokens_total);
+        fprintf(stderr, "  %s with %s: accepted %llu of %llu drafts\n", methods[m], drafters[m],
+                (unsigned long long)s.spec_accepted_tokens_total, (unsigned long long)s.spec_draft_tokens_total);
+        kiln_engine_destroy(e);
+    }
+}
+
+KT_MAIN(KT_CASE(test_gpu_draft_and_glide), KT_CASE(test_gpu_policy_kernel), KT_CASE(test_gpu_llama3_gqa), KT_CASE(test_gpu_llama2_mha), KT_CASE(test_gpu_llama_linear),
         KT_CASE(test_gpu_llama_dynamic), KT_CASE(test_gpu_llama_tied), KT_CASE(test_gpu_qwen2_bias),
         KT_CASE(test_gpu_mistral_swa), KT_CASE(test_gpu_phi3), KT_CASE(test_gpu_llama3_hd128),
         KT_CASE(test_gpu_batching_graphs), KT_CASE(test_gpu_ngram_speculation))

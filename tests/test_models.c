@@ -6,65 +6,9 @@
  * up to the first step whose reference top-2 margin is under 1e-3; batching
  * invariance (one at a time, together, staggered arrivals, and a KV pool so
  * small that preemption must happen); the KV pool is all free afterwards. */
-#include "engine_internal.h"
-#include "kt.h"
+#include "kt_golden.h"
 
-#include <jansson.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-
-#define N_GREEDY 48
 #define MARGIN_MIN 1e-3
-
-typedef struct gcase {
-    int32_t *prompt;
-    int n_prompt;
-    float *logits;
-    int n_logits;
-    int32_t greedy[N_GREEDY];
-    double margins[N_GREEDY];
-} gcase;
-
-static int load_golden(const char *model, gcase **out) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/golden/%s.json", KT_DATA, model);
-    json_error_t err;
-    json_t *root = json_load_file(path, 0, &err);
-    if (!root) {
-        fprintf(stderr, "cannot load %s: %s\n", path, err.text);
-        return -1;
-    }
-    json_t *cases = json_object_get(root, "cases");
-    int n = (int)json_array_size(cases);
-    gcase *g = calloc((size_t)n, sizeof *g);
-    for (int i = 0; i < n; i++) {
-        json_t *c = json_array_get(cases, (size_t)i);
-        json_t *p = json_object_get(c, "prompt"), *l = json_object_get(c, "first_logits");
-        json_t *gr = json_object_get(c, "greedy"), *m = json_object_get(c, "margins");
-        g[i].n_prompt = (int)json_array_size(p);
-        g[i].prompt = malloc(sizeof(int32_t) * (size_t)g[i].n_prompt);
-        for (int k = 0; k < g[i].n_prompt; k++) g[i].prompt[k] = (int32_t)json_integer_value(json_array_get(p, (size_t)k));
-        g[i].n_logits = (int)json_array_size(l);
-        g[i].logits = malloc(sizeof(float) * (size_t)g[i].n_logits);
-        for (int k = 0; k < g[i].n_logits; k++) g[i].logits[k] = (float)json_number_value(json_array_get(l, (size_t)k));
-        for (int k = 0; k < N_GREEDY; k++) {
-            g[i].greedy[k] = (int32_t)json_integer_value(json_array_get(gr, (size_t)k));
-            g[i].margins[k] = json_number_value(json_array_get(m, (size_t)k));
-        }
-    }
-    json_decref(root);
-    *out = g;
-    return n;
-}
-
-static void free_golden(gcase *g, int n) {
-    for (int i = 0; i < n; i++) {
-        free(g[i].prompt);
-        free(g[i].logits);
-    }
-    free(g);
-}
 
 static kiln_status make_engine(const char *model, int num_kv_blocks, int max_num_seqs, kiln_engine **e) {
     /* llama-dynamic's goldens run past its max_position_embeddings (64): that
@@ -88,56 +32,32 @@ static kiln_status make_engine(const char *model, int num_kv_blocks, int max_num
 /* Number of leading steps that must match: up to and including the first
  * step whose reference margin is below MARGIN_MIN (after it, any token is
  * acceptable since bf16-level noise may flip the choice). */
-static int steps_to_compare(const gcase *c) {
-    for (int k = 0; k < N_GREEDY; k++)
+static int steps_to_compare(const kt_golden *c) {
+    for (int k = 0; k < KT_N_GREEDY; k++)
         if (c->margins[k] < MARGIN_MIN) return k; /* that step may flip: compare before it */
-    return N_GREEDY;
+    return KT_N_GREEDY;
 }
 
-static void check_first_logits(kiln_engine *e, const gcase *c, const char *model, int ci) {
+static void check_first_logits(kiln_engine *e, const kt_golden *c, const char *model, int ci) {
     /* one prefill through the executor, exactly as the engine runs it */
-    kiln_kv_table t;
-    KT_OK(kiln_kv_table_init(&e->kv, &t));
-    KT_REQUIRE(kiln_kv_grow(&e->kv, &t, c->n_prompt));
-    int n = c->n_prompt;
-    int32_t *pos = malloc(sizeof(int32_t) * (size_t)n), *slots = malloc(sizeof(int32_t) * (size_t)n);
-    for (int i = 0; i < n; i++) {
-        pos[i] = i;
-        slots[i] = kiln_kv_slot(&e->kv, &t, i);
-    }
-    int32_t qstart[2] = {0, n}, ctx[1] = {n}, out_row[1] = {n - 1};
-    int32_t *tables = calloc((size_t)e->kv.max_blocks_per_seq, sizeof(int32_t));
-    memcpy(tables, t.blocks, sizeof(int32_t) * (size_t)t.n_blocks);
-    kiln_batch b = {.n_tokens = n, .n_seqs = 1, .n_out = 1, .tokens = c->prompt, .positions = pos, .qstart = qstart,
-                    .ctx_len = ctx, .block_tables = tables, .max_blocks = e->kv.max_blocks_per_seq, .slots = slots,
-                    .out_rows = out_row, .max_q_len = n, .max_ctx_len = n};
-    const float *logits = NULL;
-    KT_OK(e->exec->vt->forward(e->exec, &b, &logits));
-    double maxdiff = 0, maxref = 0;
-    for (int i = 0; i < c->n_logits; i++) {
-        maxdiff = fmax(maxdiff, fabs((double)logits[i] - c->logits[i]));
-        maxref = fmax(maxref, fabs((double)c->logits[i]));
-    }
-    double rel = maxdiff / maxref;
+    float l[KT_VOCAB];
+    KT_OK(kt_prefill_logits(e, c->prompt, c->n_prompt, l));
+    double rel = kt_rel_max(l, c->logits, KT_VOCAB);
     KT_CHECKF(rel < 1e-4, "%s case %d: first-step logits relative error %.3g", model, ci, rel);
-    kiln_kv_table_fini(&e->kv, &t);
-    free(pos);
-    free(slots);
-    free(tables);
 }
 
-static void greedy_request(kiln_request *r, const gcase *c) {
+static void greedy_request(kiln_request *r, const kt_golden *c) {
     kiln_request_default(r);
     r->prompt_ids = c->prompt;
     r->n_prompt_ids = c->n_prompt;
     r->sampling.temperature = 0;
-    r->sampling.max_tokens = N_GREEDY;
+    r->sampling.max_tokens = KT_N_GREEDY;
     r->sampling.ignore_eos = true;
 }
 
-static void check_greedy(const char *model, const gcase *c, const kiln_result *res, int ci, const char *how) {
+static void check_greedy(const char *model, const kt_golden *c, const kiln_result *res, int ci, const char *how) {
     int n = steps_to_compare(c);
-    KT_CHECKF(res->n_ids == N_GREEDY, "%s case %d (%s): %d tokens", model, ci, how, res->n_ids);
+    KT_CHECKF(res->n_ids == KT_N_GREEDY, "%s case %d (%s): %d tokens", model, ci, how, res->n_ids);
     for (int k = 0; k < n && k < res->n_ids; k++) {
         if (res->ids[k] != c->greedy[k]) {
             KT_CHECKF(false, "%s case %d (%s): step %d token %d, reference %d (margin %.3g)", model, ci, how, k,
@@ -148,8 +68,8 @@ static void check_greedy(const char *model, const gcase *c, const kiln_result *r
 }
 
 static void run_model(const char *model) {
-    gcase *g = NULL;
-    int n = load_golden(model, &g);
+    static kt_golden g[8];
+    int n = kt_load_golden(model, g, 8);
     KT_REQUIRE(n > 0);
     kiln_engine *e = NULL;
     KT_OK(make_engine(model, 0, 8, &e));
@@ -173,20 +93,18 @@ static void run_model(const char *model) {
     kiln_engine_get_stats(e, &s);
     KT_CHECK(s.num_free_kv_blocks == s.num_kv_blocks && s.num_running == 0 && s.num_waiting == 0);
     kiln_engine_destroy(e);
-    free_golden(g, n);
 }
 
 KT_TEST(test_llama3_gqa) { run_model("llama3-gqa"); }
 KT_TEST(test_llama3_sharded) {
     /* same weights as llama3-gqa, three shards */
-    gcase *g = NULL;
-    int n = load_golden("llama3-gqa", &g);
+    static kt_golden g[8];
+    int n = kt_load_golden("llama3-gqa", g, 8);
     KT_REQUIRE(n > 0);
     kiln_engine *e = NULL;
     KT_OK(make_engine("llama3-sharded", 0, 8, &e));
     for (int i = 0; i < n; i++) check_first_logits(e, &g[i], "llama3-sharded", i);
     kiln_engine_destroy(e);
-    free_golden(g, n);
 }
 KT_TEST(test_llama2_mha) { run_model("llama2-mha"); }
 KT_TEST(test_llama_linear) { run_model("llama-linear"); }
@@ -200,21 +118,21 @@ KT_TEST(test_llama3_hd128) { run_model("llama3-hd128"); }
 /* ------------------------------------------------------- batching invariance */
 
 typedef struct collect {
-    int32_t ids[N_GREEDY + 4];
+    int32_t ids[KT_N_GREEDY + 4];
     int n;
     bool done;
 } collect;
 
 static int collect_cb(void *u, const kiln_stream_event *ev) {
     collect *c = u;
-    if (ev->token >= 0 && c->n < N_GREEDY + 4) c->ids[c->n++] = ev->token;
+    if (ev->token >= 0 && c->n < KT_N_GREEDY + 4) c->ids[c->n++] = ev->token;
     if (ev->finish != KILN_FINISH_NONE) c->done = true;
     return 0;
 }
 
 KT_TEST(test_staggered_and_preemption) {
-    gcase *g = NULL;
-    int n = load_golden("llama3-gqa", &g);
+    static kt_golden g[8];
+    int n = kt_load_golden("llama3-gqa", g, 8);
     KT_REQUIRE(n > 0 && n <= 8);
     kiln_request reqs[8];
     for (int i = 0; i < n; i++) greedy_request(&reqs[i], &g[i]);
@@ -255,14 +173,13 @@ KT_TEST(test_staggered_and_preemption) {
     KT_CHECKF(s.num_preemptions_total > 0, "no preemption happened");
     KT_CHECK(s.num_free_kv_blocks == s.num_kv_blocks && s.num_running == 0);
     for (int i = 0; i < n; i++) {
-        KT_CHECK(pre[i].n_ids == ref[i].n_ids && pre[i].n_ids == N_GREEDY);
+        KT_CHECK(pre[i].n_ids == ref[i].n_ids && pre[i].n_ids == KT_N_GREEDY);
         KT_CHECKF(!memcmp(pre[i].ids, ref[i].ids, sizeof(int32_t) * (size_t)ref[i].n_ids),
                   "case %d differs after preemption", i);
         kiln_result_free(&pre[i]);
         kiln_result_free(&ref[i]);
     }
     kiln_engine_destroy(e);
-    free_golden(g, n);
 }
 
 KT_MAIN(KT_CASE(test_llama3_gqa), KT_CASE(test_llama3_sharded), KT_CASE(test_llama2_mha), KT_CASE(test_llama_linear),

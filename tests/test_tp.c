@@ -4,47 +4,9 @@
  * vocabulary, kv heads split or replicated, pre-fused tensors) at TP 2, 4
  * and 8 give the same first-step logits as transformers and the same greedy
  * tokens as TP 1; a rank that fails stops every rank with one clear error. */
-#include "engine_internal.h"
-#include "kt.h"
+#include "kt_golden.h"
 
-#include <jansson.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <unistd.h>
-
-#define N_GREEDY 48
-
-typedef struct gcase {
-    int32_t prompt[128];
-    int n;
-    float logits[512];
-    int32_t greedy[N_GREEDY];
-    double margins[N_GREEDY];
-} gcase;
-
-static int load_golden(const char *model, gcase *g, int max) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/golden/%s.json", KT_DATA, model);
-    json_t *root = json_load_file(path, 0, NULL);
-    if (!root) return -1;
-    json_t *cases = json_object_get(root, "cases");
-    int n = KILN_MIN((int)json_array_size(cases), max);
-    for (int i = 0; i < n; i++) {
-        json_t *c = json_array_get(cases, (size_t)i);
-        json_t *p = json_object_get(c, "prompt");
-        g[i].n = (int)json_array_size(p);
-        for (int k = 0; k < g[i].n; k++) g[i].prompt[k] = (int32_t)json_integer_value(json_array_get(p, (size_t)k));
-        for (int k = 0; k < 512; k++)
-            g[i].logits[k] = (float)json_number_value(json_array_get(json_object_get(c, "first_logits"), (size_t)k));
-        for (int k = 0; k < N_GREEDY; k++) {
-            g[i].greedy[k] = (int32_t)json_integer_value(json_array_get(json_object_get(c, "greedy"), (size_t)k));
-            g[i].margins[k] = json_number_value(json_array_get(json_object_get(c, "margins"), (size_t)k));
-        }
-    }
-    json_decref(root);
-    return n;
-}
 
 static kiln_engine *make(const char *model, int tp, const char *policy) {
     char dir[512];
@@ -65,33 +27,18 @@ static kiln_engine *make(const char *model, int tp, const char *policy) {
 }
 
 static void check_model(const char *model, int tp) {
-    static gcase g[8];
-    int n = load_golden(model, g, 8);
+    static kt_golden g[8];
+    int n = kt_load_golden(model, g, 8);
     KT_REQUIRE(n > 0);
     kiln_engine *e = make(model, tp, NULL);
     KT_REQUIRE(e);
     /* first-step logits through the tensor-parallel executor (rank 0 returns
      * the gathered vocabulary) */
     for (int i = 0; i < n; i++) {
-        kiln_kv_table t;
-        kiln_kv_table_init(&e->kv, &t);
-        KT_REQUIRE(kiln_kv_grow(&e->kv, &t, g[i].n));
-        int32_t pos[128], slots[128], tables[64] = {0};
-        for (int k = 0; k < g[i].n; k++) pos[k] = k, slots[k] = kiln_kv_slot(&e->kv, &t, k);
-        memcpy(tables, t.blocks, sizeof(int32_t) * (size_t)t.n_blocks);
-        int32_t qs[2] = {0, g[i].n}, ctx[1] = {g[i].n}, o[1] = {g[i].n - 1};
-        kiln_batch b = {.n_tokens = g[i].n, .n_seqs = 1, .n_out = 1, .tokens = g[i].prompt, .positions = pos,
-                        .qstart = qs, .ctx_len = ctx, .block_tables = tables, .max_blocks = e->kv.max_blocks_per_seq,
-                        .slots = slots, .out_rows = o, .max_q_len = g[i].n, .max_ctx_len = g[i].n};
-        const float *l = NULL;
-        KT_OK(e->exec->vt->forward(e->exec, &b, &l));
-        double md = 0, mr = 0;
-        for (int k = 0; k < 512; k++) {
-            md = fmax(md, fabs((double)l[k] - g[i].logits[k]));
-            mr = fmax(mr, fabs((double)g[i].logits[k]));
-        }
-        KT_CHECKF(md / mr < 1e-4, "%s tp=%d case %d: logits relative error %.3g", model, tp, i, md / mr);
-        kiln_kv_table_fini(&e->kv, &t);
+        float l[KT_VOCAB];
+        KT_OK(kt_prefill_logits(e, g[i].prompt, g[i].n_prompt, l));
+        double rel = kt_rel_max(l, g[i].logits, KT_VOCAB);
+        KT_CHECKF(rel < 1e-4, "%s tp=%d case %d: logits relative error %.3g", model, tp, i, rel);
     }
     /* greedy continuations, batched */
     kiln_request r[8];
@@ -99,14 +46,14 @@ static void check_model(const char *model, int tp) {
     for (int i = 0; i < n; i++) {
         kiln_request_default(&r[i]);
         r[i].prompt_ids = g[i].prompt;
-        r[i].n_prompt_ids = g[i].n;
+        r[i].n_prompt_ids = g[i].n_prompt;
         r[i].sampling.temperature = 0;
-        r[i].sampling.max_tokens = N_GREEDY;
+        r[i].sampling.max_tokens = KT_N_GREEDY;
         r[i].sampling.ignore_eos = true;
     }
     KT_OK(kiln_engine_generate(e, r, n, res));
     for (int i = 0; i < n; i++) {
-        for (int k = 0; k < N_GREEDY && k < res[i].n_ids; k++) {
+        for (int k = 0; k < KT_N_GREEDY && k < res[i].n_ids; k++) {
             if (g[i].margins[k] < 1e-3) break;
             if (res[i].ids[k] != g[i].greedy[k]) {
                 KT_CHECKF(false, "%s tp=%d case %d: step %d differs", model, tp, i, k);

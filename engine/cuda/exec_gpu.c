@@ -20,6 +20,7 @@
 
 #include "comm.h"
 #include "ops_gpu.h"
+#include "profile.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -30,7 +31,9 @@
 #define STAGE_BYTES ((size_t)64 << 20)
 
 typedef struct meta_off {
-    size_t tokens, pos, slots, qstart, ctx, tables, out, cross_tables, cross_ctx, dyn, gidx, total;
+    size_t tokens, pos, slots, qstart, ctx, tables, out, cross_tables, cross_ctx, dyn, gidx;
+    size_t xq, xctx, xtables, xpos; /* cross attention (GliDe): its sub-batch */
+    size_t total;
 } meta_off;
 
 typedef struct exec_gpu {
@@ -64,13 +67,19 @@ typedef struct exec_gpu {
     size_t hist_cap;
     int32_t *h_tok;
     float *h_lp, *h_logits;
+    /* cross attention: sequences decoding one token this step */
+    int n_xseq, max_xctx, xoffset;
     /* CUDA graphs for decode buckets */
     int n_buckets;
     int bucket[MAX_BUCKETS];
     kiln_rt_graph *graph[MAX_BUCKETS];
     double capture_s;
+    bool capturing;
     /* tensor parallelism */
     kiln_rt_comm *nccl;
+    /* profiling mode: an event before every op and after the last */
+    kiln_profile prof;
+    kiln_rt_event **ev;
     kiln_devptr gather_tmp; /* [tp, max_out, vocab_local] f32 */
 } exec_gpu;
 
@@ -96,6 +105,10 @@ static void plan_meta(exec_gpu *x) {
     m->cross_ctx = o, o += align256(S * 4);
     m->dyn = o, o += align256(T * 4);
     m->gidx = o, o += align256(O * (size_t)KILN_MAX(1, x->p->tp_size) * 4);
+    m->xq = o, o += align256((S + 1) * 4);
+    m->xctx = o, o += align256(S * 4);
+    m->xtables = o, o += align256(S * B * 4);
+    m->xpos = o, o += align256(T * 4);
     m->total = o;
 }
 
@@ -114,12 +127,23 @@ static void pack_meta(exec_gpu *x, const kiln_batch *b, int n_pad) {
         memcpy(tab + (size_t)s * (size_t)x->max_blocks, b->block_tables + (size_t)s * (size_t)b->max_blocks,
                sizeof(int32_t) * (size_t)KILN_MIN(b->max_blocks, x->max_blocks));
     memcpy(out, b->out_rows, sizeof(int32_t) * (size_t)b->n_out);
+    x->n_xseq = 0;
+    x->max_xctx = 0;
     if (b->cross_tables) {
-        int32_t *ct = H(x, cross_tables, int32_t);
-        for (int s = 0; s < b->n_seqs; s++)
-            memcpy(ct + (size_t)s * (size_t)x->max_blocks, b->cross_tables + (size_t)s * (size_t)b->max_blocks,
+        /* the sub-batch that cross-attends: single-token sequences; their
+         * query row, the verifier's context and block table */
+        int32_t *xq = H(x, xq, int32_t), *xc = H(x, xctx, int32_t), *xt = H(x, xtables, int32_t);
+        int32_t *xp = H(x, xpos, int32_t);
+        for (int s = 0; s < b->n_seqs; s++) {
+            for (int t = b->qstart[s]; t < b->qstart[s + 1]; t++) xp[t] = b->positions[t] + x->xoffset;
+            if (b->qstart[s + 1] - b->qstart[s] != 1 || b->cross_ctx[s] <= 0) continue;
+            int k = x->n_xseq++;
+            xq[k] = b->qstart[s];
+            xc[k] = b->cross_ctx[s];
+            x->max_xctx = KILN_MAX(x->max_xctx, b->cross_ctx[s]);
+            memcpy(xt + (size_t)k * (size_t)x->max_blocks, b->cross_tables + (size_t)s * (size_t)b->max_blocks,
                    sizeof(int32_t) * (size_t)KILN_MIN(b->max_blocks, x->max_blocks));
-        memcpy(H(x, cross_ctx, int32_t), b->cross_ctx, sizeof(int32_t) * (size_t)b->n_seqs);
+        }
     }
     if (x->dynamic_rope) {
         int32_t *dyn = H(x, dyn, int32_t);
@@ -161,6 +185,7 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
     size_t es = kiln_dtype_size(x->act);
     for (int i = 0; i < p->n_ops; i++) {
         const kiln_op *o = &p->ops[i];
+        if (x->prof.on && !x->capturing) KILN_TRY(kiln_rt_event_record(x->ev[i], s));
         kiln_devptr Dp = o->dst >= 0 ? x->slot[o->dst] : 0;
         kiln_devptr Sp = o->src >= 0 ? x->slot[o->src] : 0;
         kiln_devptr S2 = o->src2 >= 0 ? x->slot[o->src2] : 0;
@@ -217,6 +242,30 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
         case KILN_OP_GATHER_LAST:
             KILN_TRY(kiln_gpu_gather_rows(g, s, Dp, Sp, x->slot_dt[o->src], D(x, out, int32_t), n_out, (int)dw));
             break;
+        case KILN_OP_CROSS_ATTENTION: {
+            /* zeros for sequences with several query tokens; rope the queries
+             * at position + offset; decode attention over the verifier's
+             * cache for the single-token ones */
+            KILN_CHECK(x->base.cross, KILN_ERR_INTERNAL, "cross_attention without a verifier");
+            KILN_TRY(kiln_rt_memset8(Dp, 0, (size_t)(rows * dw) * es, s));
+            kiln_gpu_rope_params rp = x->rope;
+            rp.head_dim = o->head_dim;
+            KILN_TRY(kiln_gpu_rope(g, s, Sp, x->act, sw, D(x, xpos, int32_t), T, o->n_heads, 0, &rp));
+            if (x->n_xseq > 0) {
+                const void *kc, *vc;
+                const kiln_kv_layout *xl;
+                x->base.cross->vt->kv_layer(x->base.cross, o->kv_layer, &kc, &vc, &xl);
+                kiln_gpu_attn a = {
+                    .out = Dp, .q = Sp, .q_stride = sw, .kcache = (kiln_devptr)(uintptr_t)kc,
+                    .vcache = (kiln_devptr)(uintptr_t)vc, .l = xl, .nq = o->n_heads, .qstart = D(x, xq, int32_t),
+                    .ctx_len = D(x, xctx, int32_t), .block_tables = D(x, xtables, int32_t), .n_seqs = x->n_xseq,
+                    .max_blocks = x->max_blocks, .scale = o->scale, .window = 0, .max_q_len = 1,
+                    .max_ctx_len = x->max_xctx, .force_partition = 0,
+                };
+                KILN_TRY(kiln_gpu_attention(g, s, x->act, &a));
+            }
+            break;
+        }
         case KILN_OP_ALL_REDUCE:
             KILN_TRY(kiln_rt_all_reduce_sum(x->nccl, Sp, (size_t)(rows * sw), x->slot_dt[o->src], s));
             break;
@@ -231,6 +280,17 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
         default:
             KILN_CHECK(false, KILN_ERR_UNSUPPORTED, "op '%s' has no GPU variant yet", kiln_op_kind_name(o->kind));
         }
+    }
+    if (x->prof.on && !x->capturing) {
+        KILN_TRY(kiln_rt_event_record(x->ev[p->n_ops], s));
+        KILN_TRY(kiln_rt_event_sync(x->ev[p->n_ops]));
+        for (int i = 0; i < p->n_ops; i++) {
+            float ms = 0;
+            KILN_TRY(kiln_rt_event_elapsed_ms(x->ev[i], x->ev[i + 1], &ms));
+            x->prof.ms[p->ops[i].kind] += ms;
+            x->prof.calls[p->ops[i].kind]++;
+        }
+        x->prof.steps++;
     }
 fail:
     return st;
@@ -341,7 +401,12 @@ static void gpu_kv_layer(kiln_exec *base, int layer, const void **k, const void 
 static void gpu_destroy(kiln_exec *base) {
     exec_gpu *x = (exec_gpu *)base;
     if (!x) return;
+    kiln_profile_report(&x->prof, "cuda");
     if (x->dev) kiln_rt_device_make_current(x->dev);
+    if (x->ev)
+        for (int i = 0; i <= x->p->n_ops; i++)
+            if (x->ev[i]) kiln_rt_event_destroy(x->ev[i]);
+    free(x->ev);
     for (int i = 0; i < x->n_buckets; i++) kiln_rt_graph_destroy(x->graph[i]);
     if (x->nccl) kiln_rt_comm_destroy(x->nccl);
     kiln_gpu_destroy(x->g);
@@ -562,7 +627,9 @@ static kiln_status capture_graphs(exec_gpu *x) {
         KILN_TRY(run_ops(x, B, B, B, 1, x->max_ctx)); /* warm-up: algorithm choice outside capture */
         KILN_TRY(kiln_rt_stream_sync(x->st));
         KILN_TRY(kiln_rt_graph_begin(x->st));
+        x->capturing = true;
         st = run_ops(x, B, B, B, 1, x->max_ctx);
+        x->capturing = false;
         kiln_rt_graph *gr = NULL;
         kiln_status st2 = kiln_rt_graph_end(x->st, &gr);
         KILN_TRY(st);
@@ -592,7 +659,8 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
                KILN_ERR_INTERNAL, "rank %d of %d has no communicator", p->tp_rank, p->tp_size);
     for (int i = 0; i < p->n_ops; i++) {
         const kiln_op *o = &p->ops[i];
-        KILN_CHECK(o->kind != KILN_OP_SCALE && o->kind != KILN_OP_CROSS_ATTENTION,
+        if (o->kind == KILN_OP_CROSS_ATTENTION) x->xoffset = o->pos_offset;
+        KILN_CHECK(o->kind != KILN_OP_SCALE,
                    KILN_ERR_UNSUPPORTED, "%s: op '%s' has no GPU variant yet", o->where, kiln_op_kind_name(o->kind));
     }
     /* policy kernels replace the registry kernel of the op kind they name,
@@ -722,12 +790,13 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
         size_t free_b = 0, total_b = 0;
         KILN_TRY(kiln_rt_mem_info(x->dev, &free_b, &total_b));
         double util = cfg->gpu_memory_utilization > 0 ? cfg->gpu_memory_utilization : 0.9;
-        double used = (double)(total_b - free_b) + 512.0 * (1 << 20); /* graphs, cuBLAS, fragmentation */
-        double budget = util * (double)total_b - used;
+        double used = (double)(total_b - free_b) + 512.0 * (1 << 20) + (double)cfg->reserve_bytes;
+        double budget = util * (double)total_b - used; /* graphs, cuBLAS, fragmentation, a drafter */
         KILN_CHECK(budget > (double)per_block * 2, KILN_ERR_OUT_OF_MEMORY,
                    "no GPU memory left for the KV cache (%.2f GB used of %.2f GB, utilization %.2f)", used / 1e9,
                    total_b / 1e9, util);
-        nb = (int)KILN_MIN(budget / (double)per_block - 1, (double)INT32_MAX / cfg->block_size);
+        nb = (int)KILN_MIN(budget / (double)(per_block + cfg->extra_kv_bytes_per_block) - 1,
+                           (double)INT32_MAX / cfg->block_size);
     }
     kiln_kv_layout_init(&x->layout, nb + 1, cfg->block_size, p->n_kv_heads, p->head_dim, kvd);
     x->dummy_block = nb; /* the extra block: padded graph rows write here */
@@ -742,7 +811,14 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     x->base.kv_bytes_per_block = per_block;
     x->base.kv_dtype = kvd;
     x->base.act_dtype = x->act;
-    if (!cfg->enforce_eager) KILN_TRY(capture_graphs(x));
+    x->prof.on = kiln_profile_enabled();
+    if (x->prof.on) { /* time every op: eager steps, an event per op */
+        x->ev = calloc((size_t)p->n_ops + 1, sizeof *x->ev);
+        KILN_CHECK_ALLOC(x->ev);
+        for (int i = 0; i <= p->n_ops; i++) KILN_TRY(kiln_rt_event_create(x->dev, true, &x->ev[i]));
+        KILN_INFO("profiling mode: per-op timing, CUDA graphs off");
+    }
+    if (!cfg->enforce_eager && !x->prof.on) KILN_TRY(capture_graphs(x));
     *out = &x->base;
     return KILN_OK;
 fail:

@@ -20,6 +20,7 @@ struct kiln_gpu {
     kiln_devptr blas_ws, ws, sample_ws, counts;
     size_t blas_ws_bytes, ws_bytes;
     int max_rows, vocab;
+    int gemv_max_m;
 };
 
 kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gpu **out) {
@@ -31,6 +32,9 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->blas_ws_bytes = p && p->blas_workspace ? p->blas_workspace : (size_t)32 << 20;
     g->max_rows = p && p->max_sample_rows > 0 ? p->max_sample_rows : 256;
     g->vocab = p && p->vocab > 0 ? p->vocab : 131072;
+    g->gemv_max_m = p && p->gemv_max_m > 0 ? p->gemv_max_m : 0;
+    if (!g->gemv_max_m && getenv("KILN_GEMV_MAX_M")) g->gemv_max_m = atoi(getenv("KILN_GEMV_MAX_M"));
+    if (g->gemv_max_m > 8) g->gemv_max_m = 8; /* kernel_src/gemv.cu MAXM */
     size_t sample_bytes = (size_t)g->max_rows * (size_t)g->vocab * 4;
     size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * 256;
     KILN_TRY(kiln_rt_pool_create(d, "workspace", total, &g->pool));
@@ -147,6 +151,18 @@ kiln_status kiln_gpu_add_rmsnorm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out
 kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
                           kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N,
                           int64_t K) {
+    if (M >= 1 && M <= g->gemv_max_m && (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) &&
+        K % vec_elems(in_dt) == 0 && N <= INT32_MAX && K <= INT32_MAX) {
+        kiln_status st = KILN_OK;
+        kiln_rt_func *f;
+        KILN_TRY(get(g, "gemv", &f, "ACT=%s OUT=%s", dt(in_dt), dt(out_dt)));
+        int64_t ld = ldo ? ldo : N;
+        int m = (int)M, n = (int)N, k = (int)K;
+        unsigned blocks = (unsigned)((N + 2 * 8 - 1) / (2 * 8)); /* ROWS 2 x WARPS 8 per block */
+        LAUNCH(f, blocks, 1, 1, 256, 0, s, &out, &ld, &x, &w, &bias, &m, &n, &k);
+    fail:
+        return st;
+    }
     return kiln_rt_gemm(g->blas, s, out, ldo, out_dt, x, w, in_dt, bias, M, N, K);
 }
 

@@ -27,6 +27,9 @@ typedef struct kiln_gpu_params {
     int max_sample_rows;     /* rows kiln_gpu_sample may get (0: 256)               */
     int vocab;               /* vocabulary size for sampling scratch (0: 131072)    */
     const kiln_jit_options *jit; /* NULL: device arch, env dirs                      */
+    int gemv_max_m;          /* GEMMs with M <= this use kernel_src/gemv.cu instead of
+                                cuBLASLt (0: $KILN_GEMV_MAX_M, default 0 = off until
+                                measured faster)                                     */
 } kiln_gpu_params;
 
 kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gpu **out);

@@ -12,8 +12,8 @@
 #include <strings.h>
 
 static _Atomic int g_level = -1; /* -1: not yet read from the environment */
-static kiln_log_fn _Atomic g_fn;   /* static: NULL (clang rejects "= NULL" here) */
-static void *_Atomic g_user;
+static _Atomic(kiln_log_fn) g_fn;
+static _Atomic(void *) g_user;
 
 static int level_from_env(void) {
     const char *s = getenv("KILN_LOG_LEVEL");

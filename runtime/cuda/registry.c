@@ -52,6 +52,8 @@ static const kiln_jit_kernel_def registry[] = {
     {"sample_penalties", "kernel_src/sample.cu", "kiln_sample_penalties", "ptr,i32,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr",
      {{NULL, NULL}}, ""},
     {"sample", "kernel_src/sample.cu", "kiln_sample", "ptr,ptr,ptr,i32,ptr,ptr", {{NULL, NULL}}, ""},
+    {"gemv", "kernel_src/gemv.cu", "kiln_gemv", "ptr,i64,ptr,ptr,ptr,i32,i32,i32", {{"ACT", ACT2}, {"OUT", ACT3}},
+     "ACT=bf16 OUT=bf16;ACT=bf16 OUT=fp32;ACT=fp16 OUT=fp16"},
 };
 
 const kiln_jit_kernel_def *kiln_jit_registry(int *n) {
@@ -185,6 +187,8 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
     const char *kv = kiln_dtype_name(m->kv ? m->kv : m->act);
     int bs = m->block_size > 0 ? m->block_size : 16, grp = kiln_jit_attn_group(m->n_heads, m->n_kv_heads);
     KILN_TRY(add_spec(l, "embed", "ACT=%s W=%s", a, a));
+    KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s", a, a));
+    KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=fp32", a));
     KILN_TRY(add_spec(l, "rmsnorm", "ACT=%s W=%s", a, a));
     KILN_TRY(add_spec(l, "add_rmsnorm", "ACT=%s W=%s", a, a));
     KILN_TRY(add_spec(l, m->gelu ? "gelu_mul" : "silu_mul", "ACT=%s", a));
