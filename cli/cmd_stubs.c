@@ -14,4 +14,3 @@
         return 1;                                                                        \
     }
 
-KILN_STUB(kiln_cmd_serve, "serve")

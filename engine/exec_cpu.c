@@ -47,6 +47,8 @@ typedef struct exec_cpu {
     float *samp_row;         /* [vocab] sampling scratch                      */
     void *samp_work;
     int32_t *samp_scratch;   /* [vocab], zero between calls                   */
+    uint64_t fail_at;        /* tests: $KILN_DEBUG_FAIL_AFTER_STEPS forward
+                                passes succeed, then a device fault       */
     kiln_profile prof;
 } exec_cpu;
 
@@ -222,6 +224,9 @@ static kiln_status cpu_forward(kiln_exec *base, const kiln_batch *b, const float
     exec_cpu *x = (exec_cpu *)base;
     const kiln_program *p = x->p;
     kiln_status st = KILN_OK;
+    KILN_CHECK(!x->fail_at || base->n_forward < x->fail_at, KILN_ERR_DEVICE,
+               "injected device fault after %llu forward passes (KILN_DEBUG_FAIL_AFTER_STEPS)",
+               (unsigned long long)x->fail_at);
     KILN_CHECK(b->n_tokens >= 1 && b->n_tokens <= x->cfg.max_tokens && b->n_out <= x->cfg.max_out &&
                    b->n_seqs <= x->cfg.max_seqs,
                KILN_ERR_INTERNAL, "batch of %d tokens / %d outputs / %d seqs exceeds the plan (%d / %d / %d)",
@@ -403,6 +408,8 @@ kiln_status kiln_exec_cpu_create(const kiln_model_files *mf, const kiln_exec_con
     x->mf = mf;
     x->p = p;
     x->cfg = *cfg;
+    const char *fail_env = getenv("KILN_DEBUG_FAIL_AFTER_STEPS");
+    if (fail_env && *fail_env) x->fail_at = strtoull(fail_env, NULL, 10);
     x->prof.on = kiln_profile_enabled();
     KILN_CHECK(p->tp_size == 1 || (cfg->comm && kiln_comm_size(cfg->comm) == p->tp_size &&
                                     kiln_comm_rank(cfg->comm) == p->tp_rank),

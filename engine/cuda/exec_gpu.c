@@ -362,6 +362,8 @@ static kiln_status gpu_run(exec_gpu *x, const kiln_batch *b) {
                    b->n_seqs <= x->cfg.max_seqs && b->max_ctx_len <= x->max_ctx,
                KILN_ERR_INTERNAL, "batch of %d tokens / %d outputs / %d seqs / ctx %d exceeds the plan", b->n_tokens,
                b->n_out, b->n_seqs, b->max_ctx_len);
+    /* the stepping thread may not be the one that created the executor */
+    KILN_TRY(kiln_rt_device_make_current(x->dev));
     int bi = (is_decode(b) && x->n_buckets && !x->calib) ? bucket_for(x, b->n_seqs) : -1;
     pack_meta(x, b, bi >= 0 ? x->bucket[bi] : b->n_seqs);
     KILN_TRY(kiln_rt_memcpy_htod(x->d_meta, x->h_meta, x->mo.total, x->st));
