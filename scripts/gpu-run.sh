@@ -11,12 +11,12 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 main="${1:-/work/main}"
 build="$root/build-gpu"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_WERROR=ON >/dev/null
-ninja -C "$build" test_gpu_ops test_gpu_engine test_gpu_tp test_jit bench_kernels kiln | grep -E "error|FAILED" -A5 || true
-ninja -C "$build" test_gpu_ops test_gpu_engine test_gpu_tp test_jit bench_kernels kiln >/dev/null
+ninja -C "$build" test_gpu_ops test_gpu_engine test_gpu_tp test_jit bench_kernels fp8_accuracy kiln | grep -E "error|FAILED" -A5 || true
+ninja -C "$build" test_gpu_ops test_gpu_engine test_gpu_tp test_jit bench_kernels fp8_accuracy kiln >/dev/null
 out="$main/.carry/gpu"
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-for b in "$build/tests/test_gpu_ops" "$build/tests/test_gpu_engine" "$build/tests/test_gpu_tp" "$build/tests/test_jit" "$build/bench/bench_kernels" "$build/kiln"; do
+for b in "$build/tests/test_gpu_ops" "$build/tests/test_gpu_engine" "$build/tests/test_gpu_tp" "$build/tests/test_jit" "$build/bench/bench_kernels" "$build/bench/fp8_accuracy" "$build/kiln"; do
   cp "$b" "$out/bin/"
   ldd "$b" | awk '/=> \//{print $3}' | while read -r lib; do
     case "$(basename "$lib")" in
@@ -38,8 +38,9 @@ cat > "$out/remote.sh" <<'REMOTE'
 #           against the CPU references and the transformers goldens)
 #   engine: kiln bench beside the PyTorch CUDA-graph peer and HF generate
 #   bench:  the kernel benchmark
-#   fp8:    the FP8 KV cache: its GPU tests, kernel rows (bench_kernels fp8)
-#           and engine targets (bench/fp8_bench.sh)
+#   fp8:    the FP8 KV cache's GPU tests, kernel rows (bench_kernels fp8) and
+#           the Llama-3-8B-shaped accuracy over 256 steps (fp8_accuracy)
+#   fp8engine: the FP8 engine targets (bench/fp8_bench.sh; ~5 min, a call of its own)
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 export LD_LIBRARY_PATH="$here/lib:/usr/local/cuda/lib64:/usr/local/nvidia/lib64:${LD_LIBRARY_PATH:-}"
@@ -84,6 +85,10 @@ if [ "$what" = fp8 ]; then
     grep -E "FAIL|passed|rel err|KV pool|vs bf16|vs CPU" "$out/$1_$2.log" | head -40
   done
   "$here/bin/bench_kernels" fp8 2>&1 | tee "$out/bench_fp8.log"
+  timeout 240 "$here/bin/fp8_accuracy" --model llama3-8b --load-format dummy --device cuda --prompt 128 --steps 256 \
+    2>"$out/fp8_accuracy.err" | tee "$out/fp8_accuracy.log"
+fi
+if [ "$what" = fp8engine ]; then
   bash "$here/bench/fp8_bench.sh" "$here/bin/kiln"
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
