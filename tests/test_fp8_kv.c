@@ -14,7 +14,10 @@
  *    (scalar, [1] and per-head; the older kv_scale), calibration (checked
  *    against the f32 cache's own maxima), a --kv-scales JSON file (three
  *    layouts and vLLM's), the policy's plan, and the precedence between
- *    them. */
+ *    them; the same scales under CPU tensor parallelism (split and
+ *    replicated KV heads);
+ *  - draft-model and GliDe speculation over an FP8 cache keep the greedy
+ *    tokens of plain decoding. */
 #include "engine_internal.h"
 #include "kt.h"
 
@@ -751,6 +754,56 @@ KT_TEST(test_scales_from_json_and_policy) {
     free(dir);
 }
 
+/* Speculative decoding over an FP8 cache: GliDe's drafter cross-attends
+ * the verifier's E4M3 cache (its per-layer scales); draft-model and GliDe
+ * speculation give the greedy tokens of plain decoding with the same cache
+ * (verifying k tokens at once writes the same codes as one at a time). */
+KT_TEST(test_fp8_speculation) {
+    int32_t prompt[24];
+    for (int i = 0; i < 24; i++) prompt[i] = 7 + (i * 29) % 400;
+    kiln_request r[3];
+    for (int i = 0; i < 3; i++) {
+        kiln_request_default(&r[i]);
+        r[i].prompt_ids = prompt + i;
+        r[i].n_prompt_ids = 12 + 3 * i;
+        r[i].sampling.temperature = 0;
+        r[i].sampling.max_tokens = 30;
+        r[i].sampling.ignore_eos = true;
+    }
+    const char *methods[2][2] = {{"glide", KT_DATA "/models/glide-tiny"}, {"draft", KT_DATA "/models/llama-tied"}};
+    for (int m = 0; m < 2; m++) {
+        kiln_engine_params p;
+        kiln_engine_default_params(&p);
+        p.model = KT_DATA "/models/llama3-gqa";
+        p.device = "cpu";
+        p.tokenizer = "none";
+        p.block_size = 4;
+        p.kv_cache_dtype = "fp8_e4m3";
+        p.kv_scales = "calibrate";
+        kiln_engine *e = NULL;
+        kiln_result ref[3], got[3];
+        KT_OK(kiln_engine_create(&p, &e));
+        KT_OK(kiln_engine_generate(e, r, 3, ref));
+        kiln_engine_destroy(e);
+        p.speculative_method = methods[m][0];
+        p.speculative_model = methods[m][1];
+        p.num_speculative_tokens = 3;
+        KT_OK(kiln_engine_create(&p, &e));
+        KT_CHECK(!strcmp(kiln_dtype_name(e->exec->kv_dtype), "fp8_e4m3"));
+        KT_OK(kiln_engine_generate(e, r, 3, got));
+        kiln_stats st;
+        kiln_engine_get_stats(e, &st);
+        KT_CHECK(st.spec_draft_tokens_total > 0 && st.num_free_kv_blocks == st.num_kv_blocks);
+        for (int i = 0; i < 3; i++) {
+            KT_CHECKF(got[i].n_ids == ref[i].n_ids && !memcmp(got[i].ids, ref[i].ids, sizeof(int32_t) * 30),
+                      "%s: request %d differs with speculation over the FP8 cache", methods[m][0], i);
+            kiln_result_free(&got[i]);
+            kiln_result_free(&ref[i]);
+        }
+        kiln_engine_destroy(e);
+    }
+}
+
 static void cleanup(void) {
     if (!tmp_root[0]) return;
     char *cmd = kiln_asprintf("rm -rf '%s'", tmp_root);
@@ -761,5 +814,6 @@ static void cleanup(void) {
 KT_TEST(test_cleanup) { cleanup(); }
 
 KT_MAIN(KT_CASE(test_cast_every_value), KT_CASE(test_pool_capacity), KT_CASE(test_scales_from_checkpoint),
-        KT_CASE(test_scales_calibrated), KT_CASE(test_scales_from_json_and_policy), KT_CASE(test_accuracy),
+        KT_CASE(test_scales_calibrated), KT_CASE(test_scales_from_json_and_policy), KT_CASE(test_fp8_speculation),
+        KT_CASE(test_accuracy),
         KT_CASE(test_cleanup))
