@@ -1136,7 +1136,7 @@ static kiln_status binary(parser *P, int op, int line, kiln_jnode *a, kiln_jnode
 
 static kiln_status parse_pow(parser *P, kiln_jnode **out) {
     kiln_status st;
-    kiln_jnode *a, *b;
+    kiln_jnode *a = NULL, *b = NULL;
     if ((st = parse_unary(P, true, &a))) return st;
     while (is_op(cur(P), "**")) {
         int line = cur(P)->line;

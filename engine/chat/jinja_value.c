@@ -582,7 +582,7 @@ kiln_status kiln_jv_from_json(kiln_jarena *a, const void *json, bool drop_null_k
 
 kiln_status kiln_jv_iter(kiln_jctx *c, const kiln_jv *v, kiln_jlist **out) {
     kiln_status st;
-    kiln_jv tmp;
+    kiln_jv tmp = {0};
     switch (v->type) {
     case KILN_JV_UNDEF:
         if ((st = kiln_jv_list_new(c, 0, &tmp))) return st;

@@ -113,7 +113,7 @@ static kiln_status load_pre(hf_ctx *c, int32_t node) {
     kiln_tj *j = &c->j;
     kiln_tokenizer *t = c->t;
     kiln_buf pat = {0};
-    kiln_tok_stage *sg;
+    kiln_tok_stage *sg = NULL;
     if (node < 0 || kiln_tj_type_of(j, node) == KILN_TJ_NULL) return KILN_OK;
     if (tj_type_is(j, node, "Sequence")) {
         int32_t arr = kiln_tj_get(j, node, "pretokenizers");
