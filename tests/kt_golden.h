@@ -87,6 +87,19 @@ static inline kiln_status kt_prefill_logits(kiln_engine *e, const int32_t *promp
     return st;
 }
 
+/* Greedy requests for the golden prompts, as the goldens were made: no
+ * sampling, KT_N_GREEDY tokens, EOS ignored. */
+static inline void kt_greedy_requests(kiln_request *r, const kt_golden *g, int n) {
+    for (int i = 0; i < n; i++) {
+        kiln_request_default(&r[i]);
+        r[i].prompt_ids = g[i].prompt;
+        r[i].n_prompt_ids = g[i].n_prompt;
+        r[i].sampling.temperature = 0;
+        r[i].sampling.max_tokens = KT_N_GREEDY;
+        r[i].sampling.ignore_eos = true;
+    }
+}
+
 /* max |got - ref| / max |ref| (the CPU tests' strict measure) */
 static inline double kt_rel_max(const float *got, const float *ref, int n) {
     double md = 0, mr = 0;

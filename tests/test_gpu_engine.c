@@ -71,14 +71,7 @@ static void run_model(const char *model) {
     }
     kiln_request r[8];
     kiln_result res[8];
-    for (int i = 0; i < n; i++) {
-        kiln_request_default(&r[i]);
-        r[i].prompt_ids = g[i].prompt;
-        r[i].n_prompt_ids = g[i].n_prompt;
-        r[i].sampling.temperature = 0;
-        r[i].sampling.max_tokens = KT_N_GREEDY;
-        r[i].sampling.ignore_eos = true;
-    }
+    kt_greedy_requests(r, g, n);
     KT_OK(kiln_engine_generate(e, r, n, res));
     int matched = 0;
     for (int i = 0; i < n; i++) {
@@ -108,14 +101,7 @@ KT_TEST(test_gpu_batching_graphs) {
     int n = kt_load_golden("llama3-hd128", g, 8);
     KT_REQUIRE(n > 0);
     kiln_request r[8];
-    for (int i = 0; i < n; i++) {
-        kiln_request_default(&r[i]);
-        r[i].prompt_ids = g[i].prompt;
-        r[i].n_prompt_ids = g[i].n_prompt;
-        r[i].sampling.temperature = 0;
-        r[i].sampling.max_tokens = KT_N_GREEDY;
-        r[i].sampling.ignore_eos = true;
-    }
+    kt_greedy_requests(r, g, n);
     kiln_engine *eg = gpu_engine("llama3-hd128", 0, false), *ee = gpu_engine("llama3-hd128", 0, true);
     if (!eg || !ee) {
         kiln_engine_destroy(eg);
@@ -197,13 +183,8 @@ KT_TEST(test_gpu_ngram_speculation) {
     KT_OK(kiln_engine_create(&p, &e));
     kiln_request r[8];
     kiln_result res[8];
+    kt_greedy_requests(r, g, n);
     for (int i = 0; i < n; i++) {
-        kiln_request_default(&r[i]);
-        r[i].prompt_ids = g[i].prompt;
-        r[i].n_prompt_ids = g[i].n_prompt;
-        r[i].sampling.temperature = 0;
-        r[i].sampling.max_tokens = KT_N_GREEDY;
-        r[i].sampling.ignore_eos = true;
         if (i % 2) r[i].num_speculative_tokens = 0;
     }
     KT_OK(kiln_engine_generate(e, r, n, res));
@@ -264,14 +245,7 @@ KT_TEST(test_gpu_draft_and_glide) {
         KT_OK(kiln_engine_create(&p, &e));
         kiln_request r[8];
         kiln_result res[8];
-        for (int i = 0; i < n; i++) {
-            kiln_request_default(&r[i]);
-            r[i].prompt_ids = g[i].prompt;
-            r[i].n_prompt_ids = g[i].n_prompt;
-            r[i].sampling.temperature = 0;
-            r[i].sampling.max_tokens = KT_N_GREEDY;
-            r[i].sampling.ignore_eos = true;
-        }
+        kt_greedy_requests(r, g, n);
         KT_OK(kiln_engine_generate(e, r, n, res));
         for (int i = 0; i < n; i++) {
             compare_greedy(&g[i], res[i].ids, res[i].n_ids, methods[m], i);

@@ -46,15 +46,6 @@ static void check_first_logits(kiln_engine *e, const kt_golden *c, const char *m
     KT_CHECKF(rel < 1e-4, "%s case %d: first-step logits relative error %.3g", model, ci, rel);
 }
 
-static void greedy_request(kiln_request *r, const kt_golden *c) {
-    kiln_request_default(r);
-    r->prompt_ids = c->prompt;
-    r->n_prompt_ids = c->n_prompt;
-    r->sampling.temperature = 0;
-    r->sampling.max_tokens = KT_N_GREEDY;
-    r->sampling.ignore_eos = true;
-}
-
 static void check_greedy(const char *model, const kt_golden *c, const kiln_result *res, int ci, const char *how) {
     int n = steps_to_compare(c);
     KT_CHECKF(res->n_ids == KT_N_GREEDY, "%s case %d (%s): %d tokens", model, ci, how, res->n_ids);
@@ -77,7 +68,7 @@ static void run_model(const char *model) {
     kiln_request reqs[16];
     kiln_result res[16];
     /* all together */
-    for (int i = 0; i < n; i++) greedy_request(&reqs[i], &g[i]);
+    kt_greedy_requests(reqs, g, n);
     KT_OK(kiln_engine_generate(e, reqs, n, res));
     for (int i = 0; i < n; i++) {
         check_greedy(model, &g[i], &res[i], i, "batched");
@@ -135,7 +126,7 @@ KT_TEST(test_staggered_and_preemption) {
     int n = kt_load_golden("llama3-gqa", g, 8);
     KT_REQUIRE(n > 0 && n <= 8);
     kiln_request reqs[8];
-    for (int i = 0; i < n; i++) greedy_request(&reqs[i], &g[i]);
+    kt_greedy_requests(reqs, g, n);
     /* reference: all at once */
     kiln_engine *e = NULL;
     KT_OK(make_engine("llama3-gqa", 0, 8, &e));

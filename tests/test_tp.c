@@ -43,14 +43,7 @@ static void check_model(const char *model, int tp) {
     /* greedy continuations, batched */
     kiln_request r[8];
     kiln_result res[8];
-    for (int i = 0; i < n; i++) {
-        kiln_request_default(&r[i]);
-        r[i].prompt_ids = g[i].prompt;
-        r[i].n_prompt_ids = g[i].n_prompt;
-        r[i].sampling.temperature = 0;
-        r[i].sampling.max_tokens = KT_N_GREEDY;
-        r[i].sampling.ignore_eos = true;
-    }
+    kt_greedy_requests(r, g, n);
     KT_OK(kiln_engine_generate(e, r, n, res));
     for (int i = 0; i < n; i++) {
         for (int k = 0; k < KT_N_GREEDY && k < res[i].n_ids; k++) {
