@@ -65,16 +65,21 @@ if [ "$what" = engine ] || [ "$what" = all ]; then
   peers="$repo/../shared/peers"; [ -f "$peers/torch_cudagraph_llama.py" ] || peers="$here/peers"
   bash "$here/bench/engine_bench.sh" "$here/bin/kiln" "$peers"
 fi
-if [ "$what" = tp ]; then   # on nvidia-h200-x2
+if [ "$what" = tp ]; then   # on nvidia-h200-x2 / -x4 / -x8: TP 1, 2 and as many GPUs as there are
   t0=$(date +%s)
   "$here/bin/test_gpu_tp" > "$out/test_gpu_tp.log" 2>&1; r=$?
   [ $r -ne 0 ] && rc=$r
   echo "test_gpu_tp rc=$r ($(( $(date +%s) - t0 )) s)"
   grep -E "FAIL|passed|identical" "$out/test_gpu_tp.log" | head -30
-  for tp in 1 2; do for cfg in "-b 1 -s 128 -o 512" "-b 32 -s 128 -o 256"; do
+  ngpu=$(nvidia-smi -L | wc -l); tps="1 2"; [ "$ngpu" -ge 4 ] && tps="$tps 4"; [ "$ngpu" -ge 8 ] && tps="$tps 8"
+  for tp in $tps; do for cfg in "-b 1 -s 128 -o 512" "-b 32 -s 128 -o 256"; do
     "$here/bin/kiln" bench --model llama3-8b --load-format dummy --tp $tp $cfg --iters 2 --json 2>>"$out/tp_bench.err" \
       | tail -1 | tee -a "$out/tp_bench.jsonl"
   done; done
+  if [ "$ngpu" -ge 4 ]; then for tp in 4 $([ "$ngpu" -ge 8 ] && echo 8); do for cfg in "-b 1 -s 128 -o 128" "-b 32 -s 128 -o 256"; do
+    "$here/bin/kiln" bench --model llama3-70b --load-format dummy --tp $tp $cfg --iters 1 --json 2>>"$out/tp_bench.err" \
+      | tail -1 | tee -a "$out/tp_bench.jsonl"
+  done; done; fi
 fi
 if [ "$what" = fp8 ]; then
   for t in "test_gpu_ops fp8" "test_gpu_ops attention" "test_gpu_ops kv_write" "test_gpu_engine fp8"; do

@@ -1,6 +1,7 @@
 // label: multigpu
-/* test_gpu_tp.c -- tensor parallelism on two GPUs (NCCL): all-reduce and
- * all-gather across ranks; TP=2 greedy tokens equal TP=1 on the tiny GQA
+/* test_gpu_tp.c -- tensor parallelism on 2, 4 or 8 GPUs (NCCL): all-reduce
+ * and all-gather across ranks; TP=2 (and 4 and 8 where the machine has the
+ * GPUs) greedy tokens equal TP=1 on the tiny GQA
  * model and on a Llama-3-8B-shaped random model for 64 tokens, up to the
  * first step whose TP=1 top-2 margin is within bf16 noise; a failing rank
  * stops every rank with one clear error. */
@@ -149,14 +150,27 @@ static void compare(const run *a, const run *b, const char *what, float tol) {
     }
 }
 
-KT_TEST(test_tp2_tiny_and_8b) {
+/* TP=2, and every larger power of two the machine has GPUs for (4, 8),
+ * against TP=1 */
+KT_TEST(test_tp_tiny_and_8b) {
     static run a, b;
+    int n_dev = 0;
+    KT_OK(kiln_rt_init());
+    KT_OK(kiln_rt_device_count(&n_dev));
     KT_OK(generate(KT_DATA "/models/llama3-gqa", false, 1, &a));
-    KT_OK(generate(KT_DATA "/models/llama3-gqa", false, 2, &b));
-    compare(&a, &b, "llama3-gqa", 0.15f); /* 2% of its largest logits (~7) */
+    for (int tp = 2; tp <= n_dev && tp <= 4; tp *= 2) { /* llama3-gqa has 4 heads */
+        char what[64];
+        snprintf(what, sizeof what, "llama3-gqa tp=%d", tp);
+        KT_OK(generate(KT_DATA "/models/llama3-gqa", false, tp, &b));
+        compare(&a, &b, what, 0.15f); /* 2% of its largest logits (~7) */
+    }
     KT_OK(generate("llama3-8b", true, 1, &a));
-    KT_OK(generate("llama3-8b", true, 2, &b));
-    compare(&a, &b, "llama3-8b dummy", 0.02f);
+    for (int tp = 2; tp <= n_dev && tp <= 8; tp *= 2) {
+        char what[64];
+        snprintf(what, sizeof what, "llama3-8b dummy tp=%d", tp);
+        KT_OK(generate("llama3-8b", true, tp, &b));
+        compare(&a, &b, what, 0.02f);
+    }
 }
 
 KT_TEST(test_tp_rank_failure_gpu) {
@@ -178,4 +192,4 @@ KT_TEST(test_tp_rank_failure_gpu) {
     unlink(path);
 }
 
-KT_MAIN(KT_CASE(test_collectives), KT_CASE(test_tp2_tiny_and_8b), KT_CASE(test_tp_rank_failure_gpu))
+KT_MAIN(KT_CASE(test_collectives), KT_CASE(test_tp_tiny_and_8b), KT_CASE(test_tp_rank_failure_gpu))
