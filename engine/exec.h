@@ -142,6 +142,20 @@ static inline int kiln_kv_global_head(const kiln_program *p, int n_global, int h
     return n_global >= p->tp_size ? p->tp_rank * p->n_kv_heads + h : p->tp_rank * n_global / p->tp_size;
 }
 
+/* Fold one rank's calibration maxima local[layer][k|v][its kv heads] into
+ * whole-model maxima global[layer][k|v][global heads] (max, NaN wins). */
+static inline void kiln_kv_merge_amax(const kiln_model_files *mf, const float *local, float *global) {
+    const kiln_program *p = mf->program;
+    int G = kiln_kv_n_global_heads(mf), nkv = p->n_kv_heads;
+    for (int l = 0; l < p->n_kv_layers; l++)
+        for (int w = 0; w < 2; w++)
+            for (int h = 0; h < nkv; h++) {
+                float a = local[((size_t)l * 2 + (size_t)w) * (size_t)nkv + (size_t)h];
+                float *o = &global[((size_t)l * 2 + (size_t)w) * (size_t)G + (size_t)kiln_kv_global_head(p, G, h)];
+                if (a > *o || a != a) *o = a;
+            }
+}
+
 /* Bytes of KV cache per block for a program (all layers, K and V). */
 size_t kiln_kv_bytes_per_block(const kiln_program *p, int block_size, kiln_dtype kv_dtype);
 

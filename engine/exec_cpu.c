@@ -181,15 +181,7 @@ fail:
 
 static void cpu_kv_amax(kiln_exec *base, float *amax) {
     exec_cpu *x = (exec_cpu *)base;
-    const kiln_program *p = x->p;
-    int G = kiln_kv_n_global_heads(x->mf), nkv = p->n_kv_heads;
-    for (int l = 0; l < p->n_kv_layers; l++)
-        for (int w = 0; w < 2; w++)
-            for (int h = 0; h < nkv; h++) {
-                float a = x->amax[((size_t)l * 2 + (size_t)w) * (size_t)nkv + (size_t)h];
-                float *o = &amax[((size_t)l * 2 + (size_t)w) * (size_t)G + (size_t)kiln_kv_global_head(p, G, h)];
-                if (a > *o || a != a) *o = a;
-            }
+    kiln_kv_merge_amax(x->mf, x->amax, amax);
 }
 
 static kiln_status cpu_set_kv_scales(kiln_exec *base, const float *scales) {
