@@ -330,21 +330,27 @@ static void bench_gemm(void) {
             if (g.M <= 32) row_bw("gemm (weight bytes)", shape, t, (double)wbytes, 0.85);
             else row_flops("gemm", shape, t, 2.0 * g.M * g.N * g.K, 0.80, 0);
         }
-        /* the same small-M shapes through kernel_src/gemv.cu, beside cuBLASLt */
-        kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = 8};
-        kiln_gpu *gv = NULL;
-        CK(kiln_gpu_create(dev, &gp, &gv));
-        g.g = gv;
-        int Mv[] = {1, 4, 8};
-        for (int mi = 0; mi < 3; mi++) {
-            g.M = Mv[mi];
-            double t = time_op(op_gemm, &g, sets, 20, 20);
-            char shape[64];
-            snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shapes[si].name, g.M, g.N, g.K);
-            row_bw("gemv (weight bytes)", shape, t, (double)wbytes, 0.85);
+        /* the same small-M shapes through kernel_src/gemv.cu, beside
+         * cuBLASLt, in each tiling (W rows per warp, loads in flight) */
+        static const int tiles[][2] = {{2, 4}, {1, 4}, {1, 8}, {2, 8}, {4, 4}, {4, 2}};
+        for (size_t ti = 0; ti < KILN_ARRAY_LEN(tiles); ti++) {
+            kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = 8, .gemv_rows = tiles[ti][0],
+                                  .gemv_unroll = tiles[ti][1]};
+            kiln_gpu *gv = NULL;
+            CK(kiln_gpu_create(dev, &gp, &gv));
+            g.g = gv;
+            int Mv[] = {1, 4, 8};
+            for (int mi = 0; mi < 3; mi++) {
+                g.M = Mv[mi];
+                double t = time_op(op_gemm, &g, sets, 20, 20);
+                char shape[80], name[64];
+                snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shapes[si].name, g.M, g.N, g.K);
+                snprintf(name, sizeof name, "gemv rows %d unroll %d (weight bytes)", tiles[ti][0], tiles[ti][1]);
+                row_bw(name, shape, t, (double)wbytes, 0.85);
+            }
+            g.g = NULL;
+            kiln_gpu_destroy(gv);
         }
-        g.g = NULL;
-        kiln_gpu_destroy(gv);
         for (int s = 0; s < sets; s++) kiln_rt_free(dev, g.w[s]), kiln_rt_free(dev, g.x[s]);
         kiln_rt_free(dev, g.out);
     }

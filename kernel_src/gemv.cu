@@ -1,25 +1,36 @@
 // gemv.cu -- out[M, N] = x[M, K] @ W[N, K]^T (+ bias[N]) for small M (decode
 // steps of a few sequences), where the GEMM is a stream over W: each warp
-// owns ROWS rows of W and walks them with 16-byte loads, several in flight,
-// reusing each W vector for the M rows of x (x stays in L1/L2). fp32
-// accumulation; the warp reduces and lane 0 writes (OUT: act or fp32).
+// owns ROWS rows of W and walks them with 16-byte loads, ROWS * UNROLL of
+// them in flight per lane, reusing each W vector for the M rows of x (x
+// stays in L1/L2). fp32 accumulation; the warp reduces and lane 0 writes
+// (OUT: act or fp32).
 // Semantics: engine/ops_cpu.h kiln_cpu_gemm. K % (16 / sizeof(ACT)) == 0.
-// Grid: ceil(N / (ROWS * WARPS)) blocks of WARPS * 32 threads.
+// Specialization: MAXM (rows of x this build handles: 1, 2, 4 or 8; M <=
+// MAXM), ROWS (W rows per warp), UNROLL (16-byte loads per row in flight).
+// Grid: ceil(N / (ROWS * WARPS)) blocks of WARPS * 32 threads (host:
+// engine/cuda/ops_gpu.c kiln_gpu_gemm).
 #include "kiln_common.cuh"
 
 typedef ACT act_t;
 typedef OUT out_t;
+#ifndef MAXM
 #define MAXM 8
+#endif
+#ifndef ROWS
 #define ROWS 2
-#define WARPS 8
+#endif
+#ifndef UNROLL
 #define UNROLL 4
+#endif
+#define WARPS 8
 
-extern "C" __global__ void __launch_bounds__(WARPS * 32)
+extern "C" __global__ void __launch_bounds__(WARPS * 32, 2)
 kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const act_t *__restrict__ w,
           const out_t *__restrict__ bias, int M, int N, int K) {
     typedef vec16<act_t> V;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int n0 = (blockIdx.x * WARPS + warp) * ROWS;
+    if (n0 >= N) return; // whole warps; no block barrier below
     const int nv = K / V::N; // vectors per row
     float acc[ROWS][MAXM];
 #pragma unroll
@@ -29,16 +40,16 @@ kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const a
     for (int i0 = lane; i0 < nv; i0 += 32 * UNROLL) {
         V wv[ROWS][UNROLL];
 #pragma unroll
-        for (int r = 0; r < ROWS; r++)
+        for (int u = 0; u < UNROLL; u++)
 #pragma unroll
-            for (int u = 0; u < UNROLL; u++) {
+            for (int r = 0; r < ROWS; r++) {
                 int i = i0 + u * 32;
-                if (n0 + r < N && i < nv) wv[r][u].v = ld16_stream(w + (size_t)(n0 + r) * K + (size_t)i * V::N);
+                if (i < nv && n0 + r < N) wv[r][u].v = ld16_stream(w + (size_t)(n0 + r) * K + (size_t)i * V::N);
                 else wv[r][u].v = make_uint4(0, 0, 0, 0);
             }
 #pragma unroll
         for (int m = 0; m < MAXM; m++) {
-            if (m >= M) break;
+            if (MAXM > 1 && m >= M) break;
 #pragma unroll
             for (int u = 0; u < UNROLL; u++) {
                 int i = i0 + u * 32;
@@ -57,7 +68,7 @@ kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const a
         int n = n0 + r;
 #pragma unroll
         for (int m = 0; m < MAXM; m++) {
-            if (m >= M) break;
+            if (MAXM > 1 && m >= M) break;
             float v = warp_sum(acc[r][m]);
             if (lane == 0 && n < N) {
                 if (bias) v += to_f32(bias[n]);

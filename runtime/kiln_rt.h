@@ -189,6 +189,11 @@ typedef struct kiln_jit_kernel_def {
     const char *examples;
 } kiln_jit_kernel_def;
 
+/* The small-M GEMV's default tiling (kernel_src/gemv.cu ROWS, UNROLL):
+ * engine/cuda/ops_gpu.c launches it, the model kernel set warms it. */
+#define KILN_GEMV_ROWS_DEFAULT 2
+#define KILN_GEMV_UNROLL_DEFAULT 4
+
 /* The registry (static). */
 const kiln_jit_kernel_def *kiln_jit_registry(int *n);
 const kiln_jit_kernel_def *kiln_jit_find(const char *name);

@@ -817,16 +817,19 @@ KT_TEST(test_sampling) {
 static bool gemv_tested; /* test_gemv runs it on its own kiln_gpu */
 
 /* the small-M GEMV kernel (kernel_src/gemv.cu), on its own kiln_gpu with it
- * enabled: M 1..8, odd N, K not a multiple of the unrolled stride, an
+ * enabled, in four tilings: M 1..8, odd N, K not a multiple of the unrolled stride, an
  * output row stride, bias, fp32 or act output */
 KT_TEST(test_gemv) {
     NEED_GPU();
-    kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = 8};
+    static const int tiles[][2] = {{KILN_GEMV_ROWS_DEFAULT, KILN_GEMV_UNROLL_DEFAULT}, {1, 2}, {4, 4}, {2, 8}};
+    for (int ti = 0; ti < 4; ti++) {
+    kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = 8, .gemv_rows = tiles[ti][0],
+                          .gemv_unroll = tiles[ti][1]};
     kiln_gpu *gv = NULL;
     KT_OK(kiln_gpu_create(dev, &gp, &gv));
-    int Ms[] = {1, 3, 8}, Ns[] = {384, 1001}, Ks[] = {512, 4104};
+    int Ms[] = {1, 2, 3, 8}, Ns[] = {384, 1001}, Ks[] = {512, 4104};
     for (int a = 0; a < 2; a++)
-        for (int mi = 0; mi < 3; mi++)
+        for (int mi = 0; mi < 4; mi++)
             for (int ni = 0; ni < 2; ni++)
                 for (int ki = 0; ki < 2; ki++)
                     for (int f32out = 0; f32out < 2; f32out++) {
@@ -842,14 +845,15 @@ KT_TEST(test_gemv) {
                         float *got = down_act(dout, (size_t)M * ldo, odt);
                         for (int m = 0; m < M; m++) /* the stride's gap is not compared */
                             for (int n = N; n < ldo; n++) got[m * ldo + n] = ref[m * ldo + n] = 0;
-                        CHECK_CLOSE(got, ref, (size_t)M * ldo, dt, "gemv %s M=%d N=%d K=%d out=%s", kiln_dtype_name(dt),
-                                    M, N, K, kiln_dtype_name(odt));
+                        CHECK_CLOSE(got, ref, (size_t)M * ldo, dt, "gemv %s M=%d N=%d K=%d out=%s rows %d unroll %d",
+                                    kiln_dtype_name(dt), M, N, K, kiln_dtype_name(odt), tiles[ti][0], tiles[ti][1]);
                         free(x), free(w), free(b), free(ref), free(got);
                         dfree(dx), dfree(dw), dfree(db), dfree(dout);
                     }
     gemv_tested = kiln_rt_kernels_was_used(kiln_gpu_kernels(gv), "gemv");
     KT_CHECK(gemv_tested);
     kiln_gpu_destroy(gv);
+    }
 }
 
 KT_TEST(test_gemm) {

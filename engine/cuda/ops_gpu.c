@@ -20,7 +20,7 @@ struct kiln_gpu {
     kiln_devptr blas_ws, ws, sample_ws, counts;
     size_t blas_ws_bytes, ws_bytes;
     int max_rows, vocab;
-    int gemv_max_m;
+    int gemv_max_m, gemv_rows, gemv_unroll;
 };
 
 kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gpu **out) {
@@ -35,6 +35,13 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->gemv_max_m = p && p->gemv_max_m > 0 ? p->gemv_max_m : 0;
     if (!g->gemv_max_m && getenv("KILN_GEMV_MAX_M")) g->gemv_max_m = atoi(getenv("KILN_GEMV_MAX_M"));
     if (g->gemv_max_m > 8) g->gemv_max_m = 8; /* kernel_src/gemv.cu MAXM */
+    g->gemv_rows = p && p->gemv_rows > 0 ? p->gemv_rows : 0;
+    if (!g->gemv_rows && getenv("KILN_GEMV_ROWS")) g->gemv_rows = atoi(getenv("KILN_GEMV_ROWS"));
+    if (g->gemv_rows != 1 && g->gemv_rows != 2 && g->gemv_rows != 4) g->gemv_rows = KILN_GEMV_ROWS_DEFAULT;
+    g->gemv_unroll = p && p->gemv_unroll > 0 ? p->gemv_unroll : 0;
+    if (!g->gemv_unroll && getenv("KILN_GEMV_UNROLL")) g->gemv_unroll = atoi(getenv("KILN_GEMV_UNROLL"));
+    if (g->gemv_unroll != 2 && g->gemv_unroll != 4 && g->gemv_unroll != 8) g->gemv_unroll = KILN_GEMV_UNROLL_DEFAULT;
+    if (g->gemv_rows * g->gemv_unroll > 16) g->gemv_unroll = 16 / g->gemv_rows; /* registers (no spills) */
     size_t sample_bytes = (size_t)g->max_rows * (size_t)g->vocab * 4;
     size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * 256;
     KILN_TRY(kiln_rt_pool_create(d, "workspace", total, &g->pool));
@@ -155,10 +162,12 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
         K % vec_elems(in_dt) == 0 && N <= INT32_MAX && K <= INT32_MAX) {
         kiln_status st = KILN_OK;
         kiln_rt_func *f;
-        KILN_TRY(get(g, "gemv", &f, "ACT=%s OUT=%s", dt(in_dt), dt(out_dt)));
+        int maxm = M == 1 ? 1 : M == 2 ? 2 : M <= 4 ? 4 : 8;
+        KILN_TRY(get(g, "gemv", &f, "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d", dt(in_dt), dt(out_dt), maxm,
+                     g->gemv_rows, g->gemv_unroll));
         int64_t ld = ldo ? ldo : N;
         int m = (int)M, n = (int)N, k = (int)K;
-        unsigned blocks = (unsigned)((N + 2 * 8 - 1) / (2 * 8)); /* ROWS 2 x WARPS 8 per block */
+        unsigned blocks = (unsigned)((N + g->gemv_rows * 8 - 1) / (g->gemv_rows * 8)); /* ROWS x WARPS 8 per block */
         LAUNCH(f, blocks, 1, 1, 256, 0, s, &out, &ld, &x, &w, &bias, &m, &n, &k);
     fail:
         return st;

@@ -31,6 +31,9 @@ typedef struct kiln_gpu_params {
     int gemv_max_m;          /* GEMMs with M <= this use kernel_src/gemv.cu instead of
                                 cuBLASLt (0: $KILN_GEMV_MAX_M, default 0 = off until
                                 measured faster)                                     */
+    int gemv_rows, gemv_unroll; /* its W rows per warp (1|2|4) and 16-byte loads per
+                                row in flight (2|4|8); 0: $KILN_GEMV_ROWS /
+                                $KILN_GEMV_UNROLL, default 2 and 4               */
 } kiln_gpu_params;
 
 kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gpu **out);

@@ -59,8 +59,9 @@ static const kiln_jit_kernel_def registry[] = {
     {"sample_penalties", "kernel_src/sample.cu", "kiln_sample_penalties", "ptr,i32,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr",
      {{NULL, NULL}}, ""},
     {"sample", "kernel_src/sample.cu", "kiln_sample", "ptr,ptr,ptr,i32,ptr,ptr", {{NULL, NULL}}, ""},
-    {"gemv", "kernel_src/gemv.cu", "kiln_gemv", "ptr,i64,ptr,ptr,ptr,i32,i32,i32", {{"ACT", ACT2}, {"OUT", ACT3}},
-     "ACT=bf16 OUT=bf16;ACT=bf16 OUT=fp32;ACT=fp16 OUT=fp16"},
+    {"gemv", "kernel_src/gemv.cu", "kiln_gemv", "ptr,i64,ptr,ptr,ptr,i32,i32,i32", {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "1|2|4|8"}, {"ROWS", "1|2|4"}, {"UNROLL", "2|4|8"}},
+     "ACT=bf16 OUT=bf16 MAXM=1 ROWS=2 UNROLL=4;ACT=bf16 OUT=fp32 MAXM=8 ROWS=2 UNROLL=4;"
+     "ACT=fp16 OUT=fp16 MAXM=4 ROWS=4 UNROLL=4;ACT=bf16 OUT=bf16 MAXM=2 ROWS=1 UNROLL=2"},
 };
 
 const kiln_jit_kernel_def *kiln_jit_registry(int *n) {
@@ -200,8 +201,10 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
                KILN_ERR_UNSUPPORTED, "an FP8 KV cache needs head_dim and block_size multiples of 16 (got %d, %d)",
                m->head_dim, bs);
     KILN_TRY(add_spec(l, "embed", "ACT=%s W=%s", a, a));
-    KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s", a, a));
-    KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=fp32", a));
+    for (int mm = 1; mm <= 8; mm *= 2) /* kernel_src/gemv.cu MAXM buckets */
+        for (int o = 0; o < 2; o++)
+            KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d", a, o ? "fp32" : a, mm,
+                              KILN_GEMV_ROWS_DEFAULT, KILN_GEMV_UNROLL_DEFAULT));
     KILN_TRY(add_spec(l, "rmsnorm", "ACT=%s W=%s", a, a));
     KILN_TRY(add_spec(l, "add_rmsnorm", "ACT=%s W=%s", a, a));
     KILN_TRY(add_spec(l, m->gelu ? "gelu_mul" : "silu_mul", "ACT=%s", a));
