@@ -26,13 +26,14 @@ for b in "$build/tests/test_gpu_ops" "$build/tests/test_gpu_engine" "$build/test
   done
 done
 mkdir -p "$out/bench" "$out/peers"
-cp "$root/bench/engine_bench.sh" "$root/bench/hf_generate.py" "$root/bench/fp8_bench.sh" "$out/bench/"
+cp "$root/bench/engine_bench.sh" "$root/bench/hf_generate.py" "$root/bench/fp8_bench.sh" "$root/bench/serve_load.py" "$out/bench/"
+[ -f "$root/bench/spec_bench.sh" ] && cp "$root/bench/spec_bench.sh" "$out/bench/"
 # the shared peer travels only for the run (it is not part of the repository)
 [ -f "$root/../shared/peers/torch_cudagraph_llama.py" ] && cp "$root/../shared/peers/torch_cudagraph_llama.py" "$out/peers/"
 echo "$root" > "$out/build_root"
 cat > "$out/remote.sh" <<'REMOTE'
 #!/usr/bin/env bash
-# remote.sh [tests|engine|bench|all] [bench filter] -- runs on the device
+# remote.sh MODE[,MODE...] [bench filter] -- runs on the device
 # machine, from the root of the checkout the device tool sent.
 #   tests:  test_gpu_ops and test_gpu_engine (every CUDA op and the GPU engine
 #           against the CPU references and the transformers goldens)
@@ -41,6 +42,11 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   fp8:    the FP8 KV cache's GPU tests, kernel rows (bench_kernels fp8) and
 #           the Llama-3-8B-shaped accuracy over 256 steps (fp8_accuracy)
 #   fp8engine: the FP8 engine targets (bench/fp8_bench.sh; ~5 min, a call of its own)
+#   spec:   bench/spec_bench.sh (verification cost, self-draft, n-gram)
+#   serve:  kiln serve + bench/serve_load.py at 256 and 32 streams beside kiln bench
+#   tp:     test_gpu_tp and the TP benches (on the multi-GPU kinds)
+#   gemvab: kiln bench at -b 1 / 8 with the small-M GEMV off and on (tilings)
+#   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 export LD_LIBRARY_PATH="$here/lib:/usr/local/cuda/lib64:/usr/local/nvidia/lib64:${LD_LIBRARY_PATH:-}"
@@ -49,10 +55,12 @@ export KILN_CACHE_DIR=/tmp/kiln-jit NCCL_NVLS_ENABLE=0
 built="$(cat "$here/build_root")"
 if [ ! -e "$built/tests/data" ]; then mkdir -p "$(dirname "$built")"; ln -sfn "$repo" "$built"; fi
 what="${1:-all}"; filter="${2:-}"
+[ "$what" = all ] && what=tests,engine,bench
+has() { case ",$what," in *",$1,"*) return 0;; esac; return 1; }
 out="${OUT:-/tmp/out}"; mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$out/gpu.txt"
 rc=0
-if [ "$what" = tests ] || [ "$what" = all ]; then
+if has tests; then
   for t in test_gpu_ops test_gpu_engine; do
     t0=$(date +%s)
     "$here/bin/$t" > "$out/$t.log" 2>&1; r=$?
@@ -61,11 +69,11 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     grep -E "FAIL|passed|rel err" "$out/$t.log" | head -40
   done
 fi
-if [ "$what" = engine ] || [ "$what" = all ]; then
+if has engine; then
   peers="$repo/../shared/peers"; [ -f "$peers/torch_cudagraph_llama.py" ] || peers="$here/peers"
   bash "$here/bench/engine_bench.sh" "$here/bin/kiln" "$peers"
 fi
-if [ "$what" = tp ]; then   # on nvidia-h200-x2 / -x4 / -x8: TP 1, 2 and as many GPUs as there are
+if has tp; then   # on nvidia-h200-x2 / -x4 / -x8: TP 1, 2 and as many GPUs as there are
   t0=$(date +%s)
   "$here/bin/test_gpu_tp" > "$out/test_gpu_tp.log" 2>&1; r=$?
   [ $r -ne 0 ] && rc=$r
@@ -81,7 +89,7 @@ if [ "$what" = tp ]; then   # on nvidia-h200-x2 / -x4 / -x8: TP 1, 2 and as many
       | tail -1 | tee -a "$out/tp_bench.jsonl"
   done; done; fi
 fi
-if [ "$what" = fp8 ]; then
+if has fp8; then
   for t in "test_gpu_ops fp8" "test_gpu_ops attention" "test_gpu_ops kv_write" "test_gpu_engine fp8"; do
     set -- $t; t0=$(date +%s)
     "$here/bin/$1" "$2" > "$out/$1_$2.log" 2>&1; r=$?
@@ -93,11 +101,41 @@ if [ "$what" = fp8 ]; then
   timeout 240 "$here/bin/fp8_accuracy" --model llama3-8b --load-format dummy --device cuda --prompt 128 --steps 256 \
     2>"$out/fp8_accuracy.err" | tee "$out/fp8_accuracy.log"
 fi
-if [ "$what" = fp8engine ]; then
+if has fp8engine; then
   bash "$here/bench/fp8_bench.sh" "$here/bin/kiln"
 fi
-if [ "$what" = bench ] || [ "$what" = all ]; then
+if has bench; then
   "$here/bin/bench_kernels" $filter 2>&1 | tee "$out/bench.log"
+fi
+if has gemvab; then # the engine at small batches with the GEMV off / on in several tilings
+  for cfg in "0 2 4" "8 2 4" "8 1 8" "8 2 8" "8 4 4"; do set -- $cfg
+    for b in 1 8; do
+      KILN_GEMV_MAX_M=$1 KILN_GEMV_ROWS=$2 KILN_GEMV_UNROLL=$3 "$here/bin/kiln" bench --model llama3-8b --load-format dummy \
+        -b $b -s 128 -o 256 --iters 1 --json 2>>"$out/gemvab.err" | tail -1 > "$out/gemvab_$1_$2_$3_$b.json"
+      python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("gemv max_m %s rows %s unroll %s  -b %s: %.1f tok/s, step %.3f ms" % (*sys.argv[2:], j["output_tok_s"], j["decode_step_ms"]))' \
+        "$out/gemvab_$1_$2_$3_$b.json" $1 $2 $3 $b || tail -3 "$out/gemvab.err"
+    done
+  done
+fi
+if has spec; then   # speculative decoding: verification cost, self-draft, n-gram on a copy-heavy workload
+  bash "$here/bench/spec_bench.sh" "$here/bin/kiln" 2>&1 | tee "$out/spec_bench.log"
+fi
+if has serve; then  # HTTP serving of -b 256 -s 128 -o 256 against the offline kiln bench of the same workload
+  kiln="$here/bin/kiln"; m="--model llama3-8b --load-format dummy"
+  "$kiln" bench $m -b 256 -s 128 -o 256 --iters 1 --json 2>"$out/serve_offline.err" | tail -1 | tee "$out/serve_offline.json"
+  off=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["output_tok_s"])' "$out/serve_offline.json")
+  "$kiln" serve $m --device cuda --port 8011 --max-num-seqs 256 >"$out/serve.log" 2>&1 &
+  spid=$!
+  for i in $(seq 180); do
+    python3 -c 'import urllib.request,sys; urllib.request.urlopen("http://127.0.0.1:8011/health", timeout=1)' 2>/dev/null && break
+    sleep 1
+  done
+  for b in 256 32; do
+    python3 "$here/bench/serve_load.py" --url http://127.0.0.1:8011 -b $b -s 128 -o 256 \
+      $([ $b = 256 ] && echo --offline-tok-s "$off") 2>&1 | tee -a "$out/serve_load.log"
+  done
+  kill -TERM $spid; wait $spid; echo "kiln serve exit $?"
+  tail -5 "$out/serve.log"
 fi
 exit $rc
 REMOTE
