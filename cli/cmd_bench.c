@@ -10,6 +10,19 @@
  * over -s..-s+-o tokens of context; needs --prefill-ratio 0 so that every
  * prefill runs first) and the peak number of running sequences (the KV
  * pool's concurrency at this context length).
+ *
+ * With --dataset repeat (a copy-heavy workload for the n-gram drafter), each
+ * of the -b prompts is one random span of --span tokens (default 32)
+ * repeated to fill -s tokens, so a model that continues the pattern repeats
+ * spans of its prompt (with random --load-format dummy weights the output
+ * follows the weights, not the pattern: the acceptance printed says what
+ * happened).
+ *
+ * From the engine's stats over the timed runs only (a snapshot before and
+ * after each): the mean wall time of the target's forward in plain decode
+ * steps (no drafted tokens in the batch) and in verification steps (drafted
+ * tokens in the batch), the drafting time per verification step, tokens
+ * emitted per sequence and verification step, and the acceptance rate.
  */
 #include "cli.h"
 #include "kiln_base.h"
@@ -67,6 +80,29 @@ static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
+
+/* Stats counters over the timed runs: after minus before, summed. */
+typedef struct bench_spec {
+    uint64_t drafted, accepted, spec_seq_steps;
+    uint64_t prefill_steps, decode_steps, verify_steps, draft_calls;
+    double prefill_s, decode_s, verify_s, draft_s;
+} bench_spec;
+
+static void spec_add_delta(bench_spec *d, const kiln_stats *a, const kiln_stats *b) {
+    d->drafted += b->spec_draft_tokens_total - a->spec_draft_tokens_total;
+    d->accepted += b->spec_accepted_tokens_total - a->spec_accepted_tokens_total;
+    d->spec_seq_steps += b->spec_steps_total - a->spec_steps_total;
+    d->prefill_steps += b->prefill_steps_total - a->prefill_steps_total;
+    d->decode_steps += b->decode_steps_total - a->decode_steps_total;
+    d->verify_steps += b->verify_steps_total - a->verify_steps_total;
+    d->draft_calls += b->draft_calls_total - a->draft_calls_total;
+    d->prefill_s += b->prefill_forward_seconds_total - a->prefill_forward_seconds_total;
+    d->decode_s += b->decode_forward_seconds_total - a->decode_forward_seconds_total;
+    d->verify_s += b->verify_forward_seconds_total - a->verify_forward_seconds_total;
+    d->draft_s += b->draft_seconds_total - a->draft_seconds_total;
+}
+
+static double ms_per(double s, uint64_t n) { return n ? s / (double)n * 1e3 : 0.0; }
 
 static kiln_status run_once(kiln_engine *e, int n, int32_t **prompts, const int *plen, const int *olen,
                             bench_result *res) {
@@ -126,7 +162,7 @@ fail:
 int kiln_cmd_bench(int argc, char **argv) {
     kiln_engine_params p;
     kiln_engine_default_params(&p);
-    int b = 32, s = 128, o = 256, warmup = 1, iters = 2, num_prompts = 0;
+    int b = 32, s = 128, o = 256, warmup = 1, iters = 2, num_prompts = 0, span = 32;
     uint64_t seed = 1;
     bool json = false, profile = false;
     const char *dataset = NULL;
@@ -136,8 +172,11 @@ int kiln_cmd_bench(int argc, char **argv) {
         {"o", CLI_INT, &o, "N", "output length in tokens (EOS ignored)"},
         {"warmup", CLI_INT, &warmup, "N", "warm-up runs (default 1)"},
         {"iters", CLI_INT, &iters, "N", "timed runs (default 2; the best is reported)"},
-        {"dataset", CLI_STR, &dataset, "synthetic", "serving-like mix of lengths"},
+        {"dataset", CLI_STR, &dataset, "synthetic|repeat",
+         "synthetic: serving-like mix of lengths; repeat: copy-heavy, each prompt one random span of --span "
+         "tokens repeated to fill -s (for the n-gram drafter)"},
         {"num-prompts", CLI_INT, &num_prompts, "N", "prompts for --dataset synthetic"},
+        {"span", CLI_INT, &span, "N", "span length for --dataset repeat (default 32)"},
         {"seed", CLI_U64, &seed, "N", "prompt seed"},
         {"json", CLI_FLAG, &json, NULL, "print one JSON object"},
         {"profile", CLI_FLAG, &profile, NULL, "time every op (graphs off); table at exit (KILN_PROFILE=1)"},
@@ -157,9 +196,13 @@ int kiln_cmd_bench(int argc, char **argv) {
         fprintf(stderr, "kiln bench: -b, -s, -o and --iters must be positive\n");
         return 2;
     }
-    bool synth = dataset != NULL;
-    if (synth && strcmp(dataset, "synthetic")) {
-        fprintf(stderr, "kiln bench: unknown dataset '%s' (synthetic)\n", dataset);
+    bool synth = dataset && !strcmp(dataset, "synthetic"), repeat = dataset && !strcmp(dataset, "repeat");
+    if (dataset && !synth && !repeat) {
+        fprintf(stderr, "kiln bench: unknown dataset '%s' (synthetic, repeat)\n", dataset);
+        return 2;
+    }
+    if (span < 1) {
+        fprintf(stderr, "kiln bench: --span must be positive\n");
         return 2;
     }
     int n = synth ? (num_prompts > 0 ? num_prompts : 256) : b;
@@ -191,19 +234,26 @@ int kiln_cmd_bench(int argc, char **argv) {
     for (int i = 0; i < n; i++)
         for (int k = 0; k < plen[i]; k++) {
             uint32_t rr[4];
-            kiln_philox4x32(seed, 2 + (uint64_t)i, (uint64_t)k, rr);
+            /* repeat: position k copies position k mod span of the prompt's span */
+            kiln_philox4x32(seed, 2 + (uint64_t)i, (uint64_t)(repeat ? k % span : k), rr);
             int lo = V > 2000 ? 1000 : 3, hi = V > 101000 ? 100000 : V;
+            if (hi <= lo) lo = 0;
             prompts[i][k] = lo + (int32_t)(rr[0] % (uint32_t)(hi - lo));
         }
     bench_result best = {0}, cur;
+    bench_spec sp = {0};
+    kiln_stats before, after;
     double full_step = 0;
     int rc = 0, peak = 0;
     for (int it = 0; it < warmup + iters; it++) {
+        kiln_engine_get_stats(e, &before);
         if (run_once(e, n, prompts, plen, olen, &cur) != KILN_OK) {
             rc = cli_fail("bench");
             break;
         }
         if (it < warmup) continue;
+        kiln_engine_get_stats(e, &after);
+        spec_add_delta(&sp, &before, &after);
         /* the fastest run; the fastest full-batch step and the highest peak of any timed run */
         if (cur.full_step_ms > 0 && (full_step == 0 || cur.full_step_ms < full_step)) full_step = cur.full_step_ms;
         peak = KILN_MAX(peak, cur.running_peak);
@@ -214,23 +264,41 @@ int kiln_cmd_bench(int argc, char **argv) {
     kiln_stats stt;
     kiln_engine_get_stats(e, &stt);
     if (rc == 0) {
-        double acc = stt.spec_draft_tokens_total ? (double)stt.spec_accepted_tokens_total / stt.spec_draft_tokens_total : 0;
-        double per_step = stt.spec_steps_total ? 1.0 + (double)stt.spec_accepted_tokens_total / stt.spec_steps_total : 0;
+        /* speculation and forward times: the timed runs only */
+        double acc = sp.drafted ? (double)sp.accepted / (double)sp.drafted : 0;
+        double per_step = sp.spec_seq_steps ? 1.0 + (double)sp.accepted / (double)sp.spec_seq_steps : 0;
+        double dec_ms = ms_per(sp.decode_s, sp.decode_steps), ver_ms = ms_per(sp.verify_s, sp.verify_steps);
+        double pre_ms = ms_per(sp.prefill_s, sp.prefill_steps);
+        double draft_ms = ms_per(sp.draft_s, sp.verify_steps), draft_call_ms = ms_per(sp.draft_s, sp.draft_calls);
+        const char *method = p.speculative_method ? p.speculative_method : "none";
+        int spec_k = p.speculative_method && strcmp(p.speculative_method, "none") ? p.num_speculative_tokens : 0;
+        const char *ds = repeat ? "repeat" : synth ? "synthetic" : "random";
         if (json) {
             printf("{\"model\":\"%s\",\"device\":\"%s\",\"batch\":%d,\"input\":%d,\"output\":%d,\"prompts\":%d,"
+                   "\"dataset\":\"%s\",\"span\":%d,"
                    "\"seconds\":%.4f,\"output_tok_s\":%.1f,\"total_tok_s\":%.1f,\"ttft_ms\":%.2f,\"ttft_p50_ms\":%.2f,"
                    "\"decode_step_ms\":%.3f,\"full_batch_step_ms\":%.3f,\"running_peak\":%d,\"kv_cache_dtype\":\"%s\","
                    "\"kv_tokens\":%d,\"load_s\":%.2f,\"kv_blocks\":%d,\"block_size\":%d,\"preemptions\":%llu,"
-                   "\"spec_acceptance\":%.4f,\"spec_tokens_per_step\":%.3f}\n",
-                   p.model, info.device, b, s, o, n, best.seconds, best.out_tok_s, best.total_tok_s, best.ttft_mean_ms,
-                   best.ttft_p50_ms, best.step_ms, best.full_step_ms, best.running_peak, info.kv_cache_dtype,
-                   info.kv_cache_tokens, load_s, stt.num_kv_blocks, stt.block_size,
-                   (unsigned long long)stt.num_preemptions_total, acc, per_step);
+                   "\"spec_method\":\"%s\",\"spec_k\":%d,"
+                   "\"spec_acceptance\":%.4f,\"spec_tokens_per_step\":%.3f,\"spec_drafted\":%llu,\"spec_accepted\":%llu,"
+                   "\"prefill_steps\":%llu,\"prefill_forward_ms\":%.3f,\"decode_steps\":%llu,"
+                   "\"decode_forward_ms\":%.3f,\"verify_steps\":%llu,\"verify_forward_ms\":%.3f,"
+                   "\"draft_ms_per_verify\":%.3f,\"draft_calls\":%llu,\"draft_ms_per_call\":%.3f,\"timed_runs\":%d}\n",
+                   p.model, info.device, b, s, o, n, ds, repeat ? span : 0, best.seconds, best.out_tok_s,
+                   best.total_tok_s, best.ttft_mean_ms, best.ttft_p50_ms, best.step_ms, best.full_step_ms,
+                   best.running_peak, info.kv_cache_dtype, info.kv_cache_tokens, load_s, stt.num_kv_blocks,
+                   stt.block_size, (unsigned long long)stt.num_preemptions_total, method, spec_k, acc, per_step,
+                   (unsigned long long)sp.drafted, (unsigned long long)sp.accepted,
+                   (unsigned long long)sp.prefill_steps, pre_ms, (unsigned long long)sp.decode_steps, dec_ms,
+                   (unsigned long long)sp.verify_steps, ver_ms, draft_ms, (unsigned long long)sp.draft_calls,
+                   draft_call_ms, iters);
         } else {
             printf("model %s on %s (%s, kv %s), load %.2f s, KV pool %d blocks x %d tokens\n", p.model, info.device,
                    info.dtype, info.kv_cache_dtype, load_s, stt.num_kv_blocks, stt.block_size);
             if (synth)
                 printf("synthetic: %d prompts, input %d..%d, output %d..%d\n", n, s / 2, s / 2 + s, o / 2, o / 2 + o);
+            else if (repeat)
+                printf("repeat: batch %d, input %d (a span of %d tokens repeated), output %d\n", b, s, span, o);
             else
                 printf("batch %d, input %d, output %d\n", b, s, o);
             printf("  time                %.3f s (best of %d)\n", best.seconds, iters);
@@ -242,8 +310,18 @@ int kiln_cmd_bench(int argc, char **argv) {
             printf("  running peak        %d sequences (KV pool %d tokens, %s)\n", best.running_peak,
                    info.kv_cache_tokens, info.kv_cache_dtype);
             printf("  preemptions         %llu\n", (unsigned long long)stt.num_preemptions_total);
-            if (stt.spec_draft_tokens_total)
-                printf("  speculation         acceptance %.3f, %.2f tokens per verification\n", acc, per_step);
+            printf("  forward (timed runs) prefill %.3f ms x %llu, plain decode %.3f ms x %llu, verification "
+                   "%.3f ms x %llu\n",
+                   pre_ms, (unsigned long long)sp.prefill_steps, dec_ms, (unsigned long long)sp.decode_steps, ver_ms,
+                   (unsigned long long)sp.verify_steps);
+            if (spec_k) {
+                printf("  speculation         %s k=%d: acceptance %.3f, %.2f tokens per verification\n", method,
+                       spec_k, acc, per_step);
+                printf("  drafting            %.3f ms per verification step (%.3f ms per call x %llu)\n", draft_ms,
+                       draft_call_ms, (unsigned long long)sp.draft_calls);
+                if (dec_ms > 0 && ver_ms > 0)
+                    printf("  verify / plain      %.2fx (forward of this run's plain decode steps)\n", ver_ms / dec_ms);
+            }
         }
     }
     kiln_engine_destroy(e);

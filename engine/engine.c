@@ -421,6 +421,9 @@ static kiln_status schedule_decode(kiln_engine *e, bool *have) {
     }
     int32_t *drafts = e->b_draft;
     int K = e->spec_k;
+    bool drafting = false;
+    for (int i = 0; i < e->n_running && spec && !drafting; i++) drafting = k[i] > 0;
+    double t_draft = drafting ? now() : 0.0;
     if (spec && e->spec_method == KILN_SPEC_NGRAM) {
         for (int i = 0; i < e->n_running; i++) {
             kiln_req *r = e->running[i];
@@ -429,6 +432,13 @@ static kiln_status schedule_decode(kiln_engine *e, bool *have) {
         }
     } else if (spec && e->spec_method == KILN_SPEC_DRAFT) {
         KILN_TRY(kiln_spec_draft_propose(e, e->running, k, e->n_running, drafts, K));
+    }
+    if (drafting) {
+        double dt = now() - t_draft;
+        pthread_mutex_lock(&e->mu);
+        e->stats.draft_calls_total++;
+        e->stats.draft_seconds_total += dt;
+        pthread_mutex_unlock(&e->mu);
     }
     /* pack: keep the token budget of the plan */
     int32_t tmp[64];
@@ -738,11 +748,15 @@ kiln_status kiln_engine_step(kiln_engine *e, int *n_unfinished) {
         };
         const float *logits = NULL;
         bool dev = device_sampling_ok(e) && build_sample_reqs(e);
+        bool verify = false;
+        for (int s = 0; s < e->b_nseq && !prefill && !verify; s++) verify = e->b_ndraft[s] > 0;
+        double t_fwd = now();
         if (dev) {
             st = e->exec->vt->forward_sample(e->exec, &b, e->srows, e->dev_tokens, e->dev_lps);
         } else {
             st = e->exec->vt->forward(e->exec, &b, &logits);
         }
+        t_fwd = now() - t_fwd;
         if (st) {
             snprintf(e->fatal_msg, sizeof e->fatal_msg, "%s", kiln_last_error());
             atomic_store(&e->fatal, true);
@@ -759,6 +773,16 @@ kiln_status kiln_engine_step(kiln_engine *e, int *n_unfinished) {
         process_outputs(e, logits, dev ? e->dev_tokens : NULL, dev ? e->dev_lps : NULL, prefill);
         pthread_mutex_lock(&e->mu);
         e->stats.steps_total++;
+        if (prefill) {
+            e->stats.prefill_steps_total++;
+            e->stats.prefill_forward_seconds_total += t_fwd;
+        } else if (verify) {
+            e->stats.verify_steps_total++;
+            e->stats.verify_forward_seconds_total += t_fwd;
+        } else {
+            e->stats.decode_steps_total++;
+            e->stats.decode_forward_seconds_total += t_fwd;
+        }
         pthread_mutex_unlock(&e->mu);
     }
     publish_counts(e);

@@ -234,7 +234,10 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
         dp.model = p->speculative_model;
         dp.policy_file = NULL;
         dp.policy_options = NULL;
-        dp.load_format = "auto";
+        /* with random weights the drafter's are random too: the same
+         * function of tensor name, position and seed, so a model drafting
+         * for itself agrees with itself (a checkpoint drafter needs "auto") */
+        dp.load_format = p->load_format && !strcmp(p->load_format, "dummy") ? "dummy" : "auto";
         dp.tensor_parallel_size = 1;
         st = kiln_model_files_open_drafter(&dp, dev, cfg, e->spec_k, &e->draft_mf);
         if (st) {

@@ -337,6 +337,21 @@ typedef struct kiln_stats {
     uint64_t spec_accepted_tokens_total;
     uint64_t spec_steps_total;
     bool fatal;
+    /* Wall time of the target model's forward (the executor call that
+     * returns logits or, on the GPU, the sampled token ids: it includes the
+     * device sync) by kind of step: any prefill in the batch; plain decode
+     * (no drafted tokens in the batch); verification (drafted tokens in the
+     * batch). Counts are steps; seconds are summed. */
+    uint64_t prefill_steps_total;
+    uint64_t decode_steps_total;
+    uint64_t verify_steps_total;
+    double prefill_forward_seconds_total;
+    double decode_forward_seconds_total;
+    double verify_forward_seconds_total;
+    /* Drafting (n-gram lookup or the draft model's forwards) in decode
+     * steps that speculate; draft_calls_total counts such steps. */
+    uint64_t draft_calls_total;
+    double draft_seconds_total;
 } kiln_stats;
 
 /* Thread-safe snapshot of counters. */

@@ -4,7 +4,9 @@
  * draft-model drafters, in batches mixing speculating and ordinary
  * requests, under preemption, and when speculation is toggled mid-run; a
  * drafter that always agrees (the target as its own draft) is accepted
- * every time, emitting k + 1 tokens per verification. */
+ * every time, emitting k + 1 tokens per verification, also with random
+ * (load format dummy) weights; the step-timing stats count prefill, plain
+ * decode and verification forwards and the drafting time. */
 #include "kiln.h"
 #include "kt.h"
 
@@ -179,6 +181,115 @@ KT_TEST(test_spec_preemption_and_toggle) {
     free_results(ref);
 }
 
+/* The per-kind step counters add up to steps_total; seconds are >= 0 and
+ * zero where no step of that kind ran. */
+static void check_step_stats(const kiln_stats *s, const char *what) {
+    KT_CHECKF(s->prefill_steps_total + s->decode_steps_total + s->verify_steps_total == s->steps_total,
+              "%s: %llu prefill + %llu decode + %llu verify != %llu steps", what,
+              (unsigned long long)s->prefill_steps_total, (unsigned long long)s->decode_steps_total,
+              (unsigned long long)s->verify_steps_total, (unsigned long long)s->steps_total);
+    KT_CHECKF(s->prefill_forward_seconds_total >= 0 && s->decode_forward_seconds_total >= 0 &&
+                  s->verify_forward_seconds_total >= 0 && s->draft_seconds_total >= 0,
+              "%s: negative time", what);
+    KT_CHECKF(s->prefill_steps_total || s->prefill_forward_seconds_total == 0, "%s: prefill time without steps", what);
+    KT_CHECKF(s->decode_steps_total || s->decode_forward_seconds_total == 0, "%s: decode time without steps", what);
+    KT_CHECKF(s->verify_steps_total || s->verify_forward_seconds_total == 0, "%s: verify time without steps", what);
+    KT_CHECKF(s->draft_calls_total || s->draft_seconds_total == 0, "%s: drafting time without calls", what);
+    fprintf(stderr, "  %s: prefill %llu (%.3f ms), decode %llu (%.3f ms), verify %llu (%.3f ms), draft %llu (%.3f ms)\n",
+            what, (unsigned long long)s->prefill_steps_total, s->prefill_forward_seconds_total * 1e3,
+            (unsigned long long)s->decode_steps_total, s->decode_forward_seconds_total * 1e3,
+            (unsigned long long)s->verify_steps_total, s->verify_forward_seconds_total * 1e3,
+            (unsigned long long)s->draft_calls_total, s->draft_seconds_total * 1e3);
+}
+
+KT_TEST(test_step_stats) {
+    make_prompts();
+    kiln_request one[NREQ];
+    kiln_result res;
+    kiln_stats s;
+    /* no speculation: one prefill, then plain decode steps only */
+    kiln_engine *e = make(NULL, NULL, 4, 0);
+    KT_REQUIRE(e);
+    requests(one, false);
+    one[0].sampling.max_tokens = 41;
+    KT_OK(kiln_engine_generate(e, &one[0], 1, &res));
+    kiln_result_free(&res);
+    kiln_engine_get_stats(e, &s);
+    check_step_stats(&s, "plain");
+    KT_CHECK(s.prefill_steps_total == 1 && s.decode_steps_total == 40 && s.verify_steps_total == 0);
+    KT_CHECK(s.prefill_forward_seconds_total > 0 && s.decode_forward_seconds_total > 0);
+    KT_CHECK(s.draft_calls_total == 0 && s.draft_seconds_total == 0);
+    kiln_engine_destroy(e);
+
+    /* the target drafting for itself: verification steps only, each drafted */
+    e = make("draft", MODEL, 4, 0);
+    KT_REQUIRE(e);
+    KT_OK(kiln_engine_generate(e, &one[0], 1, &res));
+    kiln_result_free(&res);
+    kiln_engine_get_stats(e, &s);
+    check_step_stats(&s, "self-draft");
+    KT_CHECK(s.prefill_steps_total == 1 && s.decode_steps_total == 0 && s.verify_steps_total == 8);
+    KT_CHECK(s.verify_forward_seconds_total > 0 && s.draft_calls_total == 8 && s.draft_seconds_total > 0);
+    /* speculation off at run time: plain steps again, no drafting */
+    KT_OK(kiln_engine_set_speculation(e, false));
+    KT_OK(kiln_engine_generate(e, &one[0], 1, &res));
+    kiln_result_free(&res);
+    kiln_engine_get_stats(e, &s);
+    check_step_stats(&s, "self-draft, speculation off");
+    KT_CHECK(s.prefill_steps_total == 2 && s.decode_steps_total == 40 && s.verify_steps_total == 8);
+    KT_CHECK(s.draft_calls_total == 8);
+    kiln_engine_destroy(e);
+
+    /* n-gram: a batch of six; every step is plain or verification, drafting
+     * is timed in the steps that speculate */
+    e = make("ngram", NULL, 4, 0);
+    KT_REQUIRE(e);
+    kiln_request r[NREQ];
+    kiln_result got[NREQ];
+    requests(r, false);
+    KT_OK(kiln_engine_generate(e, r, NREQ, got));
+    free_results(got);
+    kiln_engine_get_stats(e, &s);
+    check_step_stats(&s, "ngram");
+    KT_CHECK(s.prefill_steps_total >= 1 && s.verify_steps_total > 0 && s.draft_calls_total >= s.verify_steps_total);
+    kiln_engine_destroy(e);
+}
+
+/* Random (load format dummy) weights: the drafter inherits the load format,
+ * and its weights are the same function of tensor name and seed, so the
+ * model drafting for itself is always accepted. */
+KT_TEST(test_self_draft_dummy) {
+    make_prompts();
+    kiln_engine_params p;
+    kiln_engine_default_params(&p);
+    p.model = MODEL;
+    p.device = "cpu";
+    p.tokenizer = "none";
+    p.n_threads = 2;
+    p.load_format = "dummy";
+    p.speculative_method = "draft";
+    p.speculative_model = MODEL;
+    p.num_speculative_tokens = 4;
+    kiln_engine *e = NULL;
+    KT_OK(kiln_engine_create(&p, &e));
+    KT_REQUIRE(e);
+    kiln_request one[NREQ];
+    requests(one, false);
+    one[0].sampling.max_tokens = 41;
+    kiln_result res;
+    KT_OK(kiln_engine_generate(e, &one[0], 1, &res));
+    KT_CHECK(res.n_ids == 41);
+    kiln_result_free(&res);
+    kiln_stats s;
+    kiln_engine_get_stats(e, &s);
+    check_step_stats(&s, "dummy self-draft");
+    KT_CHECKF(s.spec_draft_tokens_total == 32 && s.spec_accepted_tokens_total == 32,
+              "dummy self-draft: drafted %llu accepted %llu", (unsigned long long)s.spec_draft_tokens_total,
+              (unsigned long long)s.spec_accepted_tokens_total);
+    KT_CHECK(s.verify_steps_total == 8 && s.decode_steps_total == 0);
+    kiln_engine_destroy(e);
+}
+
 KT_TEST(test_spec_errors) {
     kiln_engine_params p;
     kiln_engine_default_params(&p);
@@ -200,4 +311,4 @@ KT_TEST(test_spec_errors) {
 }
 
 KT_MAIN(KT_CASE(test_ngram_identical), KT_CASE(test_draft_model_identical), KT_CASE(test_spec_preemption_and_toggle),
-        KT_CASE(test_spec_errors))
+        KT_CASE(test_step_stats), KT_CASE(test_self_draft_dummy), KT_CASE(test_spec_errors))
