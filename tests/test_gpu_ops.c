@@ -515,6 +515,10 @@ static void run_attention(const attn_case *c) {
     }
     int max_blocks = (max_ctx + c->bs - 1) / c->bs, nb = max_blocks * c->n_seqs + 3;
     kiln_dtype kvdt = c->kv ? c->kv : c->dt;
+    if (getenv("KT_VERBOSE"))
+        fprintf(stderr, "  attention %s kv %s hd=%d nq=%d nkv=%d bs=%d window=%d force=%d seqs=%d max_q=%d max_ctx=%d\n",
+                kiln_dtype_name(c->dt), kiln_dtype_name(kvdt), c->hd, c->nq, c->nkv, c->bs, c->window, c->force,
+                c->n_seqs, max_q, max_ctx);
     size_t cbytes = kiln_kv_layout_init(&l, nb, c->bs, c->nkv, c->hd, kvdt);
     size_t ne = cbytes / kiln_dtype_size(kvdt);
     float *kf = NULL, *vf = NULL;
