@@ -238,11 +238,8 @@ static void op_ew(void *vc, int s) {
     const kiln_dtype b = KILN_DTYPE_BF16;
     kiln_gpu_rope_params rp = {128, 128, false, c->inv, 1.0f, 0, 0, 0, 0};
     switch (c->kind) {
-    case 0: CK(kiln_gpu_rmsnorm(gpu, st, c->out[s], c->x[s], c->w, b, b, b, c->T, c->D, 1e-5f)); break;
-    case 1: CK(kiln_gpu_add_rmsnorm(gpu, st, c->out[s], c->y[s], c->x[s], c->w, b, b, b, c->T, c->D, 1e-5f)); break;
-    case 6:
-        CK(kiln_gpu_add_rmsnorm(gpu, st, c->out[s], c->y[s], c->x[s], c->w, b, KILN_DTYPE_F32, b, c->T, c->D, 1e-5f));
-        break;
+    case 0: CK(kiln_gpu_rmsnorm(gpu, st, c->out[s], c->x[s], c->w, b, b, c->T, c->D, 1e-5f)); break;
+    case 1: CK(kiln_gpu_add_rmsnorm(gpu, st, c->out[s], c->y[s], c->x[s], c->w, b, b, c->T, c->D, 1e-5f)); break;
     case 2: CK(kiln_gpu_silu_mul(gpu, st, c->out[s], c->x[s], b, c->T, c->D)); break;
     case 3: CK(kiln_gpu_rope(gpu, st, c->x[s], b, 6144, c->pos, c->T, 32, 8, &rp)); break;
     case 4:
@@ -255,22 +252,20 @@ static void op_ew(void *vc, int s) {
 
 static void bench_elementwise(void) {
     const int T = 4096;
-    static const char *names[] = {"rmsnorm",  "add_rmsnorm",   "silu_mul",          "rope",
-                                  "kv_write", "rope_kv_write", "add_rmsnorm_f32res"};
-    for (int kind = 0; kind < 7; kind++) {
+    static const char *names[] = {"rmsnorm", "add_rmsnorm", "silu_mul", "rope", "kv_write", "rope_kv_write"};
+    for (int kind = 0; kind < 6; kind++) {
         if (!want(names[kind])) continue;
         ew_ctx c;
         memset(&c, 0, sizeof c);
         c.kind = kind;
         c.T = T;
         c.D = kind == 2 ? 14336 : 4096;
-        size_t xn = kind == 2 ? (size_t)T * 2 * 14336 : kind >= 3 && kind <= 5 ? (size_t)T * 6144 : (size_t)T * 4096;
+        size_t xn = kind == 2 ? (size_t)T * 2 * 14336 : kind >= 3 ? (size_t)T * 6144 : (size_t)T * 4096;
         size_t on = kind == 2 ? (size_t)T * 14336 : (size_t)T * 4096;
         for (int s = 0; s < NSETS; s++) {
             c.x[s] = drand(xn, KILN_DTYPE_BF16, 1);
-            if (kind <= 2 || kind == 6) CK(kiln_rt_malloc(dev, on * 2, &c.out[s]));
+            if (kind <= 2) CK(kiln_rt_malloc(dev, on * 2, &c.out[s]));
             if (kind == 1) c.y[s] = drand(on, KILN_DTYPE_BF16, 1);
-            if (kind == 6) c.y[s] = drand(on, KILN_DTYPE_F32, 1);
         }
         c.w = drand(4096, KILN_DTYPE_BF16, 1);
         int32_t *pos = malloc(4 * (size_t)T);
@@ -292,7 +287,6 @@ static void bench_elementwise(void) {
         switch (kind) {
         case 0: bytes = 2.0 * on * 2; snprintf(shape, sizeof shape, "4096x4096 bf16"); break;
         case 1: bytes = 4.0 * on * 2; snprintf(shape, sizeof shape, "4096x4096 bf16 (+residual)"); break;
-        case 6: bytes = 2.0 * on * 2 + 2.0 * on * 4; snprintf(shape, sizeof shape, "4096x4096 bf16 (+f32 residual)"); break;
         case 2: bytes = 3.0 * on * 2; snprintf(shape, sizeof shape, "4096x14336 bf16"); break;
         case 3: bytes = 2.0 * T * 5120 * 2; snprintf(shape, sizeof shape, "4096 tok, 32q+8k heads hd128"); break;
         case 4: bytes = 2.0 * T * 2048 * 2; snprintf(shape, sizeof shape, "4096 tok, 8 kv heads hd128"); break;
@@ -399,7 +393,7 @@ static void bench_sampling(void) {
 static void bench_jit(void) {
     char dir[] = "/tmp/kiln-bench-jit-XXXXXX";
     if (!mkdtemp(dir)) return;
-    kiln_jit_model m = {KILN_DTYPE_BF16, KILN_DTYPE_BF16, 128, 32, 8, 16, false, false, false, KILN_DTYPE_F32};
+    kiln_jit_model m = {KILN_DTYPE_BF16, KILN_DTYPE_BF16, 128, 32, 8, 16, false, false, false};
     kiln_jit_spec_list l;
     CK(kiln_jit_model_specs(&m, &l));
     kiln_jit_options o = {kiln_rt_device_get_info(dev)->arch, dir, NULL, false, 0};

@@ -79,12 +79,9 @@ int kiln_cmd_kernels(int argc, char **argv) {
         free(dir);
         kiln_jit_model m = {cfg.dtype == KILN_DTYPE_F16 ? KILN_DTYPE_F16 : KILN_DTYPE_BF16, KILN_DTYPE_INVALID,
                             cfg.head_dim, cfg.num_heads, cfg.num_kv_heads, block_size,
-                            cfg.hidden_act && strstr(cfg.hidden_act, "gelu"), false, false, KILN_DTYPE_INVALID};
+                            cfg.hidden_act && strstr(cfg.hidden_act, "gelu"), false, false};
         m.kv = !strcmp(kv, "auto") ? m.act : !strcmp(kv, "fp8") ? KILN_DTYPE_FP8_E4M3 : kiln_dtype_from_name(kv);
         m.kv_calib = m.kv == KILN_DTYPE_FP8_E4M3; /* what the engine prepares (start-up calibration) */
-        /* and the fp32 residual stream's kernels, unless KILN_RESIDUAL_FP32=0 (engine/cuda/exec_gpu.c) */
-        const char *res_env = getenv("KILN_RESIDUAL_FP32");
-        m.res = res_env && !strcmp(res_env, "0") ? m.act : KILN_DTYPE_F32;
         kiln_model_config_free(&cfg);
         kiln_jit_spec_list l;
         if (kiln_jit_model_specs(&m, &l) != KILN_OK) return cli_fail("kernels");

@@ -329,27 +329,6 @@ kiln_status kiln_program_check_checkpoint(const kiln_program *p, const kiln_chec
 static const char *sname(const kiln_program *p, int s) { return s >= 0 ? p->slots[s].name : "-"; }
 static const char *wname(const kiln_program *p, int w) { return w >= 0 ? p->weights[w].id : "-"; }
 
-bool kiln_program_residual_fp32_ok(const kiln_program *p, int r) {
-    bool accumulates = false;
-    for (int i = 0; i < p->n_ops; i++) {
-        const kiln_op *o = &p->ops[i];
-        bool d = o->dst == r, a = o->src == r, b = o->src2 == r, ok = false;
-        if (!d && !a && !b) continue;
-        if (o->custom >= 0) return false;
-        switch (o->kind) {
-        case KILN_OP_EMBED: ok = d && !a && !b; break;
-        case KILN_OP_RMSNORM: ok = a && !d && !b; break;
-        case KILN_OP_ADD_RMSNORM: ok = b && !a && !d; break;
-        case KILN_OP_ADD: ok = d && a && !b; break;
-        case KILN_OP_ALL_REDUCE: ok = a && !d && !b; break;
-        default: ok = false;
-        }
-        if (!ok) return false;
-        accumulates |= o->kind == KILN_OP_ADD_RMSNORM || o->kind == KILN_OP_ADD;
-    }
-    return accumulates;
-}
-
 kiln_status kiln_program_describe(const kiln_program *p, kiln_buf *b) {
     kiln_status st = KILN_OK;
     KILN_TRY(kiln_buf_printf(b, "plan: policy %s (%s), tp rank %d of %d, kv cache %s\n", p->policy_name,

@@ -161,16 +161,6 @@ void kiln_program_free(kiln_program *p);
 /* Check every weight part against the checkpoint (presence, shape, dtype). */
 kiln_status kiln_program_check_checkpoint(const kiln_program *p, const kiln_checkpoint *ck);
 
-/* May slot r, the residual stream, live in fp32 when activations are bf16 /
- * fp16 (the GPU executor)? It must accumulate the blocks' outputs (the
- * residual of an add_rmsnorm, or an add into its first operand), and every
- * op touching it must be a registry kernel that reads or writes an fp32
- * residual in that role: embed writes it, rmsnorm reads it, add_rmsnorm
- * updates it as its residual, add accumulates into it, all_reduce (of a
- * vocabulary-parallel embedding) sums it. Anything else (a GEMM reading it,
- * a policy kernel) keeps it in the activation dtype. */
-bool kiln_program_residual_fp32_ok(const kiln_program *p, int r);
-
 /* The plan and the program listing (the `kiln explain` golden). */
 kiln_status kiln_program_describe(const kiln_program *p, kiln_buf *out);
 

@@ -2,16 +2,11 @@
 // Semantics: engine/ops_cpu.h.
 //   kiln_silu_mul: out [T, I] = silu(x[:, 0:I]) * x[:, I:2I]     (x [T, 2I])
 //   kiln_gelu_mul: out [T, I] = gelu_tanh(x[:, 0:I]) * x[:, I:2I]
-//   kiln_add:      out [n] (RES) = a (RES) + b (ACT); RES (default ACT) is the
-//                  residual stream's dtype (fp32 under bf16 / fp16 activations)
+//   kiln_add:      out [n] = a + b
 // I must be a multiple of 16 / sizeof(ACT); grid-stride loops.
 #include "kiln_common.cuh"
 
-#ifndef RES
-#define RES ACT
-#endif
 typedef ACT act_t;
-typedef RES res_t;
 typedef vec16<act_t> V;
 
 template <int KIND>
@@ -41,8 +36,8 @@ __device__ __forceinline__ void glu(act_t *__restrict__ out, const act_t *__rest
 extern "C" __global__ void kiln_silu_mul(act_t *out, const act_t *x, int T, int I) { glu<0>(out, x, T, I); }
 extern "C" __global__ void kiln_gelu_mul(act_t *out, const act_t *x, int T, int I) { glu<1>(out, x, T, I); }
 
-extern "C" __global__ void kiln_add(res_t *out, const res_t *a, const act_t *b, i64 n) {
+extern "C" __global__ void kiln_add(act_t *out, const act_t *a, const act_t *b, i64 n) {
     const i64 stride = (i64)gridDim.x * blockDim.x;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-        out[i] = from_f32<res_t>(to_f32(a[i]) + to_f32(b[i]));
+        out[i] = from_f32<act_t>(to_f32(a[i]) + to_f32(b[i]));
 }

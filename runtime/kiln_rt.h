@@ -265,8 +265,6 @@ typedef struct kiln_jit_model {
     bool interleaved;    /* GPT-J style rotary pairs                          */
     bool kv_calib;       /* FP8: also the activation-dtype cache kernels that
                             start-up calibration runs (kv write, prefill)     */
-    kiln_dtype res;      /* residual stream: act (or 0), or F32: also the
-                            kernels that read / write an fp32 residual       */
 } kiln_jit_model;
 #define KILN_JIT_MAX_SPECS 32
 typedef struct kiln_jit_spec_list {

@@ -61,58 +61,6 @@ KT_TEST(test_builtin_llama) {
     kiln_program_free(p);
 }
 
-/* may the named slot live in fp32 (the GPU executor's residual stream)? */
-static bool res32(const kiln_program *p, const char *slot) {
-    for (int i = 0; i < p->n_slots; i++)
-        if (!strcmp(p->slots[i].name, slot)) return kiln_program_residual_fp32_ok(p, i);
-    return false;
-}
-
-/* The residual stream x is the one fp32-capable slot: fused (add_rmsnorm's
- * residual) or not (add into x), under tensor parallelism (all_reduce of the
- * embedding); a policy kernel or a GEMM reading x keeps it in the activation
- * dtype. */
-KT_TEST(test_residual_fp32_slots) {
-    kiln_program *p = NULL;
-    const char *opts[] = {NULL, "{\"fuse_residual_norm\": false}"};
-    for (int o = 0; o < 2; o++)
-        for (int tp = 1; tp <= 2; tp++) {
-            KT_OK(build(NULL, tp, opts[o], &p));
-            KT_CHECKF(res32(p, "x"), "options %s, tp %d", opts[o] ? opts[o] : "-", tp);
-            for (int i = 0; i < p->n_slots; i++)
-                KT_CHECKF(!strcmp(p->slots[i].name, "x") || !kiln_program_residual_fp32_ok(p, i), "slot %s",
-                          p->slots[i].name);
-            kiln_program_free(p);
-        }
-    /* a policy kernel replacing rmsnorm (which reads x) */
-    const char *f = policy_file(
-        "custom_res.lua",
-        "local K = require('kiln')\nreturn function(facts)\n"
-        "  local P = K.decoder(facts, {name='mine', names=K.llama_names()})\n"
-        "  local v = P:kernel{name = 'my_rmsnorm', entry = 'my_rmsnorm', replaces = 'rmsnorm',\n"
-        "           source = 'extern \"C\" __global__ void my_rmsnorm() {}'}\n"
-        "  for _, o in ipairs(P.program) do if o.op == 'rmsnorm' then o.variant = v end end\n"
-        "  return P:finish()\nend\n");
-    KT_OK(build(f, 1, NULL, &p));
-    KT_CHECK(!res32(p, "x"));
-    kiln_program_free(p);
-    /* a GEMM reading x (as GliDe's cross query does, after an add into x) */
-    f = policy_file(
-        "gemm_res.lua",
-        "local K = require('kiln')\nreturn function(facts)\n"
-        "  local function after(P, l)\n"
-        "    P:weight{ id = 'L' .. l .. '.extra', tensor = 'model.layers.' .. l .. '.self_attn.o_proj.weight',\n"
-        "              shape = { facts.config.hidden_size, facts.config.hidden_size } }\n"
-        "    P:op{ op = 'add', out = 'x', a = 'x', b = 'y', layer = l }\n"
-        "    P:op{ op = 'gemm', out = 'y', input = 'x', weight = 'L' .. l .. '.extra', layer = l }\n"
-        "  end\n"
-        "  local P = K.decoder(facts, {name='mine', names=K.llama_names(), after_attention = after})\n"
-        "  return P:finish()\nend\n");
-    KT_OK(build(f, 1, NULL, &p));
-    KT_CHECK(!res32(p, "x"));
-    kiln_program_free(p);
-}
-
 KT_TEST(test_tp_shards) {
     kiln_program *p = NULL;
     KT_OK(build(NULL, 2, NULL, &p));
@@ -229,5 +177,5 @@ KT_TEST(test_custom_kernel_and_facts) {
     kiln_program_free(p);
 }
 
-KT_MAIN(KT_CASE(test_builtin_llama), KT_CASE(test_residual_fp32_slots), KT_CASE(test_tp_shards), KT_CASE(test_policy_errors),
+KT_MAIN(KT_CASE(test_builtin_llama), KT_CASE(test_tp_shards), KT_CASE(test_policy_errors),
         KT_CASE(test_custom_kernel_and_facts))

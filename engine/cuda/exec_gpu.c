@@ -6,10 +6,7 @@
  *    (bf16/fp16), fused and sliced as the plan says, through double-buffered
  *    pinned staging copies that overlap reading the memory-mapped shards; a
  *    progress line on stderr. Load format "dummy": random weights.
- *  - activations: every slot planned once for the worst-case step, in the
- *    activation dtype, except the fp32 logits and the residual stream, kept
- *    in fp32 when every op touching it can (kiln_program_residual_fp32_ok;
- *    $KILN_RESIDUAL_FP32=0 keeps it in the activation dtype).
+ *  - activations: every slot planned once for the worst-case step.
  *  - KV cache: sized from free memory after weights and activations
  *    (gpu_memory_utilization), plus one scratch block for padded rows; in the
  *    activation dtype or FP8 (E4M3 / E5M2, twice the blocks), with FP8
@@ -245,24 +242,16 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
         int64_t rows = o->src >= 0 ? rows_of(p, o->src, T, n_out) : (o->dst >= 0 ? rows_of(p, o->dst, T, n_out) : 0);
         switch (o->kind) {
         case KILN_OP_EMBED:
-            KILN_TRY(kiln_gpu_embed(g, s, Dp, x->slot_dt[o->dst], D(x, tokens, int32_t), T, Wp, x->act, W->rows,
-                                    (int)W->cols, p->vocab_start));
+            KILN_TRY(kiln_gpu_embed(g, s, Dp, x->act, D(x, tokens, int32_t), T, Wp, x->act, W->rows, (int)W->cols,
+                                    p->vocab_start));
             break;
-        /* the residual stream's slot may be fp32 (kiln_program_residual_fp32_ok); the rest is act */
         case KILN_OP_RMSNORM:
-            KILN_TRY(kiln_gpu_rmsnorm(g, s, Dp, Sp, Wp, x->act, x->slot_dt[o->src], x->act, (int)rows, (int)dw,
-                                      o->eps));
+            KILN_TRY(kiln_gpu_rmsnorm(g, s, Dp, Sp, Wp, x->act, x->act, (int)rows, (int)dw, o->eps));
             break;
         case KILN_OP_ADD_RMSNORM:
-            KILN_TRY(kiln_gpu_add_rmsnorm(g, s, Dp, S2, Sp, Wp, x->act, x->slot_dt[o->src2], x->act, (int)rows,
-                                          (int)dw, o->eps));
+            KILN_TRY(kiln_gpu_add_rmsnorm(g, s, Dp, S2, Sp, Wp, x->act, x->act, (int)rows, (int)dw, o->eps));
             break;
-        case KILN_OP_ADD:
-            KILN_CHECK(x->slot_dt[o->src] == x->slot_dt[o->dst] && x->slot_dt[o->src2] == x->act, KILN_ERR_INTERNAL,
-                       "%s: add of %s + %s into %s", o->where, kiln_dtype_name(x->slot_dt[o->src]),
-                       kiln_dtype_name(x->slot_dt[o->src2]), kiln_dtype_name(x->slot_dt[o->dst]));
-            KILN_TRY(kiln_gpu_add(g, s, Dp, Sp, S2, x->act, x->slot_dt[o->dst], rows * dw));
-            break;
+        case KILN_OP_ADD: KILN_TRY(kiln_gpu_add(g, s, Dp, Sp, S2, x->act, rows * dw)); break;
         case KILN_OP_GEMM: {
             kiln_devptr bias = o->bias >= 0 ? x->w[o->bias] : 0;
             kiln_devptr dst = Dp + (kiln_devptr)((size_t)o->dst_col * kiln_dtype_size(x->slot_dt[o->dst]));
@@ -827,24 +816,9 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     /* kernels for this model, compiled (or read from the disk cache) in parallel */
     kiln_gpu_params gp = {.max_sample_rows = cfg->max_out, .vocab = p->slots[p->logits_slot].width};
     KILN_TRY(kiln_gpu_create(x->dev, &gp, &x->g));
-    /* slot dtypes: logits stay fp32 for sampling (the logits slot, and the
-     * per-rank slot gathered into it under tensor parallelism); the residual
-     * stream is fp32 where every op touching it allows (program.h) */
-    x->slot_dt = calloc((size_t)p->n_slots, sizeof *x->slot_dt);
-    KILN_CHECK_ALLOC(x->slot_dt);
-    int logits_src = -1, n_res32 = 0;
-    for (int i = 0; i < p->n_ops; i++)
-        if (p->ops[i].kind == KILN_OP_ALL_GATHER && p->ops[i].dst == p->logits_slot) logits_src = p->ops[i].src;
-    const char *res_env = getenv("KILN_RESIDUAL_FP32");
-    const bool res32 = !(res_env && !strcmp(res_env, "0"));
-    for (int i = 0; i < p->n_slots; i++) {
-        x->slot_dt[i] = x->act;
-        if (i == p->logits_slot || i == logits_src) x->slot_dt[i] = KILN_DTYPE_F32;
-        else if (res32 && kiln_program_residual_fp32_ok(p, i)) x->slot_dt[i] = KILN_DTYPE_F32, n_res32++;
-    }
     kiln_jit_model jm = {.act = x->act, .kv = kvd, .head_dim = p->head_dim, .n_heads = 0,
                          .n_kv_heads = p->n_kv_heads, .block_size = cfg->block_size, .interleaved = p->rope_interleaved,
-                         .kv_calib = kvd == KILN_DTYPE_FP8_E4M3, .res = n_res32 ? KILN_DTYPE_F32 : x->act};
+                         .kv_calib = kvd == KILN_DTYPE_FP8_E4M3};
     for (int i = 0; i < p->n_ops; i++) {
         if (p->ops[i].kind == KILN_OP_ATTENTION) jm.n_heads = p->ops[i].n_heads;
         if (p->ops[i].kind == KILN_OP_GELU_MUL) jm.gelu = true;
@@ -862,22 +836,29 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     }
     double tj = kiln_now_sec();
     KILN_TRY(kiln_gpu_prepare(x->g, &jm));
-    KILN_INFO("kernels ready in %.2f s%s", kiln_now_sec() - tj, n_res32 ? " (residual stream in fp32)" : "");
+    KILN_INFO("kernels ready in %.2f s", kiln_now_sec() - tj);
 
     x->w = calloc((size_t)p->n_weights, sizeof *x->w);
     x->slot = calloc((size_t)p->n_slots, sizeof *x->slot);
+    x->slot_dt = calloc((size_t)p->n_slots, sizeof *x->slot_dt);
     x->kc = calloc((size_t)p->n_kv_layers, sizeof *x->kc);
     x->vc = calloc((size_t)p->n_kv_layers, sizeof *x->vc);
     x->layouts = calloc((size_t)p->n_kv_layers, sizeof *x->layouts);
     x->amax = calloc((size_t)p->n_kv_layers * 2 * (size_t)p->n_kv_heads, sizeof(float));
-    KILN_CHECK(x->w && x->slot && x->kc && x->vc && x->layouts && x->amax, KILN_ERR_OUT_OF_MEMORY,
+    KILN_CHECK(x->w && x->slot && x->slot_dt && x->kc && x->vc && x->layouts && x->amax, KILN_ERR_OUT_OF_MEMORY,
                "out of host memory");
     KILN_TRY(upload_weights(x));
 
     /* activations and step metadata, planned once */
     plan_meta(x);
     size_t act_bytes = x->mo.total + 4096;
+    /* logits stay fp32 for sampling: the logits slot, and the per-rank slot
+     * gathered into it under tensor parallelism */
+    int logits_src = -1;
+    for (int i = 0; i < p->n_ops; i++)
+        if (p->ops[i].kind == KILN_OP_ALL_GATHER && p->ops[i].dst == p->logits_slot) logits_src = p->ops[i].src;
     for (int i = 0; i < p->n_slots; i++) {
+        x->slot_dt[i] = (i == p->logits_slot || i == logits_src) ? KILN_DTYPE_F32 : x->act;
         int64_t rows = p->slots[i].per_out ? cfg->max_out : cfg->max_tokens;
         act_bytes += align256((size_t)(rows * p->slots[i].width) * kiln_dtype_size(x->slot_dt[i]));
     }

@@ -122,25 +122,15 @@ fail:
     return st;
 }
 
-/* res: act, or F32 with bf16 / fp16 activations (kernel_src/rmsnorm.cu RES) */
-static bool res_ok(kiln_dtype act, kiln_dtype res) {
-    return res == act || (res == KILN_DTYPE_F32 && (act == KILN_DTYPE_BF16 || act == KILN_DTYPE_F16));
-}
-
 static kiln_status norm(kiln_gpu *g, kiln_rt_stream *s, bool add, kiln_devptr out, kiln_devptr residual,
-                        kiln_devptr x, kiln_devptr w, kiln_dtype act, kiln_dtype res, kiln_dtype wdt, int rows,
-                        int dim, float eps) {
+                        kiln_devptr x, kiln_devptr w, kiln_dtype act, kiln_dtype wdt, int rows, int dim, float eps) {
     kiln_status st = KILN_OK;
     kiln_rt_func *f;
-    KILN_CHECK(act_ok(act) && act_ok(wdt) && res_ok(act, res), KILN_ERR_UNSUPPORTED,
-               "rmsnorm: %s with a %s residual and %s weights", dt(act), dt(res), dt(wdt));
+    KILN_CHECK(act_ok(act) && act_ok(wdt), KILN_ERR_UNSUPPORTED, "rmsnorm: %s with %s weights", dt(act), dt(wdt));
     int ve = vec_elems(act), nv = dim / ve;
-    /* 16-byte vectors of res per unit of ve elements: the warp path keeps
-     * 16 / nr units per lane (kernel_src/rmsnorm.cu MAXW / NR) */
-    int nr = (int)(kiln_dtype_size(res) / kiln_dtype_size(act));
     KILN_CHECK(dim % ve == 0, KILN_ERR_UNSUPPORTED, "rmsnorm: dim %d is not a multiple of %d", dim, ve);
     unsigned grid, threads;
-    if (nv <= 32 * (16 / nr)) { /* a warp per row (kernel_src/rmsnorm.cu MAXW) */
+    if (nv <= 32 * 16) { /* a warp per row (kernel_src/rmsnorm.cu MAXW) */
         threads = 256;
         grid = (unsigned)((rows + 7) / 8);
     } else {
@@ -148,7 +138,7 @@ static kiln_status norm(kiln_gpu *g, kiln_rt_stream *s, bool add, kiln_devptr ou
         KILN_CHECK(nv <= (int)threads * 8, KILN_ERR_UNSUPPORTED, "rmsnorm: dim %d too large", dim);
         grid = (unsigned)rows;
     }
-    KILN_TRY(get(g, add ? "add_rmsnorm" : "rmsnorm", &f, "ACT=%s RES=%s W=%s", dt(act), dt(res), dt(wdt)));
+    KILN_TRY(get(g, add ? "add_rmsnorm" : "rmsnorm", &f, "ACT=%s W=%s", dt(act), dt(wdt)));
     if (add) LAUNCH(f, grid, 1, 1, threads, 0, s, &out, &residual, &x, &w, &rows, &dim, &eps);
     else LAUNCH(f, grid, 1, 1, threads, 0, s, &out, &x, &w, &rows, &dim, &eps);
 fail:
@@ -156,14 +146,13 @@ fail:
 }
 
 kiln_status kiln_gpu_rmsnorm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_devptr w,
-                             kiln_dtype act, kiln_dtype res, kiln_dtype wdt, int rows, int dim, float eps) {
-    return norm(g, s, false, out, 0, x, w, act, res, wdt, rows, dim, eps);
+                             kiln_dtype act, kiln_dtype wdt, int rows, int dim, float eps) {
+    return norm(g, s, false, out, 0, x, w, act, wdt, rows, dim, eps);
 }
 
 kiln_status kiln_gpu_add_rmsnorm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr residual, kiln_devptr x,
-                                 kiln_devptr w, kiln_dtype act, kiln_dtype res, kiln_dtype wdt, int rows, int dim,
-                                 float eps) {
-    return norm(g, s, true, out, residual, x, w, act, res, wdt, rows, dim, eps);
+                                 kiln_devptr w, kiln_dtype act, kiln_dtype wdt, int rows, int dim, float eps) {
+    return norm(g, s, true, out, residual, x, w, act, wdt, rows, dim, eps);
 }
 
 kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
@@ -208,11 +197,11 @@ kiln_status kiln_gpu_gelu_mul(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, k
 }
 
 kiln_status kiln_gpu_add(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr a, kiln_devptr b,
-                         kiln_dtype act, kiln_dtype res, int64_t n) {
+                         kiln_dtype act, int64_t n) {
     kiln_status st = KILN_OK;
     kiln_rt_func *f;
-    KILN_CHECK(act_ok(act) && res_ok(act, res), KILN_ERR_UNSUPPORTED, "add: %s to a %s residual", dt(act), dt(res));
-    KILN_TRY(get(g, "add", &f, "ACT=%s RES=%s", dt(act), dt(res)));
+    KILN_CHECK(act_ok(act), KILN_ERR_UNSUPPORTED, "add: %s", dt(act));
+    KILN_TRY(get(g, "add", &f, "ACT=%s", dt(act)));
     LAUNCH(f, grid_for(n, 256), 1, 1, 256, 0, s, &out, &a, &b, &n);
 fail:
     return st;

@@ -44,20 +44,15 @@ kiln_rt_device *kiln_gpu_device(kiln_gpu *g);
 /* Compile and load, in parallel, every specialization a model needs. */
 kiln_status kiln_gpu_prepare(kiln_gpu *g, const kiln_jit_model *m);
 
-/* out[T, H] (act: the slot's dtype, fp32 for an fp32 residual stream) =
- * W[ids[t] - vocab_start] or 0 (kiln_cpu_embed). */
+/* out[T, H] (act) = W[ids[t] - vocab_start] or 0 (kiln_cpu_embed). */
 kiln_status kiln_gpu_embed(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_dtype act, kiln_devptr ids, int T,
                            kiln_devptr w, kiln_dtype wdt, int64_t V_local, int H, int64_t vocab_start);
-/* The residual stream (res) is act, or F32 under bf16 / fp16 activations.
- * out[rows, dim] (act) = rmsnorm(x (res)) * w; out may alias x when res ==
- * act. dim % (16 / size(act)) == 0. */
+/* out[rows, dim] = rmsnorm(x) * w; out may alias x. dim % (16 / size(act)) == 0. */
 kiln_status kiln_gpu_rmsnorm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_devptr w,
-                             kiln_dtype act, kiln_dtype res, kiln_dtype wdt, int rows, int dim, float eps);
-/* residual (res) += x (act); out (act) = rmsnorm(residual) * w (over the
- * residual as stored, rounded to res). */
+                             kiln_dtype act, kiln_dtype wdt, int rows, int dim, float eps);
+/* residual += x; out = rmsnorm(residual) * w (over residual as stored in act). */
 kiln_status kiln_gpu_add_rmsnorm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr residual, kiln_devptr x,
-                                 kiln_devptr w, kiln_dtype act, kiln_dtype res, kiln_dtype wdt, int rows, int dim,
-                                 float eps);
+                                 kiln_devptr w, kiln_dtype act, kiln_dtype wdt, int rows, int dim, float eps);
 /* out[M, N] (out_dt, row stride ldo >= N, 0: N) = x[M, K] @ W[N, K]^T (+ bias[N]
  * in out_dt); x, W in in_dt. cuBLASLt. */
 kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
@@ -68,9 +63,9 @@ kiln_status kiln_gpu_silu_mul(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, k
                               int I);
 kiln_status kiln_gpu_gelu_mul(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_dtype act, int T,
                               int I);
-/* out[n] (res) = a (res) + b (act); res is act, or F32 (residual stream). */
+/* out[n] = a + b. */
 kiln_status kiln_gpu_add(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr a, kiln_devptr b,
-                         kiln_dtype act, kiln_dtype res, int64_t n);
+                         kiln_dtype act, int64_t n);
 /* out[n, dim] = x[rows[i], :]; gather_last: out[n_seqs, dim] = x[qstart[s + 1] - 1, :]. */
 kiln_status kiln_gpu_gather_rows(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_dtype dt,
                                  kiln_devptr rows, int n, int dim);

@@ -3,10 +3,8 @@
 -- instead of kiln's (kernel_src/rmsnorm.cu). Use it with
 --     kiln generate --model DIR --policy policies/examples/llama_custom_rmsnorm.lua
 -- The kernel is compiled by NVRTC like kiln's own (cached on disk), with the
--- registry's defines (ACT, RES, W) and signature for "rmsnorm":
+-- registry's defines (ACT, W) and signature for "rmsnorm":
 --     (act_t *out, const act_t *x, const w_t *w, int rows, int dim, float eps)
--- (x is the residual stream; with a policy kernel reading it, the GPU keeps
--- it in ACT rather than fp32, so RES = ACT here)
 -- kiln launches it with blocks of warps; this version gives each warp one
 -- row and walks it with a lane stride, so it is correct for any launch kiln
 -- picks. On the CPU backend the reference RMSNorm runs instead.

@@ -23,13 +23,9 @@
     "ACT=bf16 HEAD_DIM=128 BLOCK_SIZE=16 GROUP=4 KV=fp8_e5m2;ACT=fp16 HEAD_DIM=64 BLOCK_SIZE=32 GROUP=1 KV=fp8_e4m3;" \
     "ACT=bf16 HEAD_DIM=16 BLOCK_SIZE=16 GROUP=2 KV=fp8_e5m2"
 
-#define NORM_EX                                                                                                \
-    "ACT=bf16 RES=bf16 W=bf16;ACT=fp16 RES=fp16 W=fp16;ACT=fp32 RES=fp32 W=fp32;ACT=bf16 RES=fp32 W=bf16;"       \
-    "ACT=fp16 RES=fp32 W=fp16"
-
 static const kiln_jit_kernel_def registry[] = {
     {"embed", "kernel_src/embed.cu", "kiln_embed", "ptr,ptr,i32,ptr,i64,i32,i64",
-     {{"ACT", ACT3}, {"W", ACT3}}, "ACT=bf16 W=bf16;ACT=fp16 W=fp16;ACT=fp32 W=bf16;ACT=fp32 W=fp16"},
+     {{"ACT", ACT3}, {"W", ACT3}}, "ACT=bf16 W=bf16;ACT=fp16 W=fp16;ACT=fp32 W=bf16"},
     {"gather_rows", "kernel_src/embed.cu", "kiln_gather_rows", "ptr,ptr,ptr,i32,i32", {{"ACT", ACT3}},
      "ACT=bf16;ACT=fp32"},
     {"gather_last", "kernel_src/embed.cu", "kiln_gather_last", "ptr,ptr,ptr,i32,i32", {{"ACT", ACT3}},
@@ -37,15 +33,13 @@ static const kiln_jit_kernel_def registry[] = {
     {"cast", "kernel_src/embed.cu", "kiln_cast", "ptr,ptr,i64", {{"SRC", CASTT}, {"DST", CASTT}},
      "SRC=bf16 DST=fp32;SRC=fp32 DST=bf16;SRC=fp32 DST=fp16;SRC=fp32 DST=fp8_e4m3;SRC=fp32 DST=fp8_e5m2;"
      "SRC=fp8_e4m3 DST=fp32;SRC=fp8_e5m2 DST=fp32"},
-    /* RES: the residual stream (rmsnorm's input, add_rmsnorm's residual): ACT, or fp32 under bf16 / fp16 */
-    {"rmsnorm", "kernel_src/rmsnorm.cu", "kiln_rmsnorm", "ptr,ptr,ptr,i32,i32,f32",
-     {{"ACT", ACT3}, {"RES", ACT3}, {"W", ACT3}}, NORM_EX},
+    {"rmsnorm", "kernel_src/rmsnorm.cu", "kiln_rmsnorm", "ptr,ptr,ptr,i32,i32,f32", {{"ACT", ACT3}, {"W", ACT3}},
+     "ACT=bf16 W=bf16;ACT=fp16 W=fp16;ACT=fp32 W=fp32"},
     {"add_rmsnorm", "kernel_src/rmsnorm.cu", "kiln_add_rmsnorm", "ptr,ptr,ptr,ptr,i32,i32,f32",
-     {{"ACT", ACT3}, {"RES", ACT3}, {"W", ACT3}}, NORM_EX},
+     {{"ACT", ACT3}, {"W", ACT3}}, "ACT=bf16 W=bf16;ACT=fp16 W=fp16;ACT=fp32 W=fp32"},
     {"silu_mul", "kernel_src/act.cu", "kiln_silu_mul", "ptr,ptr,i32,i32", {{"ACT", ACT3}}, "ACT=bf16;ACT=fp16"},
     {"gelu_mul", "kernel_src/act.cu", "kiln_gelu_mul", "ptr,ptr,i32,i32", {{"ACT", ACT3}}, "ACT=bf16;ACT=fp16"},
-    {"add", "kernel_src/act.cu", "kiln_add", "ptr,ptr,ptr,i64", {{"ACT", ACT3}, {"RES", ACT3}},
-     "ACT=bf16 RES=bf16;ACT=fp16 RES=fp16;ACT=bf16 RES=fp32;ACT=fp16 RES=fp32"},
+    {"add", "kernel_src/act.cu", "kiln_add", "ptr,ptr,ptr,i64", {{"ACT", ACT3}}, "ACT=bf16;ACT=fp16"},
     {"rope", "kernel_src/rope_kv.cu", "kiln_rope", "ptr,i64,ptr,i32,i32,i32,i32,i32,ptr,f32,ptr,i32,f32,f32,i32",
      {{"ACT", ACT3}, {"INTERLEAVED", "0|1"}}, "ACT=bf16 INTERLEAVED=0;ACT=fp16 INTERLEAVED=1"},
     {"kv_write", "kernel_src/rope_kv.cu", "kiln_kv_write", "ptr,ptr,ptr,ptr,i64,ptr,i32,i32,i32,i32,f32,f32,i32,ptr",
@@ -197,9 +191,6 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
                "head_dim %d is not a multiple of 8", m->head_dim);
     KILN_CHECK(m->n_kv_heads > 0 && m->n_heads % m->n_kv_heads == 0, KILN_ERR_UNSUPPORTED,
                "%d query heads do not divide into %d KV heads", m->n_heads, m->n_kv_heads);
-    KILN_CHECK(!m->res || m->res == m->act || m->res == KILN_DTYPE_F32, KILN_ERR_UNSUPPORTED,
-               "a %s residual stream with %s activations (the residual is the activation dtype or fp32)",
-               kiln_dtype_name(m->res), kiln_dtype_name(m->act));
     const char *a = kiln_dtype_name(m->act);
     const char *kv = kiln_dtype_name(m->kv ? m->kv : m->act);
     KILN_CHECK(!m->kv || m->kv == m->act || m->kv == KILN_DTYPE_FP8_E4M3 || m->kv == KILN_DTYPE_FP8_E5M2,
@@ -214,17 +205,10 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
         for (int o = 0; o < 2; o++)
             KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d", a, o ? "fp32" : a, mm,
                               KILN_GEMV_ROWS_DEFAULT, KILN_GEMV_UNROLL_DEFAULT));
-    KILN_TRY(add_spec(l, "rmsnorm", "ACT=%s RES=%s W=%s", a, a, a));
-    KILN_TRY(add_spec(l, "add_rmsnorm", "ACT=%s RES=%s W=%s", a, a, a));
+    KILN_TRY(add_spec(l, "rmsnorm", "ACT=%s W=%s", a, a));
+    KILN_TRY(add_spec(l, "add_rmsnorm", "ACT=%s W=%s", a, a));
     KILN_TRY(add_spec(l, m->gelu ? "gelu_mul" : "silu_mul", "ACT=%s", a));
-    KILN_TRY(add_spec(l, "add", "ACT=%s RES=%s", a, a));
-    if (m->res && m->res != m->act) { /* an fp32 residual stream (the ACT kernels serve slots that fall back) */
-        const char *r = kiln_dtype_name(m->res);
-        KILN_TRY(add_spec(l, "embed", "ACT=%s W=%s", r, a));
-        KILN_TRY(add_spec(l, "rmsnorm", "ACT=%s RES=%s W=%s", a, r, a));
-        KILN_TRY(add_spec(l, "add_rmsnorm", "ACT=%s RES=%s W=%s", a, r, a));
-        KILN_TRY(add_spec(l, "add", "ACT=%s RES=%s", a, r));
-    }
+    KILN_TRY(add_spec(l, "add", "ACT=%s", a));
     KILN_TRY(add_spec(l, "rope", "ACT=%s INTERLEAVED=%d", a, m->interleaved ? 1 : 0));
     KILN_TRY(add_spec(l, "kv_write", "ACT=%s KV=%s", a, kv));
     KILN_TRY(add_spec(l, "rope_kv_write", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, kv));
