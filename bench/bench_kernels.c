@@ -425,7 +425,7 @@ int main(int argc, char **argv) {
     CK(kiln_rt_stream_create(dev, &st));
     CK(kiln_rt_event_create(dev, true, &e0));
     CK(kiln_rt_event_create(dev, true, &e1));
-    kiln_gpu_params gp = {0};
+    kiln_gpu_params gp = {.gemv_max_m = -1}; /* the gemm rows are cuBLASLt; the gemv rows set their own */
     gp.max_sample_rows = 64;
     gp.vocab = 128256;
     CK(kiln_gpu_create(dev, &gp, &gpu));

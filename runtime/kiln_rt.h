@@ -189,9 +189,14 @@ typedef struct kiln_jit_kernel_def {
     const char *examples;
 } kiln_jit_kernel_def;
 
-/* The small-M GEMV's default tiling (kernel_src/gemv.cu ROWS, UNROLL):
- * engine/cuda/ops_gpu.c launches it, the model kernel set warms it. */
-#define KILN_GEMV_ROWS_DEFAULT 2
+/* The small-M GEMV (kernel_src/gemv.cu): used for M <= MAX_M, in the
+ * tiling ROWS x UNROLL; engine/cuda/ops_gpu.c launches it, the model kernel
+ * set warms it. Measured on the H200 (bench/RESULTS.md): at M = 1 rows 1 x
+ * unroll 4 beats cuBLASLt on the Llama-3-8B projections (qkv 76 vs 67% of
+ * copy, o 67 vs 52%, gate_up 97 vs 93%, down 83 vs 83%); at M >= 4 it is
+ * 2-4x slower than cuBLASLt, so it stays at M = 1. */
+#define KILN_GEMV_MAX_M_DEFAULT 1
+#define KILN_GEMV_ROWS_DEFAULT 1
 #define KILN_GEMV_UNROLL_DEFAULT 4
 
 /* The registry (static). */

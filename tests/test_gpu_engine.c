@@ -85,6 +85,12 @@ static void run_model(const char *model) {
     kiln_engine_destroy(e);
 }
 
+/* scratch files (the build directory need not exist where the GPU tests run) */
+static const char *tmp_dir(void) {
+    const char *t = getenv("TMPDIR");
+    return t && *t ? t : "/tmp";
+}
+
 KT_TEST(test_gpu_llama3_gqa) { run_model("llama3-gqa"); }
 KT_TEST(test_gpu_llama2_mha) { run_model("llama2-mha"); }
 KT_TEST(test_gpu_llama_linear) { run_model("llama-linear"); }
@@ -402,7 +408,7 @@ static void fp8_model(const char *model) {
         if (v == 0) {
             /* the CPU: its own calibration, and its FP8 emulation given the GPU's scales */
             char path[600];
-            snprintf(path, sizeof path, "%s/fp8_gpu_scales_%s.json", KT_BINARY_DIR, model);
+            snprintf(path, sizeof path, "%s/fp8_gpu_scales_%s.json", tmp_dir(), model);
             scales_file(e, path);
             kiln_engine *cf = fp8_engine(model, "cpu", "fp32", NULL, false);
             kiln_engine *c8 = fp8_engine(model, "cpu", "fp8_e4m3", path, false);
@@ -455,7 +461,7 @@ KT_TEST(test_gpu_fp8_graphs_capacity) {
         kiln_engine *eg = fp8_engine("llama3-hd128", "cuda", kvs[v], v ? NULL : "calibrate", false);
         KT_REQUIRE(eg);
         char path[600];
-        snprintf(path, sizeof path, "%s/fp8_graph_scales.json", KT_BINARY_DIR);
+        snprintf(path, sizeof path, "%s/fp8_graph_scales.json", tmp_dir());
         if (!v) scales_file(eg, path);
         kiln_engine *ee = fp8_engine("llama3-hd128", "cuda", kvs[v], v ? NULL : path, true);
         KT_REQUIRE(ee);

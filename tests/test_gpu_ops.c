@@ -40,7 +40,7 @@ static bool setup(void) {
         no_gpu = true;
         return false;
     }
-    kiln_gpu_params p = {0};
+    kiln_gpu_params p = {.gemv_max_m = -1}; /* cuBLASLt for every M here; test_gemv runs the GEMV */
     p.max_sample_rows = 64;
     p.vocab = 131072;
     if (kiln_rt_device_open(0, &dev) || kiln_rt_stream_create(dev, &st) || kiln_gpu_create(dev, &p, &gpu)) {

@@ -32,8 +32,9 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->blas_ws_bytes = p && p->blas_workspace ? p->blas_workspace : (size_t)32 << 20;
     g->max_rows = p && p->max_sample_rows > 0 ? p->max_sample_rows : 256;
     g->vocab = p && p->vocab > 0 ? p->vocab : 131072;
-    g->gemv_max_m = p && p->gemv_max_m > 0 ? p->gemv_max_m : 0;
-    if (!g->gemv_max_m && getenv("KILN_GEMV_MAX_M")) g->gemv_max_m = atoi(getenv("KILN_GEMV_MAX_M"));
+    g->gemv_max_m = p && p->gemv_max_m != 0 ? p->gemv_max_m : KILN_GEMV_MAX_M_DEFAULT;
+    if (!(p && p->gemv_max_m) && getenv("KILN_GEMV_MAX_M")) g->gemv_max_m = atoi(getenv("KILN_GEMV_MAX_M"));
+    if (g->gemv_max_m < 0) g->gemv_max_m = 0;
     if (g->gemv_max_m > 8) g->gemv_max_m = 8; /* kernel_src/gemv.cu MAXM */
     g->gemv_rows = p && p->gemv_rows > 0 ? p->gemv_rows : 0;
     if (!g->gemv_rows && getenv("KILN_GEMV_ROWS")) g->gemv_rows = atoi(getenv("KILN_GEMV_ROWS"));

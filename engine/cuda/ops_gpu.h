@@ -29,8 +29,8 @@ typedef struct kiln_gpu_params {
     int vocab;               /* vocabulary size for sampling scratch (0: 131072)    */
     const kiln_jit_options *jit; /* NULL: device arch, env dirs                      */
     int gemv_max_m;          /* GEMMs with M <= this use kernel_src/gemv.cu instead of
-                                cuBLASLt (0: $KILN_GEMV_MAX_M, default 0 = off until
-                                measured faster)                                     */
+                                cuBLASLt (0: $KILN_GEMV_MAX_M, else
+                                KILN_GEMV_MAX_M_DEFAULT = 1; negative: never)     */
     int gemv_rows, gemv_unroll; /* its W rows per warp (1|2|4) and 16-byte loads per
                                 row in flight (2|4|8); 0: $KILN_GEMV_ROWS /
                                 $KILN_GEMV_UNROLL, default 2 and 4               */
