@@ -56,6 +56,18 @@ typedef struct srv {
     pthread_t engine_thread;
     bool engine_running;
 
+    /* waking connection threads (engine_loop.c): stream callbacks queue
+     * their call here (no syscall on the engine thread); after each engine
+     * step the waker thread broadcasts each queued call's cv, overlapping
+     * the next step */
+    pthread_mutex_t wmu;
+    pthread_cond_t wcv;
+    srv_call **wl;      /* queued calls, each holding a reference       */
+    int wl_n, wl_cap;
+    bool wl_go, wl_quit;
+    pthread_t waker;
+    bool waker_running;
+
     struct MHD_Daemon *mhd;
     int port;
 
@@ -118,6 +130,7 @@ struct srv_call {
     char error_msg[512]; /* first engine error message             */
     srv_call *prev, *next; /* srv.active list, under srv.mu     */
     bool listed;
+    bool wake_queued; /* in srv.wl, under mu                          */
 
     /* fixed after admission */
     api_request req;
