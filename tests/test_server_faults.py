@@ -163,7 +163,11 @@ def test_disconnects():
 
 # -------------------------------------------------------------------- 14
 def test_slow_reader():
-    with Server("--send-timeout", "1", "--stream-buffer-size", "64K", "--socket-send-buffer", "4096",
+    # 480 events of ~230 queued bytes (20 logprobs) = ~108K in all; with a 16K
+    # limit the abort cannot be dodged by where the reader's last drain falls
+    # (a 64K limit could be: a drain of ~190 events just before the socket
+    # stalled left ~63K to queue, and the request finished under the limit)
+    with Server("--send-timeout", "1", "--stream-buffer-size", "16K", "--socket-send-buffer", "4096",
                 "--timeout", "3") as s:
         s.post("/v1/completions", body(max_tokens=2))
         time.sleep(0.1)
