@@ -391,6 +391,15 @@ KILN_API kiln_status kiln_explain(const kiln_engine_params *params, char **out);
  * speculative method). Thread-safe; takes effect at the next step. */
 KILN_API kiln_status kiln_engine_set_speculation(kiln_engine *e, bool enabled);
 
+/* Speculative decoding as configured and as switched now. */
+typedef struct kiln_speculation_info {
+    const char *method;          /* "none", "ngram", "draft" or "glide" (static) */
+    int num_speculative_tokens;  /* k; 0 without a method                         */
+    bool enabled;                /* drafting at the next step                     */
+} kiln_speculation_info;
+/* Thread-safe. */
+KILN_API void kiln_engine_speculation_info(kiln_engine *e, kiln_speculation_info *info);
+
 #ifdef __cplusplus
 }
 #endif

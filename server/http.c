@@ -164,6 +164,48 @@ static enum MHD_Result handle_engine_check(srv *s, struct MHD_Connection *conn) 
     return r;
 }
 
+/* GET /admin/speculation: the speculative decoding state and counters;
+ * POST {"enabled": true|false} switches drafting at the next engine step
+ * (the engine keeps its drafter and caches: no re-initialisation). */
+static enum MHD_Result handle_speculation(srv *s, struct MHD_Connection *conn, const char *body, size_t len) {
+    kiln_speculation_info si;
+    kiln_engine_speculation_info(s->eng, &si);
+    if (body) {
+        json_error_t je;
+        json_t *in = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+        json_t *en = json_is_object(in) ? json_object_get(in, "enabled") : NULL;
+        bool ok = json_is_boolean(en), want = ok && json_is_true(en);
+        json_decref(in);
+        if (!ok)
+            return fail(conn, 400, "enabled", "invalid_type",
+                        "the body must be a JSON object with a boolean \"enabled\"");
+        if (!strcmp(si.method, "none"))
+            return fail(conn, 400, "enabled", "speculation_unavailable",
+                        "the server was started without speculative decoding (--speculative-method)");
+        if (kiln_engine_set_speculation(s->eng, want) != KILN_OK)
+            return fail(conn, 500, NULL, NULL, kiln_last_error());
+        kiln_engine_speculation_info(s->eng, &si);
+    }
+    kiln_stats st;
+    kiln_engine_get_stats(s->eng, &st);
+    json_t *o = json_object();
+    json_object_set_new(o, "method", json_string(si.method));
+    json_object_set_new(o, "enabled", json_boolean(si.enabled));
+    json_object_set_new(o, "num_speculative_tokens", json_integer(si.num_speculative_tokens));
+    json_object_set_new(o, "draft_tokens_total", json_integer((json_int_t)st.spec_draft_tokens_total));
+    json_object_set_new(o, "accepted_tokens_total", json_integer((json_int_t)st.spec_accepted_tokens_total));
+    json_object_set_new(o, "verification_steps_total", json_integer((json_int_t)st.spec_steps_total));
+    json_object_set_new(o, "acceptance_rate",
+                        json_real(st.spec_draft_tokens_total
+                                      ? (double)st.spec_accepted_tokens_total / (double)st.spec_draft_tokens_total
+                                      : 0.0));
+    char *j = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    enum MHD_Result r = srv_respond_json(conn, 200, j, NULL, NULL);
+    free(j);
+    return r;
+}
+
 static enum MHD_Result handle_models(srv *s, struct MHD_Connection *conn) {
     json_t *o = json_object(), *data = json_array(), *m = json_object();
     json_object_set_new(m, "id", json_string(s->served_name));
@@ -238,7 +280,7 @@ static enum MHD_Result handle_metrics(srv *s, struct MHD_Connection *conn) {
 /* --------------------------------------------------------------- routing */
 
 enum { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_PING, R_ENGINE_CHECK, R_METRICS, R_TOKENIZE,
-       R_DETOKENIZE, R_VERSION };
+       R_DETOKENIZE, R_VERSION, R_SPECULATION };
 
 typedef struct route {
     const char *path;
@@ -259,6 +301,7 @@ static const route routes[] = {
     {"/tokenize", R_TOKENIZE, false, true, true},
     {"/detokenize", R_DETOKENIZE, false, true, true},
     {"/version", R_VERSION, true, false, true},
+    {"/admin/speculation", R_SPECULATION, true, true, true},
 };
 
 typedef struct conn_ctx {
@@ -303,6 +346,9 @@ static enum MHD_Result dispatch(srv *s, struct MHD_Connection *conn, conn_ctx *x
                  KILN_VERSION_PATCH);
         return srv_respond_json(conn, 200, v, NULL, NULL);
     }
+    case R_SPECULATION:
+        if (!strcmp(x->method, "GET")) return handle_speculation(s, conn, NULL, 0);
+        break;
     default: break;
     }
     /* POST routes */
@@ -316,6 +362,7 @@ static enum MHD_Result dispatch(srv *s, struct MHD_Connection *conn, conn_ctx *x
     case R_CHAT: return srv_handle_generate(s, conn, API_CHAT, body, x->body.len, &x->call);
     case R_TOKENIZE: return srv_handle_tokenize(s, conn, body, x->body.len);
     case R_DETOKENIZE: return srv_handle_detokenize(s, conn, body, x->body.len);
+    case R_SPECULATION: return handle_speculation(s, conn, body, x->body.len);
     default: return fail(conn, 500, NULL, NULL, "unrouted request");
     }
 }
