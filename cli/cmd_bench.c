@@ -270,8 +270,10 @@ int kiln_cmd_bench(int argc, char **argv) {
         double dec_ms = ms_per(sp.decode_s, sp.decode_steps), ver_ms = ms_per(sp.verify_s, sp.verify_steps);
         double pre_ms = ms_per(sp.prefill_s, sp.prefill_steps);
         double draft_ms = ms_per(sp.draft_s, sp.verify_steps), draft_call_ms = ms_per(sp.draft_s, sp.draft_calls);
-        const char *method = p.speculative_method ? p.speculative_method : "none";
-        int spec_k = p.speculative_method && strcmp(p.speculative_method, "none") ? p.num_speculative_tokens : 0;
+        kiln_speculation_info si;
+        kiln_engine_speculation_info(e, &si);
+        const char *method = si.method;
+        int spec_k = si.num_speculative_tokens;
         const char *ds = repeat ? "repeat" : synth ? "synthetic" : "random";
         if (json) {
             printf("{\"model\":\"%s\",\"device\":\"%s\",\"batch\":%d,\"input\":%d,\"output\":%d,\"prompts\":%d,"

@@ -900,12 +900,13 @@ kiln_status kiln_engine_set_speculation(kiln_engine *e, bool enabled) {
     return KILN_OK;
 }
 
+const char *const kiln_spec_method_names[KILN_SPEC_COUNT] = {"none", "ngram", "draft", "glide"};
+
 void kiln_engine_speculation_info(kiln_engine *e, kiln_speculation_info *info) {
-    static const char *names[] = {"none", "ngram", "draft", "glide"};
     memset(info, 0, sizeof *info);
-    info->method = "none";
+    info->method = kiln_spec_method_names[KILN_SPEC_NONE];
     if (!e) return;
-    info->method = names[e->spec_method];
+    info->method = kiln_spec_method_names[e->spec_method];
     info->num_speculative_tokens = e->spec_method == KILN_SPEC_NONE ? 0 : e->spec_k;
     info->enabled = e->spec_method != KILN_SPEC_NONE && atomic_load(&e->spec_on);
 }

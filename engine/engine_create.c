@@ -155,11 +155,12 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
     KILN_CHECK(p->tensor_parallel_size >= 1, KILN_ERR_INVALID_ARGUMENT, "tensor_parallel_size must be >= 1");
     KILN_CHECK(p->prefill_ratio >= 0, KILN_ERR_INVALID_ARGUMENT, "prefill_ratio must be >= 0");
     const char *sm = p->speculative_method;
-    if (!sm || !*sm || !strcmp(sm, "none")) e->spec_method = KILN_SPEC_NONE;
-    else if (!strcmp(sm, "ngram")) e->spec_method = KILN_SPEC_NGRAM;
-    else if (!strcmp(sm, "draft")) e->spec_method = KILN_SPEC_DRAFT;
-    else if (!strcmp(sm, "glide")) e->spec_method = KILN_SPEC_GLIDE;
-    else KILN_CHECK(false, KILN_ERR_INVALID_ARGUMENT, "unknown speculative method \"%s\" (none, draft, glide, ngram)", sm);
+    int method = sm && *sm ? -1 : KILN_SPEC_NONE;
+    for (int i = 0; i < KILN_SPEC_COUNT && method < 0; i++)
+        if (!strcmp(sm, kiln_spec_method_names[i])) method = i;
+    KILN_CHECK(method >= 0, KILN_ERR_INVALID_ARGUMENT, "unknown speculative method \"%s\" (none, draft, glide, ngram)",
+               sm);
+    e->spec_method = (kiln_spec_method)method;
     KILN_CHECK((e->spec_method != KILN_SPEC_DRAFT && e->spec_method != KILN_SPEC_GLIDE) || p->speculative_model,
                KILN_ERR_INVALID_ARGUMENT, "speculative method \"%s\" needs a speculative model (--speculative-model DIR)",
                sm);

@@ -69,7 +69,9 @@ typedef struct kiln_batch_buf {
 
 typedef enum { KILN_REQ_WAITING = 0, KILN_REQ_RUNNING, KILN_REQ_DONE } kiln_req_state;
 
-typedef enum { KILN_SPEC_NONE = 0, KILN_SPEC_NGRAM, KILN_SPEC_DRAFT, KILN_SPEC_GLIDE } kiln_spec_method;
+typedef enum { KILN_SPEC_NONE = 0, KILN_SPEC_NGRAM, KILN_SPEC_DRAFT, KILN_SPEC_GLIDE, KILN_SPEC_COUNT } kiln_spec_method;
+/* --speculative-method names, by kiln_spec_method (engine.c) */
+extern const char *const kiln_spec_method_names[KILN_SPEC_COUNT];
 
 typedef struct kiln_req {
     uint64_t id;

@@ -23,6 +23,14 @@ struct kiln_gpu {
     int gemv_max_m, gemv_rows, gemv_unroll;
 };
 
+/* A tuning knob: the parameter when set (non-zero), else $env when set,
+ * else the default. */
+static int knob(int param, const char *env, int def) {
+    if (param) return param;
+    const char *v = getenv(env);
+    return v && *v ? atoi(v) : def;
+}
+
 kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gpu **out) {
     kiln_status st = KILN_OK;
     kiln_gpu *g = calloc(1, sizeof *g);
@@ -32,15 +40,12 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->blas_ws_bytes = p && p->blas_workspace ? p->blas_workspace : (size_t)32 << 20;
     g->max_rows = p && p->max_sample_rows > 0 ? p->max_sample_rows : 256;
     g->vocab = p && p->vocab > 0 ? p->vocab : 131072;
-    g->gemv_max_m = p && p->gemv_max_m != 0 ? p->gemv_max_m : KILN_GEMV_MAX_M_DEFAULT;
-    if (!(p && p->gemv_max_m) && getenv("KILN_GEMV_MAX_M")) g->gemv_max_m = atoi(getenv("KILN_GEMV_MAX_M"));
+    g->gemv_max_m = knob(p ? p->gemv_max_m : 0, "KILN_GEMV_MAX_M", KILN_GEMV_MAX_M_DEFAULT);
     if (g->gemv_max_m < 0) g->gemv_max_m = 0;
     if (g->gemv_max_m > 8) g->gemv_max_m = 8; /* kernel_src/gemv.cu MAXM */
-    g->gemv_rows = p && p->gemv_rows > 0 ? p->gemv_rows : 0;
-    if (!g->gemv_rows && getenv("KILN_GEMV_ROWS")) g->gemv_rows = atoi(getenv("KILN_GEMV_ROWS"));
+    g->gemv_rows = knob(p ? p->gemv_rows : 0, "KILN_GEMV_ROWS", KILN_GEMV_ROWS_DEFAULT);
     if (g->gemv_rows != 1 && g->gemv_rows != 2 && g->gemv_rows != 4) g->gemv_rows = KILN_GEMV_ROWS_DEFAULT;
-    g->gemv_unroll = p && p->gemv_unroll > 0 ? p->gemv_unroll : 0;
-    if (!g->gemv_unroll && getenv("KILN_GEMV_UNROLL")) g->gemv_unroll = atoi(getenv("KILN_GEMV_UNROLL"));
+    g->gemv_unroll = knob(p ? p->gemv_unroll : 0, "KILN_GEMV_UNROLL", KILN_GEMV_UNROLL_DEFAULT);
     if (g->gemv_unroll != 2 && g->gemv_unroll != 4 && g->gemv_unroll != 8) g->gemv_unroll = KILN_GEMV_UNROLL_DEFAULT;
     if (g->gemv_rows * g->gemv_unroll > 16) g->gemv_unroll = 16 / g->gemv_rows; /* registers (no spills) */
     size_t sample_bytes = (size_t)g->max_rows * (size_t)g->vocab * 4;

@@ -33,7 +33,8 @@ typedef struct kiln_gpu_params {
                                 KILN_GEMV_MAX_M_DEFAULT = 1; negative: never)     */
     int gemv_rows, gemv_unroll; /* its W rows per warp (1|2|4) and 16-byte loads per
                                 row in flight (2|4|8); 0: $KILN_GEMV_ROWS /
-                                $KILN_GEMV_UNROLL, default 2 and 4               */
+                                $KILN_GEMV_UNROLL, else KILN_GEMV_ROWS_DEFAULT /
+                                KILN_GEMV_UNROLL_DEFAULT (runtime/kiln_rt.h)     */
 } kiln_gpu_params;
 
 kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gpu **out);

@@ -201,7 +201,9 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
                KILN_ERR_UNSUPPORTED, "an FP8 KV cache needs head_dim and block_size multiples of 16 (got %d, %d)",
                m->head_dim, bs);
     KILN_TRY(add_spec(l, "embed", "ACT=%s W=%s", a, a));
-    for (int mm = 1; mm <= 8; mm *= 2) /* kernel_src/gemv.cu MAXM buckets */
+    /* the MAXM buckets (kernel_src/gemv.cu) the default KILN_GEMV_MAX_M uses;
+     * a larger $KILN_GEMV_MAX_M compiles the others on first use */
+    for (int mm = 1; mm <= KILN_GEMV_MAX_M_DEFAULT; mm *= 2)
         for (int o = 0; o < 2; o++)
             KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d", a, o ? "fp32" : a, mm,
                               KILN_GEMV_ROWS_DEFAULT, KILN_GEMV_UNROLL_DEFAULT));
