@@ -45,69 +45,12 @@ static kiln_engine *make(const opts *o, const char *kv, const char *scales) {
     return e;
 }
 
-/* prefill, then steps decode steps appending feed[k] (NULL: argmax);
- * logits [(steps + 1), V] */
-static bool run_seq(kiln_engine *e, const int32_t *prompt, int np, const int32_t *feed, int steps, float *logits,
-                    int32_t *chosen) {
-    int V = e->vocab_size, total = np + steps;
-    kiln_kv_table t;
-    if (kiln_kv_table_init(&e->kv, &t) || !kiln_kv_grow(&e->kv, &t, total)) return false;
-    int32_t *toks = malloc(sizeof(int32_t) * (size_t)total), *pos = malloc(sizeof(int32_t) * (size_t)total),
-            *slots = malloc(sizeof(int32_t) * (size_t)total);
-    int32_t *tables = calloc((size_t)e->kv.max_blocks_per_seq, sizeof(int32_t));
-    memcpy(tables, t.blocks, sizeof(int32_t) * (size_t)t.n_blocks);
-    memcpy(toks, prompt, sizeof(int32_t) * (size_t)np);
-    for (int i = 0; i < total; i++) pos[i] = i, slots[i] = kiln_kv_slot(&e->kv, &t, i);
-    bool ok = true;
-    for (int k = 0; k <= steps && ok; k++) {
-        int p0 = k == 0 ? 0 : np + k - 1, n = k == 0 ? np : 1;
-        int32_t qs[2] = {0, n}, ctx[1] = {p0 + n}, o[1] = {n - 1};
-        kiln_batch b = {.n_tokens = n, .n_seqs = 1, .n_out = 1, .tokens = toks + p0, .positions = pos + p0,
-                        .qstart = qs, .ctx_len = ctx, .block_tables = tables, .max_blocks = e->kv.max_blocks_per_seq,
-                        .slots = slots + p0, .out_rows = o, .max_q_len = n, .max_ctx_len = p0 + n};
-        const float *l = NULL;
-        if (e->exec->vt->forward(e->exec, &b, &l) != KILN_OK) {
-            fprintf(stderr, "fp8_accuracy: forward: %s\n", kiln_last_error());
-            ok = false;
-            break;
-        }
-        memcpy(logits + (size_t)k * V, l, sizeof(float) * (size_t)V);
-        if (k < steps) {
-            int32_t tok = 0;
-            if (feed) tok = feed[k];
-            else
-                for (int i = 1; i < V; i++)
-                    if (l[i] > l[tok]) tok = i;
-            chosen[k] = tok;
-            toks[np + k] = tok;
-        }
-        fprintf(stderr, "\r  step %d/%d", k, steps);
-    }
-    fprintf(stderr, "\n");
-    kiln_kv_table_fini(&e->kv, &t);
-    free(toks), free(pos), free(slots), free(tables);
-    return ok;
-}
-
-static double rel_l2(const float *got, const float *ref, int n) {
-    double num = 0, den = 0;
-    for (int i = 0; i < n; i++) {
-        double d = (double)got[i] - ref[i];
-        num += d * d;
-        den += (double)ref[i] * ref[i];
-    }
-    return sqrt(num / den);
-}
-
-static double kl_div(const float *ref, const float *got, int V) {
-    double mr = -INFINITY, mg = -INFINITY, zr = 0, zg = 0, kl = 0;
-    for (int i = 0; i < V; i++) mr = fmax(mr, ref[i]), mg = fmax(mg, got[i]);
-    for (int i = 0; i < V; i++) zr += exp(ref[i] - mr), zg += exp(got[i] - mg);
-    for (int i = 0; i < V; i++) {
-        double lp = ref[i] - mr - log(zr), lq = got[i] - mg - log(zg);
-        kl += exp(lp) * (lp - lq);
-    }
-    return kl;
+/* one sequence with a progress line; 1 (and the error) on failure */
+static int eval(kiln_engine *e, const int32_t *prompt, int np, const int32_t *feed, int steps, float *logits,
+                int32_t *chosen) {
+    if (kiln_eval_sequence(e, prompt, np, feed, steps, logits, chosen, stderr) == KILN_OK) return 0;
+    fprintf(stderr, "fp8_accuracy: %s\n", kiln_last_error());
+    return 1;
 }
 
 int main(int argc, char **argv) {
@@ -145,7 +88,7 @@ int main(int argc, char **argv) {
     size_t per = (size_t)V * (size_t)(o.steps + 1);
     float *ref = malloc(sizeof(float) * per), *got = malloc(sizeof(float) * per);
     double t0 = kiln_now_sec();
-    if (!run_seq(e, prompt, o.prompt, NULL, o.steps, ref, greedy)) return 1;
+    if (eval(e, prompt, o.prompt, NULL, o.steps, ref, greedy)) return 1;
     kiln_model_info mi;
     kiln_engine_model_info(e, &mi);
     fprintf(stderr, "reference (%s KV on %s) in %.1f s\n", mi.kv_cache_dtype, mi.device, kiln_now_sec() - t0);
@@ -162,10 +105,10 @@ int main(int argc, char **argv) {
         if (!e) return 1;
         kiln_engine_model_info(e, &mi);
         snprintf(src[v], sizeof src[v], "%s", mi.kv_cache_scales);
-        if (!run_seq(e, prompt, o.prompt, greedy, o.steps, got, fed)) return 1;
-        rel[v] = rel_l2(got, ref, V);
+        if (eval(e, prompt, o.prompt, greedy, o.steps, got, fed)) return 1;
+        rel[v] = kiln_logits_rel_l2(got, ref, V);
         kl[v] = 0;
-        for (int k = 1; k <= o.steps; k++) kl[v] += kl_div(ref + (size_t)k * V, got + (size_t)k * V, V) / o.steps;
+        for (int k = 1; k <= o.steps; k++) kl[v] += kiln_logits_kl(ref + (size_t)k * V, got + (size_t)k * V, V) / o.steps;
         fprintf(stderr, "%s (scales: %s) in %.1f s\n", kvs[v], src[v], kiln_now_sec() - t0);
         kiln_engine_destroy(e);
     }

@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 
 #define KILN_MAX_STOP_STRINGS 16
 #define KILN_MAX_STOP_LEN 256
@@ -205,5 +206,17 @@ kiln_status kiln_spec_draft_propose(kiln_engine *e, kiln_req **seqs, const int32
                                     int stride);
 kiln_status kiln_batch_buf_init(kiln_batch_buf *b, int max_tokens, int max_seqs, int max_blocks);
 void kiln_batch_buf_free(kiln_batch_buf *b);
+
+/* eval.c: numerics checks (tests, bench/fp8_accuracy). One sequence straight
+ * through the executor, outside the scheduler: prefill prompt[np], then
+ * `steps` single-token decode steps appending feed[k] (NULL: the argmax).
+ * logits [(steps + 1), vocab_size]; chosen [steps] the appended tokens.
+ * progress: a "step k/steps" line per step (NULL: silent). */
+kiln_status kiln_eval_sequence(kiln_engine *e, const int32_t *prompt, int np, const int32_t *feed, int steps,
+                               float *logits, int32_t *chosen, FILE *progress);
+/* ||got - ref|| / ||ref|| in double; a non-finite element of got makes it infinite. */
+double kiln_logits_rel_l2(const float *got, const float *ref, int n);
+/* KL(softmax(ref) || softmax(got)) in double. */
+double kiln_logits_kl(const float *ref, const float *got, int V);
 
 #endif

@@ -110,15 +110,4 @@ static inline double kt_rel_max(const float *got, const float *ref, int n) {
     return md / mr;
 }
 
-/* ||got - ref|| / ||ref|| (METHOD.md's measure, for bf16 on the GPU) */
-static inline double kt_rel_l2(const float *got, const float *ref, int n) {
-    double d2 = 0, r2 = 0;
-    for (int k = 0; k < n; k++) {
-        double d = (double)got[k] - ref[k];
-        d2 += isnan(got[k]) ? INFINITY : d * d;
-        r2 += (double)ref[k] * ref[k];
-    }
-    return sqrt(d2 / r2);
-}
-
 #endif

@@ -86,75 +86,6 @@ static kiln_status make_engine(const char *dir, const eopts *o, kiln_engine **e)
     return kiln_engine_create(&p, e);
 }
 
-/* Prefill prompt, then `steps` decode steps appending feed[k] (NULL: the
- * argmax). logits [(steps + 1), V]; chosen [steps] the appended tokens. */
-static bool run_seq(kiln_engine *e, const int32_t *prompt, int np, const int32_t *feed, int steps, float *logits,
-                    int32_t *chosen) {
-    int V = e->vocab_size, total = np + steps;
-    kiln_kv_table t;
-    if (kiln_kv_table_init(&e->kv, &t) || !kiln_kv_grow(&e->kv, &t, total)) return false;
-    int32_t *toks = malloc(sizeof(int32_t) * (size_t)total), *pos = malloc(sizeof(int32_t) * (size_t)total),
-            *slots = malloc(sizeof(int32_t) * (size_t)total);
-    int32_t *tables = calloc((size_t)e->kv.max_blocks_per_seq, sizeof(int32_t));
-    memcpy(tables, t.blocks, sizeof(int32_t) * (size_t)t.n_blocks);
-    memcpy(toks, prompt, sizeof(int32_t) * (size_t)np);
-    for (int i = 0; i < total; i++) {
-        pos[i] = i;
-        slots[i] = kiln_kv_slot(&e->kv, &t, i);
-    }
-    bool ok = true;
-    for (int k = 0; k <= steps && ok; k++) {
-        int p0 = k == 0 ? 0 : np + k - 1, n = k == 0 ? np : 1;
-        int32_t qstart[2] = {0, n}, ctx[1] = {p0 + n}, out_row[1] = {n - 1};
-        kiln_batch b = {.n_tokens = n, .n_seqs = 1, .n_out = 1, .tokens = toks + p0, .positions = pos + p0,
-                        .qstart = qstart, .ctx_len = ctx, .block_tables = tables,
-                        .max_blocks = e->kv.max_blocks_per_seq, .slots = slots + p0, .out_rows = out_row,
-                        .max_q_len = n, .max_ctx_len = p0 + n};
-        const float *lg = NULL;
-        if (e->exec->vt->forward(e->exec, &b, &lg) != KILN_OK) {
-            fprintf(stderr, "  forward: %s\n", kiln_last_error());
-            ok = false;
-            break;
-        }
-        memcpy(logits + (size_t)k * V, lg, sizeof(float) * (size_t)V);
-        if (k < steps) {
-            int32_t tok = 0;
-            if (feed) tok = feed[k];
-            else
-                for (int i = 1; i < V; i++)
-                    if (lg[i] > lg[tok]) tok = i;
-            chosen[k] = tok;
-            toks[np + k] = tok;
-        }
-    }
-    kiln_kv_table_fini(&e->kv, &t);
-    free(toks), free(pos), free(slots), free(tables);
-    return ok;
-}
-
-static double rel_l2(const float *got, const float *ref, int n) {
-    double num = 0, den = 0;
-    for (int i = 0; i < n; i++) {
-        double d = (double)got[i] - ref[i];
-        num += d * d;
-        den += (double)ref[i] * ref[i];
-    }
-    return sqrt(num / den);
-}
-
-/* KL(softmax(ref) || softmax(got)) in double */
-static double kl_div(const float *ref, const float *got, int V) {
-    double mr = -INFINITY, mg = -INFINITY, zr = 0, zg = 0;
-    for (int i = 0; i < V; i++) mr = fmax(mr, ref[i]), mg = fmax(mg, got[i]);
-    for (int i = 0; i < V; i++) zr += exp(ref[i] - mr), zg += exp(got[i] - mg);
-    double lzr = log(zr) + mr, lzg = log(zg) + mg, kl = 0;
-    for (int i = 0; i < V; i++) {
-        double lp = ref[i] - lzr, lq = got[i] - lzg;
-        kl += exp(lp) * (lp - lq);
-    }
-    return kl;
-}
-
 /* the golden prompts of a model (tests/data/golden/<name>.json) */
 static int load_prompts(const char *model, int32_t **prompts, int *lens, int max) {
     char *path = kiln_asprintf("%s/golden/%s.json", KT_DATA, model);
@@ -320,8 +251,8 @@ static void accuracy_model(const char *model, acc_row *row) {
     float *rl = malloc(sizeof(float) * (size_t)V * (STEPS + 1)), *gl = malloc(sizeof(float) * (size_t)V * (STEPS + 1));
     float *first = malloc(sizeof(float) * (size_t)V * (size_t)np);
     int32_t greedy[STEPS], fed[STEPS];
-    for (int i = 0; i < np; i++) KT_REQUIRE(run_seq(ref, prompts[i], lens[i], NULL, 0, first + (size_t)i * V, NULL));
-    KT_REQUIRE(run_seq(ref, prompts[longest], lens[longest], NULL, STEPS, rl, greedy));
+    for (int i = 0; i < np; i++) KT_OK(kiln_eval_sequence(ref, prompts[i], lens[i], NULL, 0, first + (size_t)i * V, NULL, NULL));
+    KT_OK(kiln_eval_sequence(ref, prompts[longest], lens[longest], NULL, STEPS, rl, greedy, NULL));
     kiln_engine_destroy(ref);
     const char *dts[3] = {"bf16", "fp8_e4m3", "fp8_e5m2"};
     for (int v = 0; v < 3; v++) {
@@ -330,12 +261,12 @@ static void accuracy_model(const char *model, acc_row *row) {
         KT_OK(make_engine(dir, &o, &e));
         double rel = 0;
         for (int i = 0; i < np; i++) {
-            KT_REQUIRE(run_seq(e, prompts[i], lens[i], NULL, 0, gl, NULL));
-            rel += rel_l2(gl, first + (size_t)i * V, V) / np;
+            KT_OK(kiln_eval_sequence(e, prompts[i], lens[i], NULL, 0, gl, NULL, NULL));
+            rel += kiln_logits_rel_l2(gl, first + (size_t)i * V, V) / np;
         }
-        KT_REQUIRE(run_seq(e, prompts[longest], lens[longest], greedy, STEPS, gl, fed));
+        KT_OK(kiln_eval_sequence(e, prompts[longest], lens[longest], greedy, STEPS, gl, fed, NULL));
         double kl = 0;
-        for (int k = 1; k <= STEPS; k++) kl += kl_div(rl + (size_t)k * V, gl + (size_t)k * V, V) / STEPS;
+        for (int k = 1; k <= STEPS; k++) kl += kiln_logits_kl(rl + (size_t)k * V, gl + (size_t)k * V, V) / STEPS;
         row->rel[v] = rel;
         row->kl[v] = kl;
         kiln_engine_destroy(e);
@@ -452,7 +383,7 @@ static char *scaled_checkpoint(const char *name, const st_tensor *t, int n) {
 static bool first_logits(kiln_engine *e, float *out) {
     int32_t prompt[40];
     for (int i = 0; i < 40; i++) prompt[i] = 5 + (i * 37) % 500;
-    return run_seq(e, prompt, 40, NULL, 0, out, NULL);
+    return kiln_eval_sequence(e, prompt, 40, NULL, 0, out, NULL, NULL) == KILN_OK;
 }
 
 static float sc(const kiln_engine *e, int layer, int which, int head) {
@@ -493,7 +424,7 @@ static void tensor_parallel(const char *ckpt, kiln_engine *ref) {
         KT_CHECKF(kiln_kv_scale(l1, 0, 0) == sc(ref, 1, 0, 0) && kiln_kv_scale(l1, 1, 0) == sc(ref, 1, 1, 0),
                   "tp %d rank 0 layer 1: k %g v %g", tp, (double)kiln_kv_scale(l1, 0, 0), (double)kiln_kv_scale(l1, 1, 0));
         KT_REQUIRE(first_logits(e, got));
-        double rel = rel_l2(got, want, 512);
+        double rel = kiln_logits_rel_l2(got, want, 512);
         /* measured 4e-7 (TP 2) and 2.5e-5 (TP 4: a flipped code); a rank with
          * another head's scales would be off by E4M3's own error, ~5e-2 */
         KT_CHECKF(rel < 1e-3, "tp %d: first logits differ from tp 1 by %.3g", tp, rel);
@@ -640,9 +571,9 @@ KT_TEST(test_scales_calibrated) {
     KT_OK(kiln_kv_calib_tokens(r, &ids, &n));
     KT_CHECK(n == 512);
     float *lg = malloc(sizeof(float) * (size_t)r->vocab_size);
-    KT_REQUIRE(run_seq(r, ids, n, NULL, 0, lg, NULL));
+    KT_OK(kiln_eval_sequence(r, ids, n, NULL, 0, lg, NULL, NULL));
     const kiln_program *p = r->mf.program;
-    kiln_kv_table t; /* run_seq used blocks 0.. of a fresh pool: the same again */
+    kiln_kv_table t; /* kiln_eval_sequence used blocks 0.. of a fresh pool: the same again */
     KT_OK(kiln_kv_table_init(&r->kv, &t));
     KT_REQUIRE(kiln_kv_grow(&r->kv, &t, n));
     for (int l = 0; l < p->n_kv_layers; l++) {

@@ -65,7 +65,7 @@ static void run_model(const char *model) {
         float l[KT_VOCAB];
         kt_prefill_logits(e, g[i].prompt, g[i].n_prompt, l);
         /* ||got - ref|| / ||ref|| (METHOD.md's measure; bf16 lands near 1e-2) */
-        double rel = kt_rel_l2(l, g[i].logits, KT_VOCAB);
+        double rel = kiln_logits_rel_l2(l, g[i].logits, KT_VOCAB);
         worst = fmax(worst, rel);
         KT_CHECKF(rel < 2e-2, "%s case %d: first-step logits relative error %.3g", model, i, rel);
     }
@@ -222,7 +222,7 @@ KT_TEST(test_gpu_policy_kernel) {
     KT_OK(kiln_engine_create(&p, &e));
     float l[KT_VOCAB];
     KT_OK(kt_prefill_logits(e, g[3].prompt, g[3].n_prompt, l));
-    double rel = kt_rel_l2(l, g[3].logits, KT_VOCAB);
+    double rel = kiln_logits_rel_l2(l, g[3].logits, KT_VOCAB);
     KT_CHECKF(rel < 2e-2, "custom rmsnorm: logits relative error %.3g", rel);
     kiln_engine_destroy(e);
 }
@@ -295,69 +295,6 @@ static kiln_engine *fp8_engine(const char *model, const char *device, const char
     return e;
 }
 
-/* Prefill then `steps` decode steps appending feed[k] (NULL: argmax);
- * logits [(steps + 1), 512]. Decode steps replay the CUDA graphs. */
-static bool run_seq(kiln_engine *e, const int32_t *prompt, int np, const int32_t *feed, int steps, float *logits,
-                    int32_t *chosen) {
-    int total = np + steps;
-    kiln_kv_table t;
-    if (kiln_kv_table_init(&e->kv, &t) || !kiln_kv_grow(&e->kv, &t, total)) return false;
-    int32_t *toks = malloc(sizeof(int32_t) * (size_t)total), *pos = malloc(sizeof(int32_t) * (size_t)total),
-            *slots = malloc(sizeof(int32_t) * (size_t)total);
-    int32_t *tables = calloc((size_t)e->kv.max_blocks_per_seq, sizeof(int32_t));
-    memcpy(tables, t.blocks, sizeof(int32_t) * (size_t)t.n_blocks);
-    memcpy(toks, prompt, sizeof(int32_t) * (size_t)np);
-    for (int i = 0; i < total; i++) pos[i] = i, slots[i] = kiln_kv_slot(&e->kv, &t, i);
-    bool ok = true;
-    for (int k = 0; k <= steps && ok; k++) {
-        int p0 = k == 0 ? 0 : np + k - 1, n = k == 0 ? np : 1;
-        int32_t qs[2] = {0, n}, ctx[1] = {p0 + n}, o[1] = {n - 1};
-        kiln_batch b = {.n_tokens = n, .n_seqs = 1, .n_out = 1, .tokens = toks + p0, .positions = pos + p0,
-                        .qstart = qs, .ctx_len = ctx, .block_tables = tables, .max_blocks = e->kv.max_blocks_per_seq,
-                        .slots = slots + p0, .out_rows = o, .max_q_len = n, .max_ctx_len = p0 + n};
-        const float *l = NULL;
-        if (e->exec->vt->forward(e->exec, &b, &l) != KILN_OK) {
-            fprintf(stderr, "  forward: %s\n", kiln_last_error());
-            ok = false;
-            break;
-        }
-        memcpy(logits + (size_t)k * 512, l, sizeof(float) * 512);
-        if (k < steps) {
-            int32_t tok = 0;
-            if (feed) tok = feed[k];
-            else
-                for (int i = 1; i < 512; i++)
-                    if (l[i] > l[tok]) tok = i;
-            chosen[k] = tok;
-            toks[np + k] = tok;
-        }
-    }
-    kiln_kv_table_fini(&e->kv, &t);
-    free(toks), free(pos), free(slots), free(tables);
-    return ok;
-}
-
-static double rel_l2(const float *got, const float *ref, int n) {
-    double num = 0, den = 0;
-    for (int i = 0; i < n; i++) {
-        double d = (double)got[i] - ref[i];
-        num += isfinite(got[i]) ? d * d : INFINITY;
-        den += (double)ref[i] * ref[i];
-    }
-    return sqrt(num / den);
-}
-
-static double kl_div(const float *ref, const float *got, int V) {
-    double mr = -INFINITY, mg = -INFINITY, zr = 0, zg = 0, kl = 0;
-    for (int i = 0; i < V; i++) mr = fmax(mr, ref[i]), mg = fmax(mg, got[i]);
-    for (int i = 0; i < V; i++) zr += exp(ref[i] - mr), zg += exp(got[i] - mg);
-    for (int i = 0; i < V; i++) {
-        double lp = ref[i] - mr - log(zr), lq = got[i] - mg - log(zg);
-        kl += exp(lp) * (lp - lq);
-    }
-    return kl;
-}
-
 /* the engine's scales as a --kv-scales file (per layer and head) */
 static void scales_file(const kiln_engine *e, const char *path) {
     int L = e->mf.program->n_kv_layers, G = kiln_kv_n_global_heads(&e->mf);
@@ -391,7 +328,7 @@ static void fp8_model(const char *model) {
     int32_t greedy[FP8_STEPS], fed[FP8_STEPS];
     kiln_engine *eb = fp8_engine(model, "cuda", "auto", NULL, false);
     KT_REQUIRE(eb);
-    KT_REQUIRE(run_seq(eb, c->prompt, c->n_prompt, NULL, FP8_STEPS, ref, greedy));
+    KT_OK(kiln_eval_sequence(eb, c->prompt, c->n_prompt, NULL, FP8_STEPS, ref, greedy, NULL));
     kiln_engine_destroy(eb);
     double rel[2], kl[2];
     const char *kvs[2] = {"fp8_e4m3", "fp8_e5m2"};
@@ -401,10 +338,10 @@ static void fp8_model(const char *model) {
         kiln_model_info mi;
         kiln_engine_model_info(e, &mi);
         KT_CHECK(!strcmp(mi.kv_cache_dtype, kvs[v]));
-        KT_REQUIRE(run_seq(e, c->prompt, c->n_prompt, greedy, FP8_STEPS, got, fed));
-        rel[v] = rel_l2(got, ref, 512);
+        KT_OK(kiln_eval_sequence(e, c->prompt, c->n_prompt, greedy, FP8_STEPS, got, fed, NULL));
+        rel[v] = kiln_logits_rel_l2(got, ref, 512);
         kl[v] = 0;
-        for (int k = 1; k <= FP8_STEPS; k++) kl[v] += kl_div(ref + (size_t)k * 512, got + (size_t)k * 512, 512) / FP8_STEPS;
+        for (int k = 1; k <= FP8_STEPS; k++) kl[v] += kiln_logits_kl(ref + (size_t)k * 512, got + (size_t)k * 512, 512) / FP8_STEPS;
         if (v == 0) {
             /* the CPU: its own calibration, and its FP8 emulation given the GPU's scales */
             char path[600];
@@ -419,9 +356,9 @@ static void fp8_model(const char *model) {
                 KT_CHECKF(fabsf(e->kv_scales[i] - cc->kv_scales[i]) <= 5e-2f * cc->kv_scales[i],
                           "%s: GPU calibrated scale %d = %g, CPU %g", model, i, (double)e->kv_scales[i],
                           (double)cc->kv_scales[i]);
-            KT_REQUIRE(run_seq(cf, c->prompt, c->n_prompt, NULL, 0, cpu, NULL));
-            KT_REQUIRE(run_seq(c8, c->prompt, c->n_prompt, NULL, 0, cpu + 512, NULL));
-            double gpu_vs_emul = rel_l2(got, cpu + 512, 512), fp8_err = rel_l2(cpu + 512, cpu, 512);
+            KT_OK(kiln_eval_sequence(cf, c->prompt, c->n_prompt, NULL, 0, cpu, NULL, NULL));
+            KT_OK(kiln_eval_sequence(c8, c->prompt, c->n_prompt, NULL, 0, cpu + 512, NULL, NULL));
+            double gpu_vs_emul = kiln_logits_rel_l2(got, cpu + 512, 512), fp8_err = kiln_logits_rel_l2(cpu + 512, cpu, 512);
             KT_CHECKF(gpu_vs_emul < fp8_err, "%s: GPU E4M3 vs the CPU's emulation %.3g, not below FP8's own error %.3g",
                       model, gpu_vs_emul, fp8_err);
             fprintf(stderr, "  %-14s GPU e4m3 vs CPU e4m3 (same scales) %.2e; CPU e4m3 vs f32 %.2e\n", model,
@@ -468,8 +405,8 @@ KT_TEST(test_gpu_fp8_graphs_capacity) {
         if (!v) KT_CHECK(!memcmp(eg->kv_scales, ee->kv_scales, sizeof(float) * 2 * 2 * 2));
         float lg[512 * 2], le[512 * 2];
         int32_t ch[1];
-        KT_REQUIRE(run_seq(eg, c->prompt, c->n_prompt, c->greedy, 1, lg, ch));
-        KT_REQUIRE(run_seq(ee, c->prompt, c->n_prompt, c->greedy, 1, le, ch));
+        KT_OK(kiln_eval_sequence(eg, c->prompt, c->n_prompt, c->greedy, 1, lg, ch, NULL));
+        KT_OK(kiln_eval_sequence(ee, c->prompt, c->n_prompt, c->greedy, 1, le, ch, NULL));
         KT_CHECKF(!memcmp(lg + 512, le + 512, sizeof(float) * 512), "%s: graph and eager decode logits differ",
                   kvs[v]);
         kiln_engine_destroy(eg);
