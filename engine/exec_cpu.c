@@ -234,12 +234,12 @@ static kiln_status cpu_forward(kiln_exec *base, const kiln_batch *b, const float
         rp.dyn_factor = p->rope.factor;
     }
     double t_op = x->prof.on ? kiln_now_sec() : 0;
+    const bool prof_decode = b->max_q_len == 1 && b->n_tokens == b->n_seqs;
     for (int i = 0; i < p->n_ops; i++) {
         const kiln_op *o = &p->ops[i];
         if (x->prof.on && i) {
             double t = kiln_now_sec();
-            x->prof.ms[p->ops[i - 1].kind] += (t - t_op) * 1e3;
-            x->prof.calls[p->ops[i - 1].kind]++;
+            kiln_profile_add(&x->prof, p, i - 1, (t - t_op) * 1e3, prof_decode);
             t_op = t;
         }
         float *D = o->dst >= 0 ? x->slot[o->dst] : NULL;
@@ -315,9 +315,8 @@ static kiln_status cpu_forward(kiln_exec *base, const kiln_batch *b, const float
         }
     }
     if (x->prof.on) {
-        x->prof.ms[p->ops[p->n_ops - 1].kind] += (kiln_now_sec() - t_op) * 1e3;
-        x->prof.calls[p->ops[p->n_ops - 1].kind]++;
-        x->prof.steps++;
+        kiln_profile_add(&x->prof, p, p->n_ops - 1, (kiln_now_sec() - t_op) * 1e3, prof_decode);
+        kiln_profile_step(&x->prof, prof_decode);
     }
     *logits = x->slot[p->logits_slot];
     base->n_forward++;
@@ -354,6 +353,7 @@ static void cpu_destroy(kiln_exec *base) {
     exec_cpu *x = (exec_cpu *)base;
     if (!x) return;
     kiln_profile_report(&x->prof, "cpu");
+    kiln_profile_free(&x->prof);
     if (x->w)
         for (int i = 0; i < x->p->n_weights; i++) free(x->w[i].owned);
     free(x->w);

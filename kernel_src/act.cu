@@ -33,10 +33,20 @@ __device__ __forceinline__ void glu(act_t *__restrict__ out, const act_t *__rest
     }
 }
 
-extern "C" __global__ void kiln_silu_mul(act_t *out, const act_t *x, int T, int I) { glu<0>(out, x, T, I); }
-extern "C" __global__ void kiln_gelu_mul(act_t *out, const act_t *x, int T, int I) { glu<1>(out, x, T, I); }
+extern "C" __global__ void kiln_silu_mul(act_t *out, const act_t *x, int T, int I) {
+    pdl_wait();
+    pdl_launch();
+    glu<0>(out, x, T, I);
+}
+extern "C" __global__ void kiln_gelu_mul(act_t *out, const act_t *x, int T, int I) {
+    pdl_wait();
+    pdl_launch();
+    glu<1>(out, x, T, I);
+}
 
 extern "C" __global__ void kiln_add(act_t *out, const act_t *a, const act_t *b, i64 n) {
+    pdl_wait();
+    pdl_launch();
     const i64 stride = (i64)gridDim.x * blockDim.x;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
         out[i] = from_f32<act_t>(to_f32(a[i]) + to_f32(b[i]));

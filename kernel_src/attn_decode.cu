@@ -36,6 +36,8 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
                  const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
                  int window, int partition_size, int n_parts, float *__restrict__ part_o, float *__restrict__ part_ml,
                  const float *__restrict__ kv_scales) {
+    pdl_wait();
+    pdl_launch();
     extern __shared__ float4 smem4[];
     char *smem = (char *)smem4;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -212,6 +214,8 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
 extern "C" __global__ void kiln_attn_reduce(act_t *__restrict__ out, const float *__restrict__ part_o,
                                             const float *__restrict__ part_ml, const int *__restrict__ qstart,
                                             const int *__restrict__ ctx_len, int nq, int n_parts, int partition_size) {
+    pdl_wait();
+    pdl_launch();
     const int qh = blockIdx.x, s = blockIdx.y;
     const int np = min(n_parts, (ctx_len[s] + partition_size - 1) / partition_size);
     const size_t base = ((size_t)s * nq + qh) * n_parts;

@@ -43,6 +43,8 @@ kiln_attn_prefill(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_st
                   const kv_t *__restrict__ vc, const int *__restrict__ qstart, const int *__restrict__ ctx_len,
                   const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
                   int window, const float *__restrict__ kv_scales) {
+    pdl_wait();
+    pdl_launch();
     extern __shared__ float4 smem4[];
     char *smem = (char *)smem4;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;

@@ -18,6 +18,8 @@ typedef ACT act_t;
 typedef W w_t;
 extern "C" __global__ void kiln_embed(act_t *out, const int *ids, int T, const w_t *w, i64 V_local, int H,
                                       i64 vocab_start) {
+    pdl_wait();
+    pdl_launch();
     int t = blockIdx.x;
     if (t >= T) return;
     i64 r = (i64)ids[t] - vocab_start;
@@ -41,12 +43,16 @@ __device__ __forceinline__ void copy_row(act_t *__restrict__ dst, const act_t *_
 }
 
 extern "C" __global__ void kiln_gather_rows(act_t *out, const act_t *x, const int *rows, int n, int dim) {
+    pdl_wait();
+    pdl_launch();
     int i = blockIdx.x;
     if (i >= n) return;
     copy_row(out + (size_t)i * dim, x + (size_t)rows[i] * dim, dim);
 }
 
 extern "C" __global__ void kiln_gather_last(act_t *out, const act_t *x, const int *qstart, int n_seqs, int dim) {
+    pdl_wait();
+    pdl_launch();
     int s = blockIdx.x;
     if (s >= n_seqs) return;
     copy_row(out + (size_t)s * dim, x + (size_t)(qstart[s + 1] - 1) * dim, dim);
@@ -57,6 +63,8 @@ extern "C" __global__ void kiln_gather_last(act_t *out, const act_t *x, const in
 typedef SRC src_t;
 typedef DST dst_t;
 extern "C" __global__ void kiln_cast(dst_t *dst, const src_t *src, i64 n) {
+    pdl_wait();
+    pdl_launch();
     const i64 stride = (i64)gridDim.x * blockDim.x;
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] = from_f32<dst_t>(to_f32(src[i]));
 }

@@ -37,8 +37,11 @@ kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const a
     for (int r = 0; r < ROWS; r++)
 #pragma unroll
         for (int m = 0; m < MAXM; m++) acc[r][m] = 0.0f;
-    for (int i0 = lane; i0 < nv; i0 += 32 * UNROLL) {
-        V wv[ROWS][UNROLL];
+    // W is not written by earlier kernels: the first loads of this warp's rows
+    // are issued, and the rest of the rows prefetched into L2, before waiting
+    // for the kernel that writes x (programmatic dependent launch)
+    V wv[ROWS][UNROLL];
+    auto load_w = [&](int i0) {
 #pragma unroll
         for (int u = 0; u < UNROLL; u++)
 #pragma unroll
@@ -47,6 +50,17 @@ kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const a
                 if (i < nv && n0 + r < N) wv[r][u].v = ld16_stream(w + (size_t)(n0 + r) * K + (size_t)i * V::N);
                 else wv[r][u].v = make_uint4(0, 0, 0, 0);
             }
+    };
+    load_w(lane);
+#pragma unroll
+    for (int r = 0; r < ROWS; r++)
+        if (n0 + r < N)
+            for (int b = 32 * UNROLL * V::N + lane * (128 / (int)sizeof(act_t)); b < K; b += 32 * (128 / (int)sizeof(act_t)))
+                prefetch_l2(w + (size_t)(n0 + r) * K + b);
+    pdl_wait();
+    pdl_launch();
+    for (int i0 = lane; i0 < nv; i0 += 32 * UNROLL) {
+        if (i0 != lane) load_w(i0);
 #pragma unroll
         for (int m = 0; m < MAXM; m++) {
             if (MAXM > 1 && m >= M) break;

@@ -22,6 +22,28 @@ typedef float fp32;
 #define KILN_NAN __int_as_float(0x7fffffff)
 #define KILN_DEV __device__ __forceinline__
 
+// ------------------------------------------ programmatic dependent launch
+// On sm_90+ the host launches kiln's kernels with programmatic stream
+// serialization (runtime/cuda/kernels.c), so a kernel may start while its
+// predecessor in the stream is still running. Every kernel calls pdl_wait()
+// before it reads anything an earlier kernel wrote (or writes anything an
+// earlier kernel reads); work that touches only weights may come before it.
+// pdl_launch() lets the next kernel start launching (it too will wait).
+// Both are no-ops before sm_90 and when launched normally.
+KILN_DEV void pdl_wait() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+KILN_DEV void pdl_launch() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+// L2 prefetch of the 128-byte line holding p (weights a kernel will read
+// after pdl_wait()).
+KILN_DEV void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
+
 // ------------------------------------------------------------ conversions
 KILN_DEV float to_f32(float v) { return v; }
 KILN_DEV float to_f32(bf16 v) { return __uint_as_float((u32)v.x << 16); }

@@ -82,10 +82,14 @@ __device__ __forceinline__ void rmsnorm_any(act_t *out, act_t *residual, const a
 }
 
 extern "C" __global__ void kiln_rmsnorm(act_t *out, const act_t *x, const w_t *w, int rows, int dim, float eps) {
+    pdl_wait();
+    pdl_launch();
     rmsnorm_any<false>(out, nullptr, x, w, rows, dim, eps);
 }
 
 extern "C" __global__ void kiln_add_rmsnorm(act_t *out, act_t *residual, const act_t *x, const w_t *w, int rows,
                                             int dim, float eps) {
+    pdl_wait();
+    pdl_launch();
     rmsnorm_any<true>(out, residual, x, w, rows, dim, eps);
 }

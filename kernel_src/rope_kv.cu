@@ -174,6 +174,8 @@ __device__ __forceinline__ void kv_body(kv_t *kc, kv_t *vc, const act_t *k, cons
 extern "C" __global__ void kiln_kv_write(kv_t *kc, kv_t *vc, const act_t *k, const act_t *v, i64 row_stride,
                                          const int *slots, int T, int nkv, int head_dim, int block_size, float k_scale,
                                          float v_scale, int tt, const float *kv_scales) {
+    pdl_wait();
+    pdl_launch();
     extern __shared__ float4 smem4[];
     int t0 = blockIdx.x * tt, ntok = min(tt, T - t0);
     if (ntok <= 0) return;
@@ -188,6 +190,8 @@ extern "C" __global__ void kiln_kv_write(kv_t *kc, kv_t *vc, const act_t *k, con
 extern "C" __global__ void kiln_rope(act_t *qkv, i64 row_stride, const int *pos, int T, int nq, int nkv, int head_dim,
                                      int rot_dim, const float *inv_freq, float mscale, const int *dyn_seq_len,
                                      int dyn_max, float dyn_base, float dyn_factor, int tt) {
+    pdl_wait();
+    pdl_launch();
     extern __shared__ float4 smem4[];
     int t0 = blockIdx.x * tt, ntok = min(tt, T - t0);
     if (ntok <= 0) return;
@@ -201,6 +205,8 @@ extern "C" __global__ void kiln_rope_kv_write(act_t *qkv, i64 row_stride, const 
                                               const int *dyn_seq_len, int dyn_max, float dyn_base, float dyn_factor,
                                               kv_t *kc, kv_t *vc, const int *slots, int block_size, float k_scale,
                                               float v_scale, int tt, const float *kv_scales) {
+    pdl_wait();
+    pdl_launch();
     extern __shared__ float4 smem4[];
     int t0 = blockIdx.x * tt, ntok = min(tt, T - t0);
     if (ntok <= 0) return;

@@ -45,6 +45,8 @@ extern "C" __global__ void __launch_bounds__(NT)
 kiln_sample_penalties(float *logits, int V, const sample_params *params, const int *prompt_ids, const int *prompt_off,
                       const int *out_ids, const int *out_off, const int *banned_ids, const int *banned_off,
                       int *counts) {
+    pdl_wait();
+    pdl_launch();
     const int row = blockIdx.x;
     const sample_params p = params[row];
     float *l = logits + (size_t)row * V;
@@ -89,6 +91,8 @@ kiln_sample_penalties(float *logits, int V, const sample_params *params, const i
 
 extern "C" __global__ void __launch_bounds__(NT)
 kiln_sample(int *out_tokens, float *out_logprobs, const float *logits, int V, const sample_params *params, float *ws) {
+    pdl_wait();
+    pdl_launch();
     __shared__ float fs[32];
     __shared__ int is[32];
     __shared__ u64 us[32];

@@ -158,6 +158,12 @@ void kiln_rt_module_unload(kiln_rt_module *m);
 kiln_status kiln_rt_module_get(kiln_rt_module *m, const char *entry, kiln_rt_func **out);
 const char *kiln_rt_func_name(const kiln_rt_func *f);
 kiln_status kiln_rt_func_get_attrs(kiln_rt_func *f, kiln_rt_func_attrs *a);
+/* Programmatic dependent launch (sm_90+): f is launched so that it may start
+ * while the previous kernel of the stream finishes; f must execute
+ * griddepcontrol.wait (pdl_wait() in kernel_src/kiln_common.cuh) before it
+ * reads anything an earlier kernel wrote. kiln's own kernels all do; policy
+ * kernels are launched without it. */
+void kiln_rt_func_set_pdl(kiln_rt_func *f, bool on);
 /* Launch f; args[i] points at the i-th kernel argument. Dynamic shared
  * memory above 48 KiB is opted into automatically. */
 kiln_status kiln_rt_launch(kiln_rt_func *f, kiln_rt_dim3 grid, kiln_rt_dim3 block, unsigned smem_bytes,

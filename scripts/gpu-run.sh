@@ -46,6 +46,7 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   serve:  kiln serve + bench/serve_load.py at 256 and 32 streams beside kiln bench
 #   tp:     test_gpu_tp and the TP benches (on the multi-GPU kinds)
 #   gemvab: kiln bench at -b 1 / 8 with the small-M GEMV off and on (tilings)
+#   profile: kiln bench --profile at -b 1 and -b 32 (per-op time of decode steps)
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -116,6 +117,13 @@ if has gemvab; then # the engine at small batches with the GEMV off / on in seve
       python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("gemv max_m %s rows %s unroll %s  -b %s: %.1f tok/s, step %.3f ms" % (*sys.argv[2:], j["output_tok_s"], j["decode_step_ms"]))' \
         "$out/gemvab_$1_$2_$3_$b.json" $1 $2 $3 $b || tail -3 "$out/gemvab.err"
     done
+  done
+fi
+if has profile; then # where a decode step's time goes (eager, an event per op)
+  for b in 1 32; do
+    timeout 120 "$here/bin/kiln" bench --model llama3-8b --load-format dummy -b $b -s 128 -o 64 --iters 1 --profile \
+      > "$out/profile_b$b.log" 2>&1
+    echo "== profile -b $b"; grep -E "profile|  [a-z_]+ .*per step|mean decode step" "$out/profile_b$b.log" | sed 's/kiln: info: //' | head -40
   done
 fi
 if has spec; then   # speculative decoding: verification cost, self-draft, n-gram on a copy-heavy workload

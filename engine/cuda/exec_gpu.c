@@ -335,10 +335,9 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
         for (int i = 0; i < p->n_ops; i++) {
             float ms = 0;
             KILN_TRY(kiln_rt_event_elapsed_ms(x->ev[i], x->ev[i + 1], &ms));
-            x->prof.ms[p->ops[i].kind] += ms;
-            x->prof.calls[p->ops[i].kind]++;
+            kiln_profile_add(&x->prof, p, i, ms, max_q == 1 && T == S);
         }
-        x->prof.steps++;
+        kiln_profile_step(&x->prof, max_q == 1 && T == S);
     }
 fail:
     return st;
@@ -516,6 +515,7 @@ static void gpu_destroy(kiln_exec *base) {
     exec_gpu *x = (exec_gpu *)base;
     if (!x) return;
     kiln_profile_report(&x->prof, "cuda");
+    kiln_profile_free(&x->prof);
     if (x->dev) kiln_rt_device_make_current(x->dev);
     if (x->ev)
         for (int i = 0; i <= x->p->n_ops; i++)

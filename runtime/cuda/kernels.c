@@ -129,8 +129,9 @@ static override *find_override(kiln_rt_kernels *k, const char *name) {
 
 /* Resolve name -> (unit file, source or NULL, entry). */
 static kiln_status resolve(kiln_rt_kernels *k, const char *name, const char *defines, const char **file,
-                           const char **source, const char **entry) {
+                           const char **source, const char **entry, bool *builtin) {
     override *o = find_override(k, name);
+    if (builtin) *builtin = !o;
     const kiln_jit_kernel_def *def = kiln_jit_find(name);
     if (def) {
         kiln_status st = kiln_jit_check_defines(def, defines);
@@ -157,6 +158,14 @@ static loaded *find_loaded(kiln_rt_kernels *k, const char *file, const char *def
     return NULL;
 }
 
+/* Programmatic dependent launch: sm_90 and later, unless $KILN_PDL=0. */
+static bool pdl_allowed(const kiln_rt_kernels *k) {
+    const char *v = getenv("KILN_PDL");
+    if (v && !strcmp(v, "0")) return false;
+    int sm = 0;
+    return sscanf(k->arch, "sm_%d", &sm) == 1 && sm >= 90;
+}
+
 static kiln_jit_options make_opt(kiln_rt_kernels *k) {
     kiln_jit_options o = {k->arch, k->cache_dir, k->kernel_dir, k->no_cache, k->n_threads};
     return o;
@@ -181,9 +190,10 @@ kiln_status kiln_rt_kernels_get(kiln_rt_kernels *k, const char *name, const char
     kiln_jit_unit u = {0};
     char *norm = normalize(defines);
     const char *file = NULL, *source = NULL, *entry = NULL;
+    bool builtin = false;
     pthread_mutex_lock(&k->mu);
     KILN_CHECK_ALLOC(norm);
-    KILN_TRY(resolve(k, name, norm, &file, &source, &entry));
+    KILN_TRY(resolve(k, name, norm, &file, &source, &entry, &builtin));
     loaded *l = find_loaded(k, file, norm);
     if (!l) {
         kiln_jit_options o = make_opt(k);
@@ -195,6 +205,10 @@ kiln_status kiln_rt_kernels_get(kiln_rt_kernels *k, const char *name, const char
         l = find_loaded(k, file, norm);
     }
     KILN_TRY(kiln_rt_module_get(l->mod, entry, out));
+    /* kiln's kernels wait on their predecessor (pdl_wait) before reading its
+     * output, so on sm_90+ they may launch before it ends; a policy's own
+     * kernel may not, and runs after it */
+    kiln_rt_func_set_pdl(*out, builtin && pdl_allowed(k));
     mark_used(k, name);
 fail:
     pthread_mutex_unlock(&k->mu);
@@ -215,7 +229,7 @@ kiln_status kiln_rt_kernels_prepare(kiln_rt_kernels *k, const kiln_jit_spec *spe
         const char *file, *source, *entry;
         char *norm = normalize(specs[i].defines);
         KILN_CHECK_ALLOC(norm);
-        st = resolve(k, specs[i].name, norm, &file, &source, &entry);
+        st = resolve(k, specs[i].name, norm, &file, &source, &entry, NULL);
         if (st) {
             free(norm);
             kiln_error_context("kernel %s", specs[i].name);

@@ -453,6 +453,8 @@ fail:
 
 const char *kiln_rt_func_name(const kiln_rt_func *f) { return f->name; }
 
+void kiln_rt_func_set_pdl(kiln_rt_func *f, bool on) { f->pdl = on && kiln_cu.cuLaunchKernelEx; }
+
 kiln_status kiln_rt_func_get_attrs(kiln_rt_func *f, kiln_rt_func_attrs *a) {
     kiln_status st = KILN_OK;
     KILN_CHECK_CU(kiln_cu.cuFuncGetAttribute(&a->regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f->f));
@@ -471,8 +473,17 @@ kiln_status kiln_rt_launch(kiln_rt_func *f, kiln_rt_dim3 grid, kiln_rt_dim3 bloc
         KILN_CHECK_CU(kiln_cu.cuFuncSetAttribute(f->f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem_bytes));
         f->smem_optin = (int)smem_bytes;
     }
-    KILN_CHECK_CU(kiln_cu.cuLaunchKernel(f->f, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem_bytes,
-                                         kiln__stream(s), args, NULL));
+    if (f->pdl) {
+        CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        CUlaunchConfig c = {.gridDimX = grid.x, .gridDimY = grid.y, .gridDimZ = grid.z, .blockDimX = block.x,
+                            .blockDimY = block.y, .blockDimZ = block.z, .sharedMemBytes = smem_bytes,
+                            .hStream = kiln__stream(s), .attrs = &attr, .numAttrs = 1};
+        KILN_CHECK_CU(kiln_cu.cuLaunchKernelEx(&c, f->f, args, NULL));
+    } else {
+        KILN_CHECK_CU(kiln_cu.cuLaunchKernel(f->f, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem_bytes,
+                                             kiln__stream(s), args, NULL));
+    }
 fail:
     if (st) kiln_error_context("launching %s (grid %u,%u,%u block %u,%u,%u smem %u)", f->name, grid.x, grid.y, grid.z,
                                block.x, block.y, block.z, smem_bytes);

@@ -36,7 +36,7 @@
     X(cuEventElapsedTime) X(cuStreamBeginCapture) X(cuStreamEndCapture)                    \
     X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)         \
     X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute)     \
-    X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuStreamIsCapturing)
+    X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuStreamIsCapturing)
 
 #define KILN_NVRTC_FUNCS(X)                                                               \
     X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram)    \
@@ -125,6 +125,7 @@ struct kiln_rt_func {
     char name[96];
     int smem_optin;  /* dynamic smem limit set so far */
     int static_smem; /* static shared memory of the kernel */
+    bool pdl;        /* launch with programmatic stream serialization */
 };
 
 static inline CUstream kiln__stream(kiln_rt_stream *s) { return s ? s->s : NULL; }
