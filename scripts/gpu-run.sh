@@ -46,6 +46,7 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   serve:  kiln serve + bench/serve_load.py at 256 and 32 streams beside kiln bench
 #   tp:     test_gpu_tp and the TP benches (on the multi-GPU kinds)
 #   gemvab: kiln bench at -b 1 / 8 with the small-M GEMV off and on (tilings)
+#   pdlab:  kiln bench at -b 1 / 32 / 256 with programmatic dependent launch on and off
 #   profile: kiln bench --profile at -b 1 and -b 32 (per-op time of decode steps)
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -118,6 +119,15 @@ if has gemvab; then # the engine at small batches with the GEMV off / on in seve
         "$out/gemvab_$1_$2_$3_$b.json" $1 $2 $3 $b || tail -3 "$out/gemvab.err"
     done
   done
+fi
+if has pdlab; then # programmatic dependent launch on / off, same call
+  for b in 1 32 256; do for pdl in 1 0; do
+    o=256; [ $b = 1 ] && o=512
+    KILN_PDL=$pdl timeout 120 "$here/bin/kiln" bench --model llama3-8b --load-format dummy -b $b -s 128 -o $o --iters 2 --json \
+      2>>"$out/pdlab.err" | tail -1 > "$out/pdlab_${b}_${pdl}.json"
+    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("pdl %s -b %s: %.1f tok/s, step %.3f ms" % (sys.argv[2], sys.argv[3], j["output_tok_s"], j["decode_step_ms"]))' \
+      "$out/pdlab_${b}_${pdl}.json" $pdl $b || tail -3 "$out/pdlab.err"
+  done; done
 fi
 if has profile; then # where a decode step's time goes (eager, an event per op)
   for b in 1 32; do

@@ -226,7 +226,7 @@ kiln_status kiln_rt_kernels_prepare(kiln_rt_kernels *k, const kiln_jit_spec *spe
     pthread_mutex_lock(&k->mu);
     KILN_CHECK(units && norms, KILN_ERR_OUT_OF_MEMORY, "out of host memory");
     for (int i = 0; i < n; i++) {
-        const char *file, *source, *entry;
+        const char *file = NULL, *source = NULL, *entry = NULL;
         char *norm = normalize(specs[i].defines);
         KILN_CHECK_ALLOC(norm);
         st = resolve(k, specs[i].name, norm, &file, &source, &entry, NULL);
