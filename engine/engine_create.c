@@ -275,6 +275,7 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
         .enforce_eager = p->enforce_eager,
         .seed = p->seed ? p->seed : 1234,
         .dtype = kiln_dtype_from_name(p->dtype),
+        .verify_q = e->spec_k ? e->spec_k + 1 : 0,
     };
     KILN_CHECK(!p->dtype || !strcmp(p->dtype, "auto") || xc.dtype == KILN_DTYPE_BF16 || xc.dtype == KILN_DTYPE_F16 ||
                    xc.dtype == KILN_DTYPE_F32,
@@ -313,6 +314,7 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
         dc.num_kv_blocks = e->exec->num_kv_blocks;
         dc.comm = NULL;
         dc.reserve_bytes = dc.extra_kv_bytes_per_block = 0;
+        dc.verify_q = 0;
         dc.enforce_eager = true; /* drafter steps mix prefill and decode shapes */
         if (gpu)
             KILN_TRY(kiln_exec_gpu_create(&e->draft_mf, &dc, &e->draft_exec));

@@ -54,6 +54,9 @@ typedef struct kiln_exec_config {
      * bytes it will allocate later, and its cache bytes per block */
     size_t reserve_bytes;
     size_t extra_kv_bytes_per_block;
+    /* > 1: speculative verification steps have this many query tokens per
+     * sequence (k + 1); the GPU captures graphs for those shapes too */
+    int verify_q;
 } kiln_exec_config;
 
 typedef struct kiln_exec kiln_exec;

@@ -86,6 +86,10 @@ typedef struct exec_gpu {
     int n_buckets;
     int bucket[MAX_BUCKETS];
     kiln_rt_graph *graph[MAX_BUCKETS];
+    /* verification steps (verify_q tokens in every sequence, every position
+     * an output row): graphs for the same batch buckets */
+    int verify_q, n_vbuckets;
+    kiln_rt_graph *vgraph[MAX_BUCKETS];
     double capture_s;
     bool capturing;
     /* tensor parallelism */
@@ -127,7 +131,9 @@ static void plan_meta(exec_gpu *x) {
 
 /* Pack a batch into the pinned metadata block, padded to n_pad sequences
  * of one token each (decode graphs); padding rows write the scratch block. */
-static void pack_meta(exec_gpu *x, const kiln_batch *b, int n_pad) {
+/* n_pad > b->n_seqs: pad to n_pad sequences of q_pad tokens each (a graph
+ * bucket), on the scratch block, every padded token an output row. */
+static void pack_meta(exec_gpu *x, const kiln_batch *b, int n_pad, int q_pad) {
     int32_t *tok = H(x, tokens, int32_t), *pos = H(x, pos, int32_t), *sl = H(x, slots, int32_t);
     int32_t *qs = H(x, qstart, int32_t), *ctx = H(x, ctx, int32_t), *tab = H(x, tables, int32_t);
     int32_t *out = H(x, out, int32_t);
@@ -164,23 +170,28 @@ static void pack_meta(exec_gpu *x, const kiln_batch *b, int n_pad) {
             for (int t = b->qstart[s]; t < b->qstart[s + 1]; t++) dyn[t] = b->ctx_len[s];
     }
     /* logits all-gather: rank-major rows -> row-major vocabulary */
-    int R = x->p->tp_size, n_out = n_pad > b->n_seqs ? b->n_out + (n_pad - b->n_seqs) : b->n_out;
+    int R = x->p->tp_size, n_out = n_pad > b->n_seqs ? b->n_out + (n_pad - b->n_seqs) * q_pad : b->n_out;
     if (R > 1) {
         int32_t *gi = H(x, gidx, int32_t);
         for (int i = 0; i < n_out; i++)
             for (int r = 0; r < R; r++) gi[i * R + r] = r * n_out + i;
     }
-    /* padding for graph buckets: single-token sequences on the scratch block */
+    /* padding for graph buckets: sequences of q_pad tokens on the scratch block */
+    const int bs = x->layout.block_size;
     for (int s = b->n_seqs; s < n_pad; s++) {
-        int t = b->n_tokens + (s - b->n_seqs);
-        tok[t] = 0;
-        pos[t] = 0;
-        sl[t] = x->dummy_block * x->layout.block_size;
-        qs[s + 1] = t + 1;
-        ctx[s] = 1;
-        tab[(size_t)s * (size_t)x->max_blocks] = x->dummy_block;
-        out[s] = t;
-        if (x->dynamic_rope) H(x, dyn, int32_t)[t] = 1;
+        int t0 = b->n_tokens + (s - b->n_seqs) * q_pad;
+        for (int j = 0; j < q_pad; j++) {
+            int t = t0 + j;
+            tok[t] = 0;
+            pos[t] = j;
+            sl[t] = x->dummy_block * bs + j % bs;
+            out[b->n_out + (s - b->n_seqs) * q_pad + j] = t;
+            if (x->dynamic_rope) H(x, dyn, int32_t)[t] = q_pad;
+        }
+        qs[s + 1] = t0 + q_pad;
+        ctx[s] = q_pad;
+        for (int k = 0; k < KILN_DIV_UP(q_pad, bs) && k < x->max_blocks; k++)
+            tab[(size_t)s * (size_t)x->max_blocks + (size_t)k] = x->dummy_block;
     }
 }
 
@@ -354,6 +365,16 @@ static bool is_decode(const kiln_batch *b) {
     return b->max_q_len == 1 && b->n_tokens == b->n_seqs && b->n_out == b->n_seqs && !b->cross_tables;
 }
 
+/* A verification step of q tokens in every sequence, every position an
+ * output row in order. */
+static bool is_verify(const kiln_batch *b, int q) {
+    if (q < 2 || b->max_q_len != q || b->n_tokens != b->n_seqs * q || b->n_out != b->n_tokens || b->cross_tables)
+        return false;
+    for (int i = 0; i < b->n_out; i++)
+        if (b->out_rows[i] != i) return false;
+    return true;
+}
+
 /* Run the program for a batch; logits stay on the device. */
 static kiln_status gpu_run(exec_gpu *x, const kiln_batch *b) {
     kiln_status st = KILN_OK;
@@ -364,10 +385,14 @@ static kiln_status gpu_run(exec_gpu *x, const kiln_batch *b) {
     /* the stepping thread may not be the one that created the executor */
     KILN_TRY(kiln_rt_device_make_current(x->dev));
     int bi = (is_decode(b) && x->n_buckets && !x->calib) ? bucket_for(x, b->n_seqs) : -1;
-    pack_meta(x, b, bi >= 0 ? x->bucket[bi] : b->n_seqs);
+    int vi = (bi < 0 && x->n_vbuckets && !x->calib && is_verify(b, x->verify_q)) ? bucket_for(x, b->n_seqs) : -1;
+    if (vi >= x->n_vbuckets) vi = -1;
+    pack_meta(x, b, bi >= 0 ? x->bucket[bi] : vi >= 0 ? x->bucket[vi] : b->n_seqs, vi >= 0 ? x->verify_q : 1);
     KILN_TRY(kiln_rt_memcpy_htod(x->d_meta, x->h_meta, x->mo.total, x->st));
     if (bi >= 0)
         KILN_TRY(kiln_rt_graph_launch(x->graph[bi], x->st));
+    else if (vi >= 0)
+        KILN_TRY(kiln_rt_graph_launch(x->vgraph[vi], x->st));
     else
         KILN_TRY(run_ops(x, b->n_tokens, b->n_seqs, b->n_out, b->max_q_len, b->max_ctx_len));
     x->base.n_forward++;
@@ -522,6 +547,7 @@ static void gpu_destroy(kiln_exec *base) {
             if (x->ev[i]) kiln_rt_event_destroy(x->ev[i]);
     free(x->ev);
     for (int i = 0; i < x->n_buckets; i++) kiln_rt_graph_destroy(x->graph[i]);
+    for (int i = 0; i < x->n_vbuckets; i++) kiln_rt_graph_destroy(x->vgraph[i]);
     if (x->nccl) kiln_rt_comm_destroy(x->nccl);
     kiln_gpu_destroy(x->g);
     if (x->st) kiln_rt_stream_destroy(x->st);
@@ -719,6 +745,27 @@ fail:
 
 /* ------------------------------------------------------------- creation */
 
+/* Capture the program for a padded batch of B sequences of Q tokens each
+ * (every position an output row when Q > 1). */
+static kiln_status capture_one(exec_gpu *x, const kiln_batch *empty, int B, int Q, kiln_rt_graph **out) {
+    kiln_status st = KILN_OK;
+    pack_meta(x, empty, B, Q);
+    KILN_TRY(kiln_rt_memcpy_htod(x->d_meta, x->h_meta, x->mo.total, x->st));
+    KILN_TRY(run_ops(x, B * Q, B, B * Q, Q, x->max_ctx)); /* warm-up: algorithm choice outside capture */
+    KILN_TRY(kiln_rt_stream_sync(x->st));
+    KILN_TRY(kiln_rt_graph_begin(x->st));
+    x->capturing = true;
+    st = run_ops(x, B * Q, B, B * Q, Q, x->max_ctx);
+    x->capturing = false;
+    kiln_rt_graph *gr = NULL;
+    kiln_status st2 = kiln_rt_graph_end(x->st, &gr);
+    KILN_TRY(st);
+    KILN_TRY(st2);
+    *out = gr;
+fail:
+    return st;
+}
+
 static kiln_status capture_graphs(exec_gpu *x) {
     kiln_status st = KILN_OK;
     double t0 = kiln_now_sec();
@@ -739,26 +786,26 @@ static kiln_status capture_graphs(exec_gpu *x) {
     b.qstart = q;
     b.max_blocks = x->max_blocks;
     for (int i = 0; i < n; i++) {
-        pack_meta(x, &b, x->bucket[i]);
-        KILN_TRY(kiln_rt_memcpy_htod(x->d_meta, x->h_meta, x->mo.total, x->st));
         int B = x->bucket[i];
-        KILN_TRY(run_ops(x, B, B, B, 1, x->max_ctx)); /* warm-up: algorithm choice outside capture */
-        KILN_TRY(kiln_rt_stream_sync(x->st));
-        KILN_TRY(kiln_rt_graph_begin(x->st));
-        x->capturing = true;
-        st = run_ops(x, B, B, B, 1, x->max_ctx);
-        x->capturing = false;
         kiln_rt_graph *gr = NULL;
-        kiln_status st2 = kiln_rt_graph_end(x->st, &gr);
-        KILN_TRY(st);
-        KILN_TRY(st2);
+        KILN_TRY(capture_one(x, &b, B, 1, &gr));
         x->graph[i] = gr;
         x->n_buckets = i + 1;
     }
+    /* verification shapes: the same buckets while B * q tokens fit the plan */
+    const int Q = x->verify_q;
+    for (int i = 0; Q > 1 && i < n && x->bucket[i] * Q <= x->cfg.max_tokens && x->bucket[i] * Q <= x->cfg.max_out;
+         i++) {
+        kiln_rt_graph *gr = NULL;
+        KILN_TRY(capture_one(x, &b, x->bucket[i], Q, &gr));
+        x->vgraph[i] = gr;
+        x->n_vbuckets = i + 1;
+    }
     KILN_TRY(kiln_rt_stream_sync(x->st));
     x->capture_s = kiln_now_sec() - t0;
-    KILN_INFO("captured %d CUDA graphs for decode batches of 1..%d in %.2f s", x->n_buckets,
-              x->n_buckets ? x->bucket[x->n_buckets - 1] : 0, x->capture_s);
+    KILN_INFO("captured %d CUDA graphs for decode batches of 1..%d%s in %.2f s", x->n_buckets + x->n_vbuckets,
+              x->n_buckets ? x->bucket[x->n_buckets - 1] : 0,
+              x->n_vbuckets ? " and verification batches" : "", x->capture_s);
 fail:
     return st;
 }
@@ -773,6 +820,7 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     x->mf = mf;
     x->p = p;
     x->cfg = *cfg;
+    x->verify_q = cfg->verify_q;
     KILN_CHECK(p->tp_size == 1 || (cfg->comm && kiln_comm_size(cfg->comm) == p->tp_size),
                KILN_ERR_INTERNAL, "rank %d of %d has no communicator", p->tp_rank, p->tp_size);
     for (int i = 0; i < p->n_ops; i++) {
