@@ -27,9 +27,17 @@ static bool looks_like_ids(const char *s) {
     return digit;
 }
 
+/* Every request's events: the time of the first generated token, and the
+ * text when streaming one prompt. */
+typedef struct gen_watch {
+    double first; /* kiln_now_sec() of the first generated token, 0 until then */
+    bool stream;
+} gen_watch;
+
 static int stream_cb(void *user, const kiln_stream_event *ev) {
-    (void)user;
-    if (ev->text_len) {
+    gen_watch *w = user;
+    if (!w->first && ev->n_generated_tokens > 0) w->first = kiln_now_sec();
+    if (w->stream && ev->text_len) {
         fwrite(ev->text, 1, ev->text_len, stdout);
         fflush(stdout);
     }
@@ -138,6 +146,7 @@ int kiln_cmd_generate(int argc, char **argv) {
         goto out;
     }
     bool stream = !json_out && n == 1 && kiln_engine_tokenizer(e);
+    gen_watch watch = {0, stream};
     for (int i = 0; i < n; i++) {
         kiln_request_default(&reqs[i]);
         reqs[i].sampling = sp;
@@ -145,7 +154,8 @@ int kiln_cmd_generate(int argc, char **argv) {
         reqs[i].prompt_ids = prompts[i].ids;
         reqs[i].n_prompt_ids = prompts[i].n_ids;
         reqs[i].add_special = !no_special;
-        if (stream) reqs[i].on_event = stream_cb;
+        reqs[i].on_event = stream_cb;
+        reqs[i].user = &watch;
     }
     double t1 = kiln_now_sec();
     kiln_status st = kiln_engine_generate(e, reqs, n, res);
@@ -184,6 +194,9 @@ int kiln_cmd_generate(int argc, char **argv) {
     fprintf(stderr, "kiln: %d prompt%s, %ld tokens in %.3f s (%.1f tokens/s), load %.2f s, %llu steps, %llu preemptions\n",
             n, n == 1 ? "" : "s", total, dt, dt > 0 ? total / dt : 0.0, t_load, (unsigned long long)s.steps_total,
             (unsigned long long)s.num_preemptions_total);
+    if (watch.first > 0)
+        fprintf(stderr, "kiln: first token %.3f s after start (engine ready in %.3f s, then %.3f s)\n", watch.first - t0,
+                t_load, watch.first - t1);
     if (st != KILN_OK) rc = cli_fail("generate");
     free(reqs);
     free(res);

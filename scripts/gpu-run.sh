@@ -47,6 +47,8 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   tp:     test_gpu_tp and the TP benches (on the multi-GPU kinds)
 #   gemvab: kiln bench at -b 1 / 8 with the small-M GEMV off and on (tilings)
 #   pdlab:  kiln bench at -b 1 / 32 / 256 with programmatic dependent launch on and off
+#   nsys:   per-kernel GPU time inside the decode graphs (nsys, if the image has it) at -b 1 and -b 32
+#   startup: kiln generate start to first token on a warm JIT cache (dummy weights: no reading)
 #   profile: kiln bench --profile at -b 1 and -b 32 (per-op time of decode steps)
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -128,6 +130,29 @@ if has pdlab; then # programmatic dependent launch on / off, same call
     python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("pdl %s -b %s: %.1f tok/s, step %.3f ms" % (sys.argv[2], sys.argv[3], j["output_tok_s"], j["decode_step_ms"]))' \
       "$out/pdlab_${b}_${pdl}.json" $pdl $b || tail -3 "$out/pdlab.err"
   done; done
+fi
+if has nsys; then # kernel time inside the CUDA graphs, from Nsight Systems
+  ns=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+  if [ -z "$ns" ]; then echo "nsys: not on this image"; else
+    for b in 1 32; do
+      timeout 200 "$ns" profile --cuda-graph-trace=node -t cuda -o "/tmp/nsys_b$b" -f true \
+        "$here/bin/kiln" bench --model llama3-8b --load-format dummy -b $b -s 128 -o 128 --iters 1 > /tmp/nsys_b$b.log 2>&1
+      echo "== nsys -b $b (decode graphs + prefill; kernel, total %, instances, avg ns)"
+      "$ns" stats -q --report cuda_gpu_kern_sum --format csv "/tmp/nsys_b$b.nsys-rep" 2>/dev/null \
+        | python3 -c 'import csv,sys; r=list(csv.DictReader(l for l in sys.stdin if l.count(",")>3)); [print("%5.1f%% %7s %9.0f  %s" % (float(x["Time (%)"]), x["Instances"], float(x["Avg (ns)"]), x["Name"][:70])) for x in r[:22]]' \
+        || tail -5 /tmp/nsys_b$b.log
+    done
+  fi
+fi
+if has startup; then # issue 11: start to first token, warm JIT cache, graphs captured, no weight reading
+  ids=$(seq -s, 1000 1127)
+  for i in 0 1 2; do  # run 0 fills the JIT cache
+    t0=$(date +%s.%N)
+    "$here/bin/kiln" generate --model llama3-8b --load-format dummy --prompt-ids "$ids" --max-tokens 1 > /dev/null 2> "$out/startup$i.err"
+    t1=$(date +%s.%N)
+    echo "startup run $i: process $(python3 -c "print('%.2f' % ($t1 - $t0))") s; $(grep -h 'first token' "$out/startup$i.err")"
+  done
+  grep -hE "kernels ready|captured|KV cache|weights" "$out/startup2.err" | sed 's/^kiln: info: //' | head -6
 fi
 if has profile; then # where a decode step's time goes (eager, an event per op)
   for b in 1 32; do
