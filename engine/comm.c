@@ -22,6 +22,7 @@ struct kiln_comm_group {
     bool aborted;
     kiln_comm *members;
     const float **send; /* [n] per-rank buffers published for a collective */
+    const void **bytes; /* [n] the same for byte collectives */
     float *scratch;
     size_t scratch_cap;
 };
@@ -33,9 +34,11 @@ kiln_status kiln_comm_group_create(int n, kiln_comm_group **out) {
     g->n = n;
     g->members = calloc((size_t)n, sizeof *g->members);
     g->send = calloc((size_t)n, sizeof *g->send);
-    if (!g->members || !g->send) {
+    g->bytes = calloc((size_t)n, sizeof *g->bytes);
+    if (!g->members || !g->send || !g->bytes) {
         free(g->members);
         free(g->send);
+        free(g->bytes);
         free(g);
         return KILN_FAIL(KILN_ERR_OUT_OF_MEMORY, "out of host memory");
     }
@@ -52,6 +55,7 @@ void kiln_comm_group_destroy(kiln_comm_group *g) {
     pthread_cond_destroy(&g->cv);
     free(g->members);
     free(g->send);
+    free(g->bytes);
     free(g->scratch);
     free(g);
 }
@@ -139,6 +143,15 @@ kiln_status kiln_comm_broadcast(kiln_comm *c, void *buf, size_t n) {
     if (c->rank == 0) g->send[0] = buf;
     if (!kiln_comm_barrier(c)) return aborted();
     if (c->rank != 0) memcpy(buf, g->send[0], n);
+    if (!kiln_comm_barrier(c)) return aborted();
+    return KILN_OK;
+}
+
+kiln_status kiln_comm_all_gather(kiln_comm *c, const void *send, void *recv, size_t n) {
+    kiln_comm_group *g = c->g;
+    g->bytes[c->rank] = send;
+    if (!kiln_comm_barrier(c)) return aborted();
+    for (int r = 0; r < g->n; r++) memcpy((char *)recv + (size_t)r * n, g->bytes[r], n);
     if (!kiln_comm_barrier(c)) return aborted();
     return KILN_OK;
 }

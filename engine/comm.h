@@ -6,8 +6,9 @@
  * Host memory (the CPU backend, which also simulates tensor parallelism so
  * shard arithmetic is tested without GPUs): a shared-memory implementation
  * with barriers; sums run in rank order, so results are deterministic.
- * Device memory (the GPU backend): NCCL through the runtime façade; the
- * group only carries the communicators.
+ * Device memory (the GPU backend): NCCL (and the one-shot all-reduce over
+ * peer memory) through the runtime façade; the group only carries the
+ * communicators, and exchanges their ids and handles at set-up.
  *
  * Ownership: the group owns its members, barrier and scratch.
  * Thread-safety: each member is used by its rank's thread only; the group's
@@ -43,6 +44,9 @@ kiln_status kiln_comm_all_gather_cols_f32(kiln_comm *c, const float *send, float
 
 /* Copy n bytes from rank 0's buf into every rank's buf (host memory). */
 kiln_status kiln_comm_broadcast(kiln_comm *c, void *buf, size_t n);
+/* recv[n_ranks * n] = every rank's n bytes of send, in rank order (host
+ * memory; exchanging device handles at set-up). */
+kiln_status kiln_comm_all_gather(kiln_comm *c, const void *send, void *recv, size_t n);
 
 /* The device communicator of this member (GPU backend), or NULL. */
 void *kiln_comm_device(const kiln_comm *c);

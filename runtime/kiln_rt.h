@@ -16,7 +16,8 @@
  *    sources from disk instead of the copies embedded in libkiln.
  *  - cuBLASLt GEMM (bf16/fp16 in, fp32 accumulate, optional bias epilogue),
  *    algorithm cached per shape bucket.
- *  - NCCL communicators (all-reduce, all-gather).
+ *  - NCCL communicators (all-reduce, all-gather), and a one-shot all-reduce
+ *    over peer memory for small messages between the GPUs of one process.
  *
  * Ownership: *_create / *_open return owned objects freed by the matching
  * *_destroy / *_close; functions named *_get return borrowed pointers owned
@@ -342,5 +343,52 @@ kiln_status kiln_rt_all_reduce_sum(kiln_rt_comm *c, kiln_devptr buf, size_t n, k
 /* recv[n_ranks * n] = concat over ranks of send[n]. */
 kiln_status kiln_rt_all_gather(kiln_rt_comm *c, kiln_devptr send, kiln_devptr recv, size_t n, kiln_dtype dt,
                                kiln_rt_stream *s);
+
+/* ------------------------------------ one-shot all-reduce over peer memory */
+
+/* The tensor-parallel ranks of one process, one GPU each, sum small
+ * messages with one kernel (kernel_src/allreduce.cu) that reads the peers'
+ * buffers directly over NVLink / PCIe peer access; NCCL serves the rest.
+ * Setup, on every rank together:
+ *   1. kiln_rt_p2p_create: this rank's buffer (flags zeroed, data halves);
+ *   2. exchange kiln_rt_p2p_handle bytes between the ranks (the engine's
+ *      host all-gather);
+ *   3. kiln_rt_p2p_set_peers with every rank's handle: enables peer access
+ *      to the peers' GPUs; KILN_ERR_UNSUPPORTED naming why when it cannot
+ *      (no peer access, two ranks on one GPU, another process).
+ * The ranks must agree on the outcome (every one uses it, or none): an
+ * all-reduce waits inside the kernel for every peer's same call. A peer
+ * that never comes (a failed rank) makes the kernel trap after about 10 s
+ * with a message on stdout rather than hang.
+ * Ownership: create returns owned (destroy; only after every rank's last
+ * all-reduce has completed). Peer access stays enabled on the contexts.
+ * Thread-safety: one thread per rank object; create/set_peers on the rank's
+ * thread. */
+typedef struct kiln_rt_p2p kiln_rt_p2p;
+#define KILN_RT_P2P_HANDLE_BYTES 64
+#define KILN_RT_P2P_MAX_RANKS 8
+/* Largest message, bytes (256 KB is Llama-3-8B's hidden state at batch 32). */
+#define KILN_RT_P2P_MAX_BYTES_DEFAULT ((size_t)1 << 20)
+
+/* kernels: d's kernel set (the all_reduce specializations are compiled
+ * here); max_bytes: the largest message (0: the default). */
+kiln_status kiln_rt_p2p_create(kiln_rt_device *d, kiln_rt_kernels *kernels, int n_ranks, int rank, size_t max_bytes,
+                               kiln_rt_p2p **out);
+void kiln_rt_p2p_destroy(kiln_rt_p2p *p);
+/* This rank's handle for the others. */
+void kiln_rt_p2p_handle(const kiln_rt_p2p *p, uint8_t out[KILN_RT_P2P_HANDLE_BYTES]);
+/* handles: [n_ranks][KILN_RT_P2P_HANDLE_BYTES], rank order. */
+kiln_status kiln_rt_p2p_set_peers(kiln_rt_p2p *p, const uint8_t *handles);
+/* The largest message the kernel serves, bytes: max_bytes for 2 ranks, less
+ * for more (each rank reads every peer's copy). */
+size_t kiln_rt_p2p_max_bytes(const kiln_rt_p2p *p);
+/* True when the one-shot kernel can sum n elements of dt at buf: peers set,
+ * n * size <= kiln_rt_p2p_max_bytes, buf 16-byte aligned, dt F32, F16 or
+ * BF16. Depends only on these, so ranks with equal arguments decide alike. */
+bool kiln_rt_p2p_fits(const kiln_rt_p2p *p, kiln_devptr buf, size_t n, kiln_dtype dt);
+/* In-place sum of n elements of dt across the ranks, on stream s (may be
+ * captured into a CUDA graph and replayed); every rank calls it with the
+ * same n and dt, in the same order as its other collectives. */
+kiln_status kiln_rt_p2p_all_reduce_sum(kiln_rt_p2p *p, kiln_devptr buf, size_t n, kiln_dtype dt, kiln_rt_stream *s);
 
 #endif /* KILN_RT_H */

@@ -49,6 +49,8 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   pdlab:  kiln bench at -b 1 / 32 / 256 with programmatic dependent launch on and off
 #   nsys:   per-kernel GPU time inside the decode graphs (nsys, if the image has it) at -b 1 and -b 32
 #   startup: kiln generate start to first token on a warm JIT cache (dummy weights: no reading)
+#   arab:   (2+ GPUs) kiln bench --tp 2 at -b 1 / 32 with the one-shot all-reduce on and off
+#           (KILN_CUSTOM_ALLREDUCE=1 / 0), TP 1 beside
 #   profile: kiln bench --profile at -b 1 and -b 32 (per-op time of decode steps)
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -153,6 +155,16 @@ if has startup; then # issue 11: start to first token, warm JIT cache, graphs ca
     echo "startup run $i: process $(python3 -c "print('%.2f' % ($t1 - $t0))") s; $(grep -h 'first token' "$out/startup$i.err")"
   done
   grep -hE "kernels ready|captured|KV cache|weights" "$out/startup2.err" | sed 's/^kiln: info: //' | head -6
+fi
+if has arab; then # the one-shot all-reduce over peer memory against NCCL's, same call
+  for b in 1 32; do for ar in tp1 1 0; do
+    o=256; [ $b = 1 ] && o=512
+    tp=2; [ $ar = tp1 ] && tp=1
+    KILN_CUSTOM_ALLREDUCE=${ar/tp1/1} timeout 180 "$here/bin/kiln" bench --model llama3-8b --load-format dummy --tp $tp \
+      -b $b -s 128 -o $o --iters 2 --json 2>>"$out/arab.err" | tail -1 > "$out/arab_${b}_${ar}.json"
+    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("tp %s custom all-reduce %s -b %s: %.1f tok/s, step %.3f ms" % (sys.argv[2], sys.argv[3], sys.argv[4], j["output_tok_s"], j["decode_step_ms"]))' \
+      "$out/arab_${b}_${ar}.json" $tp $ar $b || tail -3 "$out/arab.err"
+  done; done
 fi
 if has profile; then # where a decode step's time goes (eager, an event per op)
   for b in 1 32; do

@@ -949,6 +949,62 @@ KT_TEST(test_graph_replay) {
     dfree(dx), dfree(dw), dfree(dmid), dfree(dout);
 }
 
+/* The one-shot all-reduce (kernel_src/allreduce.cu) on a group of one rank:
+ * the sum is the input, eager over sizes around the 16-byte vectors and
+ * grids of several blocks, and in a graph replayed 20 times on fresh inputs
+ * (the epoch and data halves advance). Two or more ranks: test_gpu_tp. */
+KT_TEST(test_all_reduce_one_rank) {
+    NEED_GPU();
+    kiln_rt_p2p *p = NULL;
+    KT_OK(kiln_rt_p2p_create(dev, kiln_gpu_kernels(gpu), 1, 0, 0, &p));
+    uint8_t h[KILN_RT_P2P_HANDLE_BYTES];
+    kiln_rt_p2p_handle(p, h);
+    KT_OK(kiln_rt_p2p_set_peers(p, h));
+    static const kiln_dtype dts[3] = {KILN_DTYPE_BF16, KILN_DTYPE_F16, KILN_DTYPE_F32};
+    static const size_t sizes[] = {1, 7, 8, 9, 4097, 100003};
+    for (int di = 0; di < 3; di++)
+        for (size_t si = 0; si < KILN_ARRAY_LEN(sizes); si++)
+            for (int rep = 0; rep < 2; rep++) {
+                kiln_dtype dt = dts[di];
+                size_t n = sizes[si];
+                KT_CHECK(kiln_rt_p2p_fits(p, 256, n, dt));
+                float *x = rand_act(n, dt, 1);
+                kiln_devptr d = up_act(x, n, dt);
+                KT_OK(kiln_rt_p2p_all_reduce_sum(p, d, n, dt, st));
+                KT_OK(kiln_rt_stream_sync(st));
+                float *got = down_act(d, n, dt);
+                size_t bad = 0;
+                for (size_t i = 0; i < n; i++) bad += got[i] != x[i];
+                KT_CHECKF(!bad, "%s n=%zu: %zu of %zu differ", kiln_dtype_name(dt), n, bad, n);
+                free(x), free(got);
+                dfree(d);
+            }
+    const size_t n = 100003;
+    const kiln_dtype dt = KILN_DTYPE_BF16;
+    kiln_devptr src = dmalloc(n * 2), io = dmalloc(n * 2);
+    kiln_rt_graph *g = NULL;
+    KT_OK(kiln_rt_graph_begin(st));
+    KT_OK(kiln_rt_memcpy_dtod(io, src, n * 2, st));
+    KT_OK(kiln_rt_p2p_all_reduce_sum(p, io, n, dt, st));
+    KT_OK(kiln_rt_p2p_all_reduce_sum(p, io, 9, dt, st)); /* another grid */
+    KT_OK(kiln_rt_graph_end(st, &g));
+    for (int rep = 0; rep < 20; rep++) {
+        float *x = rand_act(n, dt, 1);
+        void *tmp = malloc(n * 2);
+        kiln_from_f32(tmp, dt, x, n);
+        KT_OK(kiln_rt_memcpy_htod(src, tmp, n * 2, st));
+        KT_OK(kiln_rt_graph_launch(g, st));
+        float *got = down_act(io, n, dt);
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++) bad += got[i] != x[i];
+        KT_CHECKF(!bad, "graph replay %d: %zu of %zu differ", rep, bad, n);
+        free(x), free(tmp), free(got);
+    }
+    kiln_rt_graph_destroy(g);
+    dfree(src), dfree(io);
+    kiln_rt_p2p_destroy(p);
+}
+
 /* last: a registry kernel no test launched fails the suite */
 KT_TEST(test_every_kernel_tested) {
     NEED_GPU();
@@ -964,4 +1020,5 @@ KT_TEST(test_every_kernel_tested) {
 KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_cast), KT_CASE(test_rope),
         KT_CASE(test_kv_write_and_fused_rope), KT_CASE(test_fp8_cast), KT_CASE(test_attention_decode),
         KT_CASE(test_attention_prefill), KT_CASE(test_attention_fp8), KT_CASE(test_sampling), KT_CASE(test_gemv),
-        KT_CASE(test_gemm), KT_CASE(test_graph_replay), KT_CASE(test_every_kernel_tested))
+        KT_CASE(test_gemm), KT_CASE(test_graph_replay), KT_CASE(test_all_reduce_one_rank),
+        KT_CASE(test_every_kernel_tested))

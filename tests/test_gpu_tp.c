@@ -1,9 +1,13 @@
 // label: multigpu
 /* test_gpu_tp.c -- tensor parallelism on 2, 4 or 8 GPUs (NCCL): all-reduce
- * and all-gather across ranks; TP=2 (and 4 and 8 where the machine has the
- * GPUs) greedy tokens equal TP=1 on the tiny GQA
+ * and all-gather across ranks; the one-shot all-reduce over peer memory
+ * (kernel_src/allreduce.cu) bit for bit against host sums on 2 (and every
+ * GPU of the machine) ranks: bf16, fp16 and fp32, odd sizes, repeated calls,
+ * a captured CUDA graph replayed 100 times; TP=2 (and 4 and 8 where the
+ * machine has the GPUs) greedy tokens equal TP=1 on the tiny GQA
  * model and on a Llama-3-8B-shaped random model for 64 tokens, up to the
- * first step whose TP=1 top-2 margin is within bf16 noise; a failing rank
+ * first step whose TP=1 top-2 margin is within bf16 noise, and TP=2 with the
+ * one-shot all-reduce equals TP=2 with NCCL's the same way; a failing rank
  * stops every rank with one clear error. */
 #include "comm.h"
 #include "engine_internal.h"
@@ -71,6 +75,208 @@ KT_TEST(test_collectives) {
                                           kiln_status_name(c[r].st), c[r].bad);
 }
 
+/* ------------------------------------------- one-shot all-reduce (peer memory) */
+
+typedef struct ar_group {
+    int n;
+    pthread_barrier_t bar;
+    uint8_t handles[KILN_RT_P2P_MAX_RANKS * KILN_RT_P2P_HANDLE_BYTES];
+    bool set_ok[KILN_RT_P2P_MAX_RANKS];
+} ar_group;
+
+typedef struct ar_rank {
+    ar_group *g;
+    int rank;
+    kiln_status st;
+    char err[512];
+    long bad, checked;
+    char first_bad[256];
+} ar_rank;
+
+/* rank r's input element i for call `seed`: a value in [-4, 4) */
+static float ar_value(int r, uint32_t seed, size_t i) {
+    uint64_t h = ((uint64_t)seed << 40) ^ ((uint64_t)r << 32) ^ (uint64_t)i;
+    h ^= h >> 33, h *= 0xff51afd7ed558ccdull, h ^= h >> 33, h *= 0xc4ceb9fe1a85ec53ull, h ^= h >> 33;
+    return (float)((double)(h >> 40) / 16777216.0 * 8.0 - 4.0);
+}
+
+/* This rank's input (dt bytes) and the expected sum: the ranks' inputs in
+ * dt, summed in fp32 in rank order, rounded once to dt. */
+static void ar_make(int n_ranks, int rank, uint32_t seed, size_t n, kiln_dtype dt, void *in, void *want) {
+    float *f = malloc(sizeof(float) * n), *acc = calloc(n, sizeof(float));
+    void *tmp = malloc(n * 4);
+    for (int r = 0; r < n_ranks; r++) {
+        for (size_t i = 0; i < n; i++) f[i] = ar_value(r, seed, i);
+        kiln_from_f32(tmp, dt, f, n);
+        if (r == rank) memcpy(in, tmp, n * kiln_dtype_size(dt));
+        kiln_to_f32(f, tmp, dt, n);
+        for (size_t i = 0; i < n; i++) acc[i] += f[i];
+    }
+    kiln_from_f32(want, dt, acc, n);
+    free(f), free(acc), free(tmp);
+}
+
+static void ar_check(ar_rank *a, const void *got, const void *want, size_t n, kiln_dtype dt, const char *what) {
+    size_t es = kiln_dtype_size(dt);
+    for (size_t i = 0; i < n; i++) {
+        a->checked++;
+        if (memcmp((const char *)got + i * es, (const char *)want + i * es, es)) {
+            if (!a->bad) {
+                float g, w;
+                kiln_to_f32(&g, (const char *)got + i * es, dt, 1);
+                kiln_to_f32(&w, (const char *)want + i * es, dt, 1);
+                snprintf(a->first_bad, sizeof a->first_bad, "%s: %s n=%zu element %zu is %g, want %g", what,
+                         kiln_dtype_name(dt), n, i, (double)g, (double)w);
+            }
+            a->bad++;
+        }
+    }
+}
+
+#define AR_TRY(expr, label)                                                                                            \
+    do {                                                                                                               \
+        if ((a->st = (expr)) != KILN_OK) {                                                                             \
+            snprintf(a->err, sizeof a->err, "%s: %s", #expr, kiln_last_error());                                       \
+            goto label;                                                                                                \
+        }                                                                                                              \
+    } while (0)
+
+static void *ar_rank_main(void *arg) {
+    ar_rank *a = arg;
+    ar_group *g = a->g;
+    kiln_rt_device *d = NULL;
+    kiln_rt_kernels *k = NULL;
+    kiln_rt_stream *s = NULL;
+    kiln_rt_p2p *p = NULL;
+    kiln_rt_graph *gr = NULL;
+    const size_t cap = KILN_RT_P2P_MAX_BYTES_DEFAULT;
+    kiln_devptr io = 0, io2 = 0, src = 0, src2 = 0;
+    void *in = malloc(cap), *want = malloc(cap), *got = malloc(cap), *in2 = malloc(cap), *want2 = malloc(cap);
+    bool peers_ok = false;
+    AR_TRY(kiln_rt_device_open(a->rank, &d), done);
+    AR_TRY(kiln_rt_kernels_create(d, NULL, &k), done);
+    AR_TRY(kiln_rt_stream_create(d, &s), done);
+    AR_TRY(kiln_rt_p2p_create(d, k, g->n, a->rank, 0, &p), done);
+    kiln_rt_p2p_handle(p, g->handles + (size_t)a->rank * KILN_RT_P2P_HANDLE_BYTES);
+    AR_TRY(kiln_rt_malloc(d, cap, &io), done);
+    AR_TRY(kiln_rt_malloc(d, cap, &io2), done);
+    AR_TRY(kiln_rt_malloc(d, cap, &src), done);
+    AR_TRY(kiln_rt_malloc(d, cap, &src2), done);
+done:
+    /* every rank reaches both barriers, failed or not; kernels run only when
+     * every rank has its peers */
+    pthread_barrier_wait(&g->bar);
+    if (!a->st) {
+        a->st = kiln_rt_p2p_set_peers(p, g->handles);
+        if (a->st) snprintf(a->err, sizeof a->err, "set_peers: %s", kiln_last_error());
+    }
+    g->set_ok[a->rank] = !a->st;
+    pthread_barrier_wait(&g->bar);
+    peers_ok = true;
+    for (int r = 0; r < g->n; r++) peers_ok &= g->set_ok[r];
+    if (!peers_ok) goto out;
+
+    /* what fits: the size limit, alignment */
+    const size_t maxb = kiln_rt_p2p_max_bytes(p);
+    if (!kiln_rt_p2p_fits(p, io, maxb / 4, KILN_DTYPE_F32) || kiln_rt_p2p_fits(p, io, maxb / 4 + 1, KILN_DTYPE_F32) ||
+        kiln_rt_p2p_fits(p, io + 2, 8, KILN_DTYPE_BF16) || kiln_rt_p2p_fits(p, io, 0, KILN_DTYPE_BF16) ||
+        kiln_rt_p2p_fits(p, io, 8, KILN_DTYPE_FP8_E4M3)) {
+        snprintf(a->first_bad, sizeof a->first_bad, "kiln_rt_p2p_fits is wrong (max %zu bytes)", maxb);
+        a->bad++;
+    }
+
+    /* eager calls: sizes around the 16-byte vectors, several blocks, the
+     * largest message; each size three times (the data halves alternate) */
+    static const kiln_dtype dts[3] = {KILN_DTYPE_BF16, KILN_DTYPE_F16, KILN_DTYPE_F32};
+    static const size_t sizes[] = {1, 3, 7, 8, 9, 255, 1000, 4096, 4097, 12345, 65536, 100003, 0 /* largest */};
+    uint32_t seed = 1;
+    for (int di = 0; di < 3; di++) {
+        kiln_dtype dt = dts[di];
+        size_t es = kiln_dtype_size(dt);
+        for (size_t si = 0; si < KILN_ARRAY_LEN(sizes); si++) {
+            size_t n = sizes[si] ? sizes[si] : maxb / es;
+            if (n * es > maxb) continue;
+            for (int rep = 0; rep < 3; rep++, seed++) {
+                ar_make(g->n, a->rank, seed, n, dt, in, want);
+                AR_TRY(kiln_rt_memcpy_htod(io, in, n * es, s), out);
+                AR_TRY(kiln_rt_p2p_all_reduce_sum(p, io, n, dt, s), out);
+                AR_TRY(kiln_rt_memcpy_dtoh(got, io, n * es, s), out);
+                AR_TRY(kiln_rt_stream_sync(s), out);
+                ar_check(a, got, want, n, dt, "eager");
+            }
+        }
+    }
+
+    /* a captured graph with two all-reduces of different grids, replayed
+     * 100 times on fresh inputs */
+    {
+        const kiln_dtype dt = KILN_DTYPE_BF16;
+        const size_t n1 = 4097, n2 = 100003, es = 2;
+        AR_TRY(kiln_rt_graph_begin(s), out);
+        kiln_status cs = kiln_rt_memcpy_dtod(io, src, n1 * es, s);
+        if (!cs) cs = kiln_rt_p2p_all_reduce_sum(p, io, n1, dt, s);
+        if (!cs) cs = kiln_rt_memcpy_dtod(io2, src2, n2 * es, s);
+        if (!cs) cs = kiln_rt_p2p_all_reduce_sum(p, io2, n2, dt, s);
+        if (cs) snprintf(a->err, sizeof a->err, "capture: %s", kiln_last_error());
+        kiln_status es2 = kiln_rt_graph_end(s, &gr);
+        if (!cs && es2) snprintf(a->err, sizeof a->err, "graph_end: %s", kiln_last_error());
+        if ((a->st = cs ? cs : es2) != KILN_OK) goto out;
+        for (int rep = 0; rep < 100; rep++, seed += 2) {
+            ar_make(g->n, a->rank, seed, n1, dt, in, want);
+            ar_make(g->n, a->rank, seed + 1, n2, dt, in2, want2);
+            AR_TRY(kiln_rt_memcpy_htod(src, in, n1 * es, s), out);
+            AR_TRY(kiln_rt_memcpy_htod(src2, in2, n2 * es, s), out);
+            AR_TRY(kiln_rt_graph_launch(gr, s), out);
+            AR_TRY(kiln_rt_memcpy_dtoh(got, io, n1 * es, s), out);
+            AR_TRY(kiln_rt_stream_sync(s), out);
+            ar_check(a, got, want, n1, dt, "graph replay, first");
+            AR_TRY(kiln_rt_memcpy_dtoh(got, io2, n2 * es, s), out);
+            AR_TRY(kiln_rt_stream_sync(s), out);
+            ar_check(a, got, want2, n2, dt, "graph replay, second");
+        }
+    }
+out:
+    if (!a->st && d) a->st = kiln_rt_check_device(d);
+    if (gr) kiln_rt_graph_destroy(gr);
+    /* no rank frees its buffer while a peer may still read it */
+    pthread_barrier_wait(&g->bar);
+    kiln_rt_p2p_destroy(p);
+    kiln_rt_free(d, io), kiln_rt_free(d, io2), kiln_rt_free(d, src), kiln_rt_free(d, src2);
+    if (s) kiln_rt_stream_destroy(s);
+    kiln_rt_kernels_destroy(k);
+    if (d) kiln_rt_device_close(d);
+    free(in), free(want), free(got), free(in2), free(want2);
+    return NULL;
+}
+
+static void one_shot_ranks(int n) {
+    ar_group g = {.n = n};
+    ar_rank a[KILN_RT_P2P_MAX_RANKS];
+    pthread_t th[KILN_RT_P2P_MAX_RANKS];
+    pthread_barrier_init(&g.bar, NULL, (unsigned)n);
+    for (int r = 0; r < n; r++) {
+        a[r] = (ar_rank){.g = &g, .rank = r};
+        pthread_create(&th[r], NULL, ar_rank_main, &a[r]);
+    }
+    for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
+    pthread_barrier_destroy(&g.bar);
+    for (int r = 0; r < n; r++) {
+        fprintf(stderr, "  %d ranks, rank %d: %ld elements checked, %ld wrong\n", n, r, a[r].checked, a[r].bad);
+        KT_CHECKF(a[r].st == KILN_OK, "%d ranks, rank %d: %s: %s", n, r, kiln_status_name(a[r].st), a[r].err);
+        KT_CHECKF(a[r].bad == 0 && a[r].checked > 0, "%d ranks, rank %d: %ld wrong; first: %s", n, r, a[r].bad,
+                  a[r].first_bad);
+    }
+}
+
+KT_TEST(test_one_shot_all_reduce) {
+    int n = 0;
+    KT_OK(kiln_rt_init());
+    KT_OK(kiln_rt_device_count(&n));
+    KT_REQUIRE(n >= 2);
+    one_shot_ranks(2);
+    if (n > 2) one_shot_ranks(KILN_MIN(n, KILN_RT_P2P_MAX_RANKS));
+}
+
 typedef struct run {
     int32_t ids[4][64];
     float margin[4][64]; /* top-1 minus top-2 logprob at each step */
@@ -133,9 +339,9 @@ static kiln_status generate(const char *model, bool dummy, int tp, run *out) {
     return st;
 }
 
-/* TP=2 must follow TP=1 until TP=1 reaches a step whose top-2 margin is
- * within bf16 noise (tol, in logits); the all-reduce adds one rounding of
- * the partial sums per layer, so a near tie may flip there. */
+/* b (TP=2) must follow the reference a (TP=1) until a reaches a step whose
+ * top-2 margin is within bf16 noise (tol, in logits); the all-reduce adds
+ * one rounding of the partial sums per layer, so a near tie may flip there. */
 static void compare(const run *a, const run *b, const char *what, float tol) {
     for (int i = 0; i < 4; i++) {
         KT_CHECK(a->n[i] == 64 && b->n[i] == 64);
@@ -143,10 +349,10 @@ static void compare(const run *a, const run *b, const char *what, float tol) {
         while (same < 64 && a->ids[i][same] == b->ids[i][same]) same++;
         int noisy = 0;
         while (noisy < 64 && a->margin[i][noisy] >= tol) noisy++;
-        fprintf(stderr, "  %s prompt %d: %d of 64 identical; first TP=1 margin below %.2f at step %d\n", what, i, same,
-                tol, noisy);
-        KT_CHECKF(same >= noisy, "%s prompt %d: TP=2 diverges at step %d, before a near tie (step %d)", what, i, same,
-                  noisy);
+        fprintf(stderr, "  %s prompt %d: %d of 64 identical; first reference margin below %.2f at step %d\n", what, i,
+                same, tol, noisy);
+        KT_CHECKF(same >= noisy, "%s prompt %d: diverges from the reference at step %d, before a near tie (step %d)",
+                  what, i, same, noisy);
     }
 }
 
@@ -173,6 +379,32 @@ KT_TEST(test_tp_tiny_and_8b) {
     }
 }
 
+/* TP=2 with the one-shot all-reduce (the default) against TP=2 with NCCL's
+ * ($KILN_CUSTOM_ALLREDUCE=0) */
+KT_TEST(test_tp_one_shot_vs_nccl) {
+    static run a, b;
+    int n_dev = 0;
+    KT_OK(kiln_rt_init());
+    KT_OK(kiln_rt_device_count(&n_dev));
+    KT_REQUIRE(n_dev >= 2);
+    static const struct {
+        const char *model;
+        bool dummy;
+        float tol;
+    } m[2] = {{KT_DATA "/models/llama3-gqa", false, 0.15f}, {"llama3-8b", true, 0.02f}};
+    for (int i = 0; i < 2; i++) {
+        setenv("KILN_CUSTOM_ALLREDUCE", "0", 1);
+        kiln_status st = generate(m[i].model, m[i].dummy, 2, &a);
+        unsetenv("KILN_CUSTOM_ALLREDUCE");
+        KT_OK(st);
+        KT_OK(generate(m[i].model, m[i].dummy, 2, &b));
+        char what[96];
+        snprintf(what, sizeof what, "%s tp=2 one-shot vs NCCL", strrchr(m[i].model, '/') ? strrchr(m[i].model, '/') + 1
+                                                                                           : m[i].model);
+        compare(&a, &b, what, m[i].tol);
+    }
+}
+
 KT_TEST(test_tp_rank_failure_gpu) {
     char path[512];
     snprintf(path, sizeof path, "/tmp/kt_tp_fail_%d.lua", (int)getpid());
@@ -192,4 +424,5 @@ KT_TEST(test_tp_rank_failure_gpu) {
     unlink(path);
 }
 
-KT_MAIN(KT_CASE(test_collectives), KT_CASE(test_tp_tiny_and_8b), KT_CASE(test_tp_rank_failure_gpu))
+KT_MAIN(KT_CASE(test_collectives), KT_CASE(test_one_shot_all_reduce), KT_CASE(test_tp_tiny_and_8b),
+        KT_CASE(test_tp_one_shot_vs_nccl), KT_CASE(test_tp_rank_failure_gpu))

@@ -3,9 +3,12 @@
  * shared-memory communicator): the policies' shard rules (column, row,
  * vocabulary, kv heads split or replicated, pre-fused tensors) at TP 2, 4
  * and 8 give the same first-step logits as transformers and the same greedy
- * tokens as TP 1; a rank that fails stops every rank with one clear error. */
+ * tokens as TP 1; a rank that fails stops every rank with one clear error.
+ * The host byte all-gather (device handles at set-up) and its abort. */
+#include "comm.h"
 #include "kt_golden.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 static kiln_engine *make(const char *model, int tp, const char *policy) {
@@ -97,6 +100,58 @@ KT_TEST(test_tp_rank_failure) {
     KT_ERR(kiln_engine_create(&p, &e), KILN_ERR_POLICY, "not divisible by the tensor-parallel size 3");
 }
 
-KT_MAIN(KT_CASE(test_tp2_llama3), KT_CASE(test_tp4_llama3_replicated_kv), KT_CASE(test_tp4_llama2_mha),
+typedef struct gather_arg {
+    kiln_comm *c;
+    pthread_barrier_t *bar;
+    kiln_status st[3];
+    uint8_t recv[3][8 * 40];
+} gather_arg;
+
+static void *gather_rank(void *p) {
+    gather_arg *a = p;
+    int r = kiln_comm_rank(a->c), n = kiln_comm_size(a->c);
+    for (int round = 0; round < 3; round++) {
+        uint8_t send[40];
+        for (int i = 0; i < 40; i++) send[i] = (uint8_t)(r * 40 + i + round);
+        if (round == 2) { /* the last rank fails before the third (once all left the second) */
+            pthread_barrier_wait(a->bar);
+            if (r == n - 1) kiln_comm_abort(a->c);
+            pthread_barrier_wait(a->bar);
+        }
+        a->st[round] = kiln_comm_all_gather(a->c, send, a->recv[round], 40);
+    }
+    return NULL;
+}
+
+KT_TEST(test_comm_all_gather) {
+    for (int n = 1; n <= 8; n *= 2) {
+        kiln_comm_group *g = NULL;
+        KT_OK(kiln_comm_group_create(n, &g));
+        gather_arg a[8];
+        pthread_t th[8];
+        pthread_barrier_t bar;
+        pthread_barrier_init(&bar, NULL, (unsigned)n);
+        for (int r = 0; r < n; r++) {
+            memset(&a[r], 0, sizeof a[r]);
+            a[r].c = kiln_comm_group_member(g, r);
+            a[r].bar = &bar;
+            pthread_create(&th[r], NULL, gather_rank, &a[r]);
+        }
+        for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
+        pthread_barrier_destroy(&bar);
+        for (int r = 0; r < n; r++) {
+            for (int round = 0; round < 2; round++) {
+                KT_CHECK(a[r].st[round] == KILN_OK);
+                for (int q = 0; q < n; q++)
+                    for (int i = 0; i < 40; i++)
+                        KT_CHECK(a[r].recv[round][q * 40 + i] == (uint8_t)(q * 40 + i + round));
+            }
+            if (n > 1) KT_CHECK(a[r].st[2] == KILN_ERR_CANCELLED);
+        }
+        kiln_comm_group_destroy(g);
+    }
+}
+
+KT_MAIN(KT_CASE(test_comm_all_gather), KT_CASE(test_tp2_llama3), KT_CASE(test_tp4_llama3_replicated_kv), KT_CASE(test_tp4_llama2_mha),
         KT_CASE(test_tp2_qwen2_bias), KT_CASE(test_tp2_phi3_prefused), KT_CASE(test_tp2_mistral),
         KT_CASE(test_tp8_hd128), KT_CASE(test_tp_rank_failure))

@@ -94,6 +94,7 @@ typedef struct exec_gpu {
     bool capturing;
     /* tensor parallelism */
     kiln_rt_comm *nccl;
+    kiln_rt_p2p *p2p; /* one-shot all-reduce over peer memory, or NULL (NCCL) */
     /* profiling mode: an event before every op and after the last */
     kiln_profile prof;
     kiln_rt_event **ev;
@@ -325,9 +326,16 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
             }
             break;
         }
-        case KILN_OP_ALL_REDUCE:
-            KILN_TRY(kiln_rt_all_reduce_sum(x->nccl, Sp, (size_t)(rows * sw), x->slot_dt[o->src], s));
+        case KILN_OP_ALL_REDUCE: {
+            /* small messages (decode): the one-shot kernel over peer memory;
+             * the choice depends only on the size, so every rank makes it alike */
+            size_t n = (size_t)(rows * sw);
+            if (kiln_rt_p2p_fits(x->p2p, Sp, n, x->slot_dt[o->src]))
+                KILN_TRY(kiln_rt_p2p_all_reduce_sum(x->p2p, Sp, n, x->slot_dt[o->src], s));
+            else
+                KILN_TRY(kiln_rt_all_reduce_sum(x->nccl, Sp, n, x->slot_dt[o->src], s));
             break;
+        }
         case KILN_OP_ALL_GATHER: {
             /* NCCL gathers rank-major [R, rows, sw]; a row gather makes it [rows, R * sw] */
             int R = p->tp_size;
@@ -547,7 +555,11 @@ static void gpu_destroy(kiln_exec *base) {
             if (x->ev[i]) kiln_rt_event_destroy(x->ev[i]);
     free(x->ev);
     for (int i = 0; i < x->n_buckets; i++) kiln_rt_graph_destroy(x->graph[i]);
+<<<<<<< HEAD
     for (int i = 0; i < x->n_vbuckets; i++) kiln_rt_graph_destroy(x->vgraph[i]);
+=======
+    kiln_rt_p2p_destroy(x->p2p);
+>>>>>>> tpar
     if (x->nccl) kiln_rt_comm_destroy(x->nccl);
     kiln_gpu_destroy(x->g);
     if (x->st) kiln_rt_stream_destroy(x->st);
@@ -810,6 +822,61 @@ fail:
     return st;
 }
 
+/* The one-shot all-reduce over peer memory, set up on every rank together
+ * (collective, after the kernels are ready): the ranks all-gather whether
+ * each could allocate its buffer, then their handles, then whether each
+ * could reach every peer; if any rank cannot, every rank keeps NCCL and rank
+ * 0 logs why. $KILN_CUSTOM_ALLREDUCE=0 keeps NCCL. */
+typedef struct p2p_msg {
+    uint8_t ok;
+    char why[447];
+    uint8_t handle[KILN_RT_P2P_HANDLE_BYTES];
+} p2p_msg;
+
+static bool p2p_all_ok(exec_gpu *x, const p2p_msg *all) {
+    for (int r = 0; r < x->p->tp_size; r++)
+        if (!all[r].ok) {
+            if (x->p->tp_rank == 0)
+                KILN_WARN("all-reduce: NCCL only; the one-shot kernel over peer memory is off (rank %d: %s)", r,
+                          all[r].why);
+            kiln_rt_p2p_destroy(x->p2p);
+            x->p2p = NULL;
+            return false;
+        }
+    return true;
+}
+
+static kiln_status setup_p2p(exec_gpu *x, kiln_comm *comm) {
+    kiln_status st = KILN_OK;
+    const int R = x->p->tp_size, rank = x->p->tp_rank;
+    const char *env = getenv("KILN_CUSTOM_ALLREDUCE");
+    if (env && !strcmp(env, "0")) { /* the same environment on every rank */
+        if (rank == 0) KILN_INFO("all-reduce: NCCL ($KILN_CUSTOM_ALLREDUCE=0)");
+        return KILN_OK;
+    }
+    p2p_msg m = {0};
+    p2p_msg *all = calloc((size_t)R, sizeof *all);
+    uint8_t *handles = calloc((size_t)R, KILN_RT_P2P_HANDLE_BYTES);
+    KILN_CHECK(all && handles, KILN_ERR_OUT_OF_MEMORY, "out of host memory");
+    m.ok = kiln_rt_p2p_create(x->dev, kiln_gpu_kernels(x->g), R, rank, 0, &x->p2p) == KILN_OK;
+    if (m.ok) kiln_rt_p2p_handle(x->p2p, m.handle);
+    else snprintf(m.why, sizeof m.why, "%s", kiln_last_error());
+    KILN_TRY(kiln_comm_all_gather(comm, &m, all, sizeof m));
+    if (!p2p_all_ok(x, all)) goto fail; /* NCCL only (st is KILN_OK) */
+    for (int r = 0; r < R; r++)
+        memcpy(handles + (size_t)r * KILN_RT_P2P_HANDLE_BYTES, all[r].handle, KILN_RT_P2P_HANDLE_BYTES);
+    m.ok = kiln_rt_p2p_set_peers(x->p2p, handles) == KILN_OK;
+    if (!m.ok) snprintf(m.why, sizeof m.why, "%s", kiln_last_error());
+    KILN_TRY(kiln_comm_all_gather(comm, &m, all, sizeof m));
+    if (!p2p_all_ok(x, all)) goto fail; /* NCCL only */
+    if (rank == 0)
+        KILN_INFO("all-reduce: one-shot over peer memory up to %zu KB, NCCL above", kiln_rt_p2p_max_bytes(x->p2p) >> 10);
+fail:
+    free(all);
+    free(handles);
+    return st;
+}
+
 kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_config *cfg, kiln_exec **out) {
     kiln_status st = KILN_OK;
     const kiln_program *p = mf->program;
@@ -885,6 +952,7 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     double tj = kiln_now_sec();
     KILN_TRY(kiln_gpu_prepare(x->g, &jm));
     KILN_INFO("kernels ready in %.2f s", kiln_now_sec() - tj);
+    if (p->tp_size > 1) KILN_TRY(setup_p2p(x, cfg->comm));
 
     x->w = calloc((size_t)p->n_weights, sizeof *x->w);
     x->slot = calloc((size_t)p->n_slots, sizeof *x->slot);
@@ -1010,6 +1078,11 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
         for (int i = 0; i <= p->n_ops; i++) KILN_TRY(kiln_rt_event_create(x->dev, true, &x->ev[i]));
         KILN_INFO("profiling mode: per-op timing, CUDA graphs off");
     }
+    /* the one-shot all-reduce waits for its peers inside the kernel (and
+     * traps after ~10 s): the ranks start their first ones together, not
+     * while a slower rank still loads its weights */
+    if (x->p2p)
+        KILN_CHECK(kiln_comm_barrier(cfg->comm), KILN_ERR_CANCELLED, "another tensor-parallel rank failed");
     if (!cfg->enforce_eager && !x->prof.on) KILN_TRY(capture_graphs(x));
     *out = &x->base;
     return KILN_OK;

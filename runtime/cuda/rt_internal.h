@@ -36,7 +36,8 @@
     X(cuEventElapsedTime) X(cuStreamBeginCapture) X(cuStreamEndCapture)                    \
     X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)         \
     X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute)     \
-    X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuStreamIsCapturing)
+    X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuStreamIsCapturing)     \
+    X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess)
 
 #define KILN_NVRTC_FUNCS(X)                                                               \
     X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram)    \

@@ -1,0 +1,170 @@
+// allreduce.cu -- one-shot sum all-reduce over peer memory, for the
+// tensor-parallel ranks of one process on the GPUs of one host (set up by
+// runtime/cuda/p2p.c; NCCL serves what does not fit).
+//
+//   kiln_all_reduce: io[n] = sum over ranks r = 0 .. n_ranks-1 of rank r's
+//   io[n] (ACT = bf16 | fp16 | fp32), fp32 accumulation in rank order, so
+//   every rank gets the same bits.
+//
+// Every rank owns one allocation, readable by the others (peer access), at
+// base_r (the kernel gets all of them, b0 .. b7, 0 past n_ranks):
+//   [0, 4)        epoch: calls completed so far (own rank only)
+//   [4, 8)        done: blocks of the current call past their copy-in
+//   [128, 2176)   flags [AR_MAX_BLOCKS][AR_MAX_RANKS] u32: flags[b][s] is
+//                 written by rank s's block b (st.release.sys) with the epoch
+//                 of the call whose data it has copied in
+//   [4096, +2*buf_bytes) data [2][buf_bytes]: the rank's input, call e in
+//                 half e & 1
+// One call, block b of every rank (same grid on every rank, same partition
+// of the 16-byte vectors over blocks and threads):
+//   1. e = epoch + 1; the last block to get past its copy-in sets epoch = e;
+//   2. copy its vectors of io into its own data half e & 1;
+//   3. signal: thread t < n_ranks stores e into rank t's flags[b][rank];
+//   4. wait: thread t < n_ranks spins (ld.acquire.sys) until its own
+//      flags[b][t] >= e (a peer may already be one call ahead);
+//   5. sum its vectors over every rank's half e & 1, write them to io.
+// Why one barrier suffices: a rank writes half e & 1 in call e only after
+// its call e - 1 completed, which needed every peer's blocks to have
+// signalled call e - 1, i.e. to be past their pdl_wait, so every peer's
+// call e - 2, the last reader of that half, had completed (kiln's kernels
+// all pdl_wait first, so a kernel running means every earlier kernel of its
+// stream has completed). The epoch lives in device memory and is
+// advanced by the kernel, so captured CUDA graphs replay it correctly.
+// All CTAs of a call must be resident together with the peers' (the host
+// keeps the grid <= AR_MAX_BLOCKS and the SM count); a wait that exceeds
+// timeout_ns (a peer never came: a failed rank, mismatched collectives)
+// prints the block, peer and epoch and traps instead of hanging.
+// Thread-safety: device code; one call at a time per rank (one stream).
+#include "kiln_common.cuh"
+
+typedef ACT act_t;
+typedef vec16<act_t> V;
+
+#define AR_MAX_RANKS 8
+#define AR_MAX_BLOCKS 64
+#define AR_FLAGS_OFF 128
+#define AR_DATA_OFF 4096
+
+extern "C" __device__ int vprintf(const char *, const char *);
+
+KILN_DEV void st_release_sys(u32 *p, u32 v) {
+    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+KILN_DEV u32 ld_acquire_sys(const u32 *p) {
+    u32 v;
+    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+KILN_DEV u32 ld_volatile(const u32 *p) {
+    u32 v;
+    asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+KILN_DEV u64 global_ns() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+KILN_DEV char *pick(int i, char *b0, char *b1, char *b2, char *b3, char *b4, char *b5, char *b6, char *b7) {
+    switch (i) {
+    case 0: return b0;
+    case 1: return b1;
+    case 2: return b2;
+    case 3: return b3;
+    case 4: return b4;
+    case 5: return b5;
+    case 6: return b6;
+    default: return b7;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(512)
+kiln_all_reduce(act_t *io, i64 n, char *b0, char *b1, char *b2, char *b3, char *b4, char *b5, char *b6, char *b7,
+                int rank, int n_ranks, i64 buf_bytes, i64 timeout_ns) {
+    pdl_wait();
+    char *self = pick(rank, b0, b1, b2, b3, b4, b5, b6, b7);
+    u32 *ctl = reinterpret_cast<u32 *>(self);
+    // 1. this call's epoch (the previous call, a completed kernel, wrote it)
+    const u32 e = ld_volatile(ctl) + 1u;
+    const i64 half = AR_DATA_OFF + (i64)(e & 1u) * buf_bytes;
+    const i64 nfull = n / V::N, nvec = (n + V::N - 1) / V::N;
+    const int rem = (int)(n - nfull * V::N);
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    const i64 first = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+
+    // 2. copy in (whole vectors; the partial last one element by element)
+    act_t *mine = reinterpret_cast<act_t *>(self + half);
+    for (i64 v = first; v < nvec; v += stride) {
+        if (v < nfull) {
+            st16(mine + v * V::N, ld16(io + v * V::N));
+        } else {
+            for (int j = 0; j < rem; j++) mine[v * V::N + j] = io[v * V::N + j];
+        }
+    }
+    __syncthreads();
+
+    // 3. signal
+    if (threadIdx.x < n_ranks) {
+        char *peer = pick(threadIdx.x, b0, b1, b2, b3, b4, b5, b6, b7);
+        st_release_sys(reinterpret_cast<u32 *>(peer + AR_FLAGS_OFF) + blockIdx.x * AR_MAX_RANKS + rank, e);
+    }
+    // 1. (end) every thread of this block has used the epoch it read (past
+    // the barrier above); the last block of the call to get here advances it
+    if (threadIdx.x == 0) {
+        __threadfence();
+        if (atomicAdd(&ctl[1], 1u) == gridDim.x - 1) {
+            ctl[1] = 0;
+            ctl[0] = e;
+        }
+    }
+    // 4. wait
+    if (threadIdx.x < n_ranks) {
+        const int t = threadIdx.x;
+        const u32 *f = reinterpret_cast<const u32 *>(self + AR_FLAGS_OFF) + blockIdx.x * AR_MAX_RANKS + t;
+        u64 t0 = 0;
+        while ((int)(ld_acquire_sys(f) - e) < 0) {
+            const u64 now = global_ns();
+            if (!t0) {
+                t0 = now;
+            } else if ((i64)(now - t0) > timeout_ns) {
+                struct { int rank, block; long long ms; int peer; u32 epoch; } a = {
+                    rank, (int)blockIdx.x, timeout_ns / 1000000, t, e};
+                vprintf("kiln all-reduce: rank %d block %d waited %lld ms for rank %d at call %u; "
+                        "the ranks are not running the same collectives (a rank failed?): trap\n",
+                        reinterpret_cast<const char *>(&a));
+                __trap();
+            }
+        }
+    }
+    __syncthreads();
+    pdl_launch();
+
+    // 5. sum in rank order (fp32), one rounding
+    for (i64 v = first; v < nvec; v += stride) {
+        if (v < nfull) {
+            float acc[V::N];
+#pragma unroll
+            for (int j = 0; j < V::N; j++) acc[j] = 0.0f;
+#pragma unroll
+            for (int r = 0; r < AR_MAX_RANKS; r++) {
+                if (r >= n_ranks) break;
+                V x;
+                x.v = ld16(pick(r, b0, b1, b2, b3, b4, b5, b6, b7) + half + v * 16);
+#pragma unroll
+                for (int j = 0; j < V::N; j++) acc[j] += x.get(j);
+            }
+            V o;
+#pragma unroll
+            for (int j = 0; j < V::N; j++) o.set(j, acc[j]);
+            st16(io + v * V::N, o.v);
+        } else {
+            for (int j = 0; j < rem; j++) {
+                float acc = 0.0f;
+                for (int r = 0; r < n_ranks; r++)
+                    acc += to_f32(reinterpret_cast<const act_t *>(pick(r, b0, b1, b2, b3, b4, b5, b6, b7) + half)[v * V::N + j]);
+                io[v * V::N + j] = from_f32<act_t>(acc);
+            }
+        }
+    }
+}
