@@ -555,11 +555,8 @@ static void gpu_destroy(kiln_exec *base) {
             if (x->ev[i]) kiln_rt_event_destroy(x->ev[i]);
     free(x->ev);
     for (int i = 0; i < x->n_buckets; i++) kiln_rt_graph_destroy(x->graph[i]);
-<<<<<<< HEAD
     for (int i = 0; i < x->n_vbuckets; i++) kiln_rt_graph_destroy(x->vgraph[i]);
-=======
     kiln_rt_p2p_destroy(x->p2p);
->>>>>>> tpar
     if (x->nccl) kiln_rt_comm_destroy(x->nccl);
     kiln_gpu_destroy(x->g);
     if (x->st) kiln_rt_stream_destroy(x->st);
