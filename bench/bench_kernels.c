@@ -308,7 +308,7 @@ static void bench_elementwise(void) {
 static void bench_gemm(void) {
     static const struct { const char *name; int N, K; } shapes[] = {
         {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
-    int Ms[] = {1, 16, 32, 4096};
+    int Ms[] = {1, 8, 16, 32, 64, 4096};
     for (size_t si = 0; si < 4; si++) {
         gemm_ctx g;
         memset(&g, 0, sizeof g);
@@ -322,12 +322,12 @@ static void bench_gemm(void) {
             g.x[s] = drand((size_t)4096 * g.K, KILN_DTYPE_BF16, 1);
         }
         CK(kiln_rt_malloc(dev, (size_t)4096 * g.N * 2, &g.out));
-        for (int mi = 0; mi < 4; mi++) {
+        for (size_t mi = 0; mi < KILN_ARRAY_LEN(Ms); mi++) {
             g.M = Ms[mi];
             double t = time_op(op_gemm, &g, sets, g.M == 4096 ? 5 : 20, 20);
             char shape[64];
             snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shapes[si].name, g.M, g.N, g.K);
-            if (g.M <= 32) row_bw("gemm (weight bytes)", shape, t, (double)wbytes, 0.85);
+            if (g.M <= 64) row_bw("gemm (weight bytes)", shape, t, (double)wbytes, 0.85);
             else row_flops("gemm", shape, t, 2.0 * g.M * g.N * g.K, 0.80, 0);
         }
         /* the same small-M shapes through kernel_src/gemv.cu, beside
@@ -350,6 +350,31 @@ static void bench_gemm(void) {
             }
             g.g = NULL;
             kiln_gpu_destroy(gv);
+        }
+        /* the tensor-core GEMM (kernel_src/gemm_tc.cu) at M 8..64, beside
+         * cuBLASLt, in its default tiling and variations of one knob each
+         * (warps along K, 16-row tiles per warp, split-K, L2 prefetch) */
+        static const struct { const char *name; int wk, rt, split, pf; } tc[] = {
+            {"default", 0, 0, 0, 0}, {"no prefetch", 0, 0, 0, -1}, {"wk 2", 2, 0, 0, 0},
+            {"rt 2", 0, 2, 0, 0},    {"split 1", 0, 0, 1, 0},      {"split 8", 0, 0, 8, 0}};
+        for (size_t ti = 0; ti < KILN_ARRAY_LEN(tc); ti++) {
+            kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = 64,
+                                  .tcgemm_warps_k = tc[ti].wk, .tcgemm_tiles = tc[ti].rt, .tcgemm_split = tc[ti].split,
+                                  .tcgemm_prefetch_mb = tc[ti].pf};
+            kiln_gpu *gt = NULL;
+            CK(kiln_gpu_create(dev, &gp, &gt));
+            g.g = gt;
+            int Mt[] = {8, 16, 32, 64};
+            for (int mi = 0; mi < 4; mi++) {
+                g.M = Mt[mi];
+                double t = time_op(op_gemm, &g, sets, 20, 20);
+                char shape[80], name[64];
+                snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shapes[si].name, g.M, g.N, g.K);
+                snprintf(name, sizeof name, "gemm_tc %s (weight bytes)", tc[ti].name);
+                row_bw(name, shape, t, (double)wbytes, 0.85);
+            }
+            g.g = NULL;
+            kiln_gpu_destroy(gt);
         }
         for (int s = 0; s < sets; s++) kiln_rt_free(dev, g.w[s]), kiln_rt_free(dev, g.x[s]);
         kiln_rt_free(dev, g.out);
@@ -425,7 +450,8 @@ int main(int argc, char **argv) {
     CK(kiln_rt_stream_create(dev, &st));
     CK(kiln_rt_event_create(dev, true, &e0));
     CK(kiln_rt_event_create(dev, true, &e1));
-    kiln_gpu_params gp = {.gemv_max_m = -1}; /* the gemm rows are cuBLASLt; the gemv rows set their own */
+    kiln_gpu_params gp = {.gemv_max_m = -1, .tcgemm_max_m = -1}; /* the gemm rows are cuBLASLt; the gemv and
+                                                                     gemm_tc rows set their own */
     gp.max_sample_rows = 64;
     gp.vocab = 128256;
     CK(kiln_gpu_create(dev, &gp, &gpu));

@@ -206,6 +206,20 @@ typedef struct kiln_jit_kernel_def {
 #define KILN_GEMV_ROWS_DEFAULT 1
 #define KILN_GEMV_UNROLL_DEFAULT 4
 
+/* The tensor-core small-M GEMM (kernel_src/gemm_tc.cu): used for
+ * 2 <= M <= MAX_M (above the GEMV's M), in buckets MAXM 8/16/32/64, with
+ * WARPS_K warps of a block splitting K, TILES 16-row W tiles per warp and
+ * STAGES 64-wide K chunks of W in flight per warp (2 at MAXM 64: more
+ * spills); engine/cuda/ops_gpu.c launches it, the model kernel set warms it.
+ * Not yet measured on a GPU. */
+#define KILN_TCGEMM_MAX_M_DEFAULT 64
+#define KILN_TCGEMM_WARPS_K_DEFAULT 1
+#define KILN_TCGEMM_TILES_DEFAULT 1
+#define KILN_TCGEMM_STAGES_DEFAULT(maxm) ((maxm) >= 64 ? 2 : 4)
+/* L2 prefetch budget before the wait on the previous kernel, in MiB over the
+ * grid's resident blocks */
+#define KILN_TCGEMM_PREFETCH_MB_DEFAULT 16
+
 /* The registry (static). */
 const kiln_jit_kernel_def *kiln_jit_registry(int *n);
 const kiln_jit_kernel_def *kiln_jit_find(const char *name);
@@ -278,7 +292,7 @@ typedef struct kiln_jit_model {
     bool kv_calib;       /* FP8: also the activation-dtype cache kernels that
                             start-up calibration runs (kv write, prefill)     */
 } kiln_jit_model;
-#define KILN_JIT_MAX_SPECS 32
+#define KILN_JIT_MAX_SPECS 48 /* a model set is 29 at most today (8 of them gemm_tc) */
 typedef struct kiln_jit_spec_list {
     kiln_jit_spec specs[KILN_JIT_MAX_SPECS];
     char defines[KILN_JIT_MAX_SPECS][128];

@@ -58,7 +58,8 @@ static bool setup(void) {
         no_gpu = true;
         return false;
     }
-    kiln_gpu_params p = {.gemv_max_m = -1}; /* cuBLASLt for every M here; test_gemv runs the GEMV */
+    kiln_gpu_params p = {.gemv_max_m = -1, .tcgemm_max_m = -1}; /* cuBLASLt for every M here; test_gemv and
+                                                                    test_gemm_tc run the GEMV and gemm_tc */
     p.max_sample_rows = 64;
     p.vocab = 131072;
     if (kiln_rt_device_open(0, &dev) || kiln_rt_stream_create(dev, &st) || kiln_gpu_create(dev, &p, &gpu)) {
@@ -886,6 +887,121 @@ KT_TEST(test_gemv) {
     }
 }
 
+/* test_gemm_tc runs the tensor-core GEMM and its split-K reduction on its own kiln_gpu's */
+static bool tc_tested, tc_reduce_tested;
+
+/* One tensor-core GEMM case: out has M + 1 rows of stride ldo, poisoned
+ * (NaN); its first M rows, columns < N, must match ref (row stride N, no
+ * bias) + b[n] when b, and the stride's gap and the extra row must still be
+ * poison (no write outside out[M, N]). */
+static void tc_case(kiln_gpu *g, kiln_dtype dt, kiln_dtype odt, kiln_devptr dx, kiln_devptr dw, const float *b,
+                    const float *ref, int M, int N, int K, int ldo, const char *what) {
+    size_t n = (size_t)(M + 1) * (size_t)ldo;
+    kiln_devptr dout = dmalloc(n * 4), db = b ? up_act(b, (size_t)N, odt) : 0;
+    KT_OK(kiln_gpu_gemm(g, st, dout, ldo, odt, dx, dw, dt, db, M, N, K));
+    float *got = down_act(dout, n, odt), *cmp = malloc(sizeof(float) * (size_t)M * N),
+          *expect = malloc(sizeof(float) * (size_t)M * N);
+    int stray = 0;
+    for (int m = 0; m <= M; m++)
+        for (int j = 0; j < ldo; j++) {
+            float v = got[(size_t)m * ldo + j];
+            if (m < M && j < N) {
+                cmp[(size_t)m * N + j] = v;
+                expect[(size_t)m * N + j] = ref[(size_t)m * N + j] + (b ? b[j] : 0.0f);
+            } else if (!isnan(v)) stray++;
+        }
+    CHECK_CLOSE(cmp, expect, (size_t)M * N, dt, "gemm_tc %s M=%d N=%d K=%d ldo=%d out=%s bias=%d %s", kiln_dtype_name(dt),
+                M, N, K, ldo, kiln_dtype_name(odt), b != NULL, what);
+    KT_CHECKF(stray == 0, "%d writes outside out[M, N]: %s M=%d N=%d K=%d ldo=%d %s", stray, kiln_dtype_name(dt), M, N,
+              K, ldo, what);
+    free(got), free(cmp), free(expect);
+    dfree(dout);
+    if (db) dfree(db);
+}
+
+/* the tensor-core GEMM (kernel_src/gemm_tc.cu) for M 2..64 on kiln_gpu's
+ * with it enabled: small shapes (odd N, K not a multiple of the 64-wide
+ * chunk, tiny K) in four tilings (warps along K, 16-row tiles per warp,
+ * stages, forced or automatic split-K, prefetch on or off), bf16 and fp16,
+ * act or fp32 out, bias, ldo > N; then the four Llama-3-8B projections in
+ * the default tiling (the references: one CPU GEMM of 64 rows per shape) */
+KT_TEST(test_gemm_tc) {
+    NEED_GPU();
+    static const struct { int wk, rt, stages, split, pf; } tl[] = {
+        {0, 0, 0, 0, 0}, /* the defaults: split-K where the shape needs it */
+        {2, 1, 3, 1, -1},
+        {4, 2, 1, 7, 0},
+        {1, 2, 2, 0, 0},
+    };
+    static const int Ms[] = {2, 3, 8, 16, 31, 32, 64};
+    kiln_pool *pool = NULL;
+    KT_OK(kiln_pool_create(8, &pool));
+    for (size_t ti = 0; ti < KILN_ARRAY_LEN(tl); ti++) {
+        kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = 64,
+                              .tcgemm_warps_k = tl[ti].wk, .tcgemm_tiles = tl[ti].rt, .tcgemm_stages = tl[ti].stages,
+                              .tcgemm_split = tl[ti].split, .tcgemm_prefetch_mb = tl[ti].pf};
+        kiln_gpu *tg = NULL;
+        KT_OK(kiln_gpu_create(dev, &gp, &tg));
+        char what[96];
+        snprintf(what, sizeof what, "tiling wk %d rt %d stages %d split %d pf %d", tl[ti].wk, tl[ti].rt, tl[ti].stages,
+                 tl[ti].split, tl[ti].pf);
+        static const int NK[][2] = {{200, 512}, {4104, 320}, {1001, 136}, {384, 72}, {24, 8}};
+        for (size_t si = 0; si < KILN_ARRAY_LEN(NK); si++)
+            for (int a = 0; a < 2; a++) {
+                kiln_dtype dt = acts[a];
+                int N = NK[si][0], K = NK[si][1];
+                float *x = rand_act((size_t)64 * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.05f),
+                      *ref = malloc(sizeof(float) * (size_t)64 * N);
+                kiln_cpu_gemm(pool, ref, N, x, w, KILN_DTYPE_F32, NULL, KILN_DTYPE_F32, 64, N, K);
+                kiln_devptr dx = up_act(x, (size_t)64 * K, dt), dw = up_act(w, (size_t)N * K, dt);
+                for (size_t mi = 0; mi < KILN_ARRAY_LEN(Ms); mi++)
+                    for (int f32out = 0; f32out < 2; f32out++) {
+                        /* past the default tiling, one output type per dtype (fewer compiles) */
+                        if (ti > 0 && f32out != a) continue;
+                        kiln_dtype odt = f32out ? KILN_DTYPE_F32 : dt;
+                        int M = Ms[mi], ldo = (M + (int)si) & 1 ? N + 5 : N;
+                        float *b = (M + f32out) % 3 ? NULL : rand_act((size_t)N, odt, 1);
+                        tc_case(tg, dt, odt, dx, dw, b, ref, M, N, K, ldo, what);
+                        free(b);
+                    }
+                free(x), free(w), free(ref);
+                dfree(dx), dfree(dw);
+            }
+        bool used = kiln_rt_kernels_was_used(kiln_gpu_kernels(tg), "gemm_tc");
+        KT_CHECKF(used, "gemm_tc did not run in %s", what);
+        tc_tested = ti == 0 ? used : tc_tested && used;
+        tc_reduce_tested = tc_reduce_tested || kiln_rt_kernels_was_used(kiln_gpu_kernels(tg), "gemm_tc_reduce");
+        kiln_gpu_destroy(tg);
+    }
+    KT_CHECK(tc_tested && tc_reduce_tested);
+
+    /* Llama-3-8B: qkv, o, gate_up, down; bf16 with bf16 out, fp16 o with fp32 out */
+    kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = 64};
+    kiln_gpu *tg = NULL;
+    KT_OK(kiln_gpu_create(dev, &gp, &tg));
+    static const struct { const char *name; int N, K; kiln_dtype dt, odt; } sh[] = {
+        {"qkv", 6144, 4096, KILN_DTYPE_BF16, KILN_DTYPE_BF16},     {"o", 4096, 4096, KILN_DTYPE_BF16, KILN_DTYPE_BF16},
+        {"gate_up", 28672, 4096, KILN_DTYPE_BF16, KILN_DTYPE_BF16}, {"down", 4096, 14336, KILN_DTYPE_BF16, KILN_DTYPE_BF16},
+        {"o fp16", 4096, 4096, KILN_DTYPE_F16, KILN_DTYPE_F32},
+    };
+    for (size_t si = 0; si < KILN_ARRAY_LEN(sh); si++) {
+        int N = sh[si].N, K = sh[si].K;
+        kiln_dtype dt = sh[si].dt, odt = sh[si].odt;
+        float *x = rand_act((size_t)64 * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.02f),
+              *ref = malloc(sizeof(float) * (size_t)64 * N), *b = rand_act((size_t)N, odt, 1);
+        kiln_cpu_gemm(pool, ref, N, x, w, KILN_DTYPE_F32, NULL, KILN_DTYPE_F32, 64, N, K);
+        kiln_devptr dx = up_act(x, (size_t)64 * K, dt), dw = up_act(w, (size_t)N * K, dt);
+        for (size_t mi = 0; mi < KILN_ARRAY_LEN(Ms); mi++) {
+            int M = Ms[mi];
+            tc_case(tg, dt, odt, dx, dw, si == 0 ? b : NULL, ref, M, N, K, M == 31 ? N + 64 : N, sh[si].name);
+        }
+        free(x), free(w), free(ref), free(b);
+        dfree(dx), dfree(dw);
+    }
+    kiln_gpu_destroy(tg);
+    kiln_pool_destroy(pool);
+}
+
 KT_TEST(test_gemm) {
     NEED_GPU();
     int Ms[] = {1, 7, 64, 300};
@@ -1012,7 +1128,9 @@ KT_TEST(test_every_kernel_tested) {
     const kiln_jit_kernel_def *reg = kiln_jit_registry(&n);
     for (int i = 0; i < n; i++)
         KT_CHECKF(kiln_rt_kernels_was_used(kiln_gpu_kernels(gpu), reg[i].name) ||
-                      (!strcmp(reg[i].name, "gemv") && gemv_tested),
+                      (!strcmp(reg[i].name, "gemv") && gemv_tested) ||
+                      (!strcmp(reg[i].name, "gemm_tc") && tc_tested) ||
+                      (!strcmp(reg[i].name, "gemm_tc_reduce") && tc_reduce_tested),
                   "registry kernel %s has no GPU test", reg[i].name);
     KT_CHECK(kiln_rt_check_device(dev) == KILN_OK);
 }
@@ -1020,5 +1138,5 @@ KT_TEST(test_every_kernel_tested) {
 KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_cast), KT_CASE(test_rope),
         KT_CASE(test_kv_write_and_fused_rope), KT_CASE(test_fp8_cast), KT_CASE(test_attention_decode),
         KT_CASE(test_attention_prefill), KT_CASE(test_attention_fp8), KT_CASE(test_sampling), KT_CASE(test_gemv),
-        KT_CASE(test_gemm), KT_CASE(test_graph_replay), KT_CASE(test_all_reduce_one_rank),
+        KT_CASE(test_gemm_tc), KT_CASE(test_gemm), KT_CASE(test_graph_replay), KT_CASE(test_all_reduce_one_rank),
         KT_CASE(test_every_kernel_tested))

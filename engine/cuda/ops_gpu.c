@@ -21,6 +21,7 @@ struct kiln_gpu {
     size_t blas_ws_bytes, ws_bytes;
     int max_rows, vocab;
     int gemv_max_m, gemv_rows, gemv_unroll;
+    int tc_max_m, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* kernel_src/gemm_tc.cu knobs */
 };
 
 /* A tuning knob: the parameter when set (non-zero), else $env when set,
@@ -30,6 +31,8 @@ static int knob(int param, const char *env, int def) {
     const char *v = getenv(env);
     return v && *v ? atoi(v) : def;
 }
+
+static void tc_knobs(kiln_gpu *g, const kiln_gpu_params *p);
 
 kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gpu **out) {
     kiln_status st = KILN_OK;
@@ -48,6 +51,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->gemv_unroll = knob(p ? p->gemv_unroll : 0, "KILN_GEMV_UNROLL", KILN_GEMV_UNROLL_DEFAULT);
     if (g->gemv_unroll != 2 && g->gemv_unroll != 4 && g->gemv_unroll != 8) g->gemv_unroll = KILN_GEMV_UNROLL_DEFAULT;
     if (g->gemv_rows * g->gemv_unroll > 16) g->gemv_unroll = 16 / g->gemv_rows; /* registers (no spills) */
+    tc_knobs(g, p);
     size_t sample_bytes = (size_t)g->max_rows * (size_t)g->vocab * 4;
     size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * 256;
     KILN_TRY(kiln_rt_pool_create(d, "workspace", total, &g->pool));
@@ -161,6 +165,72 @@ kiln_status kiln_gpu_add_rmsnorm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out
     return norm(g, s, true, out, residual, x, w, act, wdt, rows, dim, eps);
 }
 
+/* The tensor-core small-M GEMM (kernel_src/gemm_tc.cu): knobs read once by
+ * kiln_gpu_create (param, else env, else default), and the launch. */
+static void tc_knobs(kiln_gpu *g, const kiln_gpu_params *p) {
+    g->tc_max_m = knob(p ? p->tcgemm_max_m : 0, "KILN_TCGEMM_MAX_M", KILN_TCGEMM_MAX_M_DEFAULT);
+    g->tc_max_m = KILN_MAX(0, KILN_MIN(g->tc_max_m, 64)); /* MAXM buckets 8..64 */
+    g->tc_wk = knob(p ? p->tcgemm_warps_k : 0, "KILN_TCGEMM_WARPS_K", KILN_TCGEMM_WARPS_K_DEFAULT);
+    if (g->tc_wk != 1 && g->tc_wk != 2 && g->tc_wk != 4) g->tc_wk = KILN_TCGEMM_WARPS_K_DEFAULT;
+    g->tc_rt = knob(p ? p->tcgemm_tiles : 0, "KILN_TCGEMM_TILES", KILN_TCGEMM_TILES_DEFAULT);
+    if (g->tc_rt != 1 && g->tc_rt != 2) g->tc_rt = KILN_TCGEMM_TILES_DEFAULT;
+    g->tc_stages = knob(p ? p->tcgemm_stages : 0, "KILN_TCGEMM_STAGES", 0); /* 0: by MAXM */
+    if (g->tc_stages < 0 || g->tc_stages > 4) g->tc_stages = 0;
+    g->tc_split = knob(p ? p->tcgemm_split : 0, "KILN_TCGEMM_SPLIT", 0); /* 0: auto */
+    if (g->tc_split < 0) g->tc_split = 0;
+    g->tc_prefetch_mb = knob(p ? p->tcgemm_prefetch_mb : 0, "KILN_TCGEMM_PREFETCH_MB", KILN_TCGEMM_PREFETCH_MB_DEFAULT);
+    if (g->tc_prefetch_mb < 0) g->tc_prefetch_mb = 0;
+}
+
+/* The most W chunks in flight per warp that compile without spills on sm_90
+ * (`kiln kernels`: 128 registers at 2 blocks of 256 per SM), 0: none. */
+static int tc_max_stages(int maxm, int rt) {
+    if (rt == 1) return maxm >= 64 ? 2 : 4;
+    return maxm <= 16 ? 2 : maxm <= 32 ? 1 : 0;
+}
+
+static kiln_status tc_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ld, kiln_dtype out_dt,
+                           kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int M, int N, int K) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f, *fr = NULL;
+    const int n_sms = kiln_rt_device_get_info(g->dev)->n_sms;
+    int maxm = M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64;
+    int rt = tc_max_stages(maxm, g->tc_rt) ? g->tc_rt : 1, wk = g->tc_wk;
+    int stages = g->tc_stages ? g->tc_stages : KILN_TCGEMM_STAGES_DEFAULT(maxm);
+    stages = KILN_MIN(stages, tc_max_stages(maxm, rt));
+    /* a block: 8 warps, 8 / wk along N (rt 16-row tiles each) by wk along K */
+    int bn = 8 / wk * rt * 16, tiles = (N + bn - 1) / bn, nchunks = (K + 63) / 64;
+    /* split K over blocks until the SMs hold 4 chunks of W in flight per
+     * warp (one block of 8 warps per SM at 4 stages, two at 2 or fewer),
+     * within the 2 blocks an SM fits (128 registers), keeping >= 2 chunks per
+     * warp and the fp32 partials [split, M, N] within the workspace */
+    int split = g->tc_split;
+    if (!split) {
+        int want = n_sms * KILN_MIN(2, KILN_MAX(1, 4 / (stages * rt)));
+        split = tiles >= want ? 1 : (want + tiles - 1) / tiles;
+        if (split > 1 && tiles * split > 2 * n_sms && tiles * (split - 1) >= n_sms) split--;
+    }
+    split = KILN_MIN(KILN_MIN(split, 1024), KILN_MAX(1, nchunks / (2 * wk)));
+    split = (int)KILN_MIN((int64_t)split, (int64_t)(g->ws_bytes / ((size_t)M * (size_t)N * 4)));
+    split = KILN_MAX(split, 1);
+    int cps = (nchunks + split - 1) / split;
+    split = (nchunks + cps - 1) / cps; /* no empty slices */
+    /* L2 prefetch, per warp, of the chunks after its register stages: as
+     * many as the budget allows over the blocks that can be resident */
+    int64_t resident = KILN_MIN((int64_t)tiles * split, 2 * (int64_t)n_sms);
+    int64_t step = resident * wk * bn * 128; /* bytes of one chunk of every warp */
+    int pf = (int)KILN_MIN((int64_t)g->tc_prefetch_mb * (1 << 20) / step, (int64_t)nchunks);
+#define TC_DEFS "ACT=%s OUT=%s MAXM=%d WK=%d RT=%d STAGES=%d" /* the reduction shares the module */
+    KILN_TRY(get(g, "gemm_tc", &f, TC_DEFS, dt(in_dt), dt(out_dt), maxm, wk, rt, stages));
+    if (split > 1) KILN_TRY(get(g, "gemm_tc_reduce", &fr, TC_DEFS, dt(in_dt), dt(out_dt), maxm, wk, rt, stages));
+#undef TC_DEFS
+    kiln_devptr part = g->ws;
+    LAUNCH(f, (unsigned)tiles, (unsigned)split, 1, 256, 0, s, &out, &ld, &part, &x, &w, &bias, &M, &N, &K, &cps, &pf);
+    if (split > 1) LAUNCH(fr, (unsigned)((N + 255) / 256), (unsigned)M, 1, 256, 0, s, &out, &ld, &part, &bias, &M, &N, &split);
+fail:
+    return st;
+}
+
 kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
                           kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N,
                           int64_t K) {
@@ -178,6 +248,9 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
     fail:
         return st;
     }
+    if (M >= 2 && M <= g->tc_max_m && (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) && act_ok(out_dt) &&
+        K % 8 == 0 && (x | w) % 16 == 0 && N <= INT32_MAX && K <= INT32_MAX)
+        return tc_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K);
     return kiln_rt_gemm(g->blas, s, out, ldo, out_dt, x, w, in_dt, bias, M, N, K);
 }
 

@@ -35,6 +35,20 @@ typedef struct kiln_gpu_params {
                                 row in flight (2|4|8); 0: $KILN_GEMV_ROWS /
                                 $KILN_GEMV_UNROLL, else KILN_GEMV_ROWS_DEFAULT /
                                 KILN_GEMV_UNROLL_DEFAULT (runtime/kiln_rt.h)     */
+    int tcgemm_max_m;        /* GEMMs with 2 <= M <= this (and M above gemv_max_m) use
+                                kernel_src/gemm_tc.cu (0: $KILN_TCGEMM_MAX_M, else
+                                KILN_TCGEMM_MAX_M_DEFAULT = 64; negative, or 0 in
+                                the environment: never; at most 64)              */
+    int tcgemm_warps_k, tcgemm_tiles, tcgemm_stages; /* its tiling: warps of a block
+                                splitting K (1|2|4), 16-row W tiles per warp (1|2),
+                                K chunks in flight per warp (1..4; 0: by M); 0:
+                                $KILN_TCGEMM_WARPS_K / _TILES / _STAGES, else the
+                                KILN_TCGEMM_*_DEFAULT; lowered where it would spill */
+    int tcgemm_split;        /* its split-K over blocks (0: $KILN_TCGEMM_SPLIT, else
+                                enough blocks for every SM)                      */
+    int tcgemm_prefetch_mb;  /* its L2 prefetch before waiting on the previous kernel
+                                (0: $KILN_TCGEMM_PREFETCH_MB, else
+                                KILN_TCGEMM_PREFETCH_MB_DEFAULT; negative: none) */
 } kiln_gpu_params;
 
 kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gpu **out);
@@ -55,7 +69,9 @@ kiln_status kiln_gpu_rmsnorm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, ki
 kiln_status kiln_gpu_add_rmsnorm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr residual, kiln_devptr x,
                                  kiln_devptr w, kiln_dtype act, kiln_dtype wdt, int rows, int dim, float eps);
 /* out[M, N] (out_dt, row stride ldo >= N, 0: N) = x[M, K] @ W[N, K]^T (+ bias[N]
- * in out_dt); x, W in in_dt. cuBLASLt. */
+ * in out_dt); x, W in in_dt. M <= gemv_max_m: kernel_src/gemv.cu; 2 <= M <=
+ * tcgemm_max_m: kernel_src/gemm_tc.cu (its split-K partials use the workspace);
+ * else, or where those do not apply (fp32, K % 8, unaligned x / W), cuBLASLt. */
 kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
                           kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N,
                           int64_t K);

@@ -23,6 +23,11 @@
     "ACT=bf16 HEAD_DIM=128 BLOCK_SIZE=16 GROUP=4 KV=fp8_e5m2;ACT=fp16 HEAD_DIM=64 BLOCK_SIZE=32 GROUP=1 KV=fp8_e4m3;" \
     "ACT=bf16 HEAD_DIM=16 BLOCK_SIZE=16 GROUP=2 KV=fp8_e5m2"
 
+#define GEMM_TC_EX                                                                                              \
+    "ACT=bf16 OUT=bf16 MAXM=32 WK=1 RT=1 STAGES=4;ACT=bf16 OUT=fp32 MAXM=64 WK=1 RT=1 STAGES=2;"                 \
+    "ACT=fp16 OUT=fp16 MAXM=8 WK=1 RT=2 STAGES=2;ACT=fp16 OUT=fp32 MAXM=16 WK=2 RT=1 STAGES=4;"                  \
+    "ACT=bf16 OUT=bf16 MAXM=64 WK=4 RT=1 STAGES=2;ACT=bf16 OUT=bf16 MAXM=32 WK=2 RT=2 STAGES=1"
+
 static const kiln_jit_kernel_def registry[] = {
     {"embed", "kernel_src/embed.cu", "kiln_embed", "ptr,ptr,i32,ptr,i64,i32,i64",
      {{"ACT", ACT3}, {"W", ACT3}}, "ACT=bf16 W=bf16;ACT=fp16 W=fp16;ACT=fp32 W=bf16"},
@@ -66,6 +71,13 @@ static const kiln_jit_kernel_def registry[] = {
     {"gemv", "kernel_src/gemv.cu", "kiln_gemv", "ptr,i64,ptr,ptr,ptr,i32,i32,i32", {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "1|2|4|8"}, {"ROWS", "1|2|4"}, {"UNROLL", "2|4|8"}},
      "ACT=bf16 OUT=bf16 MAXM=1 ROWS=2 UNROLL=4;ACT=bf16 OUT=fp32 MAXM=8 ROWS=2 UNROLL=4;"
      "ACT=fp16 OUT=fp16 MAXM=4 ROWS=4 UNROLL=4;ACT=bf16 OUT=bf16 MAXM=2 ROWS=1 UNROLL=2"},
+    /* the tensor-core small-M GEMM and its split-K reduction (one module);
+     * MAXM x RT x STAGES combinations that spill are not launched (engine/cuda/ops_gpu.c) */
+    {"gemm_tc", "kernel_src/gemm_tc.cu", "kiln_gemm_tc", "ptr,i64,ptr,ptr,ptr,ptr,i32,i32,i32,i32,i32",
+     {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "8|16|32|64"}, {"WK", "1|2|4"}, {"RT", "1|2"}, {"STAGES", "1|2|3|4"}},
+     GEMM_TC_EX},
+    {"gemm_tc_reduce", "kernel_src/gemm_tc.cu", "kiln_gemm_tc_reduce", "ptr,i64,ptr,ptr,i32,i32,i32",
+     {{"ACT", ACT2}, {"OUT", ACT3}}, GEMM_TC_EX},
 };
 
 const kiln_jit_kernel_def *kiln_jit_registry(int *n) {
@@ -211,6 +223,13 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
         for (int o = 0; o < 2; o++)
             KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d", a, o ? "fp32" : a, mm,
                               KILN_GEMV_ROWS_DEFAULT, KILN_GEMV_UNROLL_DEFAULT));
+    /* the tensor-core GEMM (kernel_src/gemm_tc.cu) for 2 <= M <= the default
+     * KILN_TCGEMM_MAX_M, in its default tiling, act and fp32 out (its split-K
+     * reduction is in the same module) */
+    for (int mm = 8; mm <= 64 && mm / 2 < KILN_TCGEMM_MAX_M_DEFAULT; mm *= 2)
+        for (int o = 0; o < 2; o++)
+            KILN_TRY(add_spec(l, "gemm_tc", "ACT=%s OUT=%s MAXM=%d WK=%d RT=%d STAGES=%d", a, o ? "fp32" : a, mm,
+                              KILN_TCGEMM_WARPS_K_DEFAULT, KILN_TCGEMM_TILES_DEFAULT, KILN_TCGEMM_STAGES_DEFAULT(mm)));
     KILN_TRY(add_spec(l, "rmsnorm", "ACT=%s W=%s", a, a));
     KILN_TRY(add_spec(l, "add_rmsnorm", "ACT=%s W=%s", a, a));
     KILN_TRY(add_spec(l, m->gelu ? "gelu_mul" : "silu_mul", "ACT=%s", a));
