@@ -46,6 +46,7 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   serve:  kiln serve + bench/serve_load.py at 256 and 32 streams beside kiln bench
 #   tp:     test_gpu_tp and the TP benches (on the multi-GPU kinds)
 #   gemvab: kiln bench at -b 1 / 8 with the small-M GEMV off and on (tilings)
+#   eng3:   kiln bench at -b 1 (-o 512), -b 32 and -b 256 (-o 256), defaults, one line each
 #   pdlab:  kiln bench at -b 1 / 32 / 256 with programmatic dependent launch on and off
 #   nsys:   per-kernel GPU time inside the decode graphs (nsys, if the image has it) at -b 1 and -b 32
 #   startup: kiln generate start to first token on a warm JIT cache (dummy weights: no reading)
@@ -122,6 +123,15 @@ if has gemvab; then # the engine at small batches with the GEMV off / on in seve
       python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("gemv max_m %s rows %s unroll %s  -b %s: %.1f tok/s, step %.3f ms" % (*sys.argv[2:], j["output_tok_s"], j["decode_step_ms"]))' \
         "$out/gemvab_$1_$2_$3_$b.json" $1 $2 $3 $b || tail -3 "$out/gemvab.err"
     done
+  done
+fi
+if has eng3; then
+  for b in 1 32 256; do
+    o=256; [ $b = 1 ] && o=512
+    timeout 150 "$here/bin/kiln" bench --model llama3-8b --load-format dummy -b $b -s 128 -o $o --iters 2 --json \
+      2>>"$out/eng3.err" | tail -1 > "$out/eng3_${b}.json"
+    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("-b %s: %.1f tok/s, step %.3f ms, ttft %.1f ms" % (sys.argv[2], j["output_tok_s"], j["decode_step_ms"], j.get("ttft_ms_mean", -1)))' \
+      "$out/eng3_${b}.json" $b || tail -3 "$out/eng3.err"
   done
 fi
 if has pdlab; then # programmatic dependent launch on / off, same call
