@@ -130,7 +130,7 @@ if has eng3; then
     o=256; [ $b = 1 ] && o=512
     timeout 150 "$here/bin/kiln" bench --model llama3-8b --load-format dummy -b $b -s 128 -o $o --iters 2 --json \
       2>>"$out/eng3.err" | tail -1 > "$out/eng3_${b}.json"
-    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("-b %s: %.1f tok/s, step %.3f ms, ttft %.1f ms" % (sys.argv[2], j["output_tok_s"], j["decode_step_ms"], j.get("ttft_ms_mean", -1)))' \
+    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("-b %s: %.1f tok/s, step %.3f ms, ttft %.1f ms" % (sys.argv[2], j["output_tok_s"], j["decode_step_ms"], j.get("ttft_ms", -1)))' \
       "$out/eng3_${b}.json" $b || tail -3 "$out/eng3.err"
   done
 fi
