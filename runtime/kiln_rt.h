@@ -211,8 +211,10 @@ typedef struct kiln_jit_kernel_def {
  * WARPS_K warps of a block splitting K, TILES 16-row W tiles per warp and
  * STAGES 64-wide K chunks of W in flight per warp (2 at MAXM 64: more
  * spills); engine/cuda/ops_gpu.c launches it, the model kernel set warms it.
- * Not yet measured on a GPU. */
-#define KILN_TCGEMM_MAX_M_DEFAULT 64
+ * Off by default: measured on the H200 (bench/RESULTS.md) it is slower than
+ * cuBLASLt at every M from 8 to 64 (x is re-read from L1/L2 by every warp), and
+ * -b 32 decode fell from 4,872 to 2,794 tok/s with it on. */
+#define KILN_TCGEMM_MAX_M_DEFAULT 0
 #define KILN_TCGEMM_WARPS_K_DEFAULT 1
 #define KILN_TCGEMM_TILES_DEFAULT 1
 #define KILN_TCGEMM_STAGES_DEFAULT(maxm) ((maxm) >= 64 ? 2 : 4)

@@ -37,7 +37,7 @@ typedef struct kiln_gpu_params {
                                 KILN_GEMV_UNROLL_DEFAULT (runtime/kiln_rt.h)     */
     int tcgemm_max_m;        /* GEMMs with 2 <= M <= this (and M above gemv_max_m) use
                                 kernel_src/gemm_tc.cu (0: $KILN_TCGEMM_MAX_M, else
-                                KILN_TCGEMM_MAX_M_DEFAULT = 64; negative, or 0 in
+                                KILN_TCGEMM_MAX_M_DEFAULT = 0; negative, or 0 in
                                 the environment: never; at most 64)              */
     int tcgemm_warps_k, tcgemm_tiles, tcgemm_stages; /* its tiling: warps of a block
                                 splitting K (1|2|4), 16-row W tiles per warp (1|2),
