@@ -161,6 +161,7 @@ typedef struct attn_ctx {
     kiln_gpu_attn a;
     kiln_kv_layout l;
 } attn_ctx;
+static int attn_v1; /* prefill rows: 1 times the first prefill kernel ("attn prefill v1") */
 static void op_attn(void *vc, int set) {
     attn_ctx *c = vc;
     (void)set;
@@ -200,14 +201,15 @@ static void bench_attention(int batch, int ctx, int q_len, double target, bool p
     CK(kiln_rt_memcpy_htod(dqs, qstart, 4 * (size_t)(batch + 1), NULL));
     CK(kiln_rt_memcpy_htod(dcl, cl, 4 * (size_t)batch, NULL));
     CK(kiln_rt_memcpy_htod(dbt, bt, 4 * (size_t)nb, NULL));
-    kiln_gpu_attn a = {out, q, qs, kc, vc, &c.l, nq, dqs, dcl, dbt, batch, mb, 1.0f / sqrtf(128.0f), 0, q_len, ctx, 0};
+    kiln_gpu_attn a = {out, q, qs, kc, vc, &c.l, nq, dqs, dcl, dbt, batch, mb, 1.0f / sqrtf(128.0f), 0, q_len, ctx, 0, 0};
     c.a = a;
     c.a.l = &c.l;
+    c.a.prefill_v1 = attn_v1;
     double t = time_op(op_attn, &c, 1, prefill ? 3 : 10, 20);
     char shape[64], name[32];
     if (prefill) {
         snprintf(shape, sizeof shape, "causal %dx%d hd128 gqa4", batch, q_len);
-        snprintf(name, sizeof name, "attn prefill%s", kes == 1 ? " fp8" : "");
+        snprintf(name, sizeof name, "attn prefill%s%s", kes == 1 ? " fp8" : "", attn_v1 ? " v1" : "");
         double flops = (double)batch * nq * ((double)q_len * (q_len + 1) / 2) * hd * 4;
         row_flops(name, shape, t, flops, 0, target);
     } else {
@@ -477,7 +479,13 @@ int main(int argc, char **argv) {
         bench_attention(1, 32768, 1, 0, false, e4);
         bench_attention(8, 4096, 1, 0, false, e4);
     }
-    if (want("prefill")) bench_attention(8, 2048, 2048, 300e12, true, bf);
+    if (want("prefill")) /* the current kernel, then the first one (rows "attn prefill v1") */
+        for (attn_v1 = 0; attn_v1 < 2; attn_v1++) {
+            bench_attention(8, 2048, 2048, attn_v1 ? 0 : 300e12, true, bf);
+            bench_attention(1, 8192, 8192, 0, true, bf);
+            bench_attention(32, 512, 512, 0, true, bf);
+        }
+    attn_v1 = 0;
     if (want("prefill fp8")) bench_attention(8, 2048, 2048, 0, true, e4);
     bench_elementwise();
     if (want("gemm")) bench_gemm();

@@ -510,7 +510,26 @@ typedef struct attn_case {
     int hd, nq, nkv, bs, window, force;
     int n_seqs;
     int q_len[8], ctx[8];
+    int both; /* prefill: run the current and the first kernel (prefill_v1) against one reference, and bound
+                 every output row's error too */
 } attn_case;
+
+/* worst relative L2 error of one hd-long output row (rows with a tiny
+ * reference norm are measured against 1e-3) */
+static double worst_row_err(const float *got, const float *ref, size_t rows, int hd) {
+    double w = 0;
+    for (size_t r = 0; r < rows; r++) {
+        double num = 0, den = 0;
+        for (int i = 0; i < hd; i++) {
+            double d = (double)got[r * hd + i] - ref[r * hd + i];
+            num += d * d;
+            den += (double)ref[r * hd + i] * ref[r * hd + i];
+        }
+        double e = sqrt(num / (den > 1e-6 ? den : 1e-6));
+        if (!(e <= w)) w = e;
+    }
+    return w;
+}
 
 static void run_attention(const attn_case *c) {
     kiln_kv_layout l;
@@ -596,16 +615,25 @@ static void run_attention(const attn_case *c) {
                 dqs = dupload(qstart, sizeof qstart), dcl = dupload(ctx_len, sizeof ctx_len),
                 dbt = dupload(bt, sizeof(int32_t) * (size_t)(max_blocks * c->n_seqs)),
                 dout = dmalloc((size_t)T * c->nq * c->hd * 2);
-    kiln_gpu_attn a = {dout, dq, q_stride, dkc, dvc, &l, c->nq, dqs, dcl, dbt, c->n_seqs, max_blocks, scale,
-                       c->window, max_q, max_ctx, c->force};
-    KT_OK(kiln_gpu_attention(gpu, st, c->dt, &a));
-    float *got = down_act(dout, (size_t)T * c->nq * c->hd, c->dt);
-    CHECK_CLOSE(got, ref, (size_t)T * c->nq * c->hd, c->dt,
-                "attention %s kv %s hd=%d nq=%d nkv=%d bs=%d window=%d force=%d seqs=%d (q,ctx)=(%d,%d)(%d,%d)..",
-                kiln_dtype_name(c->dt), kiln_dtype_name(kvdt), c->hd, c->nq, c->nkv, c->bs, c->window, c->force,
-                c->n_seqs, c->q_len[0],
-                c->ctx[0], c->q_len[c->n_seqs - 1], c->ctx[c->n_seqs - 1]);
-    free(kf), free(vf), free(kc), free(vc), free(perm), free(bt), free(q), free(ref), free(got);
+    for (int v1 = 0; v1 < (c->both ? 2 : 1); v1++) {
+        kiln_gpu_attn a = {dout, dq, q_stride, dkc, dvc, &l, c->nq, dqs, dcl, dbt, c->n_seqs, max_blocks, scale,
+                           c->window, max_q, max_ctx, c->force, v1};
+        KT_OK(kiln_rt_memset8(dout, 0xff, (size_t)T * c->nq * c->hd * 2, st)); /* NaNs where nothing is written */
+        KT_OK(kiln_gpu_attention(gpu, st, c->dt, &a));
+        float *got = down_act(dout, (size_t)T * c->nq * c->hd, c->dt);
+        CHECK_CLOSE(got, ref, (size_t)T * c->nq * c->hd, c->dt,
+                    "attention%s %s kv %s hd=%d nq=%d nkv=%d bs=%d window=%d force=%d seqs=%d (q,ctx)=(%d,%d)(%d,%d)..",
+                    v1 ? " (prefill v1)" : "", kiln_dtype_name(c->dt), kiln_dtype_name(kvdt), c->hd, c->nq, c->nkv,
+                    c->bs, c->window, c->force, c->n_seqs, c->q_len[0], c->ctx[0], c->q_len[c->n_seqs - 1],
+                    c->ctx[c->n_seqs - 1]);
+        if (c->both) {
+            double w = worst_row_err(got, ref, (size_t)T * c->nq, c->hd);
+            KT_CHECKF(w <= 10 * tol_for(c->dt), "worst row rel err %.3g (tol %.2g)%s hd=%d nq=%d nkv=%d bs=%d window=%d",
+                      w, 10 * tol_for(c->dt), v1 ? " (prefill v1)" : "", c->hd, c->nq, c->nkv, c->bs, c->window);
+        }
+        free(got);
+    }
+    free(kf), free(vf), free(kc), free(vc), free(perm), free(bt), free(q), free(ref);
     dfree(dkc), dfree(dvc), dfree(dq), dfree(dqs), dfree(dcl), dfree(dbt), dfree(dout);
     if (dhs) dfree(dhs);
 }
@@ -620,7 +648,7 @@ KT_TEST(test_attention_decode) {
                 for (int fi = 0; fi < 3; fi++)
                     for (int w = 0; w < 2; w++) {
                         attn_case c = {acts[a], 0, hds[hi], gqa[gi][0], gqa[gi][1], hi == 2 ? 32 : 16, w ? 64 : 0,
-                                       forces[fi], 0, {0}, {0}};
+                                       forces[fi], 0, {0}, {0}, 0};
                         c.n_seqs = 1 + (int)(next_u64() % 8);
                         for (int s = 0; s < c.n_seqs; s++) {
                             c.q_len[s] = 1;
@@ -639,7 +667,7 @@ KT_TEST(test_attention_prefill) {
             for (int gi = 0; gi < 3; gi++)
                 for (int w = 0; w < 2; w++) {
                     attn_case c = {acts[a], 0, hds[hi], gqa[gi][0], gqa[gi][1], hi == 2 ? 32 : 16, w ? 100 : 0, 0, 0,
-                                   {0}, {0}};
+                                   {0}, {0}, 1};
                     c.n_seqs = 1 + (int)(next_u64() % 6);
                     for (int s = 0; s < c.n_seqs; s++) {
                         c.q_len[s] = 1 + (int)(next_u64() % 300);
@@ -647,6 +675,33 @@ KT_TEST(test_attention_prefill) {
                     }
                     run_attention(&c);
                 }
+}
+
+/* Prefill shapes for the paths of kernel_src/attn_prefill.cu: head dims
+ * whose Q / K rows are padded instead of swizzled (16, 32, 96), 120 (K
+ * zero-padded to 128, an odd last 8-dim tile of V), GROUP 2 / 4 / 16 (an
+ * m16 tile spanning two heads), block sizes 8, 24 (tiles straddling blocks
+ * mid-block) and 64, prompts over several 128-row blocks with and without
+ * cached prefixes, windows; each case on both prefill kernels. */
+KT_TEST(test_attention_prefill_shapes) {
+    NEED_GPU();
+    struct {
+        int hd, nq, nkv, bs, window;
+    } sh[] = {{16, 4, 4, 16, 0},  {32, 8, 4, 8, 0},    {96, 16, 8, 24, 0},  {120, 8, 2, 64, 0},
+              {128, 32, 2, 16, 0}, {64, 32, 2, 32, 37}, {128, 8, 8, 16, 300}, {64, 4, 1, 16, 0},
+              {128, 8, 2, 16, 0},  {72, 16, 2, 8, 129}};
+    for (int a = 0; a < 2; a++)
+        for (int i = 0; i < (int)(sizeof sh / sizeof sh[0]); i++) {
+            attn_case c = {acts[a], 0, sh[i].hd, sh[i].nq, sh[i].nkv, sh[i].bs, sh[i].window, 0, 0, {0}, {0}, 1};
+            c.n_seqs = 1 + (int)(next_u64() % 3);
+            for (int s = 0; s < c.n_seqs; s++) {
+                c.q_len[s] = 1 + (int)(next_u64() % 700);
+                c.ctx[s] = c.q_len[s] + ((s + i) % 2 ? (int)(next_u64() % 900) : 0);
+            }
+            c.q_len[0] = 300 + (int)(next_u64() % 500); /* several 128-row blocks */
+            c.ctx[0] = c.q_len[0] + (i % 3 == 1 ? 0 : (int)(next_u64() % 1000));
+            run_attention(&c);
+        }
 }
 
 /* Attention over FP8 caches: decode (one pass, split-K forced and by
@@ -663,7 +718,7 @@ KT_TEST(test_attention_fp8) {
                 for (int gi = 0; gi < 4; gi++) {
                     for (int fi = 0; fi < 3; fi++) { /* decode */
                         attn_case c = {acts[a], kvs[k], hds[hi], gqa[gi][0], gqa[gi][1], (gi & 1) ? 32 : 16,
-                                       (fi == 1) ? 64 : 0, forces[fi], 0, {0}, {0}};
+                                       (fi == 1) ? 64 : 0, forces[fi], 0, {0}, {0}, 0};
                         c.n_seqs = 1 + (int)(next_u64() % 8);
                         for (int s = 0; s < c.n_seqs; s++) c.q_len[s] = 1, c.ctx[s] = ctxs[next_u64() % 7];
                         c.ctx[0] = ctxs[(hi * 3 + gi + fi + k) % 7];
@@ -671,7 +726,7 @@ KT_TEST(test_attention_fp8) {
                     }
                     for (int w = 0; w < 2; w++) { /* prefill over cached context */
                         attn_case c = {acts[a], kvs[k], hds[hi], gqa[gi][0], gqa[gi][1], (gi & 1) ? 16 : 32,
-                                       w ? 100 : 0, 0, 0, {0}, {0}};
+                                       w ? 100 : 0, 0, 0, {0}, {0}, 0};
                         c.n_seqs = 1 + (int)(next_u64() % 6);
                         for (int s = 0; s < c.n_seqs; s++) {
                             c.q_len[s] = 1 + (int)(next_u64() % 300);
@@ -1137,6 +1192,6 @@ KT_TEST(test_every_kernel_tested) {
 
 KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_cast), KT_CASE(test_rope),
         KT_CASE(test_kv_write_and_fused_rope), KT_CASE(test_fp8_cast), KT_CASE(test_attention_decode),
-        KT_CASE(test_attention_prefill), KT_CASE(test_attention_fp8), KT_CASE(test_sampling), KT_CASE(test_gemv),
-        KT_CASE(test_gemm_tc), KT_CASE(test_gemm), KT_CASE(test_graph_replay), KT_CASE(test_all_reduce_one_rank),
-        KT_CASE(test_every_kernel_tested))
+        KT_CASE(test_attention_prefill), KT_CASE(test_attention_prefill_shapes), KT_CASE(test_attention_fp8),
+        KT_CASE(test_sampling), KT_CASE(test_gemv), KT_CASE(test_gemm_tc), KT_CASE(test_gemm), KT_CASE(test_graph_replay),
+        KT_CASE(test_all_reduce_one_rank), KT_CASE(test_every_kernel_tested))

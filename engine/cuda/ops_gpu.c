@@ -416,6 +416,22 @@ fail:
 static int tile_bytes(int hd, bool kv8) { return kv8 ? hd * 32 : ((hd + 15) / 16 * 2) * 256 + hd * 32; }
 static int decode_stages(bool kv8) { return kv8 ? 5 : 3; }
 
+/* kernel_src/attn_prefill.cu (kiln_attn_prefill) serves 16-bit caches with
+ * head_dim <= 128 (its P2_OK); everything else, and $KILN_PREFILL_KERNEL=v1,
+ * runs kiln_attn_prefill_v1 */
+static bool prefill_v2(const kiln_gpu_attn *a, bool kv8, int hd) {
+    if (kv8 || hd > 128 || a->prefill_v1) return false;
+    const char *v = getenv("KILN_PREFILL_KERNEL");
+    return !(v && !strcmp(v, "v1"));
+}
+/* its dynamic shared memory (P2_Q_BYTES + 2 * P2_STAGE_BYTES): Q [128 rows]
+ * and 2 stages of K [64 tokens], each ceil16(hd) / 8 chunks of 16 bytes a
+ * row, and V [hd dims of 64 tokens] */
+static unsigned prefill_smem(int hd) {
+    int kch = (hd + 15) / 16 * 2;
+    return (unsigned)(kch * 16 * (128 + 2 * 64) + 2 * hd * 128);
+}
+
 kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, const kiln_gpu_attn *a) {
     kiln_status st = KILN_OK;
     kiln_rt_func *f, *fr;
@@ -479,9 +495,15 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
             LAUNCH(fr, (unsigned)nq, (unsigned)n_seqs, 1, (unsigned)KILN_MIN(256, (hd + 31) / 32 * 32), 0, s, &out,
                    &part_o, &part_ml, &qs, &cl, &nq, &n_parts, &P);
         }
-    } else {
+    } else if (prefill_v2(a, kv8, hd)) {
         KILN_TRY(kiln_rt_kernels_get(g->k, "attn_prefill", defs, &f));
-        int tt = 64 / grp; /* kernel_src/attn_prefill.cu BM / GROUP */
+        int tt = 128 / grp; /* kernel_src/attn_prefill.cu P2_BM / GROUP */
+        LAUNCH(f, (unsigned)((a->max_q_len + tt - 1) / tt), (unsigned)n_seqs, (unsigned)(nq / grp), 128,
+               prefill_smem(hd), s, &out, &q, &qst, &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale,
+               &window, &kvs);
+    } else {
+        KILN_TRY(kiln_rt_kernels_get(g->k, "attn_prefill_v1", defs, &f));
+        int tt = 64 / grp; /* kernel_src/attn_prefill_v1.cuh V1_BM / GROUP */
         unsigned smem = (unsigned)(2 * 4 * tile_bytes(hd, kv8));
         LAUNCH(f, (unsigned)((a->max_q_len + tt - 1) / tt), (unsigned)n_seqs, (unsigned)(nq / grp), 128, smem, s, &out,
                &q, &qst, &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window, &kvs);

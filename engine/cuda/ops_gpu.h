@@ -139,6 +139,7 @@ typedef struct kiln_gpu_attn {
     int window;
     int max_q_len, max_ctx_len;
     int force_partition; /* tests/bench: >0 forces this split-K partition size (decode), -1 forbids splitting */
+    int prefill_v1;      /* tests/bench: 1 runs the first prefill kernel (as $KILN_PREFILL_KERNEL=v1 does) */
 } kiln_gpu_attn;
 kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, const kiln_gpu_attn *a);
 

@@ -61,6 +61,10 @@ static const kiln_jit_kernel_def registry[] = {
      ATTN_PARAMS, ATTN_EX},
     {"attn_prefill", "kernel_src/attn_prefill.cu", "kiln_attn_prefill",
      "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,ptr", ATTN_PARAMS, ATTN_EX},
+    /* the first prefill kernel (same file, one compile): FP8 caches, head dims
+     * above 128, and $KILN_PREFILL_KERNEL=v1 */
+    {"attn_prefill_v1", "kernel_src/attn_prefill.cu", "kiln_attn_prefill_v1",
+     "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,ptr", ATTN_PARAMS, ATTN_EX},
     {"sample_penalties", "kernel_src/sample.cu", "kiln_sample_penalties", "ptr,i32,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr",
      {{NULL, NULL}}, ""},
     {"sample", "kernel_src/sample.cu", "kiln_sample", "ptr,ptr,ptr,i32,ptr,ptr", {{NULL, NULL}}, ""},
