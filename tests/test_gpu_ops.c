@@ -176,10 +176,12 @@ KT_TEST(test_embed) {
 
 KT_TEST(test_rmsnorm) {
     NEED_GPU();
-    int rows_s[] = {1, 7, 64}, dims[] = {128, 4096, 5120};
+    /* the kernel's three shapes: a warp per row (128, 1000), a block per row
+     * with 4 vectors per thread (2056, 4096, 5120), with 8 (40960) */
+    int rows_s[] = {1, 7, 64}, dims[] = {128, 1000, 2056, 4096, 5120, 40960};
     for (size_t a = 0; a < 2; a++)
         for (int ri = 0; ri < 3; ri++)
-            for (int di = 0; di < 3; di++) {
+            for (int di = 0; di < 6; di++) {
                 kiln_dtype dt = acts[a];
                 int rows = rows_s[ri], dim = dims[di];
                 size_t n = (size_t)rows * dim;

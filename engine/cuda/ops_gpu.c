@@ -136,12 +136,14 @@ static kiln_status norm(kiln_gpu *g, kiln_rt_stream *s, bool add, kiln_devptr ou
     int ve = vec_elems(act), nv = dim / ve;
     KILN_CHECK(dim % ve == 0, KILN_ERR_UNSUPPORTED, "rmsnorm: dim %d is not a multiple of %d", dim, ve);
     unsigned grid, threads;
-    if (nv <= 32 * 16) { /* a warp per row (kernel_src/rmsnorm.cu MAXW) */
+    /* kernel_src/rmsnorm.cu: a warp per row up to MAXW (4) vectors per lane;
+     * else a block per row, MAXB (4) vectors per thread (up to 1024 threads),
+     * longer rows in two passes with 1024 threads */
+    if (nv <= 32 * 4) {
         threads = 256;
         grid = (unsigned)((rows + 7) / 8);
     } else {
-        threads = (unsigned)KILN_MIN(1024, (nv + 7) / 8 / 32 * 32 + 32);
-        KILN_CHECK(nv <= (int)threads * 8, KILN_ERR_UNSUPPORTED, "rmsnorm: dim %d too large", dim);
+        threads = (unsigned)KILN_MIN(1024, ((nv + 3) / 4 + 31) / 32 * 32);
         grid = (unsigned)rows;
     }
     KILN_TRY(get(g, add ? "add_rmsnorm" : "rmsnorm", &f, "ACT=%s W=%s", dt(act), dt(wdt)));
