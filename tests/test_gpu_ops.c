@@ -432,12 +432,16 @@ KT_TEST(test_kv_write_and_fused_rope) {
                     for (int fused = 0; fused < 2; fused++) {
                         kiln_dtype kvdt = kvs[ki];
                         kiln_dtype dt = kvdt == KILN_DTYPE_F16 ? KILN_DTYPE_F16 : KILN_DTYPE_BF16;
-                        int hd = hds[hi], bs = bss[bi], T = Ts[ti], nq = 4, nkv = 2, nb = (T + 40) / bs + 4;
+                        /* hd 128, bs 32: 12 KV heads, more than one V staging group of
+                         * kernel_src/rope_kv.cu in the fused kernel (VT_BUDGET) */
+                        int hd = hds[hi], bs = bss[bi], T = Ts[ti], nq = 4, nkv = hi == 1 && bi == 1 ? 12 : 2,
+                            nb = (T + 40) / bs + 4;
                         kiln_kv_layout l;
                         size_t cbytes = kiln_kv_layout_init(&l, nb, bs, nkv, hd, kvdt);
                         if (kiln_dtype_size(kvdt) == 1) l.k_scale = 0.5f, l.v_scale = 2.0f;
                         /* FP8 with T = 37: per-head scales (device for the GPU, host for the CPU) */
-                        float hs[4] = {0.25f, 0.75f, 3.0f, 0.125f};
+                        float hs[2 * 12];
+                        for (int i = 0; i < 2 * nkv; i++) hs[i] = (const float[]){0.25f, 0.75f, 3.0f, 0.125f}[i % 4];
                         kiln_devptr dhs = 0;
                         kiln_kv_layout lc = l;
                         if (kiln_dtype_size(kvdt) == 1 && ti == 1) {
