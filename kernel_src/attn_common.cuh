@@ -365,6 +365,26 @@ KILN_DEV void qk_tile(float s[8], const u32 (*qa)[4], u32 sk_addr, int lane) {
     }
 }
 
+// qk_tile for two tiles at once, their MMAs interleaved (four independent
+// accumulator chains instead of two).
+KILN_DEV void qk_tile2(float sa[8], float sb[8], const u32 (*qa)[4], u32 ka, u32 kb, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    const int j0 = 2 * g - (g & 1);
+    const u32 o0 = k_pos(j0) * 16 + t * 4, o1 = k_pos(j0 + 2) * 16 + t * 4;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        u32 a0, a1, a2, a3, b0, b1, b2, b3;
+        fp8x4_to_f16(lds32(ka + o0 + kk * 256), a0, a1);
+        fp8x4_to_f16(lds32(ka + o1 + kk * 256), a2, a3);
+        fp8x4_to_f16(lds32(kb + o0 + kk * 256), b0, b1);
+        fp8x4_to_f16(lds32(kb + o1 + kk * 256), b2, b3);
+        mma16816(sa, qa[kk], a0, a1);
+        mma16816(sa + 4, qa[kk], a2, a3);
+        mma16816(sb, qa[kk], b0, b1);
+        mma16816(sb + 4, qa[kk], b2, b3);
+    }
+}
+
 // O[16 rows][HD] += P (A fragment, fp16, tokens permuted like S) x V tile.
 KILN_DEV void pv_tile(float (*o)[4], const u32 pa[4], u32 sv_addr, int lane) {
     const int g = lane >> 2, t = lane & 3;
