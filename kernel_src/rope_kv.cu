@@ -114,10 +114,11 @@ __device__ __forceinline__ float head_scale(const float *s, float dflt, int i) {
 // V staging in shared memory: [heads of a group][head_dim][VT_STRIDE] ACT
 // elements (tokens innermost; an even stride of 18 keeps 8-token runs 4-byte
 // aligned and spreads a warp's column writes over the banks). A group is as
-// many heads as fit in VT_BUDGET bytes (at least one); the host sizes the
-// dynamic shared memory with the same rule (kv_smem in engine/cuda/ops_gpu.c).
+// many heads as fit in VT_BUDGET bytes (at least one; 40 KiB holds the 8 KV
+// heads of head dim 128 in bf16 at once); the host sizes the dynamic shared
+// memory with the same rule (kv_smem in engine/cuda/ops_gpu.c).
 #define VT_STRIDE 18
-#define VT_BUDGET 32768
+#define VT_BUDGET 40960
 #define KU 4 /* key chunks per thread in flight */
 #define VU 4 /* value vectors per thread in flight */
 

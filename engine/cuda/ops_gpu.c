@@ -260,9 +260,9 @@ static int tokens_per_block(int T, int n_sms) {
 }
 
 /* kernel_src/rope_kv.cu kv_body: V staging of one group of nh heads
- * (VT_STRIDE 18 elements per dim, groups of at most VT_BUDGET 32768 bytes) */
+ * (VT_STRIDE 18 elements per dim, groups of at most VT_BUDGET 40960 bytes) */
 static unsigned kv_smem(int nh, int hd, kiln_dtype act) {
-    int row = hd * 18 * (int)kiln_dtype_size(act), hg = KILN_MAX(1, 32768 / row);
+    int row = hd * 18 * (int)kiln_dtype_size(act), hg = KILN_MAX(1, 40960 / row);
     return (unsigned)(KILN_MIN(nh, hg) * row);
 }
 
