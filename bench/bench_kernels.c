@@ -252,8 +252,9 @@ static void op_ew(void *vc, int s) {
     }
 }
 
-static void bench_elementwise(void) {
-    const int T = 4096;
+/* T = 4096 (prefill; target 80% of copy) and decode-sized T (launch
+ * latency; no target, the data sits in L2) */
+static void bench_elementwise(int T) {
     static const char *names[] = {"rmsnorm", "add_rmsnorm", "silu_mul", "rope", "kv_write", "rope_kv_write"};
     for (int kind = 0; kind < 6; kind++) {
         if (!want(names[kind])) continue;
@@ -287,17 +288,17 @@ static void bench_elementwise(void) {
         double bytes = 0;
         char shape[64];
         switch (kind) {
-        case 0: bytes = 2.0 * on * 2; snprintf(shape, sizeof shape, "4096x4096 bf16"); break;
-        case 1: bytes = 4.0 * on * 2; snprintf(shape, sizeof shape, "4096x4096 bf16 (+residual)"); break;
-        case 2: bytes = 3.0 * on * 2; snprintf(shape, sizeof shape, "4096x14336 bf16"); break;
-        case 3: bytes = 2.0 * T * 5120 * 2; snprintf(shape, sizeof shape, "4096 tok, 32q+8k heads hd128"); break;
-        case 4: bytes = 2.0 * T * 2048 * 2; snprintf(shape, sizeof shape, "4096 tok, 8 kv heads hd128"); break;
+        case 0: bytes = 2.0 * on * 2; snprintf(shape, sizeof shape, "%dx4096 bf16", T); break;
+        case 1: bytes = 4.0 * on * 2; snprintf(shape, sizeof shape, "%dx4096 bf16 (+residual)", T); break;
+        case 2: bytes = 3.0 * on * 2; snprintf(shape, sizeof shape, "%dx14336 bf16", T); break;
+        case 3: bytes = 2.0 * T * 5120 * 2; snprintf(shape, sizeof shape, "%d tok, 32q+8k heads hd128", T); break;
+        case 4: bytes = 2.0 * T * 2048 * 2; snprintf(shape, sizeof shape, "%d tok, 8 kv heads hd128", T); break;
         case 5:
             bytes = 2.0 * T * 5120 * 2 + 2.0 * T * 2048 * 2 - T * 1024 * 2;
-            snprintf(shape, sizeof shape, "4096 tok, 32q/8kv hd128");
+            snprintf(shape, sizeof shape, "%d tok, 32q/8kv hd128", T);
             break;
         }
-        row_bw(names[kind], shape, t, bytes, 0.80);
+        row_bw(names[kind], shape, t, bytes, T == 4096 ? 0.80 : 0);
         for (int s = 0; s < NSETS; s++) kiln_rt_free(dev, c.x[s]), kiln_rt_free(dev, c.out[s]), kiln_rt_free(dev, c.y[s]);
         kiln_rt_free(dev, c.w), kiln_rt_free(dev, c.pos), kiln_rt_free(dev, c.slots), kiln_rt_free(dev, c.inv);
         kiln_rt_free(dev, c.kc), kiln_rt_free(dev, c.vc);
@@ -478,6 +479,9 @@ int main(int argc, char **argv) {
         bench_attention(256, 2048, 1, 0, false, bf);
         bench_attention(1, 32768, 1, 0, false, e4);
         bench_attention(8, 4096, 1, 0, false, e4);
+        bench_attention(64, 1024, 1, 0, false, e5);
+        bench_attention(1, 32768, 1, 0, false, e5);
+        bench_attention(8, 4096, 1, 0, false, e5);
     }
     if (want("prefill")) /* the current kernel, then the first one (rows "attn prefill v1") */
         for (attn_v1 = 0; attn_v1 < 2; attn_v1++) {
@@ -487,7 +491,13 @@ int main(int argc, char **argv) {
         }
     attn_v1 = 0;
     if (want("prefill fp8")) bench_attention(8, 2048, 2048, 0, true, e4);
-    bench_elementwise();
+    bench_elementwise(4096);
+    if (want("decode-shape")) { /* `bench_kernels decode-shape`: elementwise ops at decode batch sizes */
+        char *f = (char *)filter;
+        filter = NULL;
+        bench_elementwise(1), bench_elementwise(64), bench_elementwise(256);
+        filter = f;
+    }
     if (want("gemm")) bench_gemm();
     if (want("sample")) bench_sampling();
     kiln_gpu_destroy(gpu);

@@ -106,6 +106,19 @@ template <> struct mma_op<fp16> {
 };
 KILN_DEV void mma16816(float c[4], const u32 a[4], u32 b0, u32 b1) { mma_op<mma_t>::run(c, a, b0, b1); }
 
+// 2^x for the softmax (ex2.approx.ftz: MUFU.EX2 without exp2f's range
+// fix-up for results below 2^-126, which a probability never needs).
+KILN_DEV float fast_exp2(float x) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+// 16-byte global -> shared copy of a chunk known to be in bounds (shared
+// address as a 32-bit shared-window offset).
+KILN_DEV void cp_async16_u32(u32 saddr, const void *gmem) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr), "l"(gmem));
+}
+
 KILN_DEV void ldsm_x4(u32 &r0, u32 &r1, u32 &r2, u32 &r3, u32 addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
@@ -308,6 +321,34 @@ KILN_DEV void load_tile_chunks(char *smem_tile, const kv_t *__restrict__ kc, con
         cp_async16(sv + d * 16, vb > 0 ? v8 + (head * HD + d) * BLOCK_SIZE + o : v8, vb);
 }
 
+// The FP8 loader of a whole tile (16 valid tokens) with the per-lane offsets
+// worked out once: this lane copies K chunks c = lane + 32 k (column c / 16,
+// token c % 16) and V rows d = lane + 32 k of the tile at (block b, slot o).
+struct fp8_tile_loader {
+    u32 k_soff, v_soff; // this lane's first K / V chunk inside a tile (bytes)
+    u32 k_goff, v_goff; // and in the cache, from the tile's first byte
+    KILN_DEV void init(int lane) {
+        const int j = lane & 15, col = lane >> 4;
+        k_soff = (u32)((col * 16 + k_pos(j)) * 16);
+        k_goff = (u32)((col * BLOCK_SIZE + j) * 16);
+        v_soff = (u32)(lane * 16);
+        v_goff = (u32)(lane * BLOCK_SIZE);
+    }
+    // head_off: offset of (block b, head kvh) = (b * nkv + kvh) * HD * BLOCK_SIZE
+    // (the same for K and V); o: the tile's first slot in the block.
+    KILN_DEV void load(u32 stile, const u8 *__restrict__ k8, const u8 *__restrict__ v8, size_t head_off, int o,
+                       int lane) const {
+        const u8 *kp = k8 + head_off + (size_t)o * 16 + k_goff, *vp = v8 + head_off + o + v_goff;
+#pragma unroll
+        for (int k = 0; k < (HD + 31) / 32; k++) {
+            if (HD % 32 == 0 || lane + 32 * k < HD) {
+                cp_async16_u32(stile + k_soff + k * 512, kp + (size_t)k * 2 * BLOCK_SIZE * 16);
+                cp_async16_u32(stile + K_TILE_BYTES + v_soff + k * 512, vp + (size_t)k * 32 * BLOCK_SIZE);
+            }
+        }
+    }
+};
+
 // S[16 rows][16 tokens] += Q (A fragments, fp16, permuted columns) x K tile^T.
 // s[0..3]: tokens 4t, 4t+1; s[4..7]: tokens 4t+2, 4t+3 (sc_tok).
 KILN_DEV void qk_tile(float s[8], const u32 (*qa)[4], u32 sk_addr, int lane) {
@@ -321,6 +362,26 @@ KILN_DEV void qk_tile(float s[8], const u32 (*qa)[4], u32 sk_addr, int lane) {
         fp8x4_to_f16(lds32(a1 + kk * 256), b2, b3);
         mma16816(s, qa[kk], b0, b1);
         mma16816(s + 4, qa[kk], b2, b3);
+    }
+}
+
+// qk_tile for two tiles at once, their MMAs interleaved (four independent
+// accumulator chains instead of two).
+KILN_DEV void qk_tile2(float sa[8], float sb[8], const u32 (*qa)[4], u32 ka, u32 kb, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    const int j0 = 2 * g - (g & 1);
+    const u32 o0 = k_pos(j0) * 16 + t * 4, o1 = k_pos(j0 + 2) * 16 + t * 4;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+        u32 a0, a1, a2, a3, b0, b1, b2, b3;
+        fp8x4_to_f16(lds32(ka + o0 + kk * 256), a0, a1);
+        fp8x4_to_f16(lds32(ka + o1 + kk * 256), a2, a3);
+        fp8x4_to_f16(lds32(kb + o0 + kk * 256), b0, b1);
+        fp8x4_to_f16(lds32(kb + o1 + kk * 256), b2, b3);
+        mma16816(sa, qa[kk], a0, a1);
+        mma16816(sa + 4, qa[kk], a2, a3);
+        mma16816(sb, qa[kk], b0, b1);
+        mma16816(sb + 4, qa[kk], b2, b3);
     }
 }
 

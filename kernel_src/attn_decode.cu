@@ -26,9 +26,37 @@
 #define NW 4
 #if KV_FP8
 #define STAGES 5
+// FP8 caches: two 16-token tiles per step (one softmax update, interleaved
+// QK MMAs) for head dims >= 64 (ptxas spills the pair loop at head dim 16);
+// -DDECODE_PAIR=0 restores one tile per step. Either way the host gives
+// STAGES tiles of shared memory per warp.
+#ifndef DECODE_PAIR
+#define DECODE_PAIR (HEAD_DIM >= 64)
+#endif
 #else
 #define STAGES 3
 #endif
+
+// Scale the scores of tile t (token of sc[k] = t*16 + sc_tok(k, tig)), mask
+// those outside [lo, pos] (tiles wholly inside, all but the first and last,
+// need no mask) and fold them into the running row maxima.
+__device__ __forceinline__ void mask_scale(float sc[8], int t, int tig, int lo, int pos, float sl2, float mx[2]) {
+    if (t * 16 >= lo && t * 16 + 15 <= pos) {
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            sc[k] *= sl2;
+            mx[(k >> 1) & 1] = fmaxf(mx[(k >> 1) & 1], sc[k]);
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            int j = t * 16 + sc_tok(k, tig);
+            float v = (j >= lo && j <= pos) ? sc[k] * sl2 : -KILN_INF;
+            sc[k] = v;
+            mx[(k >> 1) & 1] = fmaxf(mx[(k >> 1) & 1], v);
+        }
+    }
+}
 
 extern "C" __global__ void __launch_bounds__(NW * 32)
 kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const kv_t *__restrict__ kc,
@@ -83,6 +111,110 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
     // this warp's tiles: t_first + warp + k * NW
     int n_mine = 0;
     if (t_first + warp < t_end) n_mine = (t_end - 1 - (t_first + warp)) / NW + 1;
+#if KV_FP8
+    // whole tiles (16 tokens inside the context) go through the loader with
+    // precomputed lane offsets; each tile's block-table entry is read one
+    // iteration before its copies are issued, so the copies never wait on it
+    fp8_tile_loader ld;
+    ld.init(lane);
+    const size_t blk_bytes = (size_t)nkv * HD * BLOCK_SIZE, head_bytes = (size_t)kvh * HD * BLOCK_SIZE;
+    auto issue = [&](int idx, int b) {
+        const int t = t_first + warp + idx * NW, tok0 = t * 16;
+        const u32 st = wsm_addr + (idx % STAGES) * TILE_BYTES;
+        if (tok0 + 16 <= ctx)
+            ld.load(st, (const u8 *)kc, (const u8 *)vc, (size_t)b * blk_bytes + head_bytes, tok0 % BLOCK_SIZE, lane);
+        else
+            load_tile_chunks(wsm + (idx % STAGES) * TILE_BYTES, kc, vc, bt, nkv, kvh, tok0, ctx - tok0, lane, 32);
+    };
+    auto bt_of = [&](int idx) { return idx < n_mine ? bt[(t_first + warp + idx * NW) * 16 / BLOCK_SIZE] : 0; };
+#if DECODE_PAIR
+    // two tiles per step (i, i + 1), copies issued STAGES - 2 tiles ahead:
+    // step i issues tiles i + 3, i + 4 into the slots step i - 2 freed
+#pragma unroll
+    for (int st = 0; st < STAGES - 2; st++) {
+        if (st < n_mine) issue(st, bt_of(st));
+        cp_async_commit();
+    }
+    int b_n0 = bt_of(STAGES - 2), b_n1 = bt_of(STAGES - 1);
+    for (int i = 0; i < n_mine; i += 2) {
+        {
+            const int nx = i + STAGES - 2;
+            if (nx < n_mine) issue(nx, b_n0);
+            cp_async_commit();
+            if (nx + 1 < n_mine) issue(nx + 1, b_n1);
+            cp_async_commit();
+            b_n0 = bt_of(nx + 2);
+            b_n1 = bt_of(nx + 3);
+        }
+        cp_async_wait<STAGES - 2>();
+        __syncwarp();
+        const bool has_b = i + 1 < n_mine;
+        const int ta = t_first + warp + i * NW, tb = ta + NW;
+        const u32 tile_a = wsm_addr + (i % STAGES) * TILE_BYTES, tile_b = wsm_addr + ((i + 1) % STAGES) * TILE_BYTES;
+        float sa[8], sb[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) sa[k] = sb[k] = 0.0f;
+        if (has_b) qk_tile2(sa, sb, qa, tile_a, tile_b, lane);
+        else qk_tile(sa, qa, tile_a, lane);
+        float mx[2] = {m[0], m[1]};
+        mask_scale(sa, ta, tig, lo, pos, sl2, mx);
+        if (has_b) mask_scale(sb, tb, tig, lo, pos, sl2, mx);
+        else {
+#pragma unroll
+            for (int k = 0; k < 8; k++) sb[k] = -KILN_INF;
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        }
+        float alpha[2], rs[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int r = 0; r < 2; r++) alpha[r] = mx[r] == -KILN_INF ? 1.0f : fast_exp2(m[r] - mx[r]);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            int r = (k >> 1) & 1;
+            float pa_ = mx[r] == -KILN_INF ? 0.0f : fast_exp2(sa[k] - mx[r]);
+            float pb_ = mx[r] == -KILN_INF ? 0.0f : fast_exp2(sb[k] - mx[r]);
+            sa[k] = pa_;
+            sb[k] = pb_;
+            rs[r] += pa_ + pb_;
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            l[r] = l[r] * alpha[r] + rs[r];
+            m[r] = mx[r];
+        }
+        if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
+#pragma unroll
+            for (int nt = 0; nt < HD / 8; nt++) {
+                o[nt][0] *= alpha[0];
+                o[nt][1] *= alpha[0];
+                o[nt][2] *= alpha[1];
+                o[nt][3] *= alpha[1];
+            }
+        }
+        {
+            u32 pa[4] = {pack2<mma_t>(sa[0], sa[1]), pack2<mma_t>(sa[2], sa[3]), pack2<mma_t>(sa[4], sa[5]),
+                         pack2<mma_t>(sa[6], sa[7])};
+            pv_tile(o, pa, tile_a + K_TILE_BYTES, lane);
+        }
+        if (has_b) {
+            u32 pb[4] = {pack2<mma_t>(sb[0], sb[1]), pack2<mma_t>(sb[2], sb[3]), pack2<mma_t>(sb[4], sb[5]),
+                         pack2<mma_t>(sb[6], sb[7])};
+            pv_tile(o, pb, tile_b + K_TILE_BYTES, lane);
+        }
+        __syncwarp();
+    }
+#else
+#pragma unroll
+    for (int st = 0; st < STAGES - 1; st++) {
+        if (st < n_mine) issue(st, bt_of(st));
+        cp_async_commit();
+    }
+    int b_next = bt_of(STAGES - 1);
+#endif
+#else
 #pragma unroll
     for (int st = 0; st < STAGES - 1; st++) {
         if (st < n_mine) {
@@ -91,14 +223,21 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
         }
         cp_async_commit();
     }
+#endif
+#if !(KV_FP8 && DECODE_PAIR)
     for (int i = 0; i < n_mine; i++) {
         {
             int nx = i + STAGES - 1;
+#if KV_FP8
+            if (nx < n_mine) issue(nx, b_next);
+            b_next = bt_of(nx + 1);
+#else
             if (nx < n_mine) {
                 int t = t_first + warp + nx * NW;
                 load_tile_chunks(wsm + (nx % STAGES) * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, min(16, ctx - t * 16), lane,
                           32);
             }
+#endif
             cp_async_commit();
         }
         cp_async_wait<STAGES - 1>();
@@ -109,14 +248,23 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
 #pragma unroll
         for (int k = 0; k < 8; k++) sc[k] = 0.0f;
         qk_tile(sc, qa, tile, lane);
-        // mask and scale: token of sc[k] = t*16 + sc_tok(k, tig)
+        // mask and scale: token of sc[k] = t*16 + sc_tok(k, tig); tiles wholly
+        // inside [lo, pos] (all but the first and last) need no mask
         float mx[2] = {m[0], m[1]};
+        if (t * 16 >= lo && t * 16 + 15 <= pos) {
 #pragma unroll
-        for (int k = 0; k < 8; k++) {
-            int j = t * 16 + sc_tok(k, tig);
-            float v = (j >= lo && j <= pos) ? sc[k] * sl2 : -KILN_INF;
-            sc[k] = v;
-            mx[(k >> 1) & 1] = fmaxf(mx[(k >> 1) & 1], v);
+            for (int k = 0; k < 8; k++) {
+                sc[k] *= sl2;
+                mx[(k >> 1) & 1] = fmaxf(mx[(k >> 1) & 1], sc[k]);
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                int j = t * 16 + sc_tok(k, tig);
+                float v = (j >= lo && j <= pos) ? sc[k] * sl2 : -KILN_INF;
+                sc[k] = v;
+                mx[(k >> 1) & 1] = fmaxf(mx[(k >> 1) & 1], v);
+            }
         }
 #pragma unroll
         for (int r = 0; r < 2; r++) {
@@ -125,11 +273,11 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
         }
         float alpha[2], rs[2] = {0.0f, 0.0f};
 #pragma unroll
-        for (int r = 0; r < 2; r++) alpha[r] = mx[r] == -KILN_INF ? 1.0f : exp2f(m[r] - mx[r]);
+        for (int r = 0; r < 2; r++) alpha[r] = mx[r] == -KILN_INF ? 1.0f : fast_exp2(m[r] - mx[r]);
 #pragma unroll
         for (int k = 0; k < 8; k++) {
             int r = (k >> 1) & 1;
-            float p = mx[r] == -KILN_INF ? 0.0f : exp2f(sc[k] - mx[r]);
+            float p = mx[r] == -KILN_INF ? 0.0f : fast_exp2(sc[k] - mx[r]);
             sc[k] = p;
             rs[r] += p;
         }
@@ -138,18 +286,23 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
             l[r] = l[r] * alpha[r] + rs[r];
             m[r] = mx[r];
         }
+        // rescale the output only when some row's maximum moved (after the
+        // first tiles it rarely does); multiplying by 1 would change nothing
+        if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
-        for (int nt = 0; nt < HD / 8; nt++) {
-            o[nt][0] *= alpha[0];
-            o[nt][1] *= alpha[0];
-            o[nt][2] *= alpha[1];
-            o[nt][3] *= alpha[1];
+            for (int nt = 0; nt < HD / 8; nt++) {
+                o[nt][0] *= alpha[0];
+                o[nt][1] *= alpha[0];
+                o[nt][2] *= alpha[1];
+                o[nt][3] *= alpha[1];
+            }
         }
         u32 pa[4] = {pack2<mma_t>(sc[0], sc[1]), pack2<mma_t>(sc[2], sc[3]), pack2<mma_t>(sc[4], sc[5]),
                      pack2<mma_t>(sc[6], sc[7])};
         pv_tile(o, pa, tile + K_TILE_BYTES, lane);
         __syncwarp();
     }
+#endif
     cp_async_wait<0>();
     // full row sums across the 4 lanes of a row
 #pragma unroll

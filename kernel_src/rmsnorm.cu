@@ -1,21 +1,29 @@
-// rmsnorm.cu -- RMSNorm and fused residual-add + RMSNorm, one block per row.
+// rmsnorm.cu -- RMSNorm and fused residual-add + RMSNorm.
 // Semantics: engine/ops_cpu.h kiln_cpu_rmsnorm / kiln_cpu_add_rmsnorm, with
 // activations in ACT (bf16 | fp16 | fp32), weights in W, fp32 math.
 //   out [rows, dim] = x * rsqrt(mean(x^2) + eps) * w          (kiln_rmsnorm)
 //   residual [rows, dim] += x; out = rmsnorm(residual) * w     (kiln_add_rmsnorm;
 //   the norm is taken over the residual as stored, rounded to ACT)
-// dim must be a multiple of 16 / sizeof(ACT) and at most MAXV * 16 / sizeof(ACT)
-// * blockDim.x. out may alias x. Grid: see rmsnorm_any (host: kiln_gpu_rmsnorm).
+// dim must be a multiple of 16 / sizeof(ACT). out may alias x. Grid: see
+// rmsnorm_any (host: kiln_gpu_rmsnorm).
 #include "kiln_common.cuh"
 
 typedef ACT act_t;
 typedef W w_t;
-#define MAXV 8
 
-// Rows of at most 32 * MAXW vectors: one warp per row (blockDim.x / 32 rows
-// per block), every load of the row in flight before the warp reduction.
-// Longer rows: one block per row.
-#define MAXW 16
+// Three shapes (host: kiln_gpu_rmsnorm picks blockDim and the grid):
+//   nv <= 32 * MAXW vectors: a warp per row, blockDim.x / 32 rows per block;
+//   nv <= MAXB * blockDim.x: a block per row, MAXB vectors per thread (rows
+//     of up to 4096 bf16 take 128 threads: small blocks with few registers,
+//     many rows in flight per SM, and a block's resources free as soon as
+//     its row is done);
+//   longer rows: a block per row in two passes over global memory (sum of
+//     squares, then the scaled output; the second pass re-reads what this
+//     same thread read or wrote in the first).
+// x and the residual of a row are loaded before anything is stored; the
+// weights are read after the reduction (shared by every row: L1/L2 hits).
+#define MAXW 4
+#define MAXB 4
 
 template <bool ADD, int MAXK>
 __device__ __forceinline__ void rmsnorm_row(act_t *__restrict__ out, act_t *__restrict__ residual,
@@ -25,11 +33,14 @@ __device__ __forceinline__ void rmsnorm_row(act_t *__restrict__ out, act_t *__re
     typedef vec16<act_t> V;
     const int nv = dim / V::N;
     const size_t base = (size_t)row * dim;
-    V v[MAXK];
+    V v[MAXK], r[MAXK];
 #pragma unroll
     for (int k = 0; k < MAXK; k++) {
         int i = lane + k * n_lanes;
-        if (i < nv) v[k].v = ld16(x + base + (size_t)i * V::N);
+        if (i < nv) {
+            v[k].v = ld16(x + base + (size_t)i * V::N);
+            if (ADD) r[k].v = ld16(residual + base + (size_t)i * V::N);
+        }
     }
     float ss = 0.0f;
 #pragma unroll
@@ -37,12 +48,10 @@ __device__ __forceinline__ void rmsnorm_row(act_t *__restrict__ out, act_t *__re
         int i = lane + k * n_lanes;
         if (i < nv) {
             if (ADD) {
-                V r;
-                r.v = ld16(residual + base + (size_t)i * V::N);
 #pragma unroll
-                for (int j = 0; j < V::N; j++) r.set(j, r.get(j) + v[k].get(j));
-                st16(residual + base + (size_t)i * V::N, r.v);
-                v[k] = r;
+                for (int j = 0; j < V::N; j++) r[k].set(j, r[k].get(j) + v[k].get(j));
+                st16(residual + base + (size_t)i * V::N, r[k].v);
+                v[k] = r[k];
             }
 #pragma unroll
             for (int j = 0; j < V::N; j++) {
@@ -52,7 +61,7 @@ __device__ __forceinline__ void rmsnorm_row(act_t *__restrict__ out, act_t *__re
         }
     }
     ss = block ? block_sum(ss, scratch) : warp_sum(ss);
-    float r = rsqrtf(ss / (float)dim + eps);
+    float rr = rsqrtf(ss / (float)dim + eps);
 #pragma unroll
     for (int k = 0; k < MAXK; k++) {
         int i = lane + k * n_lanes;
@@ -61,10 +70,48 @@ __device__ __forceinline__ void rmsnorm_row(act_t *__restrict__ out, act_t *__re
             if (sizeof(w_t) == sizeof(act_t)) wv.v = ld16(w + (size_t)i * V::N);
 #pragma unroll
             for (int j = 0; j < V::N; j++)
-                o.set(j, v[k].get(j) * r * (sizeof(w_t) == sizeof(act_t) ? to_f32(((const w_t *)&wv.v)[j])
+                o.set(j, v[k].get(j) * rr * (sizeof(w_t) == sizeof(act_t) ? to_f32(((const w_t *)&wv.v)[j])
                                                                           : to_f32(w[i * V::N + j])));
             st16(out + base + (size_t)i * V::N, o.v);
         }
+    }
+}
+
+template <bool ADD>
+__device__ __forceinline__ void rmsnorm_row_2pass(act_t *__restrict__ out, act_t *__restrict__ residual,
+                                                  const act_t *__restrict__ x, const w_t *__restrict__ w, int row,
+                                                  int dim, float eps) {
+    __shared__ float scratch[32];
+    typedef vec16<act_t> V;
+    const int nv = dim / V::N;
+    const size_t base = (size_t)row * dim;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < nv; i += blockDim.x) {
+        V v;
+        v.v = ld16(x + base + (size_t)i * V::N);
+        if (ADD) {
+            V r;
+            r.v = ld16(residual + base + (size_t)i * V::N);
+#pragma unroll
+            for (int j = 0; j < V::N; j++) r.set(j, r.get(j) + v.get(j));
+            st16(residual + base + (size_t)i * V::N, r.v);
+            v = r;
+        }
+#pragma unroll
+        for (int j = 0; j < V::N; j++) {
+            float f = v.get(j);
+            ss += f * f;
+        }
+    }
+    ss = block_sum(ss, scratch);
+    float rr = rsqrtf(ss / (float)dim + eps);
+    const act_t *src = ADD ? residual : x;
+    for (int i = threadIdx.x; i < nv; i += blockDim.x) {
+        V v, o;
+        v.v = ld16(src + base + (size_t)i * V::N);
+#pragma unroll
+        for (int j = 0; j < V::N; j++) o.set(j, v.get(j) * rr * to_f32(w[i * V::N + j]));
+        st16(out + base + (size_t)i * V::N, o.v);
     }
 }
 
@@ -76,8 +123,10 @@ __device__ __forceinline__ void rmsnorm_any(act_t *out, act_t *residual, const a
         int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
         if (row >= rows) return; // whole warps exit; no block barrier in this path
         rmsnorm_row<ADD, MAXW>(out, residual, x, w, row, dim, eps, threadIdx.x & 31, 32, false);
+    } else if (nv <= MAXB * (int)blockDim.x) {
+        rmsnorm_row<ADD, MAXB>(out, residual, x, w, blockIdx.x, dim, eps, threadIdx.x, blockDim.x, true);
     } else {
-        rmsnorm_row<ADD, MAXV>(out, residual, x, w, blockIdx.x, dim, eps, threadIdx.x, blockDim.x, true);
+        rmsnorm_row_2pass<ADD>(out, residual, x, w, blockIdx.x, dim, eps);
     }
 }
 

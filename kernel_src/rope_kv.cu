@@ -17,12 +17,14 @@
 //   value [num_blocks, nkv, head_dim, block_size]
 // Grid: ceil(T / tt) blocks of tt tokens (tt <= 16); every block handles all
 // heads of its tokens so cos/sin are computed once per (token, frequency).
-// Dynamic shared memory: rope: tt * rot_dim / 2 * 8 bytes; kv: head_dim * 17 * 4.
+// Dynamic shared memory: rope: tt * rot_dim / 2 * 8 bytes; kv: the V staging
+// of one group of heads (VT_STRIDE, VT_BUDGET below).
 // kiln_kv_write may also split heads over gridDim.y (== nkv).
 #include "kiln_common.cuh"
 
 typedef ACT act_t;
 typedef vec16<act_t> AV;
+#define RU 4 /* rope: tokens per thread in flight */
 
 struct rope_args {
     const int *pos;
@@ -51,44 +53,53 @@ __device__ __forceinline__ void rope_body(act_t *qkv, i64 row_stride, int t0, in
         cs[e] = make_float2(c * a.mscale, s * a.mscale);
     }
     __syncthreads();
+    // Each thread keeps one vector position v of a head (so its cos/sin
+    // column is fixed) and walks heads hs, hs + hstride, .. and the block's
+    // tokens, RU tokens at a time with all their loads issued before any
+    // store (no index division inside the loops).
     const int nh = a.nq + a.nkv;
-    if (!ILV) {
-        const int vph = half / AV::N; // vectors per half
-        const int per_tok = nh * vph;
-        for (int e = threadIdx.x; e < ntok * per_tok; e += blockDim.x) {
-            int j = e / per_tok, r = e - j * per_tok, h = r / vph, v = r - h * vph;
-            act_t *p = qkv + (size_t)(t0 + j) * row_stride + (size_t)h * a.hd + v * AV::N;
-            AV lo, hi;
-            lo.v = ld16(p);
-            hi.v = ld16(p + half);
-            const float2 *c = cs + j * half + v * AV::N;
+    const int vpr = ILV ? a.rot / AV::N : half / AV::N; // vectors per head this thread set covers
+    const int hstride = blockDim.x / vpr, v = threadIdx.x % vpr, hs = threadIdx.x / vpr;
+    // (threads past hstride * vpr idle; no early return: the fused kernel
+    // synchronizes after this)
+    for (int h = hs < hstride ? hs : nh; h < nh; h += hstride) {
+        for (int j0 = 0; j0 < ntok; j0 += RU) {
+            act_t *p[RU];
+            AV lo[RU], hi[RU];
 #pragma unroll
-            for (int k = 0; k < AV::N; k++) {
-                float x0 = lo.get(k), x1 = hi.get(k);
-                float2 q = c[k];
-                lo.set(k, x0 * q.x - x1 * q.y);
-                hi.set(k, x1 * q.x + x0 * q.y);
+            for (int u = 0; u < RU; u++) {
+                p[u] = qkv + (size_t)(t0 + j0 + u) * row_stride + (size_t)h * a.hd + v * AV::N;
+                if (j0 + u < ntok) {
+                    lo[u].v = ld16(p[u]);
+                    if (!ILV) hi[u].v = ld16(p[u] + half);
+                }
             }
-            st16(p, lo.v);
-            st16(p + half, hi.v);
-        }
-    } else {
-        const int vpr = a.rot / AV::N;
-        const int per_tok = nh * vpr;
-        for (int e = threadIdx.x; e < ntok * per_tok; e += blockDim.x) {
-            int j = e / per_tok, r = e - j * per_tok, h = r / vpr, v = r - h * vpr;
-            act_t *p = qkv + (size_t)(t0 + j) * row_stride + (size_t)h * a.hd + v * AV::N;
-            AV x;
-            x.v = ld16(p);
-            const float2 *c = cs + j * half + v * AV::N / 2;
 #pragma unroll
-            for (int k = 0; k < AV::N; k += 2) {
-                float x0 = x.get(k), x1 = x.get(k + 1);
-                float2 q = c[k / 2];
-                x.set(k, x0 * q.x - x1 * q.y);
-                x.set(k + 1, x1 * q.x + x0 * q.y);
+            for (int u = 0; u < RU; u++) {
+                if (j0 + u >= ntok) continue;
+                if (!ILV) {
+                    const float2 *c = cs + (j0 + u) * half + v * AV::N;
+#pragma unroll
+                    for (int k = 0; k < AV::N; k++) {
+                        float x0 = lo[u].get(k), x1 = hi[u].get(k);
+                        float2 q = c[k];
+                        lo[u].set(k, x0 * q.x - x1 * q.y);
+                        hi[u].set(k, x1 * q.x + x0 * q.y);
+                    }
+                    st16(p[u], lo[u].v);
+                    st16(p[u] + half, hi[u].v);
+                } else {
+                    const float2 *c = cs + (j0 + u) * half + v * AV::N / 2;
+#pragma unroll
+                    for (int k = 0; k < AV::N; k += 2) {
+                        float x0 = lo[u].get(k), x1 = lo[u].get(k + 1);
+                        float2 q = c[k / 2];
+                        lo[u].set(k, x0 * q.x - x1 * q.y);
+                        lo[u].set(k + 1, x1 * q.x + x0 * q.y);
+                    }
+                    st16(p[u], lo[u].v);
+                }
             }
-            st16(p, x.v);
         }
     }
 }
@@ -100,31 +111,26 @@ typedef KV kv_t;
 __device__ __forceinline__ float kv_in(float v, float scale) { return sizeof(kv_t) == 1 ? v / scale : v; }
 __device__ __forceinline__ float head_scale(const float *s, float dflt, int i) { return s ? s[i] : dflt; }
 
+// V staging in shared memory: [heads of a group][head_dim][VT_STRIDE] ACT
+// elements (tokens innermost; an even stride of 18 keeps 8-token runs 4-byte
+// aligned and spreads a warp's column writes over the banks). A group is as
+// many heads as fit in VT_BUDGET bytes (at least one; 40 KiB holds the 8 KV
+// heads of head dim 128 in bf16 at once); the host sizes the dynamic shared
+// memory with the same rule (kv_smem in engine/cuda/ops_gpu.c).
+#define VT_STRIDE 18
+#define VT_BUDGET 40960
+#define KU 4 /* key chunks per thread in flight */
+#define VU 4 /* value vectors per thread in flight */
+
 // K and V of tokens [t0, t0 + ntok) (ntok <= 16) and heads [h0, h1) into the
 // cache. k and v point at head 0 of token 0; rows of row_stride elements.
+// Every thread issues up to KU (VU) loads before it stores anything.
 __device__ __forceinline__ void kv_body(kv_t *kc, kv_t *vc, const act_t *k, const act_t *v, i64 row_stride,
                                         const int *slots, int t0, int ntok, int nkv, int h0, int h1, int hd, int bs,
-                                        float ks, float vs, const float *scales, float *vt) {
+                                        float ks, float vs, const float *scales, act_t *vt) {
     const int G = hd / KV_X; // key chunks per head
     const int nh = h1 - h0;
-    // keys: 16-byte chunks, tokens fastest (consecutive slots -> consecutive chunks)
-    for (int e = threadIdx.x; e < ntok * nh * G; e += blockDim.x) {
-        int j = e % ntok, r = e / ntok, h = h0 + r / G, g = r % G;
-        int t = t0 + j, slot = slots[t];
-        if (slot < 0) continue;
-        const act_t *src = k + (size_t)t * row_stride + (size_t)h * hd + g * KV_X;
-        const float ksh = head_scale(scales, ks, h);
-        union { uint4 v; kv_t e[KV_X]; } out;
-#pragma unroll
-        for (int c = 0; c < KV_X; c += AV::N) {
-            AV x;
-            x.v = ld16(src + c);
-#pragma unroll
-            for (int q = 0; q < AV::N; q++) out.e[c + q] = from_f32<kv_t>(kv_in(x.get(q), ksh));
-        }
-        int b = slot / bs, o = slot - b * bs;
-        st16(kc + (((size_t)b * nkv + h) * G + g) * bs * KV_X + (size_t)o * KV_X, out.v);
-    }
+    constexpr int KC = KV_X / AV::N; // activation vectors per key chunk
     // groups of 8 tokens whose slots are one aligned run get one vector store per dim
     __shared__ int run8[2];
     if (threadIdx.x < 2) {
@@ -134,27 +140,81 @@ __device__ __forceinline__ void kv_body(kv_t *kc, kv_t *vc, const act_t *k, cons
         for (int q = 1; q < 8 && ok; q++) ok = slots[t0 + g0 + q] == s0 + q;
         run8[threadIdx.x] = ok;
     }
-    // values: stage [hd][ntok] through shared memory, then write runs of tokens
+    // keys: 16-byte chunks, tokens fastest (consecutive slots -> consecutive chunks)
+    const int nk = ntok * nh * G;
+    for (int e0 = threadIdx.x; e0 < nk; e0 += KU * blockDim.x) {
+        AV x[KU][KC];
+        size_t dst[KU];
+        int h[KU];
+        bool ok[KU];
+#pragma unroll
+        for (int u = 0; u < KU; u++) {
+            int e = e0 + u * blockDim.x;
+            ok[u] = e < nk;
+            if (ok[u]) {
+                int j = e % ntok, r = e / ntok, hl = r / G, g = r - hl * G;
+                int t = t0 + j, slot = slots[t];
+                h[u] = h0 + hl;
+                const act_t *src = k + (size_t)t * row_stride + (size_t)h[u] * hd + g * KV_X;
+#pragma unroll
+                for (int c = 0; c < KC; c++) x[u][c].v = ld16(src + c * AV::N);
+                int b = slot / bs, o = slot - b * bs;
+                dst[u] = ((((size_t)b * nkv + h[u]) * G + g) * bs + o) * KV_X;
+                ok[u] = slot >= 0;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < KU; u++) {
+            if (!ok[u]) continue;
+            const float ksh = head_scale(scales, ks, h[u]);
+            union { uint4 v; kv_t e[KV_X]; } out;
+#pragma unroll
+            for (int c = 0; c < KC; c++)
+#pragma unroll
+                for (int q = 0; q < AV::N; q++) out.e[c * AV::N + q] = from_f32<kv_t>(kv_in(x[u][c].get(q), ksh));
+            st16(kc + dst[u], out.v);
+        }
+    }
+    // values: stage a group of heads as [head][dim][token] through shared
+    // memory, then write runs of tokens
     const int vph = hd / AV::N;
     const int ng = (ntok + 7) / 8;
-    for (int h = h0; h < h1; h++) {
-        const float vsh = head_scale(scales, vs, nkv + h);
-        for (int e = threadIdx.x; e < ntok * vph; e += blockDim.x) {
-            int j = e / vph, c = e - j * vph;
-            AV x;
-            x.v = ld16(v + (size_t)(t0 + j) * row_stride + (size_t)h * hd + c * AV::N);
+    const int hg = max(1, VT_BUDGET / (hd * VT_STRIDE * (int)sizeof(act_t)));
+    for (int g0 = h0; g0 < h1; g0 += hg) {
+        const int gn = min(hg, h1 - g0);
+        const int nv = ntok * gn * vph;
+        for (int e0 = threadIdx.x; e0 < nv; e0 += VU * blockDim.x) {
+            AV x[VU];
+            int at[VU];
 #pragma unroll
-            for (int q = 0; q < AV::N; q++) vt[(c * AV::N + q) * 17 + j] = x.get(q);
+            for (int u = 0; u < VU; u++) {
+                int e = e0 + u * blockDim.x;
+                at[u] = -1;
+                if (e < nv) {
+                    int j = e % ntok, r = e / ntok; // r = head-in-group * vph + vector
+                    int hl = r / vph, c = r - hl * vph;
+                    x[u].v = ld16(v + (size_t)(t0 + j) * row_stride + (size_t)(g0 + hl) * hd + c * AV::N);
+                    at[u] = (hl * hd + c * AV::N) * VT_STRIDE + j;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < VU; u++) {
+                if (at[u] < 0) continue;
+                const act_t *xe = (const act_t *)&x[u].v;
+#pragma unroll
+                for (int q = 0; q < AV::N; q++) vt[at[u] + q * VT_STRIDE] = xe[q];
+            }
         }
         __syncthreads();
-        for (int e = threadIdx.x; e < ng * hd; e += blockDim.x) {
-            int gi = e % ng, d = e / ng, j0 = gi * 8;
-            const float *src = vt + d * 17 + j0;
+        for (int e = threadIdx.x; e < ng * gn * hd; e += blockDim.x) {
+            int gi = e % ng, rd = e / ng, hl = rd / hd, d = rd - hl * hd, j0 = gi * 8, h = g0 + hl;
+            const act_t *src = vt + rd * VT_STRIDE + j0;
+            const float vsh = head_scale(scales, vs, nkv + h);
             if (run8[gi]) {
                 int slot = slots[t0 + j0], b = slot / bs, o = slot - b * bs;
                 union { uint4 v; kv_t e[8]; } pk;
 #pragma unroll
-                for (int q = 0; q < 8; q++) pk.e[q] = from_f32<kv_t>(kv_in(src[q], vsh));
+                for (int q = 0; q < 8; q++) pk.e[q] = from_f32<kv_t>(kv_in(to_f32(src[q]), vsh));
                 kv_t *dst = vc + (((size_t)b * nkv + h) * hd + d) * bs + o;
                 if (sizeof(kv_t) == 2) st16(dst, pk.v);
                 else *(uint2 *)dst = make_uint2(pk.v.x, pk.v.y);
@@ -163,7 +223,7 @@ __device__ __forceinline__ void kv_body(kv_t *kc, kv_t *vc, const act_t *k, cons
                     int slot = slots[t0 + j0 + q];
                     if (slot < 0) continue;
                     int b = slot / bs, o = slot - b * bs;
-                    vc[(((size_t)b * nkv + h) * hd + d) * bs + o] = from_f32<kv_t>(kv_in(src[q], vsh));
+                    vc[(((size_t)b * nkv + h) * hd + d) * bs + o] = from_f32<kv_t>(kv_in(to_f32(src[q]), vsh));
                 }
             }
         }
@@ -182,7 +242,7 @@ extern "C" __global__ void kiln_kv_write(kv_t *kc, kv_t *vc, const act_t *k, con
     // one head per block row of the grid (gridDim.y == nkv) or all heads (gridDim.y == 1)
     int h0 = gridDim.y == 1 ? 0 : blockIdx.y, h1 = gridDim.y == 1 ? nkv : blockIdx.y + 1;
     kv_body(kc, vc, k, v, row_stride, slots, t0, ntok, nkv, h0, h1, head_dim, block_size, k_scale, v_scale, kv_scales,
-            (float *)smem4);
+            (act_t *)smem4);
 }
 #endif
 
@@ -215,7 +275,7 @@ extern "C" __global__ void kiln_rope_kv_write(act_t *qkv, i64 row_stride, const 
     __syncthreads(); // rotated k is re-read below by other threads of this block
     const act_t *k = qkv + (size_t)nq * head_dim, *v = qkv + (size_t)(nq + nkv) * head_dim;
     kv_body(kc, vc, k, v, row_stride, slots, t0, ntok, nkv, 0, nkv, head_dim, block_size, k_scale, v_scale, kv_scales,
-            (float *)smem4);
+            (act_t *)smem4);
 }
 #endif
 #endif

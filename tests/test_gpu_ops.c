@@ -177,10 +177,12 @@ KT_TEST(test_embed) {
 
 KT_TEST(test_rmsnorm) {
     NEED_GPU();
-    int rows_s[] = {1, 7, 64}, dims[] = {128, 4096, 5120};
+    /* the kernel's three shapes: a warp per row (128, 1000), a block per row
+     * with 4 vectors per thread (2056, 4096, 5120), with 8 (40960) */
+    int rows_s[] = {1, 7, 64}, dims[] = {128, 1000, 2056, 4096, 5120, 40960};
     for (size_t a = 0; a < 2; a++)
         for (int ri = 0; ri < 3; ri++)
-            for (int di = 0; di < 3; di++) {
+            for (int di = 0; di < 6; di++) {
                 kiln_dtype dt = acts[a];
                 int rows = rows_s[ri], dim = dims[di];
                 size_t n = (size_t)rows * dim;
@@ -431,12 +433,16 @@ KT_TEST(test_kv_write_and_fused_rope) {
                     for (int fused = 0; fused < 2; fused++) {
                         kiln_dtype kvdt = kvs[ki];
                         kiln_dtype dt = kvdt == KILN_DTYPE_F16 ? KILN_DTYPE_F16 : KILN_DTYPE_BF16;
-                        int hd = hds[hi], bs = bss[bi], T = Ts[ti], nq = 4, nkv = 2, nb = (T + 40) / bs + 4;
+                        /* hd 128, bs 32: 12 KV heads, more than one V staging group of
+                         * kernel_src/rope_kv.cu in the fused kernel (VT_BUDGET) */
+                        int hd = hds[hi], bs = bss[bi], T = Ts[ti], nq = 4, nkv = hi == 1 && bi == 1 ? 12 : 2,
+                            nb = (T + 40) / bs + 4;
                         kiln_kv_layout l;
                         size_t cbytes = kiln_kv_layout_init(&l, nb, bs, nkv, hd, kvdt);
                         if (kiln_dtype_size(kvdt) == 1) l.k_scale = 0.5f, l.v_scale = 2.0f;
                         /* FP8 with T = 37: per-head scales (device for the GPU, host for the CPU) */
-                        float hs[4] = {0.25f, 0.75f, 3.0f, 0.125f};
+                        float hs[2 * 12];
+                        for (int i = 0; i < 2 * nkv; i++) hs[i] = (const float[]){0.25f, 0.75f, 3.0f, 0.125f}[i % 4];
                         kiln_devptr dhs = 0;
                         kiln_kv_layout lc = l;
                         if (kiln_dtype_size(kvdt) == 1 && ti == 1) {

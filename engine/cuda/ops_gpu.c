@@ -140,12 +140,14 @@ static kiln_status norm(kiln_gpu *g, kiln_rt_stream *s, bool add, kiln_devptr ou
     int ve = vec_elems(act), nv = dim / ve;
     KILN_CHECK(dim % ve == 0, KILN_ERR_UNSUPPORTED, "rmsnorm: dim %d is not a multiple of %d", dim, ve);
     unsigned grid, threads;
-    if (nv <= 32 * 16) { /* a warp per row (kernel_src/rmsnorm.cu MAXW) */
+    /* kernel_src/rmsnorm.cu: a warp per row up to MAXW (4) vectors per lane;
+     * else a block per row, MAXB (4) vectors per thread (up to 1024 threads),
+     * longer rows in two passes with 1024 threads */
+    if (nv <= 32 * 4) {
         threads = 256;
         grid = (unsigned)((rows + 7) / 8);
     } else {
-        threads = (unsigned)KILN_MIN(1024, (nv + 7) / 8 / 32 * 32 + 32);
-        KILN_CHECK(nv <= (int)threads * 8, KILN_ERR_UNSUPPORTED, "rmsnorm: dim %d too large", dim);
+        threads = (unsigned)KILN_MIN(1024, ((nv + 3) / 4 + 31) / 32 * 32);
         grid = (unsigned)rows;
     }
     KILN_TRY(get(g, add ? "add_rmsnorm" : "rmsnorm", &f, "ACT=%s W=%s", dt(act), dt(wdt)));
@@ -330,6 +332,13 @@ static int tokens_per_block(int T, int n_sms) {
     return tt;
 }
 
+/* kernel_src/rope_kv.cu kv_body: V staging of one group of nh heads
+ * (VT_STRIDE 18 elements per dim, groups of at most VT_BUDGET 40960 bytes) */
+static unsigned kv_smem(int nh, int hd, kiln_dtype act) {
+    int row = hd * 18 * (int)kiln_dtype_size(act), hg = KILN_MAX(1, 40960 / row);
+    return (unsigned)(KILN_MIN(nh, hg) * row);
+}
+
 static kiln_status check_rope(const kiln_gpu_rope_params *rp, kiln_dtype act) {
     int ve = vec_elems(act);
     if (rp->rot_dim <= 0 || rp->rot_dim > rp->head_dim || rp->rot_dim % (rp->interleaved ? ve : 2 * ve))
@@ -376,7 +385,7 @@ kiln_status kiln_gpu_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr kcache
     KILN_TRY(check_kv(l, act));
     KILN_TRY(get(g, "kv_write", &f, "ACT=%s KV=%s", dt(act), dt(l->dtype)));
     int tt = KILN_MIN(16, KILN_MAX(1, T)); /* at most 16 (kv_body); heads split over the grid's y */
-    unsigned smem = (unsigned)(l->head_dim * 17 * 4);
+    unsigned smem = kv_smem(1, l->head_dim, act); /* one head per block (grid y) */
     int nkv = l->n_kv_heads, hd = l->head_dim, bs = l->block_size;
     float ks = l->k_scale, vs = l->v_scale;
     kiln_devptr hs = (kiln_devptr)(uintptr_t)l->head_scales;
@@ -398,7 +407,7 @@ kiln_status kiln_gpu_rope_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr q
     KILN_TRY(get(g, "rope_kv_write", &f, "ACT=%s INTERLEAVED=%d KV=%s", dt(act), rp->interleaved ? 1 : 0,
                  dt(l->dtype)));
     int tt = tokens_per_block(T, kiln_rt_device_get_info(g->dev)->n_sms);
-    unsigned smem = (unsigned)KILN_MAX(tt * rp->rot_dim / 2 * 8, l->head_dim * 17 * 4);
+    unsigned smem = KILN_MAX((unsigned)(tt * rp->rot_dim / 2 * 8), kv_smem(l->n_kv_heads, l->head_dim, act));
     int nkv = l->n_kv_heads, hd = l->head_dim, rot = rp->rot_dim, dmax = rp->dyn_max, bs = l->block_size;
     kiln_devptr inv = rp->inv_freq, dyn = rp->dyn_seq_len;
     float ms = rp->mscale, db = rp->dyn_base, df = rp->dyn_factor, ks = l->k_scale, vs = l->v_scale;
