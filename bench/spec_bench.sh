@@ -18,6 +18,7 @@
 # timed runs. Writes the JSON lines to $OUT/spec_bench.jsonl (stderr to
 # $OUT/spec_bench.err) and prints a table. For a dry run elsewhere:
 # SPEC_BENCH_MODEL=tests/data/models/llama3-gqa SPEC_BENCH_ARGS="--device cpu".
+# SPEC_BENCH_ONLY="b1-plain b1-self4" runs only the named configurations.
 set -uo pipefail
 kiln="${1:?kiln binary}"
 out="${OUT:-/tmp/out}"; mkdir -p "$out"; log="$out/spec_bench.jsonl"; err="$out/spec_bench.err"; : > "$log"; : > "$err"
@@ -28,6 +29,7 @@ NGRAM=(--speculative-method ngram --num-speculative-tokens 4)
 REP=(--dataset repeat --span 32)
 run() { # tag args...
   local tag="$1"; shift
+  if [ -n "${SPEC_BENCH_ONLY:-}" ]; then case " $SPEC_BENCH_ONLY " in *" $tag "*) ;; *) return 0;; esac; fi
   echo "== $tag: kiln bench --model $model --load-format dummy --iters 2 --json ${extra[*]} $*" >> "$err"
   local line
   line=$(timeout 150 "$kiln" bench --model "$model" --load-format dummy --iters 2 --json "${extra[@]}" "$@" 2>>"$err" | tail -1)
