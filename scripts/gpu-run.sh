@@ -46,6 +46,9 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   serve:  kiln serve + bench/serve_load.py at 256 and 32 streams beside kiln bench
 #   tp:     test_gpu_tp and the TP benches (on the multi-GPU kinds)
 #   gemvab: kiln bench at -b 1 / 8 with the small-M GEMV off and on (tilings)
+#   final1: test_gpu_ops, test_gpu_engine, bench_kernels decode (+ gemm with FINAL_GEMM=1), condensed
+#   final2: kiln bench -b 1 (GEMV 1x4 and 4x2), -b 32 (and with KILN_TCGEMM_MAX_M=32), -b 256;
+#           spec_bench b1-plain / b1-self4
 #   eng3:   kiln bench at -b 1 (-o 512), -b 32 and -b 256 (-o 256), defaults, one line each
 #   pdlab:  kiln bench at -b 1 / 32 / 256 with programmatic dependent launch on and off
 #   nsys:   per-kernel GPU time inside the decode graphs (nsys, if the image has it) at -b 1 and -b 32
@@ -124,6 +127,35 @@ if has gemvab; then # the engine at small batches with the GEMV off / on in seve
         "$out/gemvab_$1_$2_$3_$b.json" $1 $2 $3 $b || tail -3 "$out/gemvab.err"
     done
   done
+fi
+if has final1; then
+  for t in test_gpu_ops test_gpu_engine; do
+    t0=$(date +%s)
+    timeout 300 "$here/bin/$t" > "$out/$t.log" 2>&1; r=$?
+    echo "$t rc=$r ($(( $(date +%s) - t0 )) s)"; [ $r -ne 0 ] && rc=$r
+    grep -E "FAIL|passed" "$out/$t.log" | head -12
+  done
+  timeout 150 "$here/bin/bench_kernels" decode > "$out/bench_decode.log" 2>&1
+  grep -E "ceilings|attn|rmsnorm|rope|kv write|silu" "$out/bench_decode.log" | sed -E 's/ +/ /g' | cut -c1-105
+  if [ "${FINAL_GEMM:-0}" = 1 ]; then
+    timeout 200 "$here/bin/bench_kernels" gemm > "$out/bench_gemm.log" 2>&1
+    grep -E "^gemm \(weight|gemm_tc" "$out/bench_gemm.log" | grep -E "M=(8|16|32) " | sed -E 's/ +/ /g; s/\(weight bytes\) //' | cut -c1-90
+  fi
+fi
+if has final2; then
+  e() { # tag env... -- args
+    local tag="$1"; shift; local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+    env "${envs[@]}" timeout 150 "$here/bin/kiln" bench --model llama3-8b --load-format dummy --iters 2 --json "$@" \
+      2>>"$out/final2.err" | tail -1 > "$out/f2_$tag.json"
+    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%-18s %8.1f tok/s, step %.3f ms, ttft %.1f ms" % (sys.argv[2], j["output_tok_s"], j["decode_step_ms"], j.get("ttft_ms", -1)))' \
+      "$out/f2_$tag.json" "$tag" || { echo "$tag failed"; tail -3 "$out/final2.err"; }
+  }
+  e b1 X=1 -- -b 1 -s 128 -o 512
+  e b1-gemv4x2 KILN_GEMV_ROWS=4 KILN_GEMV_UNROLL=2 -- -b 1 -s 128 -o 512
+  e b32 X=1 -- -b 32 -s 128 -o 256
+  e b32-tc32 KILN_TCGEMM_MAX_M=32 -- -b 32 -s 128 -o 256
+  e b256 X=1 -- -b 256 -s 128 -o 256
+  SPEC_BENCH_ONLY="b1-plain b1-self4" bash "$here/bench/spec_bench.sh" "$here/bin/kiln" 2>&1 | grep -vE "failed or missing" | tail -6
 fi
 if has eng3; then
   for b in 1 32 256; do
