@@ -156,6 +156,12 @@ if has final2; then
   e b32-tc32 KILN_TCGEMM_MAX_M=32 -- -b 32 -s 128 -o 256
   e b256 X=1 -- -b 256 -s 128 -o 256
   SPEC_BENCH_ONLY="b1-plain b1-self4" bash "$here/bench/spec_bench.sh" "$here/bin/kiln" 2>&1 | grep -vE "failed or missing" | tail -6
+  for kv in bf16 fp8_e4m3; do # issue 7: full-batch decode step at b256, 2K context
+    timeout 150 "$here/bin/kiln" bench --model llama3-8b --load-format dummy --kv-cache-dtype $kv -b 256 -s 2048 -o 64 \
+      --prefill-ratio 0 --warmup 0 --iters 1 --json 2>>"$out/final2.err" | tail -1 > "$out/f2_fp8_$kv.json"
+    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("kv %-9s b256 ctx2048: full-batch step %.3f ms, kv tokens %s" % (sys.argv[2], j["full_batch_step_ms"], j.get("kv_tokens")))' \
+      "$out/f2_fp8_$kv.json" $kv || echo "fp8 $kv failed"
+  done
 fi
 if has eng3; then
   for b in 1 32 256; do
