@@ -24,9 +24,12 @@
     "ACT=bf16 HEAD_DIM=16 BLOCK_SIZE=16 GROUP=2 KV=fp8_e5m2"
 
 #define GEMM_TC_EX                                                                                              \
-    "ACT=bf16 OUT=bf16 MAXM=32 WK=1 RT=1 STAGES=4;ACT=bf16 OUT=fp32 MAXM=64 WK=1 RT=1 STAGES=2;"                 \
-    "ACT=fp16 OUT=fp16 MAXM=8 WK=1 RT=2 STAGES=2;ACT=fp16 OUT=fp32 MAXM=16 WK=2 RT=1 STAGES=4;"                  \
-    "ACT=bf16 OUT=bf16 MAXM=64 WK=4 RT=1 STAGES=2;ACT=bf16 OUT=bf16 MAXM=32 WK=2 RT=2 STAGES=1"
+    "ACT=bf16 OUT=bf16 MAXM=32 WARPS=8 WK=4 RT=2 STAGES=2;ACT=bf16 OUT=fp32 MAXM=64 WARPS=8 WK=1 RT=1 STAGES=3;"  \
+    "ACT=fp16 OUT=fp16 MAXM=8 WARPS=4 WK=1 RT=4 STAGES=1;ACT=fp16 OUT=fp32 MAXM=16 WARPS=8 WK=2 RT=2 STAGES=2;"   \
+    "ACT=bf16 OUT=bf16 MAXM=64 WARPS=4 WK=2 RT=1 STAGES=1;ACT=bf16 OUT=bf16 MAXM=32 WARPS=4 WK=2 RT=2 STAGES=2;"   \
+    "ACT=bf16 OUT=bf16 MAXM=16 WARPS=8 WK=1 RT=4 STAGES=1"
+#define GEMM_TC_V1_EX                                                                                           \
+    "ACT=bf16 OUT=bf16 MAXM=32 WK=1 RT=1 STAGES=4;ACT=fp16 OUT=fp32 MAXM=16 WK=2 RT=2 STAGES=2"
 
 static const kiln_jit_kernel_def registry[] = {
     {"embed", "kernel_src/embed.cu", "kiln_embed", "ptr,ptr,i32,ptr,i64,i32,i64",
@@ -78,10 +81,18 @@ static const kiln_jit_kernel_def registry[] = {
     /* the tensor-core small-M GEMM and its split-K reduction (one module);
      * MAXM x RT x STAGES combinations that spill are not launched (engine/cuda/ops_gpu.c) */
     {"gemm_tc", "kernel_src/gemm_tc.cu", "kiln_gemm_tc", "ptr,i64,ptr,ptr,ptr,ptr,i32,i32,i32,i32,i32",
-     {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "8|16|32|64"}, {"WK", "1|2|4"}, {"RT", "1|2"}, {"STAGES", "1|2|3|4"}},
+     {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "8|16|32|64"}, {"WARPS", "4|8"}, {"WK", "1|2|4"}, {"RT", "1|2|4"},
+      {"STAGES", "1|2|3|4"}},
      GEMM_TC_EX},
     {"gemm_tc_reduce", "kernel_src/gemm_tc.cu", "kiln_gemm_tc_reduce", "ptr,i64,ptr,ptr,i32,i32,i32",
      {{"ACT", ACT2}, {"OUT", ACT3}}, GEMM_TC_EX},
+    /* the first tensor-core GEMM (x read from L1/L2 by every warp) and the same
+     * reduction in its module: $KILN_TCGEMM_KERNEL=v1 */
+    {"gemm_tc_v1", "kernel_src/gemm_tc_v1.cu", "kiln_gemm_tc_v1", "ptr,i64,ptr,ptr,ptr,ptr,i32,i32,i32,i32,i32",
+     {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "8|16|32|64"}, {"WK", "1|2|4"}, {"RT", "1|2"}, {"STAGES", "1|2|3|4"}},
+     GEMM_TC_V1_EX},
+    {"gemm_tc_v1_reduce", "kernel_src/gemm_tc_v1.cu", "kiln_gemm_tc_reduce", "ptr,i64,ptr,ptr,i32,i32,i32",
+     {{"ACT", ACT2}, {"OUT", ACT3}}, GEMM_TC_V1_EX},
 };
 
 const kiln_jit_kernel_def *kiln_jit_registry(int *n) {
@@ -228,12 +239,17 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
             KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d", a, o ? "fp32" : a, mm,
                               KILN_GEMV_ROWS_DEFAULT, KILN_GEMV_UNROLL_DEFAULT));
     /* the tensor-core GEMM (kernel_src/gemm_tc.cu) for 2 <= M <= the default
-     * KILN_TCGEMM_MAX_M, in its default tiling, act and fp32 out (its split-K
+     * KILN_TCGEMM_MAX_M, in its default tiling with each number of warps
+     * along K (picked by N at launch), act and fp32 out (its split-K
      * reduction is in the same module) */
     for (int mm = 8; mm <= 64 && mm / 2 < KILN_TCGEMM_MAX_M_DEFAULT; mm *= 2)
-        for (int o = 0; o < 2; o++)
-            KILN_TRY(add_spec(l, "gemm_tc", "ACT=%s OUT=%s MAXM=%d WK=%d RT=%d STAGES=%d", a, o ? "fp32" : a, mm,
-                              KILN_TCGEMM_WARPS_K_DEFAULT, KILN_TCGEMM_TILES_DEFAULT, KILN_TCGEMM_STAGES_DEFAULT(mm)));
+        for (int wk = 1; wk <= 4; wk *= 2)
+            for (int o = 0; o < 2; o++) {
+                int ns = KILN_TCGEMM_STAGES_DEFAULT(mm);
+                if ((ns + 1) * wk * mm * 128 > 48 * 1024) continue; /* lowered at launch */
+                KILN_TRY(add_spec(l, "gemm_tc", "ACT=%s OUT=%s MAXM=%d WARPS=%d WK=%d RT=%d STAGES=%d", a,
+                                  o ? "fp32" : a, mm, KILN_TCGEMM_WARPS_DEFAULT, wk, KILN_TCGEMM_TILES_DEFAULT(mm), ns));
+            }
     KILN_TRY(add_spec(l, "rmsnorm", "ACT=%s W=%s", a, a));
     KILN_TRY(add_spec(l, "add_rmsnorm", "ACT=%s W=%s", a, a));
     KILN_TRY(add_spec(l, m->gelu ? "gelu_mul" : "silu_mul", "ACT=%s", a));
