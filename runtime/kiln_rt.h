@@ -95,7 +95,8 @@ void kiln_rt_host_free(kiln_rt_device *d, void *p);
 /* Device/pinned allocations and pool sub-allocations made so far, process
  * wide (tests check that steps allocate nothing). */
 uint64_t kiln_rt_alloc_count(void);
-/* Copies and fills. s == NULL: synchronous on the null stream. */
+/* Copies and fills. s == NULL: synchronous -- every stream's earlier work on the
+ * current context has finished before, and the copy or fill has landed after. */
 kiln_status kiln_rt_memcpy_htod(kiln_devptr dst, const void *src, size_t bytes, kiln_rt_stream *s);
 kiln_status kiln_rt_memcpy_dtoh(void *dst, kiln_devptr src, size_t bytes, kiln_rt_stream *s);
 kiln_status kiln_rt_memcpy_dtod(kiln_devptr dst, kiln_devptr src, size_t bytes, kiln_rt_stream *s);

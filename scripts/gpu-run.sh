@@ -153,7 +153,6 @@ if has final2; then
   e b1 X=1 -- -b 1 -s 128 -o 512
   e b1-gemv4x2 KILN_GEMV_ROWS=4 KILN_GEMV_UNROLL=2 -- -b 1 -s 128 -o 512
   e b32 X=1 -- -b 32 -s 128 -o 256
-  e b32-tc32 KILN_TCGEMM_MAX_M=32 -- -b 32 -s 128 -o 256
   e b256 X=1 -- -b 256 -s 128 -o 256
   SPEC_BENCH_ONLY="b1-plain b1-self4" bash "$here/bench/spec_bench.sh" "$here/bin/kiln" 2>&1 | grep -vE "failed or missing" | tail -6
   for kv in bf16 fp8_e4m3; do # issue 7: full-batch decode step at b256, 2K context

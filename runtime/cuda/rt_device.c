@@ -134,6 +134,18 @@ void kiln_rt_host_free(kiln_rt_device *d, void *p) {
     if (make_current(d) == KILN_OK) kiln_cu.cuMemFreeHost(p);
 }
 
+/* s == NULL promises a synchronous copy or fill. The driver's null-stream
+ * calls do not keep it: a copy from pageable memory may return before the
+ * DMA lands, memsets of device memory are asynchronous, and the legacy null
+ * stream is not ordered with kiln's non-blocking streams. So the whole
+ * context is synchronised before and after (set-up and test paths only). */
+static kiln_status null_stream_sync(void) {
+    kiln_status st = KILN_OK;
+    KILN_CHECK_CU(kiln_cu.cuCtxSynchronize());
+fail:
+    return st;
+}
+
 kiln_status kiln_rt_memcpy_htod(kiln_devptr dst, const void *src, size_t bytes, kiln_rt_stream *s) {
     kiln_status st = KILN_OK;
     if (!bytes) return KILN_OK;
@@ -141,7 +153,9 @@ kiln_status kiln_rt_memcpy_htod(kiln_devptr dst, const void *src, size_t bytes, 
         KILN_TRY(make_current(s->dev));
         KILN_CHECK_CU(kiln_cu.cuMemcpyHtoDAsync((CUdeviceptr)dst, src, bytes, s->s));
     } else {
+        KILN_TRY(null_stream_sync());
         KILN_CHECK_CU(kiln_cu.cuMemcpyHtoD((CUdeviceptr)dst, src, bytes));
+        KILN_TRY(null_stream_sync());
     }
 fail:
     return st;
@@ -154,7 +168,9 @@ kiln_status kiln_rt_memcpy_dtoh(void *dst, kiln_devptr src, size_t bytes, kiln_r
         KILN_TRY(make_current(s->dev));
         KILN_CHECK_CU(kiln_cu.cuMemcpyDtoHAsync(dst, (CUdeviceptr)src, bytes, s->s));
     } else {
+        KILN_TRY(null_stream_sync());
         KILN_CHECK_CU(kiln_cu.cuMemcpyDtoH(dst, (CUdeviceptr)src, bytes));
+        KILN_TRY(null_stream_sync());
     }
 fail:
     return st;
@@ -167,7 +183,9 @@ kiln_status kiln_rt_memcpy_dtod(kiln_devptr dst, kiln_devptr src, size_t bytes, 
         KILN_TRY(make_current(s->dev));
         KILN_CHECK_CU(kiln_cu.cuMemcpyDtoDAsync((CUdeviceptr)dst, (CUdeviceptr)src, bytes, s->s));
     } else {
+        KILN_TRY(null_stream_sync());
         KILN_CHECK_CU(kiln_cu.cuMemcpyDtoD((CUdeviceptr)dst, (CUdeviceptr)src, bytes));
+        KILN_TRY(null_stream_sync());
     }
 fail:
     return st;
@@ -180,7 +198,9 @@ kiln_status kiln_rt_memset8(kiln_devptr dst, uint8_t value, size_t bytes, kiln_r
         KILN_TRY(make_current(s->dev));
         KILN_CHECK_CU(kiln_cu.cuMemsetD8Async((CUdeviceptr)dst, value, bytes, s->s));
     } else {
+        KILN_TRY(null_stream_sync());
         KILN_CHECK_CU(kiln_cu.cuMemsetD8((CUdeviceptr)dst, value, bytes));
+        KILN_TRY(null_stream_sync());
     }
 fail:
     return st;
@@ -193,7 +213,9 @@ kiln_status kiln_rt_memset32(kiln_devptr dst, uint32_t value, size_t n_words, ki
         KILN_TRY(make_current(s->dev));
         KILN_CHECK_CU(kiln_cu.cuMemsetD32Async((CUdeviceptr)dst, value, n_words, s->s));
     } else {
+        KILN_TRY(null_stream_sync());
         KILN_CHECK_CU(kiln_cu.cuMemsetD32((CUdeviceptr)dst, value, n_words));
+        KILN_TRY(null_stream_sync());
     }
 fail:
     return st;
