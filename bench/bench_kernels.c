@@ -357,16 +357,14 @@ static void bench_gemm(void) {
         /* the tensor-core GEMM (kernel_src/gemm_tc.cu) at M 8..64, beside
          * cuBLASLt, in its default tiling and variations of one knob each
          * (warps along K, 16-row tiles per warp, warps a block, split-K, L2
-         * prefetch), and the first kernel (kernel_src/gemm_tc_v1.cu) in its
-         * default tiling and with 2 tiles per warp */
-        static const struct { const char *name; int kernel, warps, wk, rt, split, pf; } tc[] = {
-            {"default", 0, 0, 0, 0, 0, 0}, {"no prefetch", 0, 0, 0, 0, 0, -1}, {"wk 1", 0, 0, 1, 0, 0, 0},
-            {"wk 2", 0, 0, 2, 0, 0, 0},    {"wk 4", 0, 0, 4, 0, 0, 0},         {"rt 1", 0, 0, 0, 1, 0, 0},
-            {"warps 4", 0, 4, 0, 0, 0, 0}, {"split 1", 0, 0, 0, 0, 1, 0},      {"v1", 1, 0, 0, 0, 0, 0},
-            {"v1 rt 2", 1, 0, 0, 2, 0, 0}};
+         * prefetch) */
+        static const struct { const char *name; int warps, wk, rt, split, pf; } tc[] = {
+            {"default", 0, 0, 0, 0, 0}, {"no prefetch", 0, 0, 0, 0, -1}, {"wk 1", 0, 1, 0, 0, 0},
+            {"wk 2", 0, 2, 0, 0, 0},    {"wk 4", 0, 4, 0, 0, 0},         {"rt 1", 0, 0, 1, 0, 0},
+            {"warps 4", 4, 0, 0, 0, 0}, {"split 1", 0, 0, 0, 1, 0}};
         for (size_t ti = 0; ti < KILN_ARRAY_LEN(tc); ti++) {
             kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = 64,
-                                  .tcgemm_kernel = tc[ti].kernel, .tcgemm_warps = tc[ti].warps,
+                                  .tcgemm_warps = tc[ti].warps,
                                   .tcgemm_warps_k = tc[ti].wk, .tcgemm_tiles = tc[ti].rt, .tcgemm_split = tc[ti].split,
                                   .tcgemm_prefetch_mb = tc[ti].pf};
             kiln_gpu *gt = NULL;

@@ -1,5 +1,5 @@
-// gemm_tc_common.cuh -- what the two tensor-core small-M GEMMs share
-// (kernel_src/gemm_tc.cu, kernel_src/gemm_tc_v1.cu): the act/out types, the
+// gemm_tc_common.cuh -- pieces of the tensor-core small-M GEMM
+// (kernel_src/gemm_tc.cu) kept apart from its main loop: the act/out types, the
 // m16n8k16 MMA with fp32 accumulation, and the deterministic split-K
 // reduction kernel. Device code only; thread-safety: no globals.
 #pragma once

@@ -215,20 +215,15 @@ typedef struct kiln_jit_kernel_def {
  * memory) in flight; the defaults are the most per warp that compile
  * without spills at 128 registers (`kiln kernels --arch sm_90`).
  * engine/cuda/ops_gpu.c launches it, the model kernel set warms it.
- * Off by default: the first version (kernel_src/gemm_tc_v1.cu, x re-read
- * from L1/L2 by every warp; $KILN_TCGEMM_KERNEL=v1) measured slower than
- * cuBLASLt at every M from 8 to 64 on the H200 (bench/RESULTS.md), and -b 32
- * decode fell from 4,872 to 2,794 tok/s with it on; this one (x staged once
- * per block in shared memory) is not yet measured. */
+ * Off by default: measured on the H200 (bench/RESULTS.md) it is slower than
+ * cuBLASLt from M = 16 on (qkv at M = 32: 48-54% of copy against 66%) and
+ * level at M = 8; its first version (x re-read from L1/L2 by every warp, now
+ * removed) took -b 32 decode from 4,872 to 2,794 tok/s. */
 #define KILN_TCGEMM_MAX_M_DEFAULT 0
 #define KILN_TCGEMM_WARPS_DEFAULT 8
 #define KILN_TCGEMM_WARPS_K_DEFAULT 0
 #define KILN_TCGEMM_TILES_DEFAULT(maxm) ((maxm) >= 64 ? 1 : 2)
 #define KILN_TCGEMM_STAGES_DEFAULT(maxm) ((maxm) >= 64 ? 3 : 2)
-/* the first kernel's defaults ($KILN_TCGEMM_KERNEL=v1) */
-#define KILN_TCGEMM_V1_WARPS_K_DEFAULT 1
-#define KILN_TCGEMM_V1_TILES_DEFAULT 1
-#define KILN_TCGEMM_V1_STAGES_DEFAULT(maxm) ((maxm) >= 64 ? 2 : 4)
 /* L2 prefetch budget before the wait on the previous kernel, in MiB over the
  * grid's resident blocks */
 #define KILN_TCGEMM_PREFETCH_MB_DEFAULT 16

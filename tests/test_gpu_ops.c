@@ -949,7 +949,7 @@ KT_TEST(test_gemv) {
 }
 
 /* test_gemm_tc runs the tensor-core GEMM and its split-K reduction on its own kiln_gpu's */
-static bool tc_tested, tc_reduce_tested, tc_v1_tested, tc_v1_reduce_tested;
+static bool tc_tested, tc_reduce_tested;
 
 /* One tensor-core GEMM case: out has M + 1 rows of stride ldo, poisoned
  * (NaN); its first M rows, columns < N, must match ref (row stride N, no
@@ -983,34 +983,31 @@ static void tc_case(kiln_gpu *g, kiln_dtype dt, kiln_dtype odt, kiln_devptr dx, 
 /* the tensor-core GEMM (kernel_src/gemm_tc.cu) for M 2..64 on kiln_gpu's
  * with it enabled: small shapes (odd N, K not a multiple of the 64-wide
  * chunk, tiny K) in five tilings (warps a block, warps along K, 16-row tiles
- * per warp, stages, forced or automatic split-K, prefetch on or off) and
- * two of the first kernel (kernel_src/gemm_tc_v1.cu), bf16 and fp16,
+ * per warp, stages, forced or automatic split-K, prefetch on or off), bf16 and fp16,
  * act or fp32 out, bias, ldo > N; then the four Llama-3-8B projections in
  * the default tiling (the references: one CPU GEMM of 64 rows per shape) */
 KT_TEST(test_gemm_tc) {
     NEED_GPU();
-    static const struct { int kernel, warps, wk, rt, stages, split, pf; } tl[] = {
-        {0, 0, 0, 0, 0, 0, 0}, /* the defaults: split-K where the shape needs it */
-        {0, 8, 2, 1, 3, 1, -1},
-        {0, 4, 4, 2, 1, 7, 0},
-        {0, 4, 1, 4, 1, 0, 0},
-        {0, 8, 4, 2, 2, 0, 0},
-        {1, 0, 0, 0, 0, 0, 0}, /* the first kernel ($KILN_TCGEMM_KERNEL=v1), its defaults */
-        {1, 0, 2, 2, 2, 3, 0},
+    static const struct { int warps, wk, rt, stages, split, pf; } tl[] = {
+        {0, 0, 0, 0, 0, 0}, /* the defaults: split-K where the shape needs it */
+        {8, 2, 1, 3, 1, -1},
+        {4, 4, 2, 1, 7, 0},
+        {4, 1, 4, 1, 0, 0},
+        {8, 4, 2, 2, 0, 0},
     };
     static const int Ms[] = {2, 3, 8, 16, 31, 32, 64};
     kiln_pool *pool = NULL;
     KT_OK(kiln_pool_create(8, &pool));
     for (size_t ti = 0; ti < KILN_ARRAY_LEN(tl); ti++) {
         kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = 64,
-                              .tcgemm_kernel = tl[ti].kernel, .tcgemm_warps = tl[ti].warps,
+                              .tcgemm_warps = tl[ti].warps,
                               .tcgemm_warps_k = tl[ti].wk, .tcgemm_tiles = tl[ti].rt, .tcgemm_stages = tl[ti].stages,
                               .tcgemm_split = tl[ti].split, .tcgemm_prefetch_mb = tl[ti].pf};
         kiln_gpu *tg = NULL;
         KT_OK(kiln_gpu_create(dev, &gp, &tg));
         char what[128];
-        snprintf(what, sizeof what, "kernel %d warps %d wk %d rt %d stages %d split %d pf %d", tl[ti].kernel,
-                 tl[ti].warps, tl[ti].wk, tl[ti].rt, tl[ti].stages, tl[ti].split, tl[ti].pf);
+        snprintf(what, sizeof what, "warps %d wk %d rt %d stages %d split %d pf %d", tl[ti].warps, tl[ti].wk,
+                 tl[ti].rt, tl[ti].stages, tl[ti].split, tl[ti].pf);
         static const int NK[][2] = {{200, 512}, {4104, 320}, {1001, 136}, {384, 72}, {24, 8}};
         for (size_t si = 0; si < KILN_ARRAY_LEN(NK); si++)
             for (int a = 0; a < 2; a++) {
@@ -1033,20 +1030,13 @@ KT_TEST(test_gemm_tc) {
                 free(x), free(w), free(ref);
                 dfree(dx), dfree(dw);
             }
-        const char *name = tl[ti].kernel == 1 ? "gemm_tc_v1" : "gemm_tc";
-        bool used = kiln_rt_kernels_was_used(kiln_gpu_kernels(tg), name);
-        KT_CHECKF(used, "%s did not run in %s", name, what);
-        if (tl[ti].kernel == 1) {
-            tc_v1_tested = tc_v1_tested || used;
-            tc_v1_reduce_tested =
-                tc_v1_reduce_tested || kiln_rt_kernels_was_used(kiln_gpu_kernels(tg), "gemm_tc_v1_reduce");
-        } else {
-            tc_tested = ti == 0 ? used : tc_tested && used;
-            tc_reduce_tested = tc_reduce_tested || kiln_rt_kernels_was_used(kiln_gpu_kernels(tg), "gemm_tc_reduce");
-        }
+        bool used = kiln_rt_kernels_was_used(kiln_gpu_kernels(tg), "gemm_tc");
+        KT_CHECKF(used, "gemm_tc did not run in %s", what);
+        tc_tested = ti == 0 ? used : tc_tested && used;
+        tc_reduce_tested = tc_reduce_tested || kiln_rt_kernels_was_used(kiln_gpu_kernels(tg), "gemm_tc_reduce");
         kiln_gpu_destroy(tg);
     }
-    KT_CHECK(tc_tested && tc_reduce_tested && tc_v1_tested && tc_v1_reduce_tested);
+    KT_CHECK(tc_tested && tc_reduce_tested);
 
     /* Llama-3-8B: qkv, o, gate_up, down; bf16 with bf16 out, fp16 o with fp32 out */
     kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = 64};
@@ -1203,9 +1193,7 @@ KT_TEST(test_every_kernel_tested) {
         KT_CHECKF(kiln_rt_kernels_was_used(kiln_gpu_kernels(gpu), reg[i].name) ||
                       (!strcmp(reg[i].name, "gemv") && gemv_tested) ||
                       (!strcmp(reg[i].name, "gemm_tc") && tc_tested) ||
-                      (!strcmp(reg[i].name, "gemm_tc_reduce") && tc_reduce_tested) ||
-                      (!strcmp(reg[i].name, "gemm_tc_v1") && tc_v1_tested) ||
-                      (!strcmp(reg[i].name, "gemm_tc_v1_reduce") && tc_v1_reduce_tested),
+                      (!strcmp(reg[i].name, "gemm_tc_reduce") && tc_reduce_tested),
                   "registry kernel %s has no GPU test", reg[i].name);
     KT_CHECK(kiln_rt_check_device(dev) == KILN_OK);
 }

@@ -22,7 +22,7 @@ struct kiln_gpu {
     size_t blas_ws_bytes, ws_bytes;
     int max_rows, vocab;
     int gemv_max_m, gemv_rows, gemv_unroll;
-    int tc_max_m, tc_kernel, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
+    int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
 };
 
 /* A tuning knob: the parameter when set (non-zero), else $env when set,
@@ -168,19 +168,12 @@ kiln_status kiln_gpu_add_rmsnorm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out
     return norm(g, s, true, out, residual, x, w, act, wdt, rows, dim, eps);
 }
 
-/* The tensor-core small-M GEMM (kernel_src/gemm_tc.cu, and the first
- * version kernel_src/gemm_tc_v1.cu): knobs read once by kiln_gpu_create
+/* The tensor-core small-M GEMM (kernel_src/gemm_tc.cu): knobs read once by kiln_gpu_create
  * (param, else env, else default; 0 for tiles, stages and warps along K means
  * "by M / by shape"), and the launch. */
 static void tc_knobs(kiln_gpu *g, const kiln_gpu_params *p) {
     g->tc_max_m = knob(p ? p->tcgemm_max_m : 0, "KILN_TCGEMM_MAX_M", KILN_TCGEMM_MAX_M_DEFAULT);
     g->tc_max_m = KILN_MAX(0, KILN_MIN(g->tc_max_m, 64)); /* MAXM buckets 8..64 */
-    g->tc_kernel = p && p->tcgemm_kernel ? p->tcgemm_kernel : 0;
-    if (!g->tc_kernel) {
-        const char *v = getenv("KILN_TCGEMM_KERNEL");
-        g->tc_kernel = v && (!strcmp(v, "v1") || !strcmp(v, "1")) ? 1 : 2;
-    }
-    if (g->tc_kernel != 1) g->tc_kernel = 2;
     g->tc_warps = knob(p ? p->tcgemm_warps : 0, "KILN_TCGEMM_WARPS", KILN_TCGEMM_WARPS_DEFAULT);
     if (g->tc_warps != 4 && g->tc_warps != 8) g->tc_warps = KILN_TCGEMM_WARPS_DEFAULT;
     g->tc_wk = knob(p ? p->tcgemm_warps_k : 0, "KILN_TCGEMM_WARPS_K", 0); /* 0: default */
@@ -197,11 +190,7 @@ static void tc_knobs(kiln_gpu *g, const kiln_gpu_params *p) {
 
 /* The most W chunks in flight per warp that compile without spills on sm_90
  * (`kiln kernels`: 128 registers, 16 warps an SM), 0: none. */
-static int tc_max_stages(int kernel, int maxm, int rt) {
-    if (kernel == 1) {
-        if (rt == 1) return maxm >= 64 ? 2 : 4;
-        return rt == 2 ? (maxm <= 16 ? 2 : maxm <= 32 ? 1 : 0) : 0;
-    }
+static int tc_max_stages(int maxm, int rt) {
     if (rt == 1) return maxm >= 64 ? 3 : 4;
     if (rt == 2) return maxm >= 64 ? 1 : 2;
     return maxm <= 16 ? 1 : 0; /* rt 4 */
@@ -218,20 +207,17 @@ static kiln_status tc_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     kiln_status st = KILN_OK;
     kiln_rt_func *f, *fr = NULL;
     const int n_sms = kiln_rt_device_get_info(g->dev)->n_sms;
-    const bool v1 = g->tc_kernel == 1;
     int maxm = M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64;
-    int warps = v1 ? 8 : g->tc_warps;
-    int rt = g->tc_rt ? g->tc_rt : v1 ? KILN_TCGEMM_V1_TILES_DEFAULT : KILN_TCGEMM_TILES_DEFAULT(maxm);
-    if (!tc_max_stages(g->tc_kernel, maxm, rt)) rt = 1;
-    int stages = g->tc_stages ? g->tc_stages
-                 : v1         ? KILN_TCGEMM_V1_STAGES_DEFAULT(maxm)
-                              : KILN_TCGEMM_STAGES_DEFAULT(maxm);
-    stages = KILN_MIN(stages, tc_max_stages(g->tc_kernel, maxm, rt));
+    int warps = g->tc_warps;
+    int rt = g->tc_rt ? g->tc_rt : KILN_TCGEMM_TILES_DEFAULT(maxm);
+    if (!tc_max_stages(maxm, rt)) rt = 1;
+    int stages = g->tc_stages ? g->tc_stages : KILN_TCGEMM_STAGES_DEFAULT(maxm);
+    stages = KILN_MIN(stages, tc_max_stages(maxm, rt));
     int nchunks = (K + 63) / 64;
     /* blocks an SM holds: 16 warps (128 registers a thread; v2's shared
      * memory is at most 48 KiB a block, 4 blocks within the SM's 228 KiB) */
     int slots = n_sms * (16 / warps);
-    int wk = g->tc_wk ? g->tc_wk : v1 ? KILN_TCGEMM_V1_WARPS_K_DEFAULT : KILN_TCGEMM_WARPS_K_DEFAULT;
+    int wk = g->tc_wk ? g->tc_wk : KILN_TCGEMM_WARPS_K_DEFAULT;
     if (!wk) {
         /* warps along K by shape: the fewest that fill the SMs with at most
          * 2 K slices (fp32 partials of [split, M, N] through L2 and the
@@ -241,19 +227,12 @@ static kiln_status tc_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
             if (slots / t <= 2 || tc_smem(maxm, warps, wk * 2, rt, stages) > 48 * 1024 || wk * 2 > warps) break;
         }
     }
-    while (wk > 1 && !v1 && tc_smem(maxm, warps, wk, rt, stages) > 48 * 1024) wk /= 2;
-    while (!v1 && tc_smem(maxm, warps, wk, rt, stages) > 48 * 1024) stages--;
+    while (wk > 1 && tc_smem(maxm, warps, wk, rt, stages) > 48 * 1024) wk /= 2;
+    while (tc_smem(maxm, warps, wk, rt, stages) > 48 * 1024) stages--;
     /* a block: warps / wk along N (rt 16-row tiles each) by wk along K */
     int bn = warps / wk * rt * 16, tiles = (N + bn - 1) / bn;
     int split = g->tc_split;
-    if (!split && v1) {
-        /* split K over blocks until the SMs hold 4 chunks of W in flight per
-         * warp (one block of 8 warps per SM at 4 stages, two at 2 or fewer),
-         * within the 2 blocks an SM fits (128 registers) */
-        int want = n_sms * KILN_MIN(2, KILN_MAX(1, 4 / (stages * rt)));
-        split = tiles >= want ? 1 : (want + tiles - 1) / tiles;
-        if (split > 1 && tiles * split > 2 * n_sms && tiles * (split - 1) >= n_sms) split--;
-    } else if (!split) {
+    if (!split) {
         /* as many blocks as the SMs hold at once (one wave, no tail) */
         split = KILN_MAX(1, slots / tiles);
     }
@@ -268,18 +247,10 @@ static kiln_status tc_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     int64_t resident = KILN_MIN((int64_t)tiles * split, (int64_t)slots);
     int64_t step = resident * wk * bn * 128; /* bytes of one chunk of every warp */
     int pf = (int)KILN_MIN((int64_t)g->tc_prefetch_mb * (1 << 20) / step, (int64_t)nchunks);
-    if (v1) {
-#define TC_DEFS "ACT=%s OUT=%s MAXM=%d WK=%d RT=%d STAGES=%d" /* the reduction shares the module */
-        KILN_TRY(get(g, "gemm_tc_v1", &f, TC_DEFS, dt(in_dt), dt(out_dt), maxm, wk, rt, stages));
-        if (split > 1) KILN_TRY(get(g, "gemm_tc_v1_reduce", &fr, TC_DEFS, dt(in_dt), dt(out_dt), maxm, wk, rt, stages));
-#undef TC_DEFS
-    } else {
 #define TC_DEFS "ACT=%s OUT=%s MAXM=%d WARPS=%d WK=%d RT=%d STAGES=%d" /* the reduction shares the module */
-        KILN_TRY(get(g, "gemm_tc", &f, TC_DEFS, dt(in_dt), dt(out_dt), maxm, warps, wk, rt, stages));
-        if (split > 1)
-            KILN_TRY(get(g, "gemm_tc_reduce", &fr, TC_DEFS, dt(in_dt), dt(out_dt), maxm, warps, wk, rt, stages));
+    KILN_TRY(get(g, "gemm_tc", &f, TC_DEFS, dt(in_dt), dt(out_dt), maxm, warps, wk, rt, stages));
+    if (split > 1) KILN_TRY(get(g, "gemm_tc_reduce", &fr, TC_DEFS, dt(in_dt), dt(out_dt), maxm, warps, wk, rt, stages));
 #undef TC_DEFS
-    }
     kiln_devptr part = g->ws;
     LAUNCH(f, (unsigned)tiles, (unsigned)split, 1, (unsigned)(warps * 32), 0, s, &out, &ld, &part, &x, &w, &bias, &M,
            &N, &K, &cps, &pf);

@@ -39,14 +39,11 @@ typedef struct kiln_gpu_params {
                                 kernel_src/gemm_tc.cu (0: $KILN_TCGEMM_MAX_M, else
                                 KILN_TCGEMM_MAX_M_DEFAULT = 0; negative, or 0 in
                                 the environment: never; at most 64)              */
-    int tcgemm_kernel;       /* which kernel: 2 kernel_src/gemm_tc.cu (x staged in shared
-                                memory), 1 kernel_src/gemm_tc_v1.cu (x from L1/L2);
-                                0: $KILN_TCGEMM_KERNEL (v1 or v2), else 2            */
-    int tcgemm_warps;        /* warps of a block (4|8; v2 only; 0: $KILN_TCGEMM_WARPS,
+    int tcgemm_warps;        /* warps of a block (4|8; 0: $KILN_TCGEMM_WARPS,
                                 else KILN_TCGEMM_WARPS_DEFAULT)                   */
     int tcgemm_warps_k, tcgemm_tiles, tcgemm_stages; /* its tiling: warps of a block
-                                splitting K (1|2|4; v2's default 0 picks by N), 16-row
-                                W tiles per warp (1|2|4; 4 only v2), K chunks in
+                                splitting K (1|2|4; the default 0 picks by N), 16-row
+                                W tiles per warp (1|2|4), K chunks in
                                 flight per warp (1..4); 0: $KILN_TCGEMM_WARPS_K /
                                 _TILES / _STAGES, else KILN_TCGEMM_*_DEFAULT (by M);
                                 lowered where it would spill                     */

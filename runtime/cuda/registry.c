@@ -28,8 +28,6 @@
     "ACT=fp16 OUT=fp16 MAXM=8 WARPS=4 WK=1 RT=4 STAGES=1;ACT=fp16 OUT=fp32 MAXM=16 WARPS=8 WK=2 RT=2 STAGES=2;"   \
     "ACT=bf16 OUT=bf16 MAXM=64 WARPS=4 WK=2 RT=1 STAGES=1;ACT=bf16 OUT=bf16 MAXM=32 WARPS=4 WK=2 RT=2 STAGES=2;"   \
     "ACT=bf16 OUT=bf16 MAXM=16 WARPS=8 WK=1 RT=4 STAGES=1"
-#define GEMM_TC_V1_EX                                                                                           \
-    "ACT=bf16 OUT=bf16 MAXM=32 WK=1 RT=1 STAGES=4;ACT=fp16 OUT=fp32 MAXM=16 WK=2 RT=2 STAGES=2"
 
 static const kiln_jit_kernel_def registry[] = {
     {"embed", "kernel_src/embed.cu", "kiln_embed", "ptr,ptr,i32,ptr,i64,i32,i64",
@@ -86,13 +84,6 @@ static const kiln_jit_kernel_def registry[] = {
      GEMM_TC_EX},
     {"gemm_tc_reduce", "kernel_src/gemm_tc.cu", "kiln_gemm_tc_reduce", "ptr,i64,ptr,ptr,i32,i32,i32",
      {{"ACT", ACT2}, {"OUT", ACT3}}, GEMM_TC_EX},
-    /* the first tensor-core GEMM (x read from L1/L2 by every warp) and the same
-     * reduction in its module: $KILN_TCGEMM_KERNEL=v1 */
-    {"gemm_tc_v1", "kernel_src/gemm_tc_v1.cu", "kiln_gemm_tc_v1", "ptr,i64,ptr,ptr,ptr,ptr,i32,i32,i32,i32,i32",
-     {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "8|16|32|64"}, {"WK", "1|2|4"}, {"RT", "1|2"}, {"STAGES", "1|2|3|4"}},
-     GEMM_TC_V1_EX},
-    {"gemm_tc_v1_reduce", "kernel_src/gemm_tc_v1.cu", "kiln_gemm_tc_reduce", "ptr,i64,ptr,ptr,i32,i32,i32",
-     {{"ACT", ACT2}, {"OUT", ACT3}}, GEMM_TC_V1_EX},
 };
 
 const kiln_jit_kernel_def *kiln_jit_registry(int *n) {
