@@ -257,7 +257,7 @@ static void op_ew(void *vc, int s) {
 static void bench_elementwise(int T) {
     static const char *names[] = {"rmsnorm", "add_rmsnorm", "silu_mul", "rope", "kv_write", "rope_kv_write"};
     for (int kind = 0; kind < 6; kind++) {
-        if (!want(names[kind])) continue;
+        if (!want(names[kind]) && !(filter && !strcmp(filter, "elementwise"))) continue;
         ew_ctx c;
         memset(&c, 0, sizeof c);
         c.kind = kind;
