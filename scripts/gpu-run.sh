@@ -46,7 +46,8 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   serve:  kiln serve + bench/serve_load.py at 256 and 32 streams beside kiln bench
 #   tp:     test_gpu_tp and the TP benches (on the multi-GPU kinds)
 #   gemvab: kiln bench at -b 1 / 8 with the small-M GEMV off and on (tilings)
-#   final1: test_gpu_ops, test_gpu_engine, bench_kernels decode (+ gemm with FINAL_GEMM=1), condensed
+#   final1: test_gpu_ops, test_gpu_engine, bench_kernels decode and elementwise (+ gemm with
+#           FINAL_GEMM=1), condensed
 #   final2: kiln bench -b 1 (GEMV 1x4 and 4x2), -b 32 (and with KILN_TCGEMM_MAX_M=32), -b 256;
 #           spec_bench b1-plain / b1-self4
 #   eng3:   kiln bench at -b 1 (-o 512), -b 32 and -b 256 (-o 256), defaults, one line each
@@ -136,6 +137,7 @@ if has final1; then
     grep -E "FAIL|passed" "$out/$t.log" | head -12
   done
   timeout 150 "$here/bin/bench_kernels" decode > "$out/bench_decode.log" 2>&1
+  timeout 100 "$here/bin/bench_kernels" elementwise >> "$out/bench_decode.log" 2>&1
   grep -E "ceilings|attn|rmsnorm|rope|kv write|silu" "$out/bench_decode.log" | sed -E 's/ +/ /g' | cut -c1-105
   if [ "${FINAL_GEMM:-0}" = 1 ]; then
     timeout 200 "$here/bin/bench_kernels" gemm > "$out/bench_gemm.log" 2>&1
