@@ -137,8 +137,8 @@ if has final1; then
     grep -E "FAIL|passed" "$out/$t.log" | head -12
   done
   # first-step logits with the first prefill kernel, to tell its rounding from the rest's
-  KILN_PREFILL_KERNEL=v1 timeout 120 "$here/bin/test_gpu_engine" llama > "$out/test_gpu_engine_v1.log" 2>&1
-  echo "test_gpu_engine llama (KILN_PREFILL_KERNEL=v1) rc=$?"; grep -E "logits rel err" "$out/test_gpu_engine_v1.log" | head -12
+  KILN_PREFILL_KERNEL=v1 timeout 120 "$here/bin/test_gpu_engine" > "$out/test_gpu_engine_v1.log" 2>&1
+  echo "test_gpu_engine (KILN_PREFILL_KERNEL=v1) rc=$?"; grep -E "logits rel err" "$out/test_gpu_engine_v1.log" | head -12
   timeout 150 "$here/bin/bench_kernels" decode > "$out/bench_decode.log" 2>&1
   timeout 100 "$here/bin/bench_kernels" elementwise >> "$out/bench_decode.log" 2>&1
   grep -E "ceilings|attn|rmsnorm|rope|kv write|silu" "$out/bench_decode.log" | sed -E 's/ +/ /g' | cut -c1-105
