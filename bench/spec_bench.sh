@@ -13,6 +13,12 @@
 #   rep1 / rep16 : --dataset repeat --span 32 (each prompt one random span of
 #                  32 tokens repeated), -b 1 / -b 16, -s 512 -o 256, plain and
 #                  --speculative-method ngram (K = 4): target >= 1.8x tok/s.
+#                  With random weights the model does not continue the span,
+#                  so nothing is accepted; hence
+#   copy1 / copy16: the same on a Llama-3-8B-shaped checkpoint whose greedy
+#                  output does continue the span (scripts/make_copy_model.py,
+#                  written to $SPEC_BENCH_COPY_DIR, default /tmp/kiln-copy8b;
+#                  needs numpy): the copy-heavy task at the real shape's cost.
 # The step times come from the engine's stats (kiln_stats: target forward time
 # per prefill / plain decode / verification step, drafting time) over the
 # timed runs. Writes the JSON lines to $OUT/spec_bench.jsonl (stderr to
@@ -47,6 +53,31 @@ run rep1-plain   -b 1  -s 512 -o 256 "${REP[@]}"
 run rep1-ngram4  -b 1  -s 512 -o 256 "${REP[@]}" "${NGRAM[@]}"
 run rep16-plain  -b 16 -s 512 -o 256 "${REP[@]}"
 run rep16-ngram4 -b 16 -s 512 -o 256 "${REP[@]}" "${NGRAM[@]}"
+copy="${SPEC_BENCH_COPY_DIR:-/tmp/kiln-copy8b}"
+want_copy=0
+for t in copy1-plain copy1-ngram4 copy16-plain copy16-ngram4; do
+  if [ -z "${SPEC_BENCH_ONLY:-}" ]; then want_copy=1; else case " $SPEC_BENCH_ONLY " in *" $t "*) want_copy=1;; esac; fi
+done
+if [ $want_copy = 1 ] && [ ! -f "$copy/model.safetensors" ]; then
+  here_="$(cd "$(dirname "$0")" && pwd)"
+  mk="$here_/../scripts/make_copy_model.py"; [ -f "$mk" ] || mk="$here_/make_copy_model.py"
+  python3 "$mk" "${SPEC_BENCH_COPY_CONFIG:-$model}" "$copy" --period 32 2>>"$err" || echo "   copy model not written (see $err)" >&2
+fi
+crun() { # tag args... : run() on the copy model (no --load-format dummy)
+  local tag="$1"; shift
+  if [ -n "${SPEC_BENCH_ONLY:-}" ]; then case " $SPEC_BENCH_ONLY " in *" $tag "*) ;; *) return 0;; esac; fi
+  echo "== $tag: kiln bench --model $copy --iters 2 --json ${extra[*]} $*" >> "$err"
+  local line
+  line=$(timeout 150 "$kiln" bench --model "$copy" --iters 2 --json "${extra[@]}" "$@" 2>>"$err" | tail -1)
+  case "$line" in
+    "{"*) echo "{\"tag\":\"$tag\",${line#\{}" | tee -a "$log" ;;
+    *) echo "{\"tag\":\"$tag\",\"failed\":true}" | tee -a "$log"; echo "   $tag failed (see $err)" >&2 ;;
+  esac
+}
+crun copy1-plain   -b 1  -s 512 -o 256 "${REP[@]}"
+crun copy1-ngram4  -b 1  -s 512 -o 256 "${REP[@]}" "${NGRAM[@]}"
+crun copy16-plain  -b 16 -s 512 -o 256 "${REP[@]}"
+crun copy16-ngram4 -b 16 -s 512 -o 256 "${REP[@]}" "${NGRAM[@]}"
 echo "total $(( $(date +%s) - t0 )) s"
 python3 - "$log" <<'PY'
 import json, sys
@@ -61,7 +92,8 @@ print("verify/plain: verification forward ms / the plain run's decode forward ms
 print("per sequence per verification step (self-draft target 5); speedup: tok/s over the plain run (ngram target >= 1.8)")
 hdr = f"{'config':<14}{'tok/s':>9}{'plain ms':>10}{'verify ms':>11}{'verify/plain':>14}{'tok/verify':>12}{'accept':>8}{'draft ms':>10}{'speedup':>9}  check"
 print(hdr)
-for tag in ["b1-plain", "b1-self4", "b16-plain", "b16-self4", "rep1-plain", "rep1-ngram4", "rep16-plain", "rep16-ngram4"]:
+for tag in ["b1-plain", "b1-self4", "b16-plain", "b16-self4", "rep1-plain", "rep1-ngram4", "rep16-plain", "rep16-ngram4",
+            "copy1-plain", "copy1-ngram4", "copy16-plain", "copy16-ngram4"]:
     d = rows.get(tag)
     if not d or d.get("failed"):
         print(f"{tag:<14}  failed or missing"); continue
@@ -80,7 +112,7 @@ for tag in ["b1-plain", "b1-self4", "b16-plain", "b16-self4", "rep1-plain", "rep
           f"{f(d['verify_forward_ms'] if spec else None, '11.3f')}{f(ratio, '14.2f')}"
           f"{f(d['spec_tokens_per_step'] if spec else None, '12.2f')}{f(d['spec_acceptance'] if spec else None, '8.3f')}"
           f"{f(d['draft_ms_per_verify'] if spec else None, '10.3f')}{f(speed, '9.2f')}  {check}")
-for tag in ["b1-self4", "b16-self4", "rep1-ngram4", "rep16-ngram4"]:
+for tag in ["b1-self4", "b16-self4", "rep1-ngram4", "rep16-ngram4", "copy1-ngram4", "copy16-ngram4"]:
     d = rows.get(tag)
     if d and not d.get("failed"):
         print(f"{tag}: {d['verify_steps']} verification + {d['decode_steps']} plain decode steps "

@@ -27,7 +27,7 @@ for b in "$build/tests/test_gpu_ops" "$build/tests/test_gpu_engine" "$build/test
 done
 mkdir -p "$out/bench" "$out/peers"
 cp "$root/bench/engine_bench.sh" "$root/bench/hf_generate.py" "$root/bench/fp8_bench.sh" "$root/bench/serve_load.py" "$out/bench/"
-[ -f "$root/bench/spec_bench.sh" ] && cp "$root/bench/spec_bench.sh" "$out/bench/"
+[ -f "$root/bench/spec_bench.sh" ] && cp "$root/bench/spec_bench.sh" "$root/scripts/make_copy_model.py" "$out/bench/"
 # the shared peer travels only for the run (it is not part of the repository)
 [ -f "$root/../shared/peers/torch_cudagraph_llama.py" ] && cp "$root/../shared/peers/torch_cudagraph_llama.py" "$out/peers/"
 echo "$root" > "$out/build_root"

@@ -2,7 +2,7 @@
 # setup.sh -- install the Debian packages kiln builds with (idempotent).
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config liblua5.4-dev libjansson-dev libpcre2-dev libmicrohttpd-dev
-      python3 python3-venv curl prometheus clang libclang-rt-dev)
+      python3 python3-venv python3-numpy curl prometheus clang libclang-rt-dev)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
