@@ -18,7 +18,9 @@
 #   copy1 / copy16: the same on a Llama-3-8B-shaped checkpoint whose greedy
 #                  output does continue the span (scripts/make_copy_model.py,
 #                  written to $SPEC_BENCH_COPY_DIR, default /tmp/kiln-copy8b;
-#                  needs numpy): the copy-heavy task at the real shape's cost.
+#                  needs numpy): the copy-heavy task at the real shape's cost;
+#                  and the copy model drafting for itself (copy*-self4): a
+#                  drafter that always agrees, with no random-weight near ties.
 # The step times come from the engine's stats (kiln_stats: target forward time
 # per prefill / plain decode / verification step, drafting time) over the
 # timed runs. Writes the JSON lines to $OUT/spec_bench.jsonl (stderr to
@@ -55,7 +57,7 @@ run rep16-plain  -b 16 -s 512 -o 256 "${REP[@]}"
 run rep16-ngram4 -b 16 -s 512 -o 256 "${REP[@]}" "${NGRAM[@]}"
 copy="${SPEC_BENCH_COPY_DIR:-/tmp/kiln-copy8b}"
 want_copy=0
-for t in copy1-plain copy1-ngram4 copy16-plain copy16-ngram4; do
+for t in copy1-plain copy1-ngram4 copy1-self4 copy16-plain copy16-ngram4 copy16-self4; do
   if [ -z "${SPEC_BENCH_ONLY:-}" ]; then want_copy=1; else case " $SPEC_BENCH_ONLY " in *" $t "*) want_copy=1;; esac; fi
 done
 if [ $want_copy = 1 ] && [ ! -f "$copy/model.safetensors" ]; then
@@ -76,8 +78,10 @@ crun() { # tag args... : run() on the copy model (no --load-format dummy)
 }
 crun copy1-plain   -b 1  -s 512 -o 256 "${REP[@]}"
 crun copy1-ngram4  -b 1  -s 512 -o 256 "${REP[@]}" "${NGRAM[@]}"
+crun copy1-self4   -b 1  -s 512 -o 256 "${REP[@]}" --speculative-method draft --speculative-model "$copy" --num-speculative-tokens 4
 crun copy16-plain  -b 16 -s 512 -o 256 "${REP[@]}"
 crun copy16-ngram4 -b 16 -s 512 -o 256 "${REP[@]}" "${NGRAM[@]}"
+crun copy16-self4  -b 16 -s 512 -o 256 "${REP[@]}" --speculative-method draft --speculative-model "$copy" --num-speculative-tokens 4
 echo "total $(( $(date +%s) - t0 )) s"
 python3 - "$log" <<'PY'
 import json, sys
@@ -93,7 +97,7 @@ print("per sequence per verification step (self-draft target 5); speedup: tok/s 
 hdr = f"{'config':<14}{'tok/s':>9}{'plain ms':>10}{'verify ms':>11}{'verify/plain':>14}{'tok/verify':>12}{'accept':>8}{'draft ms':>10}{'speedup':>9}  check"
 print(hdr)
 for tag in ["b1-plain", "b1-self4", "b16-plain", "b16-self4", "rep1-plain", "rep1-ngram4", "rep16-plain", "rep16-ngram4",
-            "copy1-plain", "copy1-ngram4", "copy16-plain", "copy16-ngram4"]:
+            "copy1-plain", "copy1-ngram4", "copy1-self4", "copy16-plain", "copy16-ngram4", "copy16-self4"]:
     d = rows.get(tag)
     if not d or d.get("failed"):
         print(f"{tag:<14}  failed or missing"); continue
@@ -112,7 +116,8 @@ for tag in ["b1-plain", "b1-self4", "b16-plain", "b16-self4", "rep1-plain", "rep
           f"{f(d['verify_forward_ms'] if spec else None, '11.3f')}{f(ratio, '14.2f')}"
           f"{f(d['spec_tokens_per_step'] if spec else None, '12.2f')}{f(d['spec_acceptance'] if spec else None, '8.3f')}"
           f"{f(d['draft_ms_per_verify'] if spec else None, '10.3f')}{f(speed, '9.2f')}  {check}")
-for tag in ["b1-self4", "b16-self4", "rep1-ngram4", "rep16-ngram4", "copy1-ngram4", "copy16-ngram4"]:
+for tag in ["b1-self4", "b16-self4", "rep1-ngram4", "rep16-ngram4", "copy1-ngram4", "copy1-self4", "copy16-ngram4",
+            "copy16-self4"]:
     d = rows.get(tag)
     if d and not d.get("failed"):
         print(f"{tag}: {d['verify_steps']} verification + {d['decode_steps']} plain decode steps "

@@ -43,6 +43,7 @@ cat > "$out/remote.sh" <<'REMOTE'
 #           the Llama-3-8B-shaped accuracy over 256 steps (fp8_accuracy)
 #   fp8engine: the FP8 engine targets (bench/fp8_bench.sh; ~5 min, a call of its own)
 #   spec:   bench/spec_bench.sh (verification cost, self-draft, n-gram)
+#   speccopy: spec_bench's copy-model cases only (writes the 16 GB copy model first; ~5 min)
 #   serve:  kiln serve + bench/serve_load.py at 256 and 32 streams beside kiln bench
 #   tp:     test_gpu_tp and the TP benches (on the multi-GPU kinds)
 #   gemvab: kiln bench at -b 1 / 8 with the small-M GEMV off and on (tilings)
@@ -227,6 +228,10 @@ if has profile; then # where a decode step's time goes (eager, an event per op)
 fi
 if has spec; then   # speculative decoding: verification cost, self-draft, n-gram on a copy-heavy workload
   bash "$here/bench/spec_bench.sh" "$here/bin/kiln" 2>&1 | tee "$out/spec_bench.log"
+fi
+if has speccopy; then # the n-gram and self-draft targets on the 8B-shaped model that copies
+  SPEC_BENCH_ONLY="copy1-plain copy1-ngram4 copy1-self4 copy16-plain copy16-ngram4 copy16-self4" \
+    bash "$here/bench/spec_bench.sh" "$here/bin/kiln" 2>&1 | grep -vE "failed or missing|^\{" | tail -12
 fi
 if has serve; then  # HTTP serving of -b 256 -s 128 -o 256 against the offline kiln bench of the same workload
   kiln="$here/bin/kiln"; m="--model llama3-8b --load-format dummy"
