@@ -26,9 +26,9 @@
 // tile and the chunk addresses are that base plus constants. Online softmax
 // per CN keys (64, or 32 for head dims above 96, where S must share the
 // register file with a 128-wide O): row max / sum over CN keys, exp2 with
-// scale * log2(e) folded into one FMA, the running max moved only when it
-// grows by more than a factor 2^8 and O rescaled only when a row max moved
-// (warp vote); masks only on steps that cross a warp's diagonal (or window
+// scale * log2(e) folded into one FMA, the running max kept exact (it may
+// lag the true one by at most P2_LAZY_MAX in log2 units; 0: exact) and O
+// rescaled only when a row max moved (warp vote); masks only on steps that cross a warp's diagonal (or window
 // edge); steps past a warp's last position are skipped by that warp. The
 // epilogue re-derives its indices so nothing but O, m and l lives through
 // the loop (no spills for head dim 128 under the 255-register cap).
@@ -52,6 +52,10 @@
 #define P2_OK 1
 #else
 #define P2_OK 0
+#endif
+
+#ifndef P2_LAZY_MAX
+#define P2_LAZY_MAX 0.0f
 #endif
 
 #if P2_OK
@@ -271,9 +275,11 @@ kiln_attn_prefill(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_st
                         mx = fmaxf(mx, fmaxf(sc[mt][nt][2 * h], sc[mt][nt][2 * h + 1]));
                     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                    // the running max moves only when it grows by more than 8 (log2 units): P stays
-                    // <= 2^8 (fine in bf16 / fp16 and for the fp32 sums) and most steps skip the O rescale
-                    const float mc = mx * sl2, mnew = mc > m[mt][h] + 8.0f ? mc : m[mt][h];
+                    // the running max moves when a key beats it by more than P2_LAZY_MAX (log2
+                    // units). Exact (0) by default: with a lagging max (P up to 2^8) the largest
+                    // weight of a row is rounded to bf16 too, where an exact max makes it 1.0;
+                    // emulated, that raised the output error by 5-24% (scripts/attn_round_emul.py)
+                    const float mc = mx * sl2, mnew = mc > m[mt][h] + P2_LAZY_MAX ? mc : m[mt][h];
                     const float mu = mnew == -KILN_INF ? 0.0f : mnew; // no key seen yet: p = alpha = 0
                     alpha[mt][h] = p2_ex2(m[mt][h] - mu);
                     m[mt][h] = mnew;
