@@ -397,3 +397,44 @@ KILN_DEV void pv_tile(float (*o)[4], const u32 pa[4], u32 sv_addr, int lane) {
     }
 }
 #endif
+
+// Online softmax over one 16-token tile: the pieces the decode and prefill
+// kernels share. A lane holds 8 scores of rows r = (k >> 1) & 1 (C fragment
+// layout); the 4 lanes of a quad hold the same two rows.
+// The quad's row maxima (mx: each lane's own, at least the running max).
+KILN_DEV void quad_row_max(float mx[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    }
+}
+
+// After the tile's probabilities (row sums rs, alpha = 2^(m - mx)): l = l *
+// alpha + rs, m = mx, and O *= alpha -- with SKIP, skipped when no row
+// maximum of the warp moved (alpha == 1 exactly, so multiplying would change
+// nothing; the first prefill kernel does not skip: with the vote it spills).
+template <bool SKIP = true>
+KILN_DEV void online_rescale(float (*o)[4], float m[2], float l[2], const float mx[2], const float alpha[2],
+                             const float rs[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] = l[r] * alpha[r] + rs[r];
+        m[r] = mx[r];
+    }
+    if (!SKIP || __any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
+#pragma unroll
+        for (int nt = 0; nt < HD / 8; nt++) {
+            o[nt][0] *= alpha[0];
+            o[nt][1] *= alpha[0];
+            o[nt][2] *= alpha[1];
+            o[nt][3] *= alpha[1];
+        }
+    }
+}
+
+// O += P V for the tile's 8 probabilities p (C layout, packed to the A fragment).
+KILN_DEV void pv_probs(float (*o)[4], const float p[8], u32 sv_addr, int lane) {
+    u32 pa[4] = {pack2<mma_t>(p[0], p[1]), pack2<mma_t>(p[2], p[3]), pack2<mma_t>(p[4], p[5]), pack2<mma_t>(p[6], p[7])};
+    pv_tile(o, pa, sv_addr, lane);
+}

@@ -163,11 +163,7 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
 #pragma unroll
             for (int k = 0; k < 8; k++) sb[k] = -KILN_INF;
         }
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        }
+        quad_row_max(mx);
         float alpha[2], rs[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int r = 0; r < 2; r++) alpha[r] = mx[r] == -KILN_INF ? 1.0f : fast_exp2(m[r] - mx[r]);
@@ -180,30 +176,9 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
             sb[k] = pb_;
             rs[r] += pa_ + pb_;
         }
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            l[r] = l[r] * alpha[r] + rs[r];
-            m[r] = mx[r];
-        }
-        if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
-#pragma unroll
-            for (int nt = 0; nt < HD / 8; nt++) {
-                o[nt][0] *= alpha[0];
-                o[nt][1] *= alpha[0];
-                o[nt][2] *= alpha[1];
-                o[nt][3] *= alpha[1];
-            }
-        }
-        {
-            u32 pa[4] = {pack2<mma_t>(sa[0], sa[1]), pack2<mma_t>(sa[2], sa[3]), pack2<mma_t>(sa[4], sa[5]),
-                         pack2<mma_t>(sa[6], sa[7])};
-            pv_tile(o, pa, tile_a + K_TILE_BYTES, lane);
-        }
-        if (has_b) {
-            u32 pb[4] = {pack2<mma_t>(sb[0], sb[1]), pack2<mma_t>(sb[2], sb[3]), pack2<mma_t>(sb[4], sb[5]),
-                         pack2<mma_t>(sb[6], sb[7])};
-            pv_tile(o, pb, tile_b + K_TILE_BYTES, lane);
-        }
+        online_rescale(o, m, l, mx, alpha, rs);
+        pv_probs(o, sa, tile_a + K_TILE_BYTES, lane);
+        if (has_b) pv_probs(o, sb, tile_b + K_TILE_BYTES, lane);
         __syncwarp();
     }
 #else
@@ -248,29 +223,9 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
 #pragma unroll
         for (int k = 0; k < 8; k++) sc[k] = 0.0f;
         qk_tile(sc, qa, tile, lane);
-        // mask and scale: token of sc[k] = t*16 + sc_tok(k, tig); tiles wholly
-        // inside [lo, pos] (all but the first and last) need no mask
         float mx[2] = {m[0], m[1]};
-        if (t * 16 >= lo && t * 16 + 15 <= pos) {
-#pragma unroll
-            for (int k = 0; k < 8; k++) {
-                sc[k] *= sl2;
-                mx[(k >> 1) & 1] = fmaxf(mx[(k >> 1) & 1], sc[k]);
-            }
-        } else {
-#pragma unroll
-            for (int k = 0; k < 8; k++) {
-                int j = t * 16 + sc_tok(k, tig);
-                float v = (j >= lo && j <= pos) ? sc[k] * sl2 : -KILN_INF;
-                sc[k] = v;
-                mx[(k >> 1) & 1] = fmaxf(mx[(k >> 1) & 1], v);
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        }
+        mask_scale(sc, t, tig, lo, pos, sl2, mx);
+        quad_row_max(mx);
         float alpha[2], rs[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int r = 0; r < 2; r++) alpha[r] = mx[r] == -KILN_INF ? 1.0f : fast_exp2(m[r] - mx[r]);
@@ -281,25 +236,10 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
             sc[k] = p;
             rs[r] += p;
         }
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            l[r] = l[r] * alpha[r] + rs[r];
-            m[r] = mx[r];
-        }
-        // rescale the output only when some row's maximum moved (after the
-        // first tiles it rarely does); multiplying by 1 would change nothing
-        if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
-#pragma unroll
-            for (int nt = 0; nt < HD / 8; nt++) {
-                o[nt][0] *= alpha[0];
-                o[nt][1] *= alpha[0];
-                o[nt][2] *= alpha[1];
-                o[nt][3] *= alpha[1];
-            }
-        }
-        u32 pa[4] = {pack2<mma_t>(sc[0], sc[1]), pack2<mma_t>(sc[2], sc[3]), pack2<mma_t>(sc[4], sc[5]),
-                     pack2<mma_t>(sc[6], sc[7])};
-        pv_tile(o, pa, tile + K_TILE_BYTES, lane);
+        // the output is rescaled only when some row's maximum moved (after the
+        // first tiles it rarely does)
+        online_rescale(o, m, l, mx, alpha, rs);
+        pv_probs(o, sc, tile + K_TILE_BYTES, lane);
         __syncwarp();
     }
 #endif

@@ -138,11 +138,7 @@ kiln_attn_prefill_v1(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q
                 sc[k] = v;
                 mx[r] = fmaxf(mx[r], v);
             }
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-                mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            }
+            quad_row_max(mx);
             float alpha[2], rs[2] = {0.0f, 0.0f};
 #pragma unroll
             for (int r = 0; r < 2; r++) alpha[r] = mx[r] == -KILN_INF ? 1.0f : exp2f(m[r] - mx[r]);
@@ -153,21 +149,8 @@ kiln_attn_prefill_v1(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q
                 sc[k] = p;
                 rs[r] += p;
             }
-#pragma unroll
-            for (int r = 0; r < 2; r++) {
-                l[r] = l[r] * alpha[r] + rs[r];
-                m[r] = mx[r];
-            }
-#pragma unroll
-            for (int nt = 0; nt < HD / 8; nt++) {
-                o[nt][0] *= alpha[0];
-                o[nt][1] *= alpha[0];
-                o[nt][2] *= alpha[1];
-                o[nt][3] *= alpha[1];
-            }
-            u32 pa[4] = {pack2<mma_t>(sc[0], sc[1]), pack2<mma_t>(sc[2], sc[3]), pack2<mma_t>(sc[4], sc[5]),
-                         pack2<mma_t>(sc[6], sc[7])};
-            pv_tile(o, pa, tsm + K_TILE_BYTES, lane);
+            online_rescale<false>(o, m, l, mx, alpha, rs);
+            pv_probs(o, sc, tsm + K_TILE_BYTES, lane);
         }
         __syncthreads();
     }
