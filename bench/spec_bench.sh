@@ -35,17 +35,24 @@ model="${SPEC_BENCH_MODEL:-llama3-8b}"; read -r -a extra <<< "${SPEC_BENCH_ARGS:
 SELF=(--speculative-method draft --speculative-model "$model" --num-speculative-tokens 4)
 NGRAM=(--speculative-method ngram --num-speculative-tokens 4)
 REP=(--dataset repeat --span 32)
-run() { # tag args...
-  local tag="$1"; shift
-  if [ -n "${SPEC_BENCH_ONLY:-}" ]; then case " $SPEC_BENCH_ONLY " in *" $tag "*) ;; *) return 0;; esac; fi
-  echo "== $tag: kiln bench --model $model --load-format dummy --iters 2 --json ${extra[*]} $*" >> "$err"
+# wanted TAG: the configuration is in $SPEC_BENCH_ONLY (or that is unset)
+wanted() { [ -z "${SPEC_BENCH_ONLY:-}" ] || case " $SPEC_BENCH_ONLY " in *" $1 "*) return 0;; *) return 1;; esac; }
+# bench_on TAG MODEL LOAD_FORMAT args...: one kiln bench, its JSON line
+# tagged into $log ("failed" when it printed none)
+bench_on() {
+  local tag="$1" m="$2" lf="$3"; shift 3
+  wanted "$tag" || return 0
+  local margs=(--model "$m")
+  [ -n "$lf" ] && margs+=(--load-format "$lf")
+  echo "== $tag: kiln bench ${margs[*]} --iters 2 --json ${extra[*]} $*" >> "$err"
   local line
-  line=$(timeout 150 "$kiln" bench --model "$model" --load-format dummy --iters 2 --json "${extra[@]}" "$@" 2>>"$err" | tail -1)
+  line=$(timeout 150 "$kiln" bench "${margs[@]}" --iters 2 --json "${extra[@]}" "$@" 2>>"$err" | tail -1)
   case "$line" in
     "{"*) echo "{\"tag\":\"$tag\",${line#\{}" | tee -a "$log" ;;
     *) echo "{\"tag\":\"$tag\",\"failed\":true}" | tee -a "$log"; echo "   $tag failed (see $err)" >&2 ;;
   esac
 }
+run() { local tag="$1"; shift; bench_on "$tag" "$model" dummy "$@"; }   # random weights
 t0=$(date +%s)
 run b1-plain     -b 1  -s 128 -o 256
 run b1-self4     -b 1  -s 128 -o 256 "${SELF[@]}"
@@ -57,31 +64,20 @@ run rep16-plain  -b 16 -s 512 -o 256 "${REP[@]}"
 run rep16-ngram4 -b 16 -s 512 -o 256 "${REP[@]}" "${NGRAM[@]}"
 copy="${SPEC_BENCH_COPY_DIR:-/tmp/kiln-copy8b}"
 want_copy=0
-for t in copy1-plain copy1-ngram4 copy1-self4 copy16-plain copy16-ngram4 copy16-self4; do
-  if [ -z "${SPEC_BENCH_ONLY:-}" ]; then want_copy=1; else case " $SPEC_BENCH_ONLY " in *" $t "*) want_copy=1;; esac; fi
-done
+for t in copy1-plain copy1-ngram4 copy1-self4 copy16-plain copy16-ngram4 copy16-self4; do wanted "$t" && want_copy=1; done
 if [ $want_copy = 1 ] && [ ! -f "$copy/model.safetensors" ]; then
   here_="$(cd "$(dirname "$0")" && pwd)"
   mk="$here_/../scripts/make_copy_model.py"; [ -f "$mk" ] || mk="$here_/make_copy_model.py"
   python3 "$mk" "${SPEC_BENCH_COPY_CONFIG:-$model}" "$copy" --period 32 2>>"$err" || echo "   copy model not written (see $err)" >&2
 fi
-crun() { # tag args... : run() on the copy model (no --load-format dummy)
-  local tag="$1"; shift
-  if [ -n "${SPEC_BENCH_ONLY:-}" ]; then case " $SPEC_BENCH_ONLY " in *" $tag "*) ;; *) return 0;; esac; fi
-  echo "== $tag: kiln bench --model $copy --iters 2 --json ${extra[*]} $*" >> "$err"
-  local line
-  line=$(timeout 150 "$kiln" bench --model "$copy" --iters 2 --json "${extra[@]}" "$@" 2>>"$err" | tail -1)
-  case "$line" in
-    "{"*) echo "{\"tag\":\"$tag\",${line#\{}" | tee -a "$log" ;;
-    *) echo "{\"tag\":\"$tag\",\"failed\":true}" | tee -a "$log"; echo "   $tag failed (see $err)" >&2 ;;
-  esac
-}
+crun() { local tag="$1"; shift; bench_on "$tag" "$copy" "" "$@"; }      # the copy model's weights
+CSELF=(--speculative-method draft --speculative-model "$copy" --num-speculative-tokens 4)
 crun copy1-plain   -b 1  -s 512 -o 256 "${REP[@]}"
 crun copy1-ngram4  -b 1  -s 512 -o 256 "${REP[@]}" "${NGRAM[@]}"
-crun copy1-self4   -b 1  -s 512 -o 256 "${REP[@]}" --speculative-method draft --speculative-model "$copy" --num-speculative-tokens 4
+crun copy1-self4   -b 1  -s 512 -o 256 "${REP[@]}" "${CSELF[@]}"
 crun copy16-plain  -b 16 -s 512 -o 256 "${REP[@]}"
 crun copy16-ngram4 -b 16 -s 512 -o 256 "${REP[@]}" "${NGRAM[@]}"
-crun copy16-self4  -b 16 -s 512 -o 256 "${REP[@]}" --speculative-method draft --speculative-model "$copy" --num-speculative-tokens 4
+crun copy16-self4  -b 16 -s 512 -o 256 "${REP[@]}" "${CSELF[@]}"
 echo "total $(( $(date +%s) - t0 )) s"
 python3 - "$log" <<'PY'
 import json, sys

@@ -70,6 +70,16 @@ what="${1:-all}"; filter="${2:-}"
 [ "$what" = all ] && what=tests,engine,bench
 has() { case ",$what," in *",$1,"*) return 0;; esac; return 1; }
 out="${OUT:-/tmp/out}"; mkdir -p "$out"
+# kb TAG [VAR=VALUE...] -- ARGS: kiln bench on the Llama-3-8B shape (dummy
+# weights) with ARGS and the environment given, its JSON in $out/kb_TAG.json
+# (stderr appended to $out/kb.err), one line printed
+kb() {
+  local tag="$1"; shift; local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+  env "${envs[@]}" timeout 150 "$here/bin/kiln" bench --model llama3-8b --load-format dummy --json "$@" \
+    2>>"$out/kb.err" | tail -1 > "$out/kb_$tag.json"
+  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%-22s %8.1f tok/s, step %.3f ms, full-batch step %.3f ms, ttft %.1f ms, kv tokens %s" % (sys.argv[2], j["output_tok_s"], j["decode_step_ms"], j["full_batch_step_ms"], j["ttft_ms"], j["kv_tokens"]))' \
+    "$out/kb_$tag.json" "$tag" || { echo "$tag failed"; tail -3 "$out/kb.err"; }
+}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$out/gpu.txt"
 rc=0
 if has tests; then
@@ -123,10 +133,7 @@ fi
 if has gemvab; then # the engine at small batches with the GEMV off / on in several tilings
   for cfg in "0 2 4" "8 2 4" "8 1 8" "8 2 8"; do set -- $cfg
     for b in 1 8; do
-      KILN_GEMV_MAX_M=$1 KILN_GEMV_ROWS=$2 KILN_GEMV_UNROLL=$3 timeout 60 "$here/bin/kiln" bench --model llama3-8b --load-format dummy \
-        -b $b -s 128 -o 256 --iters 1 --json 2>>"$out/gemvab.err" | tail -1 > "$out/gemvab_$1_$2_$3_$b.json"
-      python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("gemv max_m %s rows %s unroll %s  -b %s: %.1f tok/s, step %.3f ms" % (*sys.argv[2:], j["output_tok_s"], j["decode_step_ms"]))' \
-        "$out/gemvab_$1_$2_$3_$b.json" $1 $2 $3 $b || tail -3 "$out/gemvab.err"
+      kb "gemv-max$1-rows$2-unroll$3-b$b" KILN_GEMV_MAX_M=$1 KILN_GEMV_ROWS=$2 KILN_GEMV_UNROLL=$3 -- -b $b -s 128 -o 256 --iters 1
     done
   done
 fi
@@ -149,41 +156,23 @@ if has final1; then
   fi
 fi
 if has final2; then
-  e() { # tag env... -- args
-    local tag="$1"; shift; local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
-    env "${envs[@]}" timeout 150 "$here/bin/kiln" bench --model llama3-8b --load-format dummy --iters 2 --json "$@" \
-      2>>"$out/final2.err" | tail -1 > "$out/f2_$tag.json"
-    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%-18s %8.1f tok/s, step %.3f ms, ttft %.1f ms" % (sys.argv[2], j["output_tok_s"], j["decode_step_ms"], j.get("ttft_ms", -1)))' \
-      "$out/f2_$tag.json" "$tag" || { echo "$tag failed"; tail -3 "$out/final2.err"; }
-  }
-  e b1 X=1 -- -b 1 -s 128 -o 512
-  e b1-gemv4x2 KILN_GEMV_ROWS=4 KILN_GEMV_UNROLL=2 -- -b 1 -s 128 -o 512
-  e b32 X=1 -- -b 32 -s 128 -o 256
-  e b256 X=1 -- -b 256 -s 128 -o 256
+  kb b1 -- -b 1 -s 128 -o 512 --iters 2
+  kb b1-gemv4x2 KILN_GEMV_ROWS=4 KILN_GEMV_UNROLL=2 -- -b 1 -s 128 -o 512 --iters 2
+  kb b32 -- -b 32 -s 128 -o 256 --iters 2
+  kb b256 -- -b 256 -s 128 -o 256 --iters 2
   SPEC_BENCH_ONLY="b1-plain b1-self4" bash "$here/bench/spec_bench.sh" "$here/bin/kiln" 2>&1 | grep -vE "failed or missing" | tail -6
   for kv in bf16 fp8_e4m3; do # issue 7: full-batch decode step at b256, 2K context
-    timeout 150 "$here/bin/kiln" bench --model llama3-8b --load-format dummy --kv-cache-dtype $kv -b 256 -s 2048 -o 64 \
-      --prefill-ratio 0 --warmup 0 --iters 1 --json 2>>"$out/final2.err" | tail -1 > "$out/f2_fp8_$kv.json"
-    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("kv %-9s b256 ctx2048: full-batch step %.3f ms, kv tokens %s" % (sys.argv[2], j["full_batch_step_ms"], j.get("kv_tokens")))' \
-      "$out/f2_fp8_$kv.json" $kv || echo "fp8 $kv failed"
+    kb "kv-$kv-b256-ctx2048" -- --kv-cache-dtype $kv -b 256 -s 2048 -o 64 --prefill-ratio 0 --warmup 0 --iters 1
   done
 fi
 if has eng3; then
-  for b in 1 32 256; do
-    o=256; [ $b = 1 ] && o=512
-    timeout 150 "$here/bin/kiln" bench --model llama3-8b --load-format dummy -b $b -s 128 -o $o --iters 2 --json \
-      2>>"$out/eng3.err" | tail -1 > "$out/eng3_${b}.json"
-    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("-b %s: %.1f tok/s, step %.3f ms, ttft %.1f ms" % (sys.argv[2], j["output_tok_s"], j["decode_step_ms"], j.get("ttft_ms", -1)))' \
-      "$out/eng3_${b}.json" $b || tail -3 "$out/eng3.err"
-  done
+  kb b1 -- -b 1 -s 128 -o 512 --iters 2
+  for b in 32 256; do kb b$b -- -b $b -s 128 -o 256 --iters 2; done
 fi
 if has pdlab; then # programmatic dependent launch on / off, same call
   for b in 1 32 256; do for pdl in 1 0; do
     o=256; [ $b = 1 ] && o=512
-    KILN_PDL=$pdl timeout 120 "$here/bin/kiln" bench --model llama3-8b --load-format dummy -b $b -s 128 -o $o --iters 2 --json \
-      2>>"$out/pdlab.err" | tail -1 > "$out/pdlab_${b}_${pdl}.json"
-    python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("pdl %s -b %s: %.1f tok/s, step %.3f ms" % (sys.argv[2], sys.argv[3], j["output_tok_s"], j["decode_step_ms"]))' \
-      "$out/pdlab_${b}_${pdl}.json" $pdl $b || tail -3 "$out/pdlab.err"
+    kb "pdl$pdl-b$b" KILN_PDL=$pdl -- -b $b -s 128 -o $o --iters 2
   done; done
 fi
 if has nsys; then # kernel time inside the CUDA graphs, from Nsight Systems
