@@ -132,29 +132,23 @@ def main():
         Wv[g * hd + dd, 1 + c] = 1.0
         Wo[1 + c, (g * grp) * hd + dd] = a.gain
 
-    tensors = []  # (name, shape, producer) in file order
-
-    def const(arr):
-        return lambda: arr
-
-    def zeros(shape):
-        return None  # written as zero bytes
-
-    tensors.append(("model.embed_tokens.weight", (V, H), const(E)))
+    tensors = []  # (name, shape, values or None for zeros) in file order
+    ones = np.ones(H, np.float32)
+    tensors.append(("model.embed_tokens.weight", (V, H), E))
     for l in range(nl):
         p = f"model.layers.{l}."
         first = l == 0
-        tensors.append((p + "input_layernorm.weight", (H,), const(np.ones(H, np.float32))))
-        tensors.append((p + "post_attention_layernorm.weight", (H,), const(np.ones(H, np.float32))))
-        tensors.append((p + "self_attn.q_proj.weight", (nq * hd, H), const(Wq) if first else None))
-        tensors.append((p + "self_attn.k_proj.weight", (nkv * hd, H), const(Wk) if first else None))
-        tensors.append((p + "self_attn.v_proj.weight", (nkv * hd, H), const(Wv) if first else None))
-        tensors.append((p + "self_attn.o_proj.weight", (H, nq * hd), const(Wo) if first else None))
+        tensors.append((p + "input_layernorm.weight", (H,), ones))
+        tensors.append((p + "post_attention_layernorm.weight", (H,), ones))
+        tensors.append((p + "self_attn.q_proj.weight", (nq * hd, H), Wq if first else None))
+        tensors.append((p + "self_attn.k_proj.weight", (nkv * hd, H), Wk if first else None))
+        tensors.append((p + "self_attn.v_proj.weight", (nkv * hd, H), Wv if first else None))
+        tensors.append((p + "self_attn.o_proj.weight", (H, nq * hd), Wo if first else None))
         tensors.append((p + "mlp.gate_proj.weight", (inter, H), None))
         tensors.append((p + "mlp.up_proj.weight", (inter, H), None))
         tensors.append((p + "mlp.down_proj.weight", (H, inter), None))
-    tensors.append(("model.norm.weight", (H,), const(np.ones(H, np.float32))))
-    tensors.append(("lm_head.weight", (V, H), const(LM)))
+    tensors.append(("model.norm.weight", (H,), ones))
+    tensors.append(("lm_head.weight", (V, H), LM))
 
     header, off = {}, 0
     for name, shape, _ in tensors:
@@ -169,15 +163,14 @@ def main():
     with open(os.path.join(a.out, "model.safetensors"), "wb") as fo:
         fo.write(struct.pack("<Q", len(hj)))
         fo.write(hj)
-        for name, shape, prod in tensors:
+        for name, shape, arr in tensors:
             n = 2 * int(np.prod(shape))
-            if prod is None:
+            if arr is None:
                 while n:
                     k = min(n, len(zero))
                     fo.write(zero[:k])
                     n -= k
             else:
-                arr = prod()
                 rows = max(1, (1 << 26) // max(1, arr[0].size if arr.ndim > 1 else arr.size))
                 for r0 in range(0, arr.shape[0], rows):
                     fo.write(bf16_bytes(arr[r0:r0 + rows]))
