@@ -6,14 +6,15 @@
 #      step (kiln bench's full_batch_step_ms: every prompt prefilled first,
 #      --prefill-ratio 0, then steps over 2048..2112 tokens) with FP8 at most
 #      0.70 of bf16;
-#   2. concurrency at 4096 context: 460 requests of 4000 + 256 tokens (more than
-#      either pool holds at once: ~208 in bf16, ~417 in FP8 at 0.9 utilisation);
-#      the peak number of running sequences (before the pool forces preemption)
-#      with FP8 at least 1.9x bf16 (the pool's capacity in tokens is printed too).
-#      The outputs must outlast the admission of the last request (~1.8M prompt
-#      tokens in chunks of the step budget, ~220 steps): with 16 or 128 output
-#      tokens the first sequences finished before the FP8 pool filled (third
-#      session: 162 and 194 running against a pool for 208 at half the memory).
+#   2. concurrency at 4096 context: 240 requests of 4000 + 256 tokens at
+#      --gpu-memory-utilization 0.5 (more than either pool holds at once: ~107
+#      in bf16, ~214 in FP8); the peak number of running sequences (before the
+#      pool forces preemption) with FP8 at least 1.9x bf16 (the pool's capacity
+#      in tokens is printed too). Half the memory halves the prompt tokens to
+#      prefill (the ratio of the pools is the same). The outputs must outlast
+#      the admission of the last request: with 16 or 128 output tokens the
+#      first sequences finished before the FP8 pool filled (third session: 162
+#      and 194 running against a pool for 208).
 # The decode-attention kernel target (>= 85% of copy bandwidth on FP8 bytes
 # at batch 64, context 4096) is bench_kernels' "attn decode fp8" rows.
 # Writes JSON lines to $OUT/fp8_bench.jsonl.
@@ -27,8 +28,8 @@ run() { # tag kv args...
 }
 run decode bf16 -b 256 -s 2048 -o 64 --prefill-ratio 0 --warmup 0 --iters 1
 run decode fp8_e4m3 -b 256 -s 2048 -o 64 --prefill-ratio 0 --warmup 0 --iters 1
-run concurrency bf16 -b 460 -s 4000 -o 256 --max-num-seqs 460 --warmup 0 --iters 1
-run concurrency fp8_e4m3 -b 460 -s 4000 -o 256 --max-num-seqs 460 --warmup 0 --iters 1
+run concurrency bf16 -b 240 -s 4000 -o 256 --max-num-seqs 240 --gpu-memory-utilization 0.5 --warmup 0 --iters 1
+run concurrency fp8_e4m3 -b 240 -s 4000 -o 256 --max-num-seqs 240 --gpu-memory-utilization 0.5 --warmup 0 --iters 1
 grep -h "KV cache" "$out/fp8_bench.err" | tail -4
 python3 - "$log" <<'PY'
 import json, sys
