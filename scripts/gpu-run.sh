@@ -57,6 +57,8 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   startup: kiln generate start to first token on a warm JIT cache (dummy weights: no reading)
 #   arab:   (2+ GPUs) kiln bench --tp 2 at -b 1 / 32 with the one-shot all-reduce on and off
 #           (KILN_CUSTOM_ALLREDUCE=1 / 0), TP 1 beside
+#   s4:     fourth session: test_gpu_ops by case in parallel, test_gpu_engine, kernel rows (decode,
+#           elementwise, gemm), engine b1 (fused / KILN_FUSE_GEMV=0), b32 (tuned / not), b256, fp8_bench
 #   profile: kiln bench --profile at -b 1 and -b 32 (per-op time of decode steps)
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -197,6 +199,30 @@ if has startup; then # issue 11: start to first token, warm JIT cache, graphs ca
     echo "startup run $i: process $(python3 -c "print('%.2f' % ($t1 - $t0))") s; $(grep -h 'first token' "$out/startup$i.err")"
   done
   grep -hE "kernels ready|captured|KV cache|weights" "$out/startup2.err" | sed 's/^kiln: info: //' | head -6
+fi
+if has s4; then # fourth session: the merged kernels and fusions, one call
+  # GPU op tests in parallel (each process JIT-compiles its own kernels on a cold cache)
+  t0=$(date +%s); pids=""
+  for f in embed rmsnorm glu rope kv_write fp8_cast attention_decode attention_prefill attention_fp8 sampling gemv gemm graph_replay all_reduce every_kernel fused; do
+    ( KT_VERBOSE=1 timeout 300 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1; echo "rc=$?" >> "$out/ops_$f.log" ) &
+  done
+  timeout 200 "$here/bin/test_gpu_engine" > "$out/test_gpu_engine.log" 2>&1; echo "test_gpu_engine rc=$?"
+  wait
+  echo "test_gpu_ops (parallel by case) $(( $(date +%s) - t0 )) s:"
+  for f in "$out"/ops_*.log; do printf "  %-28s %s %s\n" "$(basename "$f" .log)" "$(grep -E 'passed' "$f" | tail -1)" "$(tail -1 "$f")"; grep -E "FAIL" "$f" | head -3; done
+  cat "$out"/ops_*.log > "$out/test_gpu_ops.log"
+  grep -E "FAIL|passed|logits rel err" "$out/test_gpu_engine.log" | head -24
+  timeout 150 "$here/bin/bench_kernels" decode > "$out/bench_s4.log" 2>&1
+  timeout 100 "$here/bin/bench_kernels" elementwise >> "$out/bench_s4.log" 2>&1
+  timeout 200 "$here/bin/bench_kernels" gemm >> "$out/bench_s4.log" 2>&1
+  grep -E "ceilings|attn decode|rmsnorm 4096|add_rmsnorm 4096|rope 4096|rope_kv_write 4096|silu_mul 4096" "$out/bench_s4.log" | sed -E 's/ +/ /g' | cut -c1-100
+  grep -E "^gemm \(weight" "$out/bench_s4.log" | grep -E "M=(1|8|16|32|64) " | sed -E 's/ +/ /g; s/\(weight bytes\) //' | cut -c1-90
+  kb b1 -- -b 1 -s 128 -o 512 --iters 2
+  kb b1-nofuse KILN_FUSE_GEMV=0 -- -b 1 -s 128 -o 512 --iters 2
+  kb b32 -- -b 32 -s 128 -o 256 --iters 2
+  kb b32-notune KILN_GEMM_AUTOTUNE=0 -- -b 32 -s 128 -o 256 --iters 2
+  kb b256 -- -b 256 -s 128 -o 256 --iters 2
+  [ "${S4_FP8:-1}" = 1 ] && bash "$here/bench/fp8_bench.sh" "$here/bin/kiln" 2>&1 | grep -E "ratio|KV cache" | tail -6
 fi
 if has arab; then # the one-shot all-reduce over peer memory against NCCL's, same call
   for b in 1 32; do for ar in tp1 1 0; do
