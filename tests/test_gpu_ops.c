@@ -948,6 +948,213 @@ KT_TEST(test_gemv) {
     }
 }
 
+/* test_gemv_fused runs the fused GEMVs on its own kiln_gpu's (ran: launched
+ * and compared in the current tiling) */
+static bool fused_tested[KILN_GPU_PRO_GELU_MUL + 1], fused_ran[KILN_GPU_PRO_GELU_MUL + 1];
+static const char *const fused_names[] = {"", "gemv_rmsnorm", "gemv_add_rmsnorm", "gemv_silu_mul", "gemv_gelu_mul"};
+
+/* One fused-GEMV case on g: the prologue op then kiln_gpu_gemm (a GEMV) on
+ * one copy of the inputs, kiln_gpu_gemm_fused `reps` times on another (the
+ * residual restored before each, so a missed reset of the last-block
+ * counter shows), every output poisoned (NaN) first: out (stride ldo, its
+ * gap included), dst and the residual bit for bit, src untouched, the
+ * residual updated exactly once (= residual + src rounded), no NaN left in
+ * the unfused out. alias: 1 dst = src, 2 dst = residual (add_rmsnorm). */
+static void fused_case(kiln_gpu *g, kiln_gpu_prologue_kind kind, kiln_dtype dt, kiln_dtype odt, int M, int N, int K,
+                       int ldo, bool with_bias, int alias, int reps, const char *what) {
+    const bool norm = kind == KILN_GPU_PRO_RMSNORM || kind == KILN_GPU_PRO_ADD_RMSNORM;
+    const size_t es = kiln_dtype_size(dt), oes = kiln_dtype_size(odt);
+    const size_t n_src = (size_t)M * (size_t)(norm ? K : 2 * K), n_x = (size_t)M * K, n_out = (size_t)M * ldo;
+    char desc[192];
+    snprintf(desc, sizeof desc, "%s %s -> %s M=%d N=%d K=%d ldo=%d bias=%d alias=%d %s", fused_names[kind],
+             kiln_dtype_name(dt), kiln_dtype_name(odt), M, N, K, ldo, with_bias, alias, what);
+    const float eps = 1e-5f;
+    float *src = rand_act(n_src, dt, norm ? 1.0f : 2.0f), *res = rand_act(n_x, dt, 4.0f),
+          *nw = rand_act((size_t)K, dt, 1.0f), *w = rand_act((size_t)N * K, dt, 0.05f),
+          *b = rand_act((size_t)N, odt, 1.0f);
+    kiln_devptr dnw = up_act(nw, (size_t)K, dt), dw = up_act(w, (size_t)N * K, dt), db = up_act(b, (size_t)N, odt);
+    kiln_devptr db_or0 = with_bias ? db : 0;
+    /* unfused */
+    kiln_devptr us = up_act(src, n_src, dt), ur = up_act(res, n_x, dt), ud = dmalloc(n_x * es),
+                uo = dmalloc(n_out * oes);
+    kiln_devptr ux = alias == 1 ? us : alias == 2 ? ur : ud; /* where the op writes, the GEMM reads */
+    switch (kind) {
+    case KILN_GPU_PRO_RMSNORM: KT_OK(kiln_gpu_rmsnorm(g, st, ux, us, dnw, dt, dt, M, K, eps)); break;
+    case KILN_GPU_PRO_ADD_RMSNORM: KT_OK(kiln_gpu_add_rmsnorm(g, st, ux, ur, us, dnw, dt, dt, M, K, eps)); break;
+    case KILN_GPU_PRO_SILU_MUL: KT_OK(kiln_gpu_silu_mul(g, st, ux, us, dt, M, K)); break;
+    default: KT_OK(kiln_gpu_gelu_mul(g, st, ux, us, dt, M, K)); break;
+    }
+    KT_OK(kiln_gpu_gemm(g, st, uo, ldo, odt, ux, dw, dt, db_or0, M, N, K));
+    /* fused */
+    kiln_devptr fs = up_act(src, n_src, dt), fr = up_act(res, n_x, dt), fd = dmalloc(n_x * es),
+                fo = dmalloc(n_out * oes);
+    kiln_gpu_prologue pro = {.kind = kind, .src = fs, .residual = kind == KILN_GPU_PRO_ADD_RMSNORM ? fr : 0,
+                             .dst = alias == 1 ? fs : alias == 2 ? fr : fd, .norm_w = norm ? dnw : 0, .eps = eps};
+    void *r0 = malloc(n_x * es), *s0 = malloc(n_src * es);
+    kiln_from_f32(r0, dt, res, n_x);
+    kiln_from_f32(s0, dt, src, n_src);
+    for (int rep = 0; rep < reps; rep++) {
+        if (rep) { /* restore the inputs the pair updates in place; poison the outputs again */
+            KT_OK(kiln_rt_memcpy_htod(fr, r0, n_x * es, st));
+            KT_OK(kiln_rt_memcpy_htod(fs, s0, n_src * es, st));
+            KT_OK(kiln_rt_memset8(fd, 0xff, n_x * es, st));
+            KT_OK(kiln_rt_memset8(fo, 0xff, n_out * oes, st));
+        }
+        KT_OK(kiln_gpu_gemm_fused(g, st, &pro, fo, ldo, odt, dw, dt, db_or0, M, N, K));
+    }
+    fused_ran[kind] = true;
+    void *uo_h = ddown(uo, n_out * oes), *fo_h = ddown(fo, n_out * oes), *ud_h = ddown(ux, n_x * es),
+         *fd_h = ddown(pro.dst, n_x * es), *ur_h = ddown(ur, n_x * es), *fr_h = ddown(fr, n_x * es),
+         *fs_h = ddown(fs, n_src * es);
+    KT_CHECKF(!memcmp(uo_h, fo_h, n_out * oes), "out differs: %s", desc);
+    KT_CHECKF(!memcmp(ud_h, fd_h, n_x * es), "dst differs: %s", desc);
+    if (kind == KILN_GPU_PRO_ADD_RMSNORM) {
+        KT_CHECKF(!memcmp(ur_h, fr_h, n_x * es), "residual differs: %s", desc);
+        if (alias != 2) { /* residual + src, rounded: added exactly once */
+            float *want = malloc(sizeof(float) * n_x);
+            for (size_t i = 0; i < n_x; i++) want[i] = res[i] + src[i];
+            void *want_h = malloc(n_x * es);
+            kiln_from_f32(want_h, dt, want, n_x);
+            KT_CHECKF(!memcmp(want_h, fr_h, n_x * es), "residual not updated exactly once: %s", desc);
+            free(want), free(want_h);
+        }
+    }
+    if (alias != 1) KT_CHECKF(!memcmp(s0, fs_h, n_src * es), "src written: %s", desc);
+    float *o = malloc(sizeof(float) * n_out);
+    kiln_to_f32(o, uo_h, odt, n_out);
+    int nan = 0;
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) nan += isnan(o[(size_t)m * ldo + n]) != 0;
+    KT_CHECKF(nan == 0, "%d NaN in the unfused out: %s", nan, desc);
+    free(o), free(uo_h), free(fo_h), free(ud_h), free(fd_h), free(ur_h), free(fr_h), free(fs_h), free(r0), free(s0);
+    free(src), free(res), free(nw), free(w), free(b);
+    dfree(dnw), dfree(dw), dfree(db), dfree(us), dfree(ur), dfree(ud), dfree(uo), dfree(fs), dfree(fr), dfree(fd),
+        dfree(fo);
+}
+
+/* The fused GEMVs (kernel_src/gemv_fused.cu) against the unfused pairs, bit
+ * for bit: every prologue, bf16 and fp16, act and fp32 out, M 1..8, widths
+ * K across every block shape of the unfused RMSNorm (a warp a row up to 1024,
+ * blocks of 64.. threads above) and of the silu / gelu chunks, odd N, bias,
+ * an output stride, in-place norms, two tilings, more rows than the norms'
+ * resident grid has warps (rows taken from the counter, twice over at
+ * M = 3: the counters reset); what the shape rules
+ * refuse; the Llama-3-8B qkv (add_rmsnorm, 768 blocks) and down (silu_mul)
+ * GEMVs, launched three times over and replayed from a CUDA graph. */
+KT_TEST(test_gemv_fused) {
+    NEED_GPU();
+    static const int tiles[][2] = {{KILN_GEMV_ROWS_DEFAULT, KILN_GEMV_UNROLL_DEFAULT}, {4, 4}};
+    for (int ti = 0; ti < 2; ti++) {
+        kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = 8, .tcgemm_max_m = -1,
+                              .gemv_rows = tiles[ti][0], .gemv_unroll = tiles[ti][1]};
+        kiln_gpu *g = NULL;
+        KT_OK(kiln_gpu_create(dev, &gp, &g));
+        char what[48];
+        snprintf(what, sizeof what, "rows %d unroll %d", tiles[ti][0], tiles[ti][1]);
+        { /* this tiling's fused and plain GEMVs, compiled in parallel up front */
+            static char defs[16][128];
+            kiln_jit_spec specs[32];
+            int ns = 0;
+            for (int a = 0; a < (ti ? 1 : 2); a++)
+                for (int mm = 1; mm <= 8; mm *= 2)
+                    for (int o = 0; o < (mm == 1 ? 2 : 1); o++) {
+                        if (ti && mm != 1 && mm != 4) continue;
+                        int d = ns / 2;
+                        snprintf(defs[d], sizeof defs[d], "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d",
+                                 kiln_dtype_name(acts[a]), o ? "fp32" : kiln_dtype_name(acts[a]), mm, tiles[ti][0],
+                                 tiles[ti][1]);
+                        specs[ns++] = (kiln_jit_spec){"gemv_rmsnorm", defs[d]};
+                        specs[ns++] = (kiln_jit_spec){"gemv", defs[d]};
+                    }
+            KT_OK(kiln_rt_kernels_prepare(kiln_gpu_kernels(g), specs, ns));
+        }
+        memset(fused_ran, 0, sizeof fused_ran);
+        static const int Ms[] = {1, 2, 3, 8};
+        static const int Kn[] = {64, 1024, 1032, 4096, 24576}, Kg[] = {64, 1032, 4104, 14336};
+        for (int kind = KILN_GPU_PRO_RMSNORM; kind <= KILN_GPU_PRO_GELU_MUL; kind++) {
+            const bool norm = kind <= KILN_GPU_PRO_ADD_RMSNORM;
+            for (int a = 0; a < 2; a++)
+                for (size_t mi = 0; mi < KILN_ARRAY_LEN(Ms); mi++)
+                    for (int ki = 0; ki < (norm ? 5 : 4); ki++) {
+                        if (ti > 0 && (a > 0 || Ms[mi] == 2 || Ms[mi] == 8)) continue; /* fewer compiles */
+                        kiln_dtype dt = acts[a];
+                        /* fp32 out at M = 1 (the GEMV's OUT=fp32 build) */
+                        kiln_dtype odt = Ms[mi] == 1 && ki == 1 ? KILN_DTYPE_F32 : dt;
+                        /* K = 64: more rows of W than the norms' grid has warps (they take more) */
+                        int M = Ms[mi], K = norm ? Kn[ki] : Kg[ki],
+                            N = K > 4104 ? 40 : ki == 0 ? 20000 : (ki & 1) ? 1001 : 136;
+                        int ldo = (M + ki) & 1 ? N + 3 : N;
+                        bool bias = (M + ki + kind) % 3 == 0;
+                        if (!kiln_gpu_gemm_fusable(g, (kiln_gpu_prologue_kind)kind, M, N, K, dt, odt)) {
+                            /* only the shared-memory limit refuses these shapes */
+                            size_t smem = norm ? (size_t)M * K * 2 : (size_t)M * 32 * tiles[ti][1] * 32;
+                            KT_CHECKF(smem > 48 * 1024, "%s M=%d K=%d refused", fused_names[kind], M, K);
+                            kiln_gpu_prologue pro = {.kind = (kiln_gpu_prologue_kind)kind, .src = 256, .residual = 256,
+                                                     .dst = 256, .norm_w = 256};
+                            KT_ERR(kiln_gpu_gemm_fused(g, st, &pro, 256, N, odt, 256, dt, 0, M, N, K),
+                                   KILN_ERR_UNSUPPORTED, "fused GEMV");
+                            continue;
+                        }
+                        int alias = norm && M == 2 && ki == 2 ? (kind == KILN_GPU_PRO_ADD_RMSNORM ? 1 + a : 1) : 0;
+                        fused_case(g, (kiln_gpu_prologue_kind)kind, dt, odt, M, N, K, ldo, bias, alias,
+                                   M == 3 ? 2 : 1, what);
+                    }
+        }
+        /* GEMMs above the GEMV's M, and fp32 activations, are not fused */
+        KT_CHECK(!kiln_gpu_gemm_fusable(g, KILN_GPU_PRO_RMSNORM, 9, 64, 64, KILN_DTYPE_BF16, KILN_DTYPE_BF16));
+        KT_CHECK(!kiln_gpu_gemm_fusable(g, KILN_GPU_PRO_SILU_MUL, 1, 64, 64, KILN_DTYPE_F32, KILN_DTYPE_F32));
+        KT_CHECK(!kiln_gpu_gemm_fusable(g, KILN_GPU_PRO_NONE, 1, 64, 64, KILN_DTYPE_BF16, KILN_DTYPE_BF16));
+        for (int kind = KILN_GPU_PRO_RMSNORM; kind <= KILN_GPU_PRO_GELU_MUL; kind++) {
+            KT_CHECKF(fused_ran[kind], "%s did not run (%s)", fused_names[kind], what);
+            fused_tested[kind] = ti == 0 ? fused_ran[kind] : fused_tested[kind] && fused_ran[kind];
+        }
+        kiln_gpu_destroy(g);
+    }
+
+    /* Llama-3-8B, bf16, M = 1 in the default tiling */
+    kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = 1, .tcgemm_max_m = -1};
+    kiln_gpu *g = NULL;
+    KT_OK(kiln_gpu_create(dev, &gp, &g));
+    const kiln_dtype dt = KILN_DTYPE_BF16;
+    fused_case(g, KILN_GPU_PRO_ADD_RMSNORM, dt, dt, 1, 6144, 4096, 6144, false, 0, 3, "llama qkv");
+    fused_case(g, KILN_GPU_PRO_RMSNORM, dt, dt, 1, 6144, 4096, 6144, false, 0, 1, "llama qkv, layer 0");
+    fused_case(g, KILN_GPU_PRO_SILU_MUL, dt, dt, 1, 4096, 14336, 4096, false, 0, 3, "llama down");
+    /* a graph of [restore the residual; fused qkv] replayed three times */
+    {
+        const int K = 4096, N = 6144;
+        float *y = rand_act(K, dt, 1), *res = rand_act(K, dt, 4), *nw = rand_act(K, dt, 1),
+              *w = rand_act((size_t)N * K, dt, 0.05f);
+        kiln_devptr dy = up_act(y, K, dt), dr0 = up_act(res, K, dt), dnw = up_act(nw, K, dt),
+                    dw = up_act(w, (size_t)N * K, dt), ur = up_act(res, K, dt), uh = dmalloc(K * 2),
+                    uo = dmalloc(N * 2), fr = dmalloc(K * 2), fh = dmalloc(K * 2), fo = dmalloc(N * 2);
+        KT_OK(kiln_gpu_add_rmsnorm(g, st, uh, ur, dy, dnw, dt, dt, 1, K, 1e-5f));
+        KT_OK(kiln_gpu_gemm(g, st, uo, 0, dt, uh, dw, dt, 0, 1, N, K));
+        kiln_gpu_prologue pro = {.kind = KILN_GPU_PRO_ADD_RMSNORM, .src = dy, .residual = fr, .dst = fh,
+                                 .norm_w = dnw, .eps = 1e-5f};
+        KT_OK(kiln_rt_stream_sync(st));
+        kiln_rt_graph *gr = NULL;
+        KT_OK(kiln_rt_graph_begin(st));
+        KT_OK(kiln_rt_memcpy_dtod(fr, dr0, K * 2, st));
+        KT_OK(kiln_gpu_gemm_fused(g, st, &pro, fo, 0, dt, dw, dt, 0, 1, N, K));
+        KT_OK(kiln_rt_graph_end(st, &gr));
+        void *ur_h = ddown(ur, K * 2), *uh_h = ddown(uh, K * 2), *uo_h = ddown(uo, N * 2);
+        for (int rep = 0; rep < 3; rep++) {
+            KT_OK(kiln_rt_memset8(fh, 0xff, K * 2, st));
+            KT_OK(kiln_rt_memset8(fo, 0xff, N * 2, st));
+            KT_OK(kiln_rt_graph_launch(gr, st));
+            void *fr_h = ddown(fr, K * 2), *fh_h = ddown(fh, K * 2), *fo_h = ddown(fo, N * 2);
+            KT_CHECKF(!memcmp(ur_h, fr_h, K * 2) && !memcmp(uh_h, fh_h, K * 2) && !memcmp(uo_h, fo_h, N * 2),
+                      "graph replay %d: residual %d, dst %d, out %d differ", rep, memcmp(ur_h, fr_h, K * 2) != 0,
+                      memcmp(uh_h, fh_h, K * 2) != 0, memcmp(uo_h, fo_h, N * 2) != 0);
+            free(fr_h), free(fh_h), free(fo_h);
+        }
+        kiln_rt_graph_destroy(gr);
+        free(ur_h), free(uh_h), free(uo_h), free(y), free(res), free(nw), free(w);
+        dfree(dy), dfree(dr0), dfree(dnw), dfree(dw), dfree(ur), dfree(uh), dfree(uo), dfree(fr), dfree(fh), dfree(fo);
+    }
+    kiln_gpu_destroy(g);
+}
+
 /* test_gemm_tc runs the tensor-core GEMM and its split-K reduction on its own kiln_gpu's */
 static bool tc_tested, tc_reduce_tested;
 
@@ -1193,7 +1400,11 @@ KT_TEST(test_every_kernel_tested) {
         KT_CHECKF(kiln_rt_kernels_was_used(kiln_gpu_kernels(gpu), reg[i].name) ||
                       (!strcmp(reg[i].name, "gemv") && gemv_tested) ||
                       (!strcmp(reg[i].name, "gemm_tc") && tc_tested) ||
-                      (!strcmp(reg[i].name, "gemm_tc_reduce") && tc_reduce_tested),
+                      (!strcmp(reg[i].name, "gemm_tc_reduce") && tc_reduce_tested) ||
+                      (!strcmp(reg[i].name, "gemv_rmsnorm") && fused_tested[KILN_GPU_PRO_RMSNORM]) ||
+                      (!strcmp(reg[i].name, "gemv_add_rmsnorm") && fused_tested[KILN_GPU_PRO_ADD_RMSNORM]) ||
+                      (!strcmp(reg[i].name, "gemv_silu_mul") && fused_tested[KILN_GPU_PRO_SILU_MUL]) ||
+                      (!strcmp(reg[i].name, "gemv_gelu_mul") && fused_tested[KILN_GPU_PRO_GELU_MUL]),
                   "registry kernel %s has no GPU test", reg[i].name);
     KT_CHECK(kiln_rt_check_device(dev) == KILN_OK);
 }
@@ -1201,5 +1412,5 @@ KT_TEST(test_every_kernel_tested) {
 KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_cast), KT_CASE(test_rope),
         KT_CASE(test_kv_write_and_fused_rope), KT_CASE(test_fp8_cast), KT_CASE(test_attention_decode),
         KT_CASE(test_attention_prefill), KT_CASE(test_attention_prefill_shapes), KT_CASE(test_attention_fp8),
-        KT_CASE(test_sampling), KT_CASE(test_gemv), KT_CASE(test_gemm_tc), KT_CASE(test_gemm), KT_CASE(test_graph_replay),
+        KT_CASE(test_sampling), KT_CASE(test_gemv), KT_CASE(test_gemv_fused), KT_CASE(test_gemm_tc), KT_CASE(test_gemm), KT_CASE(test_graph_replay),
         KT_CASE(test_all_reduce_one_rank), KT_CASE(test_every_kernel_tested))
