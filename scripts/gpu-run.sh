@@ -218,7 +218,7 @@ fi
 if has s4; then # fourth session: the merged kernels and fusions, one call
   # GPU op tests in parallel (each process JIT-compiles its own kernels on a cold cache)
   t0=$(date +%s); pids=""
-  for f in embed rmsnorm glu rope kv_write fp8_cast attention_decode attention_prefill attention_fp8 sampling gemv gemm graph_replay all_reduce every_kernel fused; do
+  for f in embed rmsnorm glu rope kv_write fp8_cast attention_decode attention_prefill attention_fp8 sampling gemv gemm_tc test_gemm graph_replay all_reduce every_kernel; do
     ( KT_VERBOSE=1 timeout 300 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1; echo "rc=$?" >> "$out/ops_$f.log" ) &
   done
   timeout 200 "$here/bin/test_gpu_engine" > "$out/test_gpu_engine.log" 2>&1; echo "test_gpu_engine rc=$?"
@@ -230,6 +230,7 @@ if has s4; then # fourth session: the merged kernels and fusions, one call
   timeout 150 "$here/bin/bench_kernels" decode > "$out/bench_s4.log" 2>&1
   timeout 100 "$here/bin/bench_kernels" elementwise >> "$out/bench_s4.log" 2>&1
   timeout 200 "$here/bin/bench_kernels" gemm >> "$out/bench_s4.log" 2>&1
+  timeout 100 "$here/bin/bench_kernels" fused >> "$out/bench_s4.log" 2>&1
   grep -E "ceilings|attn decode|rmsnorm 4096|add_rmsnorm 4096|rope 4096|rope_kv_write 4096|silu_mul 4096" "$out/bench_s4.log" | sed -E 's/ +/ /g' | cut -c1-100
   grep -E "^gemm \(weight" "$out/bench_s4.log" | grep -E "M=(1|8|16|32|64) " | sed -E 's/ +/ /g; s/\(weight bytes\) //' | cut -c1-90
   kb b1 -- -b 1 -s 128 -o 512 --iters 2
