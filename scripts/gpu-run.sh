@@ -232,6 +232,7 @@ if has s4; then # fourth session: the merged kernels and fusions, one call
   timeout 200 "$here/bin/bench_kernels" gemm >> "$out/bench_s4.log" 2>&1
   timeout 100 "$here/bin/bench_kernels" fused >> "$out/bench_s4.log" 2>&1
   grep -E "ceilings|attn decode|rmsnorm 4096|add_rmsnorm 4096|rope 4096|rope_kv_write 4096|silu_mul 4096" "$out/bench_s4.log" | sed -E 's/ +/ /g' | cut -c1-100
+  grep -E "^fused" "$out/bench_s4.log" | sed -E 's/ +/ /g' | cut -c1-100
   grep -E "^gemm \(weight" "$out/bench_s4.log" | grep -E "M=(1|8|16|32|64) " | sed -E 's/ +/ /g; s/\(weight bytes\) //' | cut -c1-90
   kb b1 -- -b 1 -s 128 -o 512 --iters 2
   kb b1-nofuse KILN_FUSE_GEMV=0 -- -b 1 -s 128 -o 512 --iters 2
