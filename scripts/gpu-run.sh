@@ -54,7 +54,7 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   eng3:   kiln bench at -b 1 (-o 512), -b 32 and -b 256 (-o 256), defaults, one line each
 #   pdlab:  kiln bench at -b 1 / 32 / 256 with programmatic dependent launch on and off
 #   fuseab: GEMV fusion (kernel_src/gemv_fused.cu): its GPU tests, kiln bench -b 1 with
-#           KILN_FUSE_GEMV=0 / 1, the fused kernel rows of bench_kernels, the -b 1 profile
+#           KILN_FUSE_GEMV=0 / 1 / norm / glu, the fused kernel rows of bench_kernels, the -b 1 profile
 #   nsys:   per-kernel GPU time inside the decode graphs (nsys, if the image has it) at -b 1 and -b 32
 #   startup: kiln generate start to first token on a warm JIT cache (dummy weights: no reading)
 #   arab:   (2+ GPUs) kiln bench --tp 2 at -b 1 / 32 with the one-shot all-reduce on and off
@@ -186,7 +186,7 @@ if has fuseab; then # GEMV fusion: bit-identity tests, then off / on at batch 1,
     [ $r -ne 0 ] && rc=$r
     echo "$t rc=$r ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/$1_$2.log" | head -20
   done
-  for f in 0 1 0 1; do kb "fuse$f-b1" KILN_FUSE_GEMV=$f -- -b 1 -s 128 -o 512 --iters 2; done
+  for f in 0 1 norm glu 0 1; do kb "fuse$f-b1" KILN_FUSE_GEMV=$f -- -b 1 -s 128 -o 512 --iters 2; done
   timeout 200 "$here/bin/bench_kernels" fused 2>&1 | grep -E "^(device|ceilings|fused)" | sed -E 's/ +/ /g'
   timeout 120 "$here/bin/kiln" bench --model llama3-8b --load-format dummy -b 1 -s 128 -o 64 --iters 1 --profile \
     > "$out/profile_fused_b1.log" 2>&1

@@ -1136,14 +1136,18 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     }
     /* GEMV fusion: the op pairs it may fuse (decided per step by shape) */
     {
+        /* $KILN_FUSE_GEMV: 0 off, "norm" the norms only, "glu" silu / gelu_mul only */
         const char *fz = getenv("KILN_FUSE_GEMV");
         x->fuse = !(fz && !strcmp(fz, "0"));
+        bool norms = !(fz && !strcmp(fz, "glu")), glus = !(fz && !strcmp(fz, "norm"));
         x->pro = calloc((size_t)p->n_ops, 1);
         x->fused = calloc((size_t)p->n_ops, 1);
         KILN_CHECK(x->pro && x->fused, KILN_ERR_OUT_OF_MEMORY, "out of host memory");
         int n_pairs[KILN_GPU_PRO_GELU_MUL + 1] = {0};
         for (int i = 0; i < p->n_ops; i++) {
-            x->pro[i] = (uint8_t)fuse_pair(p, i);
+            kiln_gpu_prologue_kind k = fuse_pair(p, i);
+            bool norm = k == KILN_GPU_PRO_RMSNORM || k == KILN_GPU_PRO_ADD_RMSNORM;
+            x->pro[i] = (uint8_t)((norm ? norms : glus) ? k : KILN_GPU_PRO_NONE);
             n_pairs[x->pro[i]]++;
         }
         if (p->tp_rank == 0)
