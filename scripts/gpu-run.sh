@@ -218,7 +218,7 @@ fi
 if has s4; then # fourth session: the merged kernels and fusions, one call
   # GPU op tests in parallel (each process JIT-compiles its own kernels on a cold cache)
   t0=$(date +%s); pids=""
-  for f in embed rmsnorm glu rope kv_write fp8_cast attention_decode attention_prefill attention_fp8 sampling gemv gemm_tc test_gemm graph_replay all_reduce every_kernel; do
+  for f in ${S4_OPS:-embed rmsnorm glu rope kv_write fp8_cast attention_decode attention_prefill attention_fp8 sampling gemv gemm_tc test_gemm graph_replay all_reduce every_kernel}; do
     ( KT_VERBOSE=1 timeout 300 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1; echo "rc=$?" >> "$out/ops_$f.log" ) &
   done
   timeout 200 "$here/bin/test_gpu_engine" > "$out/test_gpu_engine.log" 2>&1; echo "test_gpu_engine rc=$?"
