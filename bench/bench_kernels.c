@@ -387,68 +387,6 @@ static void bench_gemm(void) {
     }
 }
 
-/* ------------------------------------------------------------ fused GEMV */
-
-/* A prologue op and the GEMV reading its output (Llama-3-8B, M = 1): as
- * two launches, as one (kernel_src/gemv_fused.cu), and the GEMV alone. */
-typedef struct fused_ctx {
-    kiln_gpu *g;
-    kiln_gpu_prologue pro;
-    kiln_devptr w[4], out;
-    int N, K, mode; /* 0: the pair, 1: fused, 2: the GEMV alone */
-} fused_ctx;
-static void op_fused(void *vc, int set) {
-    fused_ctx *c = vc;
-    const kiln_dtype bf = KILN_DTYPE_BF16;
-    if (c->mode == 1) {
-        CK(kiln_gpu_gemm_fused(c->g, st, &c->pro, c->out, 0, bf, c->w[set], bf, 0, 1, c->N, c->K));
-        return;
-    }
-    if (c->mode == 0) {
-        if (c->pro.kind == KILN_GPU_PRO_ADD_RMSNORM)
-            CK(kiln_gpu_add_rmsnorm(c->g, st, c->pro.dst, c->pro.residual, c->pro.src, c->pro.norm_w, bf, bf, 1, c->K,
-                                    c->pro.eps));
-        else
-            CK(kiln_gpu_silu_mul(c->g, st, c->pro.dst, c->pro.src, bf, 1, c->K));
-    }
-    CK(kiln_gpu_gemm(c->g, st, c->out, 0, bf, c->pro.dst, c->w[set], bf, 0, 1, c->N, c->K));
-}
-
-static void bench_fused(void) {
-    static const struct { const char *name; kiln_gpu_prologue_kind kind; int N, K; } sh[] = {
-        {"add_rmsnorm + qkv", KILN_GPU_PRO_ADD_RMSNORM, 6144, 4096},
-        {"add_rmsnorm + gate_up", KILN_GPU_PRO_ADD_RMSNORM, 28672, 4096},
-        {"silu_mul + down", KILN_GPU_PRO_SILU_MUL, 4096, 14336}};
-    kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16}; /* the engine's GEMV settings */
-    kiln_gpu *g = NULL;
-    CK(kiln_gpu_create(dev, &gp, &g));
-    for (size_t si = 0; si < KILN_ARRAY_LEN(sh); si++) {
-        fused_ctx c = {.g = g, .N = sh[si].N, .K = sh[si].K};
-        size_t wbytes = (size_t)c.N * c.K * 2;
-        int sets = wbytes * 2 > (size_t)120 << 20 ? 1 : NSETS;
-        for (int s = 0; s < sets; s++) c.w[s] = drand((size_t)c.N * c.K, KILN_DTYPE_BF16, 0.02f);
-        bool norm = sh[si].kind == KILN_GPU_PRO_ADD_RMSNORM;
-        c.pro = (kiln_gpu_prologue){.kind = sh[si].kind,
-                                    .src = drand((size_t)c.K * (norm ? 1 : 2), KILN_DTYPE_BF16, 1),
-                                    .residual = norm ? drand((size_t)c.K, KILN_DTYPE_BF16, 1) : 0,
-                                    .dst = drand((size_t)c.K, KILN_DTYPE_BF16, 1),
-                                    .norm_w = norm ? drand((size_t)c.K, KILN_DTYPE_BF16, 1) : 0, .eps = 1e-5f};
-        CK(kiln_rt_malloc(dev, (size_t)c.N * 2, &c.out));
-        static const char *modes[3] = {"two kernels", "fused", "gemv alone"};
-        for (c.mode = 0; c.mode < 3; c.mode++) {
-            double t = time_op(op_fused, &c, sets, 20, 20);
-            char shape[80], name[64];
-            snprintf(shape, sizeof shape, "%s N=%d K=%d", sh[si].name, c.N, c.K);
-            snprintf(name, sizeof name, "fused gemv: %s", modes[c.mode]);
-            row_bw(name, shape, t, (double)wbytes, 0);
-        }
-        for (int s = 0; s < sets; s++) kiln_rt_free(dev, c.w[s]);
-        kiln_rt_free(dev, c.pro.src), kiln_rt_free(dev, c.pro.dst), kiln_rt_free(dev, c.out);
-        if (norm) kiln_rt_free(dev, c.pro.residual), kiln_rt_free(dev, c.pro.norm_w);
-    }
-    kiln_gpu_destroy(g);
-}
-
 /* ---------------------------------------------------------------- sampling */
 
 typedef struct samp_ctx { kiln_devptr logits, params, tokens; int R, V; } samp_ctx;
@@ -564,7 +502,6 @@ int main(int argc, char **argv) {
         filter = f;
     }
     if (want("gemm")) bench_gemm();
-    if (want("fused")) bench_fused();
     if (want("sample")) bench_sampling();
     kiln_gpu_destroy(gpu);
     return 0;

@@ -16,28 +16,6 @@ static void label_of(const kiln_program *prog, const kiln_op *o, char *buf, size
     }
 }
 
-/* The row of a label, made on first use (the last row takes the rest). */
-static int row_of(kiln_profile *p, const char *label) {
-    int r;
-    for (r = 0; r < p->n_rows; r++)
-        if (!strcmp(p->rows[r].label, label)) return r;
-    if (p->n_rows == KILN_PROFILE_MAX_LABELS) return p->n_rows - 1;
-    memset(&p->rows[r], 0, sizeof p->rows[r]);
-    snprintf(p->rows[r].label, sizeof p->rows[r].label, "%s", label);
-    p->n_rows++;
-    return r;
-}
-
-void kiln_profile_add_fused(kiln_profile *p, const kiln_program *prog, int i, double ms, bool decode) {
-    if (!p->on || i < 0 || i + 1 >= prog->n_ops) return;
-    char label[sizeof p->rows[0].label], gemm[sizeof p->rows[0].label];
-    label_of(prog, &prog->ops[i + 1], gemm, sizeof gemm);
-    snprintf(label, sizeof label, "%s +%s", gemm, kiln_op_kind_name(prog->ops[i].kind));
-    int r = row_of(p, label);
-    p->rows[r].ms[decode ? 0 : 1] += ms;
-    p->rows[r].calls[decode ? 0 : 1]++;
-}
-
 void kiln_profile_add(kiln_profile *p, const kiln_program *prog, int i, double ms, bool decode) {
     if (!p->on || i < 0 || i >= prog->n_ops) return;
     if (p->n_ops != prog->n_ops) { /* first use: one row index per op, -1 until labelled */
@@ -51,7 +29,17 @@ void kiln_profile_add(kiln_profile *p, const kiln_program *prog, int i, double m
     if (r < 0) {
         char label[sizeof p->rows[0].label];
         label_of(prog, &prog->ops[i], label, sizeof label);
-        r = p->op_row[i] = row_of(p, label);
+        for (r = 0; r < p->n_rows; r++)
+            if (!strcmp(p->rows[r].label, label)) break;
+        if (r == p->n_rows) {
+            if (p->n_rows == KILN_PROFILE_MAX_LABELS) r = p->n_rows - 1; /* the last row takes the rest */
+            else {
+                memset(&p->rows[r], 0, sizeof p->rows[r]);
+                memcpy(p->rows[r].label, label, sizeof label);
+                p->n_rows++;
+            }
+        }
+        p->op_row[i] = r;
     }
     p->rows[r].ms[decode ? 0 : 1] += ms;
     p->rows[r].calls[decode ? 0 : 1]++;
@@ -70,7 +58,7 @@ void kiln_profile_report(const kiln_profile *p, const char *device) {
         for (int r = 0; r < p->n_rows; r++) {
             const kiln_profile_row *w = &p->rows[r];
             if (!w->calls[d]) continue;
-            KILN_INFO("  %-26s %9.4f ms per step %6.1f%%  %5.1f calls per step, %8.2f us each", w->label,
+            KILN_INFO("  %-22s %9.4f ms per step %6.1f%%  %5.1f calls per step, %8.2f us each", w->label,
                       w->ms[d] / steps, total > 0 ? 100.0 * w->ms[d] / total : 0.0, (double)w->calls[d] / steps,
                       1e3 * w->ms[d] / (double)w->calls[d]);
         }

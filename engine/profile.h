@@ -39,9 +39,6 @@ static inline bool kiln_profile_enabled(void) {
 
 /* Add ms to program op i's row for a decode (or other) step. */
 void kiln_profile_add(kiln_profile *p, const kiln_program *prog, int i, double ms, bool decode);
-/* Add ms to the row of program op i run inside op i + 1 (one kernel):
- * labelled "<op i + 1's label> +<op i's kind>", e.g. "gemm qkv +add_rmsnorm". */
-void kiln_profile_add_fused(kiln_profile *p, const kiln_program *prog, int i, double ms, bool decode);
 /* Count one step of the kind. */
 static inline void kiln_profile_step(kiln_profile *p, bool decode) { p->steps[decode ? 0 : 1]++; }
 void kiln_profile_report(const kiln_profile *p, const char *device);

@@ -53,14 +53,12 @@ cat > "$out/remote.sh" <<'REMOTE'
 #           spec_bench b1-plain / b1-self4
 #   eng3:   kiln bench at -b 1 (-o 512), -b 32 and -b 256 (-o 256), defaults, one line each
 #   pdlab:  kiln bench at -b 1 / 32 / 256 with programmatic dependent launch on and off
-#   fuseab: GEMV fusion (kernel_src/gemv_fused.cu): its GPU tests, kiln bench -b 1 with
-#           KILN_FUSE_GEMV=0 / 1 / norm / glu, the fused kernel rows of bench_kernels, the -b 1 profile
 #   nsys:   per-kernel GPU time inside the decode graphs (nsys, if the image has it) at -b 1 and -b 32
 #   startup: kiln generate start to first token on a warm JIT cache (dummy weights: no reading)
 #   arab:   (2+ GPUs) kiln bench --tp 2 at -b 1 / 32 with the one-shot all-reduce on and off
 #           (KILN_CUSTOM_ALLREDUCE=1 / 0), TP 1 beside
 #   s4:     fourth session: test_gpu_ops by case in parallel, test_gpu_engine, kernel rows (decode,
-#           elementwise, gemm), engine b1 (fused / KILN_FUSE_GEMV=0), b32 (tuned / not), b256, fp8_bench
+#           elementwise, gemm), engine b1, b32, b256, fp8_bench
 #   profile: kiln bench --profile at -b 1 and -b 32 (per-op time of decode steps)
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -179,19 +177,6 @@ if has pdlab; then # programmatic dependent launch on / off, same call
     kb "pdl$pdl-b$b" KILN_PDL=$pdl -- -b $b -s 128 -o $o --iters 2
   done; done
 fi
-if has fuseab; then # GEMV fusion: bit-identity tests, then off / on at batch 1, same call
-  for t in "test_gpu_ops gemv_fused" "test_gpu_engine gemv_fusion"; do
-    set -- $t; t0=$(date +%s)
-    timeout 300 "$here/bin/$1" "$2" > "$out/$1_$2.log" 2>&1; r=$?
-    [ $r -ne 0 ] && rc=$r
-    echo "$t rc=$r ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/$1_$2.log" | head -20
-  done
-  for f in 0 1 norm glu 0 1; do kb "fuse$f-b1" KILN_FUSE_GEMV=$f -- -b 1 -s 128 -o 512 --iters 2; done
-  timeout 200 "$here/bin/bench_kernels" fused 2>&1 | grep -E "^(device|ceilings|fused)" | sed -E 's/ +/ /g'
-  timeout 120 "$here/bin/kiln" bench --model llama3-8b --load-format dummy -b 1 -s 128 -o 64 --iters 1 --profile \
-    > "$out/profile_fused_b1.log" 2>&1
-  grep -E "GEMV fusion|profile|  [a-z_]+ .*per step" "$out/profile_fused_b1.log" | sed 's/kiln: info: //' | head -24
-fi
 if has nsys; then # kernel time inside the CUDA graphs, from Nsight Systems
   ns=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
   if [ -z "$ns" ]; then echo "nsys: not on this image"; else
@@ -230,14 +215,10 @@ if has s4; then # fourth session: the merged kernels and fusions, one call
   timeout 150 "$here/bin/bench_kernels" decode > "$out/bench_s4.log" 2>&1
   timeout 100 "$here/bin/bench_kernels" elementwise >> "$out/bench_s4.log" 2>&1
   timeout 200 "$here/bin/bench_kernels" gemm >> "$out/bench_s4.log" 2>&1
-  timeout 100 "$here/bin/bench_kernels" fused >> "$out/bench_s4.log" 2>&1
   grep -E "ceilings|attn decode|rmsnorm 4096|add_rmsnorm 4096|rope 4096|rope_kv_write 4096|silu_mul 4096" "$out/bench_s4.log" | sed -E 's/ +/ /g' | cut -c1-100
-  grep -E "^fused" "$out/bench_s4.log" | sed -E 's/ +/ /g' | cut -c1-100
   grep -E "^gemm \(weight" "$out/bench_s4.log" | grep -E "M=(1|8|16|32|64) " | sed -E 's/ +/ /g; s/\(weight bytes\) //' | cut -c1-90
   kb b1 -- -b 1 -s 128 -o 512 --iters 2
-  kb b1-nofuse KILN_FUSE_GEMV=0 -- -b 1 -s 128 -o 512 --iters 2
   kb b32 -- -b 32 -s 128 -o 256 --iters 2
-  kb b32-notune KILN_GEMM_AUTOTUNE=0 -- -b 32 -s 128 -o 256 --iters 2
   kb b256 -- -b 256 -s 128 -o 256 --iters 2
   [ "${S4_FP8:-1}" = 1 ] && bash "$here/bench/fp8_bench.sh" "$here/bin/kiln" 2>&1 | grep -E "ratio|KV cache" | tail -6
 fi

@@ -98,11 +98,6 @@ typedef struct exec_gpu {
     /* profiling mode: an event before every op and after the last */
     kiln_profile prof;
     kiln_rt_event **ev;
-    /* GEMV fusion (kernel_src/gemv_fused.cu, $KILN_FUSE_GEMV=0 turns it
-     * off): pro[i] is the prologue kind when op i may run inside GEMM op
-     * i + 1 (fuse_pair); fused[i] whether it did in the last run_ops */
-    bool fuse;
-    uint8_t *pro, *fused;
     kiln_devptr gather_tmp; /* [tp, max_out, vocab_local] f32 */
 } exec_gpu;
 
@@ -238,53 +233,6 @@ fail:
     return st;
 }
 
-/* The peephole of GEMV fusion: op i (an rmsnorm, add_rmsnorm, silu_mul or
- * gelu_mul of kiln's own kernels) may run inside op i + 1 when that is a
- * GEMM reading op i's output and writing none of op i's inputs, over the
- * same rows; run_ops then asks kiln_gpu_gemm_fusable for the step's shape
- * (a GEMV: M up to the GEMV's max M). The fused kernel also writes op i's
- * outputs, so later ops see what the unfused pair leaves. */
-static kiln_gpu_prologue_kind fuse_pair(const kiln_program *p, int i) {
-    if (i + 1 >= p->n_ops) return KILN_GPU_PRO_NONE;
-    const kiln_op *a = &p->ops[i], *b = &p->ops[i + 1];
-    kiln_gpu_prologue_kind k = a->kind == KILN_OP_RMSNORM       ? KILN_GPU_PRO_RMSNORM
-                               : a->kind == KILN_OP_ADD_RMSNORM ? KILN_GPU_PRO_ADD_RMSNORM
-                               : a->kind == KILN_OP_SILU_MUL    ? KILN_GPU_PRO_SILU_MUL
-                               : a->kind == KILN_OP_GELU_MUL    ? KILN_GPU_PRO_GELU_MUL
-                                                                : KILN_GPU_PRO_NONE;
-    if (!k || b->kind != KILN_OP_GEMM || a->custom >= 0 || b->custom >= 0) return KILN_GPU_PRO_NONE;
-    if (a->dst < 0 || a->src < 0 || b->src != a->dst || b->dst == a->src || b->dst == a->dst) return KILN_GPU_PRO_NONE;
-    if (k == KILN_GPU_PRO_ADD_RMSNORM && (a->src2 < 0 || b->dst == a->src2)) return KILN_GPU_PRO_NONE;
-    if ((k == KILN_GPU_PRO_RMSNORM || k == KILN_GPU_PRO_ADD_RMSNORM) && a->w < 0) return KILN_GPU_PRO_NONE;
-    const kiln_slot_desc *sl = p->slots;
-    if (sl[a->src].per_out != sl[a->dst].per_out || (a->src2 >= 0 && sl[a->src2].per_out != sl[a->dst].per_out))
-        return KILN_GPU_PRO_NONE;
-    if (p->weights[b->w].cols != sl[a->dst].width) return KILN_GPU_PRO_NONE; /* validated; the kernel relies on it */
-    return k;
-}
-
-/* Run op i fused into GEMM op i + 1 when x->pro[i] and the shape allow
- * (*done); rows: op i's rows this step. */
-static kiln_status run_fused(exec_gpu *x, int i, int64_t rows, bool *done) {
-    kiln_status st = KILN_OK;
-    const kiln_program *p = x->p;
-    const kiln_op *a = &p->ops[i], *b = &p->ops[i + 1];
-    const kiln_weight_desc *W = &p->weights[b->w];
-    kiln_gpu_prologue_kind k = (kiln_gpu_prologue_kind)x->pro[i];
-    kiln_dtype odt = x->slot_dt[b->dst];
-    *done = false;
-    if (!kiln_gpu_gemm_fusable(x->g, k, rows, W->rows, W->cols, x->act, odt)) return KILN_OK;
-    kiln_gpu_prologue pro = {.kind = k, .src = x->slot[a->src], .residual = a->src2 >= 0 ? x->slot[a->src2] : 0,
-                             .dst = x->slot[a->dst], .norm_w = a->w >= 0 ? x->w[a->w] : 0, .eps = a->eps};
-    kiln_devptr bias = b->bias >= 0 ? x->w[b->bias] : 0;
-    kiln_devptr out = x->slot[b->dst] + (kiln_devptr)((size_t)b->dst_col * kiln_dtype_size(odt));
-    KILN_TRY(kiln_gpu_gemm_fused(x->g, x->st, &pro, out, p->slots[b->dst].width, odt, x->w[b->w], x->act, bias, rows,
-                                 W->rows, W->cols));
-    *done = true;
-fail:
-    return st;
-}
-
 /* Run every op of the program for T tokens in S sequences with n_out
  * output rows (metadata already on the device). */
 static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int max_ctx) {
@@ -304,16 +252,6 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
         int64_t dw = o->dst >= 0 ? p->slots[o->dst].width : 0;
         int64_t sw = o->src >= 0 ? p->slots[o->src].width : 0;
         int64_t rows = o->src >= 0 ? rows_of(p, o->src, T, n_out) : (o->dst >= 0 ? rows_of(p, o->dst, T, n_out) : 0);
-        x->fused[i] = 0;
-        if (x->fuse && x->pro[i]) {
-            bool done = false;
-            KILN_TRY(run_fused(x, i, rows, &done));
-            if (done) { /* op i + 1 ran too */
-                x->fused[i] = 1;
-                i++;
-                continue;
-            }
-        }
         switch (o->kind) {
         case KILN_OP_EMBED:
             KILN_TRY(kiln_gpu_embed(g, s, Dp, x->act, D(x, tokens, int32_t), T, Wp, x->act, W->rows, (int)W->cols,
@@ -415,12 +353,6 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
         KILN_TRY(kiln_rt_event_sync(x->ev[p->n_ops]));
         for (int i = 0; i < p->n_ops; i++) {
             float ms = 0;
-            if (x->fused[i]) { /* ops i and i + 1 in one kernel: a row of their own */
-                KILN_TRY(kiln_rt_event_elapsed_ms(x->ev[i], x->ev[i + 2], &ms));
-                kiln_profile_add_fused(&x->prof, p, i, ms, max_q == 1 && T == S);
-                i++;
-                continue;
-            }
             KILN_TRY(kiln_rt_event_elapsed_ms(x->ev[i], x->ev[i + 1], &ms));
             kiln_profile_add(&x->prof, p, i, ms, max_q == 1 && T == S);
         }
@@ -622,8 +554,6 @@ static void gpu_destroy(kiln_exec *base) {
         for (int i = 0; i <= x->p->n_ops; i++)
             if (x->ev[i]) kiln_rt_event_destroy(x->ev[i]);
     free(x->ev);
-    free(x->pro);
-    free(x->fused);
     for (int i = 0; i < x->n_buckets; i++) kiln_rt_graph_destroy(x->graph[i]);
     for (int i = 0; i < x->n_vbuckets; i++) kiln_rt_graph_destroy(x->vgraph[i]);
     kiln_rt_p2p_destroy(x->p2p);
@@ -1133,29 +1063,6 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
         }
         free(h);
         KILN_TRY(st);
-    }
-    /* GEMV fusion: the op pairs it may fuse (decided per step by shape) */
-    {
-        /* $KILN_FUSE_GEMV: 0 off, "norm" the norms only, "glu" silu / gelu_mul only */
-        const char *fz = getenv("KILN_FUSE_GEMV");
-        x->fuse = !(fz && !strcmp(fz, "0"));
-        bool norms = !(fz && !strcmp(fz, "glu")), glus = !(fz && !strcmp(fz, "norm"));
-        x->pro = calloc((size_t)p->n_ops, 1);
-        x->fused = calloc((size_t)p->n_ops, 1);
-        KILN_CHECK(x->pro && x->fused, KILN_ERR_OUT_OF_MEMORY, "out of host memory");
-        int n_pairs[KILN_GPU_PRO_GELU_MUL + 1] = {0};
-        for (int i = 0; i < p->n_ops; i++) {
-            kiln_gpu_prologue_kind k = fuse_pair(p, i);
-            bool norm = k == KILN_GPU_PRO_RMSNORM || k == KILN_GPU_PRO_ADD_RMSNORM;
-            x->pro[i] = (uint8_t)((norm ? norms : glus) ? k : KILN_GPU_PRO_NONE);
-            n_pairs[x->pro[i]]++;
-        }
-        if (p->tp_rank == 0)
-            KILN_INFO("GEMV fusion %s: %d rmsnorm, %d add_rmsnorm, %d silu_mul, %d gelu_mul ops can run inside the "
-                      "GEMM after them (in steps where it is a GEMV)",
-                      x->fuse ? "on" : "off ($KILN_FUSE_GEMV=0)", n_pairs[KILN_GPU_PRO_RMSNORM],
-                      n_pairs[KILN_GPU_PRO_ADD_RMSNORM], n_pairs[KILN_GPU_PRO_SILU_MUL],
-                      n_pairs[KILN_GPU_PRO_GELU_MUL]);
     }
     x->base.num_kv_blocks = nb;
     x->base.kv_bytes_per_block = per_block;

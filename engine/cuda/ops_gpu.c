@@ -19,7 +19,6 @@ struct kiln_gpu {
     kiln_rt_blas *blas;
     kiln_rt_mempool *pool;
     kiln_devptr blas_ws, ws, sample_ws, counts;
-    kiln_devptr fuse_counter; /* kernel_src/gemv_fused.cu norms: u32 [3], 0 between launches */
     size_t blas_ws_bytes, ws_bytes;
     int max_rows, vocab;
     int gemv_max_m, gemv_rows, gemv_unroll;
@@ -55,15 +54,13 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->gemv_rows * g->gemv_unroll > 16) g->gemv_unroll = 16 / g->gemv_rows; /* registers (no spills) */
     tc_knobs(g, p);
     size_t sample_bytes = (size_t)g->max_rows * (size_t)g->vocab * 4;
-    size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 6 * 256;
+    size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * 256;
     KILN_TRY(kiln_rt_pool_create(d, "workspace", total, &g->pool));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, g->blas_ws_bytes, 256, &g->blas_ws));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, g->ws_bytes, 256, &g->ws));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, sample_bytes, 256, &g->sample_ws));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, sample_bytes, 256, &g->counts));
     KILN_TRY(kiln_rt_memset8(g->counts, 0, sample_bytes, NULL));
-    KILN_TRY(kiln_rt_pool_alloc(g->pool, 256, 256, &g->fuse_counter));
-    KILN_TRY(kiln_rt_memset8(g->fuse_counter, 0, 256, NULL));
 
     KILN_TRY(kiln_rt_kernels_create(d, p ? p->jit : NULL, &g->k));
     KILN_TRY(kiln_rt_blas_create(d, g->blas_ws, g->blas_ws_bytes, &g->blas));
@@ -283,70 +280,6 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
         K % 8 == 0 && (x | w) % 16 == 0 && N <= INT32_MAX && K <= INT32_MAX)
         return tc_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K);
     return kiln_rt_gemm(g->blas, s, out, ldo, out_dt, x, w, in_dt, bias, M, N, K);
-}
-
-/* kernel_src/gemv_fused.cu: its dynamic shared memory (norms: the rows;
- * silu / gelu: two main-loop steps of 32 x UNROLL vectors a row) */
-static size_t fused_smem(const kiln_gpu *g, kiln_gpu_prologue_kind kind, int64_t M, int64_t K, kiln_dtype in_dt) {
-    if (kind == KILN_GPU_PRO_RMSNORM || kind == KILN_GPU_PRO_ADD_RMSNORM)
-        return (size_t)(M * K) * kiln_dtype_size(in_dt);
-    return (size_t)(2 * M * 32 * g->gemv_unroll * 16);
-}
-
-/* Blocks of `threads` threads (and dyn_smem bytes) of f that an SM holds
- * at once: the register, thread and shared-memory limits (registers are
- * given out per warp in units of 256; the driver keeps 1 KiB of shared
- * memory per block). */
-static int resident_blocks(kiln_gpu *g, kiln_rt_func *f, int threads, size_t dyn_smem) {
-    const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
-    kiln_rt_func_attrs a;
-    if (kiln_rt_func_get_attrs(f, &a) != KILN_OK || a.regs <= 0) return 1;
-    int warps = (threads + 31) / 32, per_warp = (a.regs * 32 + 255) / 256 * 256;
-    int by_regs = di->regs_per_sm / per_warp / warps;
-    int by_threads = di->max_threads_per_sm / threads;
-    int by_smem = (int)((size_t)di->smem_per_sm / (dyn_smem + (size_t)a.static_smem + 1024));
-    return KILN_MAX(1, KILN_MIN(KILN_MIN(by_regs, by_threads), KILN_MIN(by_smem, 32)));
-}
-
-bool kiln_gpu_gemm_fusable(const kiln_gpu *g, kiln_gpu_prologue_kind kind, int64_t M, int64_t N, int64_t K,
-                           kiln_dtype in_dt, kiln_dtype out_dt) {
-    return kind >= KILN_GPU_PRO_RMSNORM && kind <= KILN_GPU_PRO_GELU_MUL && M >= 1 && M <= g->gemv_max_m &&
-           (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) && act_ok(out_dt) && N >= 1 && K >= 1 &&
-           K % vec_elems(in_dt) == 0 && N <= INT32_MAX && K <= INT32_MAX / 2 &&
-           fused_smem(g, kind, M, K, in_dt) <= 48 * 1024;
-}
-
-kiln_status kiln_gpu_gemm_fused(kiln_gpu *g, kiln_rt_stream *s, const kiln_gpu_prologue *pro, kiln_devptr out,
-                                int64_t ldo, kiln_dtype out_dt, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias,
-                                int64_t M, int64_t N, int64_t K) {
-    static const char *const names[] = {NULL, "gemv_rmsnorm", "gemv_add_rmsnorm", "gemv_silu_mul", "gemv_gelu_mul"};
-    kiln_status st = KILN_OK;
-    kiln_rt_func *f;
-    KILN_CHECK(pro && kiln_gpu_gemm_fusable(g, pro->kind, M, N, K, in_dt, out_dt), KILN_ERR_UNSUPPORTED,
-               "fused GEMV: prologue %d, M %lld (GEMV up to %d), N %lld, K %lld, %s -> %s", pro ? (int)pro->kind : -1,
-               (long long)M, g->gemv_max_m, (long long)N, (long long)K, dt(in_dt), dt(out_dt));
-    const bool norm = pro->kind == KILN_GPU_PRO_RMSNORM || pro->kind == KILN_GPU_PRO_ADD_RMSNORM;
-    KILN_CHECK(pro->src && pro->dst && (!norm || pro->norm_w) &&
-                   (pro->kind != KILN_GPU_PRO_ADD_RMSNORM || pro->residual),
-               KILN_ERR_INVALID_ARGUMENT, "fused GEMV %s: missing operand", names[pro->kind]);
-    int maxm = M == 1 ? 1 : M == 2 ? 2 : M <= 4 ? 4 : 8;
-    KILN_TRY(get(g, names[pro->kind], &f, "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d", dt(in_dt), dt(out_dt), maxm,
-                 g->gemv_rows, g->gemv_unroll));
-    int64_t ld = ldo ? ldo : N;
-    int m = (int)M, n = (int)N, k = (int)K;
-    size_t smem = fused_smem(g, pro->kind, M, K, in_dt);
-    unsigned blocks = (unsigned)((N + g->gemv_rows * 8 - 1) / (g->gemv_rows * 8)); /* ROWS x WARPS 8 per block */
-    /* norms: the blocks the GPU holds at once (their warps take more rows as
-     * they finish), so the prologue is paid once an SM slot */
-    if (norm) blocks = (unsigned)KILN_MIN((int64_t)blocks, (int64_t)kiln_rt_device_get_info(g->dev)->n_sms *
-                                                              resident_blocks(g, f, 256, smem));
-    kiln_devptr src = pro->src, dst = pro->dst, res = pro->kind == KILN_GPU_PRO_ADD_RMSNORM ? pro->residual : 0;
-    kiln_devptr nw = norm ? pro->norm_w : 0, counter = norm ? g->fuse_counter : 0;
-    float eps = pro->eps;
-    LAUNCH(f, blocks, 1, 1, 256, (unsigned)smem, s, &out, &ld, &w, &bias, &m, &n, &k, &src, &dst, &res, &nw, &eps,
-           &counter);
-fail:
-    return st;
 }
 
 static kiln_status glu(kiln_gpu *g, kiln_rt_stream *s, const char *name, kiln_devptr out, kiln_devptr x,

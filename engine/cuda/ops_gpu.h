@@ -78,37 +78,6 @@ kiln_status kiln_gpu_add_rmsnorm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out
 kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
                           kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N,
                           int64_t K);
-/* The op that produces a GEMM's input fused in front of the GEMM, in one
- * kernel (kernel_src/gemv_fused.cu): the same writes, bit for bit, as the op
- * (kiln_gpu_rmsnorm, kiln_gpu_add_rmsnorm, kiln_gpu_silu_mul or
- * kiln_gpu_gelu_mul, with act = in_dt and norm weights in in_dt) followed by
- * kiln_gpu_gemm(out, ldo, out_dt, x = pro->dst, w, in_dt, bias, M, N, K) --
- * for GEMMs that kiln_gpu_gemm runs as GEMVs (M <= gemv_max_m), where
- * kiln_gpu_gemm_fusable says so (also: the prologue's shared memory, at
- * most 48 KiB a block: M * K * size(in_dt) for the norms). out must not
- * overlap src, residual or dst. The norms keep counters in the workspace
- * (the last block to read src and the residual writes them and dst; rows
- * handed out to warps): one stream at a time. */
-typedef enum kiln_gpu_prologue_kind {
-    KILN_GPU_PRO_NONE,
-    KILN_GPU_PRO_RMSNORM,     /* dst = rmsnorm(src) * norm_w                   */
-    KILN_GPU_PRO_ADD_RMSNORM, /* residual += src; dst = rmsnorm(residual) * norm_w */
-    KILN_GPU_PRO_SILU_MUL,    /* dst = silu(src[:, :K]) * src[:, K:]          */
-    KILN_GPU_PRO_GELU_MUL,    /* dst = gelu_tanh(src[:, :K]) * src[:, K:]     */
-} kiln_gpu_prologue_kind;
-typedef struct kiln_gpu_prologue {
-    kiln_gpu_prologue_kind kind;
-    kiln_devptr src;      /* norms [M, K]; silu / gelu [M, 2K]                  */
-    kiln_devptr residual; /* add_rmsnorm: [M, K], updated in place              */
-    kiln_devptr dst;      /* [M, K]: the op's output, the GEMM's x              */
-    kiln_devptr norm_w;   /* norms: [K]                                          */
-    float eps;
-} kiln_gpu_prologue;
-bool kiln_gpu_gemm_fusable(const kiln_gpu *g, kiln_gpu_prologue_kind kind, int64_t M, int64_t N, int64_t K,
-                           kiln_dtype in_dt, kiln_dtype out_dt);
-kiln_status kiln_gpu_gemm_fused(kiln_gpu *g, kiln_rt_stream *s, const kiln_gpu_prologue *pro, kiln_devptr out,
-                                int64_t ldo, kiln_dtype out_dt, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias,
-                                int64_t M, int64_t N, int64_t K);
 /* out[T, I] = silu(x[:, :I]) * x[:, I:]  (x [T, 2I]); gelu_tanh variant. */
 kiln_status kiln_gpu_silu_mul(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_dtype act, int T,
                               int I);

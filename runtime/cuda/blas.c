@@ -12,13 +12,6 @@
  * heuristic call on the steady-state path. Unless KILN_GEMM_AUTOTUNE=0, a
  * bucket's algorithm is picked by timing the heuristic's top candidates once
  * on the first shape that lands in it (not while a graph is being captured).
- * For decode-sized buckets (M <= 64: a stream over the weights) the
- * candidates also include split-K versions of them (2-8 slices reduced in
- * fp32 in the workspace): without it the top tiles give N / tile blocks, too
- * few to keep the H200's memory busy on 4096-wide projections. Each
- * candidate is timed with L2 flushed before every run (a buffer of twice the
- * L2 written), since the weights of a projection (33-50 MB) fit in L2 and
- * repeated runs would time a cache-resident case the real step never sees.
  *
  * Ownership: the handle owns its descriptors; the workspace is borrowed.
  * Thread-safety: one thread at a time per handle.
@@ -52,8 +45,6 @@ struct kiln_rt_blas {
     int n_shapes, n_algos;
     bool tune;
     CUevent ev[2];
-    kiln_devptr flush; /* 2 x L2, written before each timed run (tuning only) */
-    size_t flush_bytes;
 };
 
 static uint64_t key_hash(const gemm_key *k) { return kiln_hash64(k, sizeof *k, 7); }
@@ -103,11 +94,6 @@ kiln_status kiln_rt_blas_create(kiln_rt_device *d, kiln_devptr workspace, size_t
         if (b->tune) {
             KILN_CHECK_CU(kiln_cu.cuEventCreate(&b->ev[0], CU_EVENT_DEFAULT));
             KILN_CHECK_CU(kiln_cu.cuEventCreate(&b->ev[1], CU_EVENT_DEFAULT));
-            int l2 = 0;
-            if (kiln_cu.cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, d->dev) == CUDA_SUCCESS && l2 > 0) {
-                b->flush_bytes = 2 * (size_t)l2;
-                KILN_TRY(kiln_rt_malloc(d, b->flush_bytes, &b->flush));
-            }
         }
     }
     *out = b;
@@ -124,7 +110,6 @@ void kiln_rt_blas_destroy(kiln_rt_blas *b) {
     if (b->h) kiln_lt.cublasLtDestroy(b->h);
     if (b->ev[0]) kiln_cu.cuEventDestroy(b->ev[0]);
     if (b->ev[1]) kiln_cu.cuEventDestroy(b->ev[1]);
-    if (b->flush) kiln_rt_free(b->dev, b->flush);
     free(b->shapes);
     free(b->buckets);
     free(b);
@@ -164,50 +149,15 @@ fail:
 }
 
 #define TUNE_CANDS 8
-#define TUNE_MAX (TUNE_CANDS * 6)
-#define SPLITK_MAX_M 64
-
-/* Split-K versions of a for a stream-over-weights GEMM: 2..8 slices of K,
- * partial sums reduced in fp32 in the workspace (deterministic; the in-place
- * scheme would add them in the output dtype). Returns how many it wrote. */
-static int splitk_variants(const cublasLtMatmulAlgo_t *a, int64_t K, cublasLtMatmulAlgo_t *out, int room) {
-    int32_t sup = 0;
-    uint32_t mask = 0;
-    size_t wr = 0;
-    if (kiln_lt.cublasLtMatmulAlgoCapGetAttribute(a, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &sup, sizeof sup, &wr) !=
-            CUBLAS_STATUS_SUCCESS ||
-        !sup)
-        return 0;
-    if (kiln_lt.cublasLtMatmulAlgoCapGetAttribute(a, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &mask, sizeof mask,
-                                                  &wr) != CUBLAS_STATUS_SUCCESS ||
-        !(mask & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE))
-        return 0;
-    static const uint32_t splits[] = {2, 3, 4, 6, 8};
-    int n = 0;
-    for (size_t i = 0; i < sizeof splits / sizeof splits[0] && n < room; i++) {
-        if (K / splits[i] < 256) break; /* slices too thin to be worth a reduce */
-        cublasLtMatmulAlgo_t v = *a;
-        uint32_t red = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-        if (kiln_lt.cublasLtMatmulAlgoConfigSetAttribute(&v, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits[i],
-                                                         sizeof splits[i]) != CUBLAS_STATUS_SUCCESS ||
-            kiln_lt.cublasLtMatmulAlgoConfigSetAttribute(&v, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red,
-                                                         sizeof red) != CUBLAS_STATUS_SUCCESS)
-            continue;
-        out[n++] = v;
-    }
-    return n;
-}
 
 /* The heuristic's choice for e's shape; with `exact` (descriptors of the
  * shape being run, with its pointers) and tuning on, the fastest of the top
- * candidates (and, for small M, their split-K versions), each timed on that
- * shape from a cold L2. */
+ * candidates, each timed on that shape. */
 static kiln_status heuristic(kiln_rt_blas *b, gemm_entry *e, cublasLtMatmulAlgo_t *algo, gemm_entry *exact,
                              CUstream s, const void *ptrs[3]) {
     kiln_status st = KILN_OK;
     cublasLtMatmulPreference_t pref = NULL;
     cublasLtMatmulHeuristicResult_t res[TUNE_CANDS];
-    cublasLtMatmulAlgo_t cand[TUNE_MAX];
     int n = 0;
     size_t ws = b->ws_bytes;
     memset(res, 0, sizeof res);
@@ -221,38 +171,30 @@ static kiln_status heuristic(kiln_rt_blas *b, gemm_entry *e, cublasLtMatmulAlgo_
     b->n_algos++;
     CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
     if (n > 1 && exact && kiln_cu.cuStreamIsCapturing(s, &cap) == CUDA_SUCCESS && cap == CU_STREAM_CAPTURE_STATUS_NONE) {
-        int nc = 0;
-        for (int i = 0; i < n; i++) cand[nc++] = res[i].algo;
-        if (e->key.M <= SPLITK_MAX_M)
-            for (int i = 0; i < n && nc < TUNE_MAX; i++) nc += splitk_variants(&res[i].algo, e->key.K, cand + nc, TUNE_MAX - nc);
         float best = 1e30f;
         const float alpha = 1.0f, beta = 0.0f;
-        for (int i = 0; i < nc; i++) {
+        for (int i = 0; i < n; i++) {
             cublasLtMatmulHeuristicResult_t chk;
             memset(&chk, 0, sizeof chk);
-            if (kiln_lt.cublasLtMatmulAlgoCheck(b->h, exact->op, exact->a, exact->b, exact->c, exact->c, &cand[i],
+            if (kiln_lt.cublasLtMatmulAlgoCheck(b->h, exact->op, exact->a, exact->b, exact->c, exact->c, &res[i].algo,
                                                 &chk) != CUBLAS_STATUS_SUCCESS ||
                 chk.workspaceSize > b->ws_bytes)
                 continue;
-            float total = 0;
+            float ms = 0;
             bool ok = true;
             for (int rep = 0; rep < 4 && ok; rep++) { /* rep 0 warms up */
-                if (b->flush) ok = kiln_cu.cuMemsetD32Async(b->flush, (unsigned)rep, b->flush_bytes / 4, s) == CUDA_SUCCESS;
-                if (ok && rep >= 1) ok = kiln_cu.cuEventRecord(b->ev[0], s) == CUDA_SUCCESS;
-                ok = ok && kiln_lt.cublasLtMatmul(b->h, exact->op, &alpha, ptrs[1], exact->a, ptrs[0], exact->b, &beta,
-                                                  ptrs[2], exact->c, (void *)ptrs[2], exact->c, &cand[i],
-                                                  (void *)(uintptr_t)b->ws, b->ws_bytes, s) == CUBLAS_STATUS_SUCCESS;
-                if (ok && rep >= 1) {
-                    float ms = 0;
-                    ok = kiln_cu.cuEventRecord(b->ev[1], s) == CUDA_SUCCESS &&
-                         kiln_cu.cuEventSynchronize(b->ev[1]) == CUDA_SUCCESS &&
-                         kiln_cu.cuEventElapsedTime(&ms, b->ev[0], b->ev[1]) == CUDA_SUCCESS;
-                    total += ms;
-                }
+                if (rep == 1) kiln_cu.cuEventRecord(b->ev[0], s);
+                ok = kiln_lt.cublasLtMatmul(b->h, exact->op, &alpha, ptrs[1], exact->a, ptrs[0], exact->b, &beta,
+                                            ptrs[2], exact->c, (void *)ptrs[2], exact->c, &res[i].algo,
+                                            (void *)(uintptr_t)b->ws, b->ws_bytes, s) == CUBLAS_STATUS_SUCCESS;
             }
-            if (ok && total < best) {
-                best = total;
-                *algo = cand[i];
+            kiln_cu.cuEventRecord(b->ev[1], s);
+            if (!ok || kiln_cu.cuEventSynchronize(b->ev[1]) != CUDA_SUCCESS ||
+                kiln_cu.cuEventElapsedTime(&ms, b->ev[0], b->ev[1]) != CUDA_SUCCESS)
+                continue;
+            if (ms < best) {
+                best = ms;
+                *algo = res[i].algo;
             }
         }
     }

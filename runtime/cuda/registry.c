@@ -29,14 +29,6 @@
     "ACT=bf16 OUT=bf16 MAXM=64 WARPS=4 WK=2 RT=1 STAGES=1;ACT=bf16 OUT=bf16 MAXM=32 WARPS=4 WK=2 RT=2 STAGES=2;"   \
     "ACT=bf16 OUT=bf16 MAXM=16 WARPS=8 WK=1 RT=4 STAGES=1"
 
-#define GEMV_PARAMS {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "1|2|4|8"}, {"ROWS", "1|2|4"}, {"UNROLL", "2|4|8"}}
-#define GEMV_FUSED_SIG "ptr,i64,ptr,ptr,i32,i32,i32,ptr,ptr,ptr,ptr,f32,ptr"
-#define GEMV_FUSED_PARAMS GEMV_PARAMS
-/* the default tiling at MAXM 1 (launch bounds of 5 blocks an SM) and MAXM 8 only, as each set is a
- * compile of several seconds (MAXM 2 x ROWS 4 x UNROLL 4, MAXM 4 x ROWS 4 x UNROLL 4 and MAXM 8 x
- * ROWS 2 x UNROLL 8 took 104-124 registers on sm_90, no spills) */
-#define GEMV_FUSED_EX "ACT=bf16 OUT=bf16 MAXM=1 ROWS=1 UNROLL=4;ACT=fp16 OUT=fp32 MAXM=8 ROWS=2 UNROLL=4"
-
 static const kiln_jit_kernel_def registry[] = {
     {"embed", "kernel_src/embed.cu", "kiln_embed", "ptr,ptr,i32,ptr,i64,i32,i64",
      {{"ACT", ACT3}, {"W", ACT3}}, "ACT=bf16 W=bf16;ACT=fp16 W=fp16;ACT=fp32 W=bf16"},
@@ -81,19 +73,9 @@ static const kiln_jit_kernel_def registry[] = {
      * n_ranks, bytes per data half, timeout in ns */
     {"all_reduce", "kernel_src/allreduce.cu", "kiln_all_reduce", "ptr,i64,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i32,i32,i64,i64",
      {{"ACT", ACT3}}, "ACT=bf16;ACT=fp16;ACT=fp32"},
-    {"gemv", "kernel_src/gemv.cu", "kiln_gemv", "ptr,i64,ptr,ptr,ptr,i32,i32,i32", GEMV_PARAMS,
+    {"gemv", "kernel_src/gemv.cu", "kiln_gemv", "ptr,i64,ptr,ptr,ptr,i32,i32,i32", {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "1|2|4|8"}, {"ROWS", "1|2|4"}, {"UNROLL", "2|4|8"}},
      "ACT=bf16 OUT=bf16 MAXM=1 ROWS=2 UNROLL=4;ACT=bf16 OUT=fp32 MAXM=8 ROWS=2 UNROLL=4;"
      "ACT=fp16 OUT=fp16 MAXM=4 ROWS=4 UNROLL=4;ACT=bf16 OUT=bf16 MAXM=2 ROWS=1 UNROLL=2"},
-    /* the GEMV with the op producing its input fused in front (one module, four entries):
-     * out, ldo, W, bias, M, N, K, the prologue's src, its dst, residual, norm weight, eps, counter */
-    {"gemv_rmsnorm", "kernel_src/gemv_fused.cu", "kiln_gemv_rmsnorm", GEMV_FUSED_SIG, GEMV_FUSED_PARAMS,
-     GEMV_FUSED_EX},
-    {"gemv_add_rmsnorm", "kernel_src/gemv_fused.cu", "kiln_gemv_add_rmsnorm", GEMV_FUSED_SIG, GEMV_FUSED_PARAMS,
-     GEMV_FUSED_EX},
-    {"gemv_silu_mul", "kernel_src/gemv_fused.cu", "kiln_gemv_silu_mul", GEMV_FUSED_SIG, GEMV_FUSED_PARAMS,
-     GEMV_FUSED_EX},
-    {"gemv_gelu_mul", "kernel_src/gemv_fused.cu", "kiln_gemv_gelu_mul", GEMV_FUSED_SIG, GEMV_FUSED_PARAMS,
-     GEMV_FUSED_EX},
     /* the tensor-core small-M GEMM and its split-K reduction (one module);
      * MAXM x RT x STAGES combinations that spill are not launched (engine/cuda/ops_gpu.c) */
     {"gemm_tc", "kernel_src/gemm_tc.cu", "kiln_gemm_tc", "ptr,i64,ptr,ptr,ptr,ptr,i32,i32,i32,i32,i32",
@@ -247,12 +229,6 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
         for (int o = 0; o < 2; o++)
             KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d", a, o ? "fp32" : a, mm,
                               KILN_GEMV_ROWS_DEFAULT, KILN_GEMV_UNROLL_DEFAULT));
-    /* the same with a prologue fused in front (kernel_src/gemv_fused.cu: one
-     * module serves rmsnorm, add_rmsnorm, silu_mul and gelu_mul), for
-     * engine/cuda/exec_gpu.c's peephole ($KILN_FUSE_GEMV) */
-    for (int mm = 1; mm <= KILN_GEMV_MAX_M_DEFAULT; mm *= 2)
-        KILN_TRY(add_spec(l, "gemv_add_rmsnorm", "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d", a, a, mm,
-                          KILN_GEMV_ROWS_DEFAULT, KILN_GEMV_UNROLL_DEFAULT));
     /* the tensor-core GEMM (kernel_src/gemm_tc.cu) for 2 <= M <= the default
      * KILN_TCGEMM_MAX_M, in its default tiling with each number of warps
      * along K (picked by N at launch), act and fp32 out (its split-K
