@@ -453,14 +453,11 @@ static int tile_bytes(int hd, bool kv8) { return kv8 ? hd * 32 : ((hd + 15) / 16
 static unsigned decode_smem(int stages, int tb, int hd) {
     return (unsigned)KILN_MAX(4 * stages * tb, (4 * 16 * 2 + 4 * 16 * hd) * 4);
 }
-/* Blocks of the decode kernel (128 threads, smem bytes) resident on an SM:
- * by shared memory (1 KiB reserved a block), by registers (allocated per warp
- * in units of 256 of the 64K) and at most 16. */
-static int decode_blocks_per_sm(kiln_rt_func *f, const kiln_rt_device_info *di, unsigned smem) {
-    kiln_rt_func_attrs fa;
-    int by_regs = 16;
-    if (kiln_rt_func_get_attrs(f, &fa) == KILN_OK && fa.regs > 0)
-        by_regs = 65536 / (4 * ((fa.regs * 32 + 255) / 256 * 256));
+/* Blocks of the decode kernel (128 threads of `regs` registers, smem bytes)
+ * resident on an SM: by shared memory (1 KiB reserved a block), by registers
+ * (allocated per warp in units of 256 of the 64K) and at most 16. */
+static int decode_blocks_per_sm(int regs, const kiln_rt_device_info *di, unsigned smem) {
+    int by_regs = regs > 0 ? 65536 / (4 * ((regs * 32 + 255) / 256 * 256)) : 16;
     int by_smem = di->smem_per_sm / ((int)smem + 1024);
     return KILN_MAX(1, KILN_MIN(16, KILN_MIN(by_regs, by_smem)));
 }
@@ -488,13 +485,15 @@ static int decode_partition(const kiln_gpu_attn *a, int base, int slots, bool kv
 static void decode_fp8_plan(kiln_rt_func *f, const kiln_rt_device_info *di, const kiln_gpu_attn *a, int hd, int base,
                             int *stages, int *P) {
     const int tb = tile_bytes(hd, true);
+    kiln_rt_func_attrs fa = {0};
+    if (kiln_rt_func_get_attrs(f, &fa) != KILN_OK) fa.regs = 0; /* unknown: smem decides */
     int cand[2] = {4, 6}, nc = 2, env = knob(0, "KILN_DECODE_STAGES", 0);
     if (env) cand[0] = KILN_MAX(4, KILN_MIN(8, env)), nc = 1;
     double best = 0;
     for (int i = 0; i < nc; i++) {
         int st = cand[i];
         while (st > 4 && (int)decode_smem(st, tb, hd) > di->smem_per_block_optin) st--;
-        int occ = decode_blocks_per_sm(f, di, decode_smem(st, tb, hd)), slots = di->n_sms * occ;
+        int occ = decode_blocks_per_sm(fa.regs, di, decode_smem(st, tb, hd)), slots = di->n_sms * occ;
         int p = decode_partition(a, base, slots, true);
         int64_t blocks = (int64_t)base * (p ? (a->max_ctx_len + p - 1) / p : 1);
         double est = (double)((blocks + slots - 1) / slots) * (p ? p : a->max_ctx_len) * occ;
