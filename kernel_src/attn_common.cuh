@@ -365,24 +365,80 @@ KILN_DEV void qk_tile(float s[8], const u32 (*qa)[4], u32 sk_addr, int lane) {
     }
 }
 
-// qk_tile for two tiles at once, their MMAs interleaved (four independent
-// accumulator chains instead of two).
-KILN_DEV void qk_tile2(float sa[8], float sb[8], const u32 (*qa)[4], u32 ka, u32 kb, int lane) {
+// Decode with the MMA roles swapped (FP8 caches): S^T = K Q^T and O^T =
+// V^T P^T, so the 16 rows of an m16n8k16 are 16 tokens (QK) or 16 head dims
+// (PV) and its 8 columns are query heads (DNT n-tiles for GROUP heads): half
+// the MMAs of padding GROUP <= 8 heads to 16 rows, and half the accumulators.
+// The k index is permuted as above. Fragments of lane (g, t), j0 = 2g - (g & 1):
+//   K (A):   rows g, g + 8 = tokens j0, j0 + 2 of the tile; k = dims 4t..4t+3
+//            (a0 = lo, a2 = hi of the lane's 4 bytes of token j0; a1, a3 of j0 + 2)
+//   Q^T (B): qb[kk][n] = head n*8 + g, dims kk*16 + 4t, +1 ([0]) and +2, +3 ([1])
+//   S^T (C): s[n][0..1] = token j0, heads n*8 + 2t, +1; s[n][2..3] = token j0 + 2
+//   P^T (B): movmatrix.trans of the fp16-packed S^T halves gives lane (g, t)
+//            head n*8 + g at tokens 4t, 4t+1 ([0]) and 4t+2, 4t+3 ([1])
+//   V^T (A): rows g, g + 8 = dims dt*16 + g, + 8; k = tokens 4t..4t+3
+//   O^T (C): o[dt][n][0..1] = dim dt*16 + g, heads n*8 + 2t, +1; [2..3]: dim + 8
+#define DNT ((GROUP + 7) / 8)
+
+// 8x8 b16 transpose across the warp: lane (g, t) holding (row g, cols 2t,
+// 2t+1) of M gets (row g, cols 2t, 2t+1) of M^T, i.e. M[2t][g], M[2t+1][g].
+KILN_DEV u32 movtrans(u32 a) {
+    u32 d;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(d) : "r"(a));
+    return d;
+}
+
+// S^T of NT_ tiles (K tiles at ka[u]): s[u][n][4] = (K tile u) Q^T; with one
+// n-tile, two accumulator chains per tile (even and odd k-steps).
+template <int NT_>
+KILN_DEV void qk_tiles_t(float (*s)[DNT][4], const u32 (*qb)[DNT][2], const u32 *ka, int lane) {
+    constexpr bool SPLIT = DNT == 1 && HD / 16 > 1;
     const int g = lane >> 2, t = lane & 3;
     const int j0 = 2 * g - (g & 1);
     const u32 o0 = k_pos(j0) * 16 + t * 4, o1 = k_pos(j0 + 2) * 16 + t * 4;
+    float odd[NT_][DNT][4];
 #pragma unroll
-    for (int kk = 0; kk < HD / 16; kk++) {
-        u32 a0, a1, a2, a3, b0, b1, b2, b3;
-        fp8x4_to_f16(lds32(ka + o0 + kk * 256), a0, a1);
-        fp8x4_to_f16(lds32(ka + o1 + kk * 256), a2, a3);
-        fp8x4_to_f16(lds32(kb + o0 + kk * 256), b0, b1);
-        fp8x4_to_f16(lds32(kb + o1 + kk * 256), b2, b3);
-        mma16816(sa, qa[kk], a0, a1);
-        mma16816(sa + 4, qa[kk], a2, a3);
-        mma16816(sb, qa[kk], b0, b1);
-        mma16816(sb + 4, qa[kk], b2, b3);
+    for (int u = 0; u < NT_; u++)
+#pragma unroll
+        for (int n = 0; n < DNT; n++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) s[u][n][k] = odd[u][n][k] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++)
+#pragma unroll
+        for (int u = 0; u < NT_; u++) {
+            u32 a[4];
+            fp8x4_to_f16(lds32(ka[u] + o0 + kk * 256), a[0], a[2]);
+            fp8x4_to_f16(lds32(ka[u] + o1 + kk * 256), a[1], a[3]);
+#pragma unroll
+            for (int n = 0; n < DNT; n++)
+                mma16816((SPLIT && (kk & 1)) ? odd[u][n] : s[u][n], a, qb[kk][n][0], qb[kk][n][1]);
+        }
+    if (SPLIT) {
+#pragma unroll
+        for (int u = 0; u < NT_; u++)
+#pragma unroll
+            for (int n = 0; n < DNT; n++)
+#pragma unroll
+                for (int k = 0; k < 4; k++) s[u][n][k] += odd[u][n][k];
     }
+}
+
+// O^T += V^T P^T over NT_ tiles (V tiles at va[u], P^T fragments pb[u]).
+template <int NT_>
+KILN_DEV void pv_tiles_t(float (*o)[DNT][4], const u32 (*pb)[DNT][2], const u32 *va, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    const u32 r0 = g * 16 + t * 4, r1 = (g + 8) * 16 + t * 4;
+#pragma unroll
+    for (int u = 0; u < NT_; u++)
+#pragma unroll
+        for (int dt = 0; dt < HD / 16; dt++) {
+            u32 a[4];
+            fp8x4_to_f16(lds32(va[u] + r0 + dt * 256), a[0], a[2]);
+            fp8x4_to_f16(lds32(va[u] + r1 + dt * 256), a[1], a[3]);
+#pragma unroll
+            for (int n = 0; n < DNT; n++) mma16816(o[dt][n], a, pb[u][n][0], pb[u][n][1]);
+        }
 }
 
 // O[16 rows][HD] += P (A fragment, fp16, tokens permuted like S) x V tile.

@@ -5,13 +5,12 @@
 // (its own included); it attends to positions [lo, ctx_len - 1], lo =
 // ctx_len - window when window > 0, else 0.
 //
-// One block handles GROUP query heads that share a KV head (the 16 rows of an
-// m16n8k16 tensor-core tile; rows >= GROUP are padding), one sequence, and
+// One block handles GROUP query heads that share a KV head, one sequence, and
 // one partition of its context (blockIdx.z; partition_size tokens, a multiple
 // of 64; 0 means the whole context). Each KV tile is read once for the whole
 // group. Its 4 warps each stream their own 16-token tiles through a private
-// 3-stage cp.async pipeline and keep their own online-softmax state; the
-// warps are merged through shared memory at the end.
+// cp.async pipeline and keep their own online-softmax state; the warps are
+// merged through shared memory at the end.
 //   q    [T, q_stride] (head h at h * HEAD_DIM)     out [T, nq * HEAD_DIM]
 //   block_tables [n_seqs, max_blocks]
 //   part_o [n_seqs, nq, n_parts, HEAD_DIM] f32, part_ml [n_seqs, nq, n_parts, 2]
@@ -19,24 +18,21 @@
 //   kv_scales [2, nkv] f32 (FP8 caches: this layer's key then value scales
 //   per KV head; NULL: 1)
 // Grid (nq / GROUP, n_seqs, n_parts), 128 threads, dynamic smem
-// max(4 warps * STAGES * TILE_BYTES, the merge's (4 * 16 * 2 + 4 * 16 * HD) * 4)
-// (STAGES 3 for 16-bit caches, 5 for FP8 ones: the same bytes in flight).
+// max(4 warps * stages * TILE_BYTES, the merge's (4 * 16 * 2 + 4 * 16 * HD) * 4).
+// 16-bit caches: the 16 rows of an m16n8k16 tile are the group's query heads
+// (rows >= GROUP are padding), 3 stages. FP8 caches: the roles are swapped
+// (attn_common.cuh qk_tiles_t: rows are tokens / head dims, the 8 columns
+// query heads), two tiles per step, and the stage count is the launch's
+// choice: dynamic smem / (4 warps * TILE_BYTES), 4 to 8 (the host picks it;
+// engine/cuda/ops_gpu.c decode_fp8_plan).
 #include "attn_common.cuh"
 
 #define NW 4
-#if KV_FP8
-#define STAGES 5
-// FP8 caches: two 16-token tiles per step (one softmax update, interleaved
-// QK MMAs) for head dims >= 64 (ptxas spills the pair loop at head dim 16);
-// -DDECODE_PAIR=0 restores one tile per step. Either way the host gives
-// STAGES tiles of shared memory per warp.
-#ifndef DECODE_PAIR
-#define DECODE_PAIR (HEAD_DIM >= 64)
-#endif
-#else
+#if !KV_FP8
 #define STAGES 3
 #endif
 
+#if !KV_FP8
 // Scale the scores of tile t (token of sc[k] = t*16 + sc_tok(k, tig)), mask
 // those outside [lo, pos] (tiles wholly inside, all but the first and last,
 // need no mask) and fold them into the running row maxima.
@@ -57,6 +53,51 @@ __device__ __forceinline__ void mask_scale(float sc[8], int t, int tig, int lo, 
         }
     }
 }
+#else
+// The FP8 pipeline: 4 to 8 tile slots per warp, from the launch's dynamic
+// shared memory.
+#define ST_MIN 4
+#define ST_MAX 8
+KILN_DEV u32 dynamic_smem_bytes() {
+    u32 r;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+    return r;
+}
+// cp.async.wait_group n for a run-time n in [ST_MIN - 2, ST_MAX - 2]
+KILN_DEV void cp_async_wait_n(int n) {
+    switch (n) {
+    case 2: cp_async_wait<2>(); break;
+    case 3: cp_async_wait<3>(); break;
+    case 4: cp_async_wait<4>(); break;
+    case 5: cp_async_wait<5>(); break;
+    default: cp_async_wait<6>(); break;
+    }
+}
+// Scale the S^T scores of tile t (token of s[n][k] = t*16 + j0 + (k >> 1) * 2,
+// head column k & 1 of n-tile n), mask those outside [lo, pos] (tiles wholly
+// inside need no mask) and fold them into the running column maxima.
+KILN_DEV void mask_scale_t(float (*s)[4], int t, int j0, int lo, int pos, float sl2, float (*mx)[2]) {
+    if (t * 16 >= lo && t * 16 + 15 <= pos) {
+#pragma unroll
+        for (int n = 0; n < DNT; n++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                s[n][k] *= sl2;
+                mx[n][k & 1] = fmaxf(mx[n][k & 1], s[n][k]);
+            }
+    } else {
+#pragma unroll
+        for (int n = 0; n < DNT; n++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                int j = t * 16 + j0 + (k >> 1) * 2;
+                float v = (j >= lo && j <= pos) ? s[n][k] * sl2 : -KILN_INF;
+                s[n][k] = v;
+                mx[n][k & 1] = fmaxf(mx[n][k & 1], v);
+            }
+    }
+}
+#endif
 
 extern "C" __global__ void __launch_bounds__(NW * 32)
 kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const kv_t *__restrict__ kc,
@@ -72,6 +113,18 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
     const int g = lane >> 2, tig = lane & 3;
     const int qh0 = blockIdx.x * GROUP, s = blockIdx.y, part = blockIdx.z;
     const int ratio = nq / nkv, kvh = qh0 / ratio;
+#if KV_FP8
+    // The block-table entries of the first tiles this warp issues before its
+    // loop (from the partition's first tile, as when no window cuts it), read
+    // alongside ctx_len instead of after it. Indices are clamped into the
+    // sequence's row; entries past its context are never used.
+    const int *bt = block_tables + (size_t)s * max_blocks;
+    const int t_part = partition_size > 0 ? part * partition_size / 16 : 0;
+    int bpre[ST_MAX - 2];
+#pragma unroll
+    for (int k = 0; k < ST_MAX - 2; k++)
+        bpre[k] = max_blocks > 0 ? bt[min((t_part + warp + k * NW) * 16 / BLOCK_SIZE, max_blocks - 1)] : 0;
+#endif
     const int ctx = ctx_len[s];
     const int pos = ctx - 1;
     const int lo = window > 0 ? max(0, pos - window + 1) : 0;
@@ -82,9 +135,176 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
         if (beg >= ctx) return; // this partition is past the context: the reduction ignores it
     }
     const int t_first = max(beg, lo) / 16, t_end = (end + 15) / 16; // 16-token tiles [t_first, t_end)
+#if !KV_FP8
     const int *bt = block_tables + (size_t)s * max_blocks;
+#endif
     const int tok_row = qstart[s];
 
+#if KV_FP8
+    const float sl2 = scale * LOG2E * kv_k_scale(kv_scales, nkv, kvh);
+    // this warp's tiles: t_first + warp + k * NW
+    int n_mine = 0;
+    if (t_first + warp < t_end) n_mine = (t_end - 1 - (t_first + warp)) / NW + 1;
+    const int j0 = 2 * g - (g & 1);
+    // Q^T fragments (qk_tiles_t): head n*8 + g (valid when < GROUP), dims kk*16 + 4t + 2i, +1
+    u32 qb[HD / 16][DNT][2];
+    {
+        const act_t *qrow = q + (size_t)tok_row * q_stride;
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++)
+#pragma unroll
+            for (int n = 0; n < DNT; n++)
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    const int h = n * 8 + g;
+                    qb[kk][n][i] = h < GROUP ? load_q2(qrow + (size_t)(qh0 + h) * HD + kk * 16 + tig * 4 + i * 2) : 0u;
+                }
+    }
+    float o[HD / 16][DNT][4];
+#pragma unroll
+    for (int dt = 0; dt < HD / 16; dt++)
+#pragma unroll
+        for (int n = 0; n < DNT; n++) o[dt][n][0] = o[dt][n][1] = o[dt][n][2] = o[dt][n][3] = 0.0f;
+    float m[DNT][2], l[DNT][2]; // per head column n*8 + 2t + c
+#pragma unroll
+    for (int n = 0; n < DNT; n++) m[n][0] = m[n][1] = -KILN_INF, l[n][0] = l[n][1] = 0.0f;
+
+    // ST tile slots per warp; tile idx of this warp lives in slot idx % ST
+    int ST = (int)(dynamic_smem_bytes() / (NW * TILE_BYTES));
+    ST = ST < ST_MIN ? ST_MIN : ST > ST_MAX ? ST_MAX : ST;
+    const u32 ring = (u32)(ST * TILE_BYTES);
+    char *wsm = smem + (size_t)warp * ring;
+    const u32 wsm_addr = smem_addr(wsm);
+    auto next_slot = [&](u32 off) { return off + TILE_BYTES == ring ? 0u : off + TILE_BYTES; };
+    auto bt_of = [&](int idx) { return idx < n_mine ? bt[(t_first + warp + idx * NW) * 16 / BLOCK_SIZE] : 0; };
+    if (t_first != t_part) { // a window moved the first tile: the prefetched entries are not this warp's
+#pragma unroll
+        for (int k = 0; k < ST_MAX - 2; k++) bpre[k] = bt_of(k);
+    }
+    int b_n0 = bt_of(ST - 2), b_n1 = bt_of(ST - 1); // the entries of the loop's first two tiles
+    // whole tiles (16 tokens inside the context) go through the loader with
+    // precomputed lane offsets; each tile's block-table entry is read one
+    // step before its copies are issued, so the copies never wait on it
+    fp8_tile_loader ld;
+    ld.init(lane);
+    const size_t blk_bytes = (size_t)nkv * HD * BLOCK_SIZE, head_bytes = (size_t)kvh * HD * BLOCK_SIZE;
+    auto issue = [&](int idx, u32 off, int b) {
+        const int tok0 = (t_first + warp + idx * NW) * 16;
+        if (tok0 + 16 <= ctx)
+            ld.load(wsm_addr + off, (const u8 *)kc, (const u8 *)vc, (size_t)b * blk_bytes + head_bytes, tok0 % BLOCK_SIZE,
+                    lane);
+        else
+            load_tile_chunks(wsm + off, kc, vc, bt, nkv, kvh, tok0, ctx - tok0, lane, 32);
+    };
+    // two tiles per step (i, i + 1), copies issued ST - 2 tiles ahead: step i
+    // issues tiles i + ST - 2, i + ST - 1 into the slots step i - 2 freed
+    u32 iss = 0; // slot of the next tile to issue
+#pragma unroll
+    for (int k = 0; k < ST_MAX - 2; k++) {
+        if (k < ST - 2) {
+            if (k < n_mine) issue(k, iss, bpre[k]);
+            cp_async_commit();
+            iss = next_slot(iss);
+        }
+    }
+    u32 use = 0; // slot of tile i
+    for (int i = 0; i < n_mine; i += 2) {
+        {
+            const int nx = i + ST - 2;
+            if (nx < n_mine) issue(nx, iss, b_n0);
+            cp_async_commit();
+            iss = next_slot(iss);
+            if (nx + 1 < n_mine) issue(nx + 1, iss, b_n1);
+            cp_async_commit();
+            iss = next_slot(iss);
+            b_n0 = bt_of(nx + 2);
+            b_n1 = bt_of(nx + 3);
+        }
+        cp_async_wait_n(ST - 2); // tiles i and i + 1 have landed
+        __syncwarp();
+        const bool has_b = i + 1 < n_mine;
+        const int ta = t_first + warp + i * NW;
+        u32 kt[2];
+        kt[0] = wsm_addr + use;
+        use = next_slot(use);
+        kt[1] = wsm_addr + use;
+        use = next_slot(use);
+        float sc[2][DNT][4];
+        if (has_b) qk_tiles_t<2>(sc, qb, kt, lane);
+        else qk_tiles_t<1>(sc, qb, kt, lane);
+        float mx[DNT][2];
+#pragma unroll
+        for (int n = 0; n < DNT; n++) mx[n][0] = m[n][0], mx[n][1] = m[n][1];
+        mask_scale_t(sc[0], ta, j0, lo, pos, sl2, mx);
+        if (has_b) mask_scale_t(sc[1], ta + NW, j0, lo, pos, sl2, mx);
+        // column maxima over the 8 lanes of a column (all g)
+#pragma unroll
+        for (int n = 0; n < DNT; n++)
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                mx[n][c] = fmaxf(mx[n][c], __shfl_xor_sync(0xffffffffu, mx[n][c], 4));
+                mx[n][c] = fmaxf(mx[n][c], __shfl_xor_sync(0xffffffffu, mx[n][c], 8));
+                mx[n][c] = fmaxf(mx[n][c], __shfl_xor_sync(0xffffffffu, mx[n][c], 16));
+            }
+        float alpha[DNT][2], rs[DNT][2];
+        bool moved = false;
+#pragma unroll
+        for (int n = 0; n < DNT; n++)
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                alpha[n][c] = mx[n][c] == -KILN_INF ? 1.0f : fast_exp2(m[n][c] - mx[n][c]);
+                moved |= alpha[n][c] != 1.0f;
+                rs[n][c] = 0.0f;
+            }
+        // the output is rescaled only when some column's maximum moved
+        if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+            for (int dt = 0; dt < HD / 16; dt++)
+#pragma unroll
+                for (int n = 0; n < DNT; n++)
+#pragma unroll
+                    for (int k = 0; k < 4; k++) o[dt][n][k] *= alpha[n][k & 1];
+        }
+        // per tile: probabilities, P^T fragments (fp16, transposed), O^T += V^T P^T
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            if (u == 1 && !has_b) break;
+            u32 pb[1][DNT][2];
+#pragma unroll
+            for (int n = 0; n < DNT; n++) {
+                float p[4];
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    const float mk = mx[n][k & 1];
+                    p[k] = mk == -KILN_INF ? 0.0f : fast_exp2(sc[u][n][k] - mk);
+                    rs[n][k & 1] += p[k];
+                }
+                pb[0][n][0] = movtrans(pack2<fp16>(p[0], p[1]));
+                pb[0][n][1] = movtrans(pack2<fp16>(p[2], p[3]));
+            }
+            const u32 vt = kt[u] + K_TILE_BYTES;
+            pv_tiles_t<1>(o, pb, &vt, lane);
+        }
+#pragma unroll
+        for (int n = 0; n < DNT; n++)
+#pragma unroll
+            for (int c = 0; c < 2; c++) {
+                l[n][c] = l[n][c] * alpha[n][c] + rs[n][c];
+                m[n][c] = mx[n][c];
+            }
+        __syncwarp();
+    }
+    cp_async_wait<0>();
+    // full column sums across the 8 lanes of a column
+#pragma unroll
+    for (int n = 0; n < DNT; n++)
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+            l[n][c] += __shfl_xor_sync(0xffffffffu, l[n][c], 4);
+            l[n][c] += __shfl_xor_sync(0xffffffffu, l[n][c], 8);
+            l[n][c] += __shfl_xor_sync(0xffffffffu, l[n][c], 16);
+        }
+#else
     // Q fragments: row g -> head qh0 + g (valid when g < GROUP), row g + 8 -> qh0 + g + 8
     u32 qa[HD16 / 16][4];
     {
@@ -111,85 +331,6 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
     // this warp's tiles: t_first + warp + k * NW
     int n_mine = 0;
     if (t_first + warp < t_end) n_mine = (t_end - 1 - (t_first + warp)) / NW + 1;
-#if KV_FP8
-    // whole tiles (16 tokens inside the context) go through the loader with
-    // precomputed lane offsets; each tile's block-table entry is read one
-    // iteration before its copies are issued, so the copies never wait on it
-    fp8_tile_loader ld;
-    ld.init(lane);
-    const size_t blk_bytes = (size_t)nkv * HD * BLOCK_SIZE, head_bytes = (size_t)kvh * HD * BLOCK_SIZE;
-    auto issue = [&](int idx, int b) {
-        const int t = t_first + warp + idx * NW, tok0 = t * 16;
-        const u32 st = wsm_addr + (idx % STAGES) * TILE_BYTES;
-        if (tok0 + 16 <= ctx)
-            ld.load(st, (const u8 *)kc, (const u8 *)vc, (size_t)b * blk_bytes + head_bytes, tok0 % BLOCK_SIZE, lane);
-        else
-            load_tile_chunks(wsm + (idx % STAGES) * TILE_BYTES, kc, vc, bt, nkv, kvh, tok0, ctx - tok0, lane, 32);
-    };
-    auto bt_of = [&](int idx) { return idx < n_mine ? bt[(t_first + warp + idx * NW) * 16 / BLOCK_SIZE] : 0; };
-#if DECODE_PAIR
-    // two tiles per step (i, i + 1), copies issued STAGES - 2 tiles ahead:
-    // step i issues tiles i + 3, i + 4 into the slots step i - 2 freed
-#pragma unroll
-    for (int st = 0; st < STAGES - 2; st++) {
-        if (st < n_mine) issue(st, bt_of(st));
-        cp_async_commit();
-    }
-    int b_n0 = bt_of(STAGES - 2), b_n1 = bt_of(STAGES - 1);
-    for (int i = 0; i < n_mine; i += 2) {
-        {
-            const int nx = i + STAGES - 2;
-            if (nx < n_mine) issue(nx, b_n0);
-            cp_async_commit();
-            if (nx + 1 < n_mine) issue(nx + 1, b_n1);
-            cp_async_commit();
-            b_n0 = bt_of(nx + 2);
-            b_n1 = bt_of(nx + 3);
-        }
-        cp_async_wait<STAGES - 2>();
-        __syncwarp();
-        const bool has_b = i + 1 < n_mine;
-        const int ta = t_first + warp + i * NW, tb = ta + NW;
-        const u32 tile_a = wsm_addr + (i % STAGES) * TILE_BYTES, tile_b = wsm_addr + ((i + 1) % STAGES) * TILE_BYTES;
-        float sa[8], sb[8];
-#pragma unroll
-        for (int k = 0; k < 8; k++) sa[k] = sb[k] = 0.0f;
-        if (has_b) qk_tile2(sa, sb, qa, tile_a, tile_b, lane);
-        else qk_tile(sa, qa, tile_a, lane);
-        float mx[2] = {m[0], m[1]};
-        mask_scale(sa, ta, tig, lo, pos, sl2, mx);
-        if (has_b) mask_scale(sb, tb, tig, lo, pos, sl2, mx);
-        else {
-#pragma unroll
-            for (int k = 0; k < 8; k++) sb[k] = -KILN_INF;
-        }
-        quad_row_max(mx);
-        float alpha[2], rs[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int r = 0; r < 2; r++) alpha[r] = mx[r] == -KILN_INF ? 1.0f : fast_exp2(m[r] - mx[r]);
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-            int r = (k >> 1) & 1;
-            float pa_ = mx[r] == -KILN_INF ? 0.0f : fast_exp2(sa[k] - mx[r]);
-            float pb_ = mx[r] == -KILN_INF ? 0.0f : fast_exp2(sb[k] - mx[r]);
-            sa[k] = pa_;
-            sb[k] = pb_;
-            rs[r] += pa_ + pb_;
-        }
-        online_rescale(o, m, l, mx, alpha, rs);
-        pv_probs(o, sa, tile_a + K_TILE_BYTES, lane);
-        if (has_b) pv_probs(o, sb, tile_b + K_TILE_BYTES, lane);
-        __syncwarp();
-    }
-#else
-#pragma unroll
-    for (int st = 0; st < STAGES - 1; st++) {
-        if (st < n_mine) issue(st, bt_of(st));
-        cp_async_commit();
-    }
-    int b_next = bt_of(STAGES - 1);
-#endif
-#else
 #pragma unroll
     for (int st = 0; st < STAGES - 1; st++) {
         if (st < n_mine) {
@@ -198,21 +339,14 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
         }
         cp_async_commit();
     }
-#endif
-#if !(KV_FP8 && DECODE_PAIR)
     for (int i = 0; i < n_mine; i++) {
         {
             int nx = i + STAGES - 1;
-#if KV_FP8
-            if (nx < n_mine) issue(nx, b_next);
-            b_next = bt_of(nx + 1);
-#else
             if (nx < n_mine) {
                 int t = t_first + warp + nx * NW;
                 load_tile_chunks(wsm + (nx % STAGES) * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, min(16, ctx - t * 16), lane,
                           32);
             }
-#endif
             cp_async_commit();
         }
         cp_async_wait<STAGES - 1>();
@@ -242,7 +376,6 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
         pv_probs(o, sc, tile + K_TILE_BYTES, lane);
         __syncwarp();
     }
-#endif
     cp_async_wait<0>();
     // full row sums across the 4 lanes of a row
 #pragma unroll
@@ -250,11 +383,31 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
     }
+#endif
     __syncthreads(); // pipelines drained: reuse shared memory for the merge
     // merge the warps: rows < GROUP only (GROUP <= 16)
     float *sm_m = (float *)smem;                 // [NW][16]
     float *sm_l = sm_m + NW * 16;                // [NW][16]
     float *sm_o = sm_l + NW * 16;                // [NW][16][HD]
+#if KV_FP8
+#pragma unroll
+    for (int n = 0; n < DNT; n++)
+#pragma unroll
+        for (int c = 0; c < 2; c++) {
+            const int h = n * 8 + tig * 2 + c;
+            if (h < GROUP) {
+                if (g == 0) {
+                    sm_m[warp * 16 + h] = m[n][c];
+                    sm_l[warp * 16 + h] = l[n][c];
+                }
+#pragma unroll
+                for (int dt = 0; dt < HD / 16; dt++) {
+                    sm_o[(warp * 16 + h) * HD + dt * 16 + g] = o[dt][n][c];
+                    sm_o[(warp * 16 + h) * HD + dt * 16 + g + 8] = o[dt][n][c + 2];
+                }
+            }
+        }
+#else
     if (tig == 0) {
         sm_m[warp * 16 + g] = m[0];
         sm_m[warp * 16 + g + 8] = m[1];
@@ -269,6 +422,7 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
         sm_o[(warp * 16 + g + 8) * HD + c] = o[nt][2];
         sm_o[(warp * 16 + g + 8) * HD + c + 1] = o[nt][3];
     }
+#endif
     __syncthreads();
 #if KV_FP8
     const float vs = kv_v_scale(kv_scales, nkv, kvh);

@@ -712,7 +712,8 @@ KT_TEST(test_attention_prefill_shapes) {
 
 /* Attention over FP8 caches: decode (one pass, split-K forced and by
  * heuristic), prefill with cached prefixes, both activation dtypes, head
- * dims 16 / 64 / 128, GQA groups 1..8, block sizes 16 and 32, windows. */
+ * dims 16 / 64 / 128, GQA groups 1..8 (16 and every decode pipeline depth
+ * at head dim 128), block sizes 16 and 32, windows. */
 KT_TEST(test_attention_fp8) {
     NEED_GPU();
     kiln_dtype kvs[] = {KILN_DTYPE_FP8_E4M3, KILN_DTYPE_FP8_E5M2};
@@ -741,6 +742,29 @@ KT_TEST(test_attention_fp8) {
                         run_attention(&c);
                     }
                 }
+    /* FP8 decode at every pipeline depth ($KILN_DECODE_STAGES: 4 to 8 tile
+     * slots a warp, out-of-range values clamped), GROUP 16 (two 8-head column
+     * tiles of the swapped MMAs) and 8, one pass, split-K forced and by
+     * heuristic, contexts ending mid-tile */
+    {
+        const char *was = getenv("KILN_DECODE_STAGES");
+        char *saved = was ? strdup(was) : NULL;
+        const char *depths[] = {"4", "5", "6", "7", "8", "3", "99"};
+        for (int di = 0; di < 7; di++) {
+            setenv("KILN_DECODE_STAGES", depths[di], 1);
+            for (int k = 0; k < 2; k++) {
+                attn_case c = {acts[(di + k) & 1], kvs[k], 128, 32, (di + k) % 2 ? 2 : 4, 16, di == 2 ? 64 : 0,
+                               di % 3 == 1 ? 256 : 0, 0, {0}, {0}, 0};
+                c.n_seqs = 1 + (int)(next_u64() % 8);
+                for (int s = 0; s < c.n_seqs; s++) c.q_len[s] = 1, c.ctx[s] = ctxs[next_u64() % 7];
+                c.ctx[0] = 3001 - di;
+                run_attention(&c);
+            }
+        }
+        if (saved) setenv("KILN_DECODE_STAGES", saved, 1);
+        else unsetenv("KILN_DECODE_STAGES");
+        free(saved);
+    }
     /* E5M2 with no scales at all (NULL head_scales, k_scale = v_scale = 1) is
      * accepted; E4M3 with host-only scalar scales is refused (the kernels read
      * scales from the device) */

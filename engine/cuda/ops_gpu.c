@@ -446,10 +446,60 @@ fail:
 
 /* -------------------------------------------------------------- attention */
 
-/* kernel_src/attn_common.cuh TILE_BYTES (16 tokens of K and V) and the
- * decode kernel's pipeline STAGES, per cache dtype */
+/* kernel_src/attn_common.cuh TILE_BYTES (16 tokens of K and V) */
 static int tile_bytes(int hd, bool kv8) { return kv8 ? hd * 32 : ((hd + 15) / 16 * 2) * 256 + hd * 32; }
-static int decode_stages(bool kv8) { return kv8 ? 5 : 3; }
+/* The decode kernel's dynamic shared memory for `stages` tile slots a warp
+ * (kernel_src/attn_decode.cu: 4 warps; the warps' merge reuses it). */
+static unsigned decode_smem(int stages, int tb, int hd) {
+    return (unsigned)KILN_MAX(4 * stages * tb, (4 * 16 * 2 + 4 * 16 * hd) * 4);
+}
+/* Blocks of the decode kernel (128 threads of `regs` registers, smem bytes)
+ * resident on an SM: by shared memory (1 KiB reserved a block), by registers
+ * (allocated per warp in units of 256 of the 64K) and at most 16. */
+static int decode_blocks_per_sm(int regs, const kiln_rt_device_info *di, unsigned smem) {
+    int by_regs = regs > 0 ? 65536 / (4 * ((regs * 32 + 255) / 256 * 256)) : 16;
+    int by_smem = di->smem_per_sm / ((int)smem + 1024);
+    return KILN_MAX(1, KILN_MIN(16, KILN_MIN(by_regs, by_smem)));
+}
+/* The decode split-K: partitions of P tokens (0: one pass) when the base
+ * blocks (sequences x head groups) would not fill the slots (blocks resident
+ * at once): 16-bit caches take at least enough partitions to fill them, FP8
+ * ones at most as many as fill one wave (more would start a second, mostly
+ * empty wave). force_partition > 0 forces P, < 0 forbids splitting. */
+static int decode_partition(const kiln_gpu_attn *a, int base, int slots, bool kv8) {
+    if (a->force_partition > 0) return (a->force_partition + 63) / 64 * 64;
+    if (a->force_partition < 0 || base >= slots || a->max_ctx_len <= 512) return 0;
+    int want = kv8 ? slots / base : (slots + base - 1) / base;
+    if (want < 2) return 0;
+    int P = (a->max_ctx_len + want - 1) / want;
+    P = KILN_MAX(256, (P + 63) / 64 * 64);
+    return P >= a->max_ctx_len ? 0 : P;
+}
+/* The FP8 decode pipeline: the kernel takes as many tile slots a warp (4 to
+ * 8) as the launch's shared memory holds. $KILN_DECODE_STAGES fixes the
+ * count; otherwise 4 (three blocks an SM at head dim 128) unless 6 (two
+ * blocks) is estimated 5% faster by a lock-step model of the grid: waves x
+ * the longest block's tokens x blocks sharing an SM (so grids that leave the
+ * last wave of three blocks an SM mostly empty take two). Sets the stages
+ * and the split. */
+static void decode_fp8_plan(kiln_rt_func *f, const kiln_rt_device_info *di, const kiln_gpu_attn *a, int hd, int base,
+                            int *stages, int *P) {
+    const int tb = tile_bytes(hd, true);
+    kiln_rt_func_attrs fa = {0};
+    if (kiln_rt_func_get_attrs(f, &fa) != KILN_OK) fa.regs = 0; /* unknown: smem decides */
+    int cand[2] = {4, 6}, nc = 2, env = knob(0, "KILN_DECODE_STAGES", 0);
+    if (env) cand[0] = KILN_MAX(4, KILN_MIN(8, env)), nc = 1;
+    double best = 0;
+    for (int i = 0; i < nc; i++) {
+        int st = cand[i];
+        while (st > 4 && (int)decode_smem(st, tb, hd) > di->smem_per_block_optin) st--;
+        int occ = decode_blocks_per_sm(fa.regs, di, decode_smem(st, tb, hd)), slots = di->n_sms * occ;
+        int p = decode_partition(a, base, slots, true);
+        int64_t blocks = (int64_t)base * (p ? (a->max_ctx_len + p - 1) / p : 1);
+        double est = (double)((blocks + slots - 1) / slots) * (p ? p : a->max_ctx_len) * occ;
+        if (i == 0 || est < 0.95 * best) *stages = st, *P = p, best = est;
+    }
+}
 
 /* kernel_src/attn_prefill.cu (kiln_attn_prefill) serves 16-bit caches with
  * head_dim <= 128 (its P2_OK); everything else, and $KILN_PREFILL_KERNEL=v1,
@@ -488,7 +538,8 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
                l->n_kv_heads);
     if (a->n_seqs <= 0) return KILN_OK;
     int hd = l->head_dim, grp = kiln_jit_attn_group(a->nq, l->n_kv_heads), nkv = l->n_kv_heads;
-    const int n_sms = kiln_rt_device_get_info(g->dev)->n_sms;
+    const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
+    const int n_sms = di->n_sms;
     char defs[128];
     snprintf(defs, sizeof defs, "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", dt(act), l->block_size, grp, hd,
              dt(l->dtype));
@@ -503,14 +554,12 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
     int64_t qst = a->q_stride;
     if (a->max_q_len <= 1) {
         KILN_TRY(kiln_rt_kernels_get(g->k, "attn_decode", defs, &f));
-        int base = n_seqs * (nq / grp), slots = 2 * n_sms, P = 0;
-        if (a->force_partition > 0) P = (a->force_partition + 63) / 64 * 64;
-        else if (a->force_partition == 0 && base < slots && a->max_ctx_len > 512) {
-            int want = (slots + base - 1) / base;
-            P = (a->max_ctx_len + want - 1) / want;
-            P = KILN_MAX(256, (P + 63) / 64 * 64);
-            if (P >= a->max_ctx_len) P = 0;
-        }
+        /* 16-bit caches: 3 stages (kernel_src/attn_decode.cu STAGES), split
+         * for 2 blocks an SM */
+        int base = n_seqs * (nq / grp), stages = 3, P = 0;
+        if (kv8) decode_fp8_plan(f, di, a, hd, base, &stages, &P);
+        else P = decode_partition(a, base, 2 * n_sms, false);
+        unsigned smem = decode_smem(stages, tile_bytes(hd, kv8), hd);
         int n_parts = P ? (a->max_ctx_len + P - 1) / P : 1;
         kiln_devptr part_o = 0, part_ml = 0;
         if (P) {
@@ -521,8 +570,6 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
                 part_ml = g->ws + (need_o + 255) / 256 * 256;
             }
         }
-        int tb = tile_bytes(hd, kv8);
-        unsigned smem = (unsigned)KILN_MAX(4 * decode_stages(kv8) * tb, (4 * 16 * 2 + 4 * 16 * hd) * 4);
         LAUNCH(f, (unsigned)(nq / grp), (unsigned)n_seqs, (unsigned)n_parts, 128, smem, s, &out, &q, &qst, &kc, &vc,
                &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window, &P, &n_parts, &part_o, &part_ml, &kvs);
         if (P) {
