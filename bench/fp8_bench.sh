@@ -28,10 +28,11 @@ run() { # tag kv args...
   timeout 280 "$kiln" bench --model llama3-8b --load-format dummy --kv-cache-dtype "$kv" --json "$@" \
     2>>"$out/fp8_bench.err" | tail -1 | sed "s/^{/{\"case\":\"$tag\",/" | tee -a "$log"
 }
-run decode bf16 -b 256 -s 2048 -o 64 --prefill-ratio 0 --warmup 0 --iters 1
-run decode fp8_e4m3 -b 256 -s 2048 -o 64 --prefill-ratio 0 --warmup 0 --iters 1
-run concurrency bf16 -b 240 -s 4000 -o 256 --max-num-seqs 240 --gpu-memory-utilization 0.5 --prefill-ratio 0 --warmup 0 --iters 1
-run concurrency fp8_e4m3 -b 240 -s 4000 -o 256 --max-num-seqs 240 --gpu-memory-utilization 0.5 --prefill-ratio 0 --warmup 0 --iters 1
+want() { [ -z "${FP8_BENCH_ONLY:-}" ] || [ "$FP8_BENCH_ONLY" = "$1" ]; } # FP8_BENCH_ONLY=decode|concurrency
+want decode && run decode bf16 -b 256 -s 2048 -o 64 --prefill-ratio 0 --warmup 0 --iters 1
+want decode && run decode fp8_e4m3 -b 256 -s 2048 -o 64 --prefill-ratio 0 --warmup 0 --iters 1
+want concurrency && run concurrency bf16 -b 240 -s 4000 -o 256 --max-num-seqs 240 --gpu-memory-utilization 0.5 --prefill-ratio 0 --warmup 0 --iters 1
+want concurrency && run concurrency fp8_e4m3 -b 240 -s 4000 -o 256 --max-num-seqs 240 --gpu-memory-utilization 0.5 --prefill-ratio 0 --warmup 0 --iters 1
 grep -h "KV cache" "$out/fp8_bench.err" | tail -4
 python3 - "$log" <<'PY'
 import json, sys

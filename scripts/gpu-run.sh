@@ -59,6 +59,8 @@ cat > "$out/remote.sh" <<'REMOTE'
 #           (KILN_CUSTOM_ALLREDUCE=1 / 0), TP 1 beside
 #   s4:     fourth session: test_gpu_ops by case in parallel, test_gpu_engine, kernel rows (decode,
 #           elementwise, gemm), engine b1, b32, b256, fp8_bench
+#   s5:     fourth session, last call: op tests by case, FP8 decode rows at KILN_DECODE_STAGES 4 / 6 /
+#           auto, decode and elementwise rows, fp8_bench's step ratio, kiln bench -b 1
 #   profile: kiln bench --profile at -b 1 and -b 32 (per-op time of decode steps)
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -221,6 +223,28 @@ if has s4; then # fourth session: the merged kernels and fusions, one call
   kb b32 -- -b 32 -s 128 -o 256 --iters 2
   kb b256 -- -b 256 -s 128 -o 256 --iters 2
   [ "${S4_FP8:-1}" = 1 ] && bash "$here/bench/fp8_bench.sh" "$here/bin/kiln" 2>&1 | grep -E "ratio|KV cache" | tail -6
+fi
+if has s5; then # fourth session, last call: FP8 decode kernel depths, elementwise, op tests
+  t0=$(date +%s)
+  for f in ${S5_OPS:-attention_decode attention_fp8 attention_prefill rope kv_write rmsnorm fp8_cast}; do
+    ( KT_VERBOSE=1 timeout 300 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1; echo "rc=$?" >> "$out/ops_$f.log" ) &
+  done
+  timeout 200 "$here/bin/test_gpu_engine" > "$out/test_gpu_engine.log" 2>&1; echo "test_gpu_engine rc=$?"
+  grep -E "FAIL|passed" "$out/test_gpu_engine.log" | head -12
+  wait
+  echo "test_gpu_ops (parallel by case) $(( $(date +%s) - t0 )) s:"
+  for f in "$out"/ops_*.log; do printf "  %-28s %s %s\n" "$(basename "$f" .log)" "$(grep -E 'passed' "$f" | tail -1)" "$(tail -1 "$f")"; grep -E "FAIL" "$f" | head -3; done
+  cat "$out"/ops_*.log > "$out/test_gpu_ops.log"
+  for st in 4 6 auto; do
+    if [ $st = auto ]; then timeout 100 "$here/bin/bench_kernels" "decode fp8" > "$out/bench_fp8_$st.log" 2>&1
+    else KILN_DECODE_STAGES=$st timeout 100 "$here/bin/bench_kernels" "decode fp8" > "$out/bench_fp8_$st.log" 2>&1; fi
+    echo "stages $st:"; grep -E "attn decode fp8" "$out/bench_fp8_$st.log" | sed -E 's/ +/ /g; s/32q\/8kv hd128 //' | cut -c1-90
+  done
+  timeout 150 "$here/bin/bench_kernels" decode > "$out/bench_s5.log" 2>&1
+  timeout 100 "$here/bin/bench_kernels" elementwise >> "$out/bench_s5.log" 2>&1
+  grep -E "ceilings|attn decode b|rmsnorm 4096|add_rmsnorm 4096|rope 4096|rope_kv_write 4096|silu_mul 4096|(rmsnorm|rope_kv_write) 1x|(rmsnorm|rope_kv_write) 1 tok" "$out/bench_s5.log" | sed -E 's/ +/ /g' | cut -c1-100
+  FP8_BENCH_ONLY=decode bash "$here/bench/fp8_bench.sh" "$here/bin/kiln" 2>&1 | grep -E "ratio" | tail -2
+  kb b1 -- -b 1 -s 128 -o 512 --iters 2
 fi
 if has arab; then # the one-shot all-reduce over peer memory against NCCL's, same call
   for b in 1 32; do for ar in tp1 1 0; do
