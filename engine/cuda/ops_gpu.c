@@ -143,13 +143,17 @@ static kiln_status norm(kiln_gpu *g, kiln_rt_stream *s, bool add, kiln_devptr ou
     unsigned grid, threads;
     /* kernel_src/rmsnorm.cu: a warp per row up to MAXW (4) vectors per lane;
      * else a block per row, MAXB (4) vectors per thread (up to 1024 threads),
-     * longer rows in two passes with 1024 threads */
+     * longer rows in two passes with 1024 threads. kiln_rmsnorm's one-pass
+     * blocks take ceil(rows / grid) <= MAXR (2) rows: 2 once the halved grid
+     * still holds 8 blocks per SM. */
     if (nv <= 32 * 4) {
         threads = 256;
         grid = (unsigned)((rows + 7) / 8);
     } else {
         threads = (unsigned)KILN_MIN(1024, ((nv + 3) / 4 + 31) / 32 * 32);
         grid = (unsigned)rows;
+        if (!add && nv <= 4 * (int)threads && rows >= 16 * kiln_rt_device_get_info(g->dev)->n_sms)
+            grid = (unsigned)((rows + 1) / 2);
     }
     KILN_TRY(get(g, add ? "add_rmsnorm" : "rmsnorm", &f, "ACT=%s W=%s", dt(act), dt(wdt)));
     if (add) LAUNCH(f, grid, 1, 1, threads, 0, s, &out, &residual, &x, &w, &rows, &dim, &eps);
