@@ -207,7 +207,7 @@ __device__ __forceinline__ void rmsnorm_any(act_t *out, act_t *residual, const a
     }
 }
 
-extern "C" __global__ void __launch_bounds__(1024) kiln_rmsnorm(act_t *out, const act_t *x, const w_t *w, int rows, int dim, float eps) {
+extern "C" __global__ void kiln_rmsnorm(act_t *out, const act_t *x, const w_t *w, int rows, int dim, float eps) {
     const int nv = dim / vec16<act_t>::N;
     if (nv <= 32 * MAXW) {
         int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -224,7 +224,7 @@ extern "C" __global__ void __launch_bounds__(1024) kiln_rmsnorm(act_t *out, cons
     }
 }
 
-extern "C" __global__ void __launch_bounds__(1024) kiln_add_rmsnorm(act_t *out, act_t *residual, const act_t *x, const w_t *w, int rows,
+extern "C" __global__ void kiln_add_rmsnorm(act_t *out, act_t *residual, const act_t *x, const w_t *w, int rows,
                                             int dim, float eps) {
     pdl_wait();
     pdl_launch();
