@@ -306,92 +306,6 @@ static void bench_elementwise(int T) {
     }
 }
 
-/* rmsnorm, rope and rope + KV write at 4096 tokens in each tiling of their
- * kernels, launched directly (kiln_gpu_* pick one): kernel_src/rmsnorm.cu
- * rows per block (ceil(rows / grid)), kernel_src/rope_kv.cu heads per thread
- * of the rope rows (hs head slots). Same bytes as the rows above. */
-typedef struct tile_ctx {
-    ew_ctx c;
-    kiln_rt_func *f;
-    int kind, per, hs, nbr, nbk;
-    unsigned grid;
-} tile_ctx;
-static void op_tile(void *vc, int s) {
-    tile_ctx *t = vc;
-    ew_ctx *c = &t->c;
-    int T = c->T, D = c->D, nq = 32, nkv = 8, hd = 128, rot = 128, z = 0, bs = 16, hsk = 1;
-    int64_t stride = 6144;
-    float eps = 1e-5f, ms = 1.0f, zf = 0.0f, one = 1.0f;
-    kiln_devptr none = 0;
-    if (t->kind == 0) {
-        void *a[] = {&c->out[s], &c->x[s], &c->w, &T, &D, &eps};
-        CK(kiln_rt_launch(t->f, (kiln_rt_dim3){t->grid, 1, 1}, (kiln_rt_dim3){128, 1, 1}, 0, st, a));
-    } else if (t->kind == 1) {
-        void *a[] = {&c->x[s], &stride, &c->pos, &T, &nq, &nkv, &hd, &rot, &c->inv, &ms, &none, &z, &zf, &zf, &t->hs};
-        CK(kiln_rt_launch(t->f, (kiln_rt_dim3){t->grid, 1, 1}, (kiln_rt_dim3){128, 1, 1}, 0, st, a));
-    } else {
-        void *a[] = {&c->x[s], &stride, &c->pos, &T, &nq, &nkv, &hd, &rot, &c->inv, &ms, &none, &z, &zf, &zf,
-                     &c->kc, &c->vc, &c->slots, &bs, &one, &one, &t->hs, &none, &t->nbr, &hsk, &t->nbk};
-        CK(kiln_rt_launch(t->f, (kiln_rt_dim3){t->grid, 1, 1}, (kiln_rt_dim3){128, 1, 1}, 0, st, a));
-    }
-}
-
-static void bench_elementwise_tilings(void) {
-    const int T = 4096;
-    kiln_rt_kernels *k = kiln_gpu_kernels(gpu);
-    for (int kind = 0; kind < 3; kind++) {
-        tile_ctx t;
-        memset(&t, 0, sizeof t);
-        t.kind = kind;
-        ew_ctx *c = &t.c;
-        c->T = T, c->D = 4096;
-        size_t xn = kind ? (size_t)T * 6144 : (size_t)T * 4096, on = (size_t)T * 4096;
-        for (int s = 0; s < NSETS; s++) {
-            c->x[s] = drand(xn, KILN_DTYPE_BF16, 1);
-            if (!kind) CK(kiln_rt_malloc(dev, on * 2, &c->out[s]));
-        }
-        c->w = drand(4096, KILN_DTYPE_BF16, 1);
-        int32_t *pos = malloc(4 * (size_t)T);
-        for (int i = 0; i < T; i++) pos[i] = i;
-        CK(kiln_rt_malloc(dev, 4 * (size_t)T, &c->pos));
-        CK(kiln_rt_malloc(dev, 4 * (size_t)T, &c->slots));
-        CK(kiln_rt_memcpy_htod(c->pos, pos, 4 * (size_t)T, NULL));
-        CK(kiln_rt_memcpy_htod(c->slots, pos, 4 * (size_t)T, NULL));
-        float inv[64];
-        for (int i = 0; i < 64; i++) inv[i] = 1.0f / powf(500000.0f, (float)(2 * i) / 128.0f);
-        CK(kiln_rt_malloc(dev, sizeof inv, &c->inv));
-        CK(kiln_rt_memcpy_htod(c->inv, inv, sizeof inv, NULL));
-        size_t cb = kiln_kv_layout_init(&c->l, T / 16 + 1, 16, 8, 128, KILN_DTYPE_BF16);
-        CK(kiln_rt_malloc(dev, cb, &c->kc));
-        CK(kiln_rt_malloc(dev, cb, &c->vc));
-        static const char *names[] = {"rmsnorm", "rope", "rope_kv_write"};
-        static const char *defs[] = {"ACT=bf16 W=bf16", "ACT=bf16 INTERLEAVED=0", "ACT=bf16 INTERLEAVED=0 KV=bf16"};
-        CK(kiln_rt_kernels_get(k, names[kind], defs[kind], &t.f));
-        double bytes = kind == 0 ? 2.0 * on * 2 : kind == 1 ? 2.0 * T * 5120 * 2
-                                                            : 2.0 * T * 5120 * 2 + 2.0 * T * 2048 * 2 - T * 1024 * 2;
-        for (int v = 1; v <= (kind ? 4 : 2); v++) {
-            char name[48], shape[64];
-            if (kind == 0) {
-                t.grid = (unsigned)((T + v - 1) / v);
-                snprintf(shape, sizeof shape, "%dx4096, %d rows a block", T, v);
-            } else {
-                t.hs = (40 + v - 1) / v; /* rope rows: v heads per thread, 8 columns of hd 128 */
-                t.nbr = (T * t.hs * 8 + 127) / 128;
-                t.nbk = 0;
-                int nbv = (T / 16 * 8 * 16 * 2 + 127) / 128; /* value rows */
-                t.grid = (unsigned)(t.nbr + (kind == 2 ? nbv : 0));
-                snprintf(shape, sizeof shape, "%d tok, %d heads a thread", T, v);
-            }
-            snprintf(name, sizeof name, "%s tiling", names[kind]);
-            row_bw(name, shape, time_op(op_tile, &t, NSETS, 20, 25), bytes, 0);
-        }
-        for (int s = 0; s < NSETS; s++) kiln_rt_free(dev, c->x[s]), kiln_rt_free(dev, c->out[s]);
-        kiln_rt_free(dev, c->w), kiln_rt_free(dev, c->pos), kiln_rt_free(dev, c->slots), kiln_rt_free(dev, c->inv);
-        kiln_rt_free(dev, c->kc), kiln_rt_free(dev, c->vc);
-        free(pos);
-    }
-}
-
 /* -------------------------------------------------------------------- GEMM */
 
 static void bench_gemm(void) {
@@ -581,7 +495,6 @@ int main(int argc, char **argv) {
     attn_v1 = 0;
     if (want("prefill fp8")) bench_attention(8, 2048, 2048, 0, true, e4);
     bench_elementwise(4096);
-    if (want("elementwise") || want("tiling")) bench_elementwise_tilings();
     if (want("decode-shape")) { /* `bench_kernels decode-shape`: elementwise ops at decode batch sizes */
         char *f = (char *)filter;
         filter = NULL;

@@ -5,7 +5,7 @@
 //   residual [rows, dim] += x; out = rmsnorm(residual) * w     (kiln_add_rmsnorm;
 //   the norm is taken over the residual as stored, rounded to ACT)
 // dim must be a multiple of 16 / sizeof(ACT). out may alias x. Grid: see
-// the shapes below (host: kiln_gpu_rmsnorm).
+// rmsnorm_any (host: kiln_gpu_rmsnorm).
 #include "kiln_common.cuh"
 
 typedef ACT act_t;
@@ -16,19 +16,14 @@ typedef W w_t;
 //   nv <= MAXB * blockDim.x: a block per row, MAXB vectors per thread (rows
 //     of up to 4096 bf16 take 128 threads: small blocks with few registers,
 //     many rows in flight per SM, and a block's resources free as soon as
-//     its row is done); kiln_rmsnorm's blocks take ceil(rows / gridDim.x)
-//     <= MAXR consecutive rows, all their loads in flight at once and one
-//     reduction for all of them (the host gives 2 to large batches);
+//     its row is done);
 //   longer rows: a block per row in two passes over global memory (sum of
 //     squares, then the scaled output; the second pass re-reads what this
 //     same thread read or wrote in the first).
-// x and the residual of a row are loaded before anything is stored. The
-// weights are read after the reduction by kiln_add_rmsnorm (shared by every
-// row: L1/L2 hits) and into registers before pdl_wait() by kiln_rmsnorm's
-// one-pass shapes (no predecessor writes them; off the critical path).
+// x and the residual of a row are loaded before anything is stored; the
+// weights are read after the reduction (shared by every row: L1/L2 hits).
 #define MAXW 4
 #define MAXB 4
-#define MAXR 2
 
 template <bool ADD, int MAXK>
 __device__ __forceinline__ void rmsnorm_row(act_t *__restrict__ out, act_t *__restrict__ residual,
@@ -78,78 +73,6 @@ __device__ __forceinline__ void rmsnorm_row(act_t *__restrict__ out, act_t *__re
                 o.set(j, v[k].get(j) * rr * (sizeof(w_t) == sizeof(act_t) ? to_f32(((const w_t *)&wv.v)[j])
                                                                           : to_f32(w[i * V::N + j])));
             st16(out + base + (size_t)i * V::N, o.v);
-        }
-    }
-}
-
-// kiln_rmsnorm, one pass: rows [row, row + nrows) (nrows <= NR) of a warp
-// (block false) or a block; waits on the predecessor itself, after loading
-// its weights.
-template <int MAXK, int NR>
-__device__ __forceinline__ void norm_rows(act_t *__restrict__ out, const act_t *__restrict__ x,
-                                          const w_t *__restrict__ w, int row, int nrows, int dim, float eps, int lane,
-                                          int n_lanes, bool block) {
-    __shared__ float scratch[NR][32];
-    typedef vec16<act_t> V;
-    constexpr bool WV = sizeof(w_t) == sizeof(act_t); // weights as 16-byte vectors too
-    const int nv = dim / V::N;
-    uint4 wv[MAXK];
-    if (WV) {
-#pragma unroll
-        for (int k = 0; k < MAXK; k++)
-            if (lane + k * n_lanes < nv) wv[k] = ld16(w + (size_t)(lane + k * n_lanes) * V::N);
-    }
-    pdl_wait();
-    pdl_launch();
-    V v[NR][MAXK];
-#pragma unroll
-    for (int r = 0; r < NR; r++)
-#pragma unroll
-        for (int k = 0; k < MAXK; k++) {
-            int i = lane + k * n_lanes;
-            if (r < nrows && i < nv) v[r][k].v = ld16(x + (size_t)(row + r) * dim + (size_t)i * V::N);
-        }
-    float ss[NR];
-#pragma unroll
-    for (int r = 0; r < NR; r++) {
-        ss[r] = 0.0f;
-#pragma unroll
-        for (int k = 0; k < MAXK; k++)
-            if (r < nrows && lane + k * n_lanes < nv) {
-#pragma unroll
-                for (int j = 0; j < V::N; j++) {
-                    float f = v[r][k].get(j);
-                    ss[r] += f * f;
-                }
-            }
-    }
-#pragma unroll
-    for (int r = 0; r < NR; r++) ss[r] = warp_sum(ss[r]);
-    if (block) { // one barrier for every row (scratch is used once)
-        const int wid = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5, l = threadIdx.x & 31;
-        if (l == 0) {
-#pragma unroll
-            for (int r = 0; r < NR; r++) scratch[r][wid] = ss[r];
-        }
-        __syncthreads();
-#pragma unroll
-        for (int r = 0; r < NR; r++) ss[r] = warp_sum(l < nw ? scratch[r][l] : 0.0f);
-    }
-#pragma unroll
-    for (int r = 0; r < NR; r++) {
-        if (r >= nrows) break;
-        const float rr = rsqrtf(ss[r] / (float)dim + eps);
-#pragma unroll
-        for (int k = 0; k < MAXK; k++) {
-            int i = lane + k * n_lanes;
-            if (i < nv) {
-                V o;
-                const w_t *we = (const w_t *)&wv[k];
-#pragma unroll
-                for (int j = 0; j < V::N; j++)
-                    o.set(j, v[r][k].get(j) * rr * (WV ? to_f32(we[j]) : to_f32(w[i * V::N + j])));
-                st16(out + (size_t)(row + r) * dim + (size_t)i * V::N, o.v);
-            }
         }
     }
 }
@@ -208,20 +131,9 @@ __device__ __forceinline__ void rmsnorm_any(act_t *out, act_t *residual, const a
 }
 
 extern "C" __global__ void kiln_rmsnorm(act_t *out, const act_t *x, const w_t *w, int rows, int dim, float eps) {
-    const int nv = dim / vec16<act_t>::N;
-    if (nv <= 32 * MAXW) {
-        int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-        if (row >= rows) return; // whole warps exit; no block barrier in this path
-        norm_rows<MAXW, 1>(out, x, w, row, 1, dim, eps, threadIdx.x & 31, 32, false);
-    } else if (nv <= MAXB * (int)blockDim.x) {
-        const int per = (rows + (int)gridDim.x - 1) / (int)gridDim.x, row = blockIdx.x * per; // per <= MAXR
-        if (row >= rows) return; // the whole block
-        norm_rows<MAXB, MAXR>(out, x, w, row, min(per, rows - row), dim, eps, threadIdx.x, blockDim.x, true);
-    } else {
-        pdl_wait();
-        pdl_launch();
-        rmsnorm_row_2pass<false>(out, nullptr, x, w, blockIdx.x, dim, eps);
-    }
+    pdl_wait();
+    pdl_launch();
+    rmsnorm_any<false>(out, nullptr, x, w, rows, dim, eps);
 }
 
 extern "C" __global__ void kiln_add_rmsnorm(act_t *out, act_t *residual, const act_t *x, const w_t *w, int rows,

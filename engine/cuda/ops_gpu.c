@@ -143,17 +143,13 @@ static kiln_status norm(kiln_gpu *g, kiln_rt_stream *s, bool add, kiln_devptr ou
     unsigned grid, threads;
     /* kernel_src/rmsnorm.cu: a warp per row up to MAXW (4) vectors per lane;
      * else a block per row, MAXB (4) vectors per thread (up to 1024 threads),
-     * longer rows in two passes with 1024 threads. kiln_rmsnorm's one-pass
-     * blocks take ceil(rows / grid) <= MAXR (2) rows: 2 once the halved grid
-     * still holds 8 blocks per SM. */
+     * longer rows in two passes with 1024 threads */
     if (nv <= 32 * 4) {
         threads = 256;
         grid = (unsigned)((rows + 7) / 8);
     } else {
         threads = (unsigned)KILN_MIN(1024, ((nv + 3) / 4 + 31) / 32 * 32);
         grid = (unsigned)rows;
-        if (!add && nv <= 4 * (int)threads && rows >= 16 * kiln_rt_device_get_info(g->dev)->n_sms)
-            grid = (unsigned)((rows + 1) / 2);
     }
     KILN_TRY(get(g, add ? "add_rmsnorm" : "rmsnorm", &f, "ACT=%s W=%s", dt(act), dt(wdt)));
     if (add) LAUNCH(f, grid, 1, 1, threads, 0, s, &out, &residual, &x, &w, &rows, &dim, &eps);
@@ -356,30 +352,17 @@ fail:
 
 /* ------------------------------------------------------------ rope and kv */
 
-/* kernel_src/rope_kv.cu: heads per thread in flight of the rope rows (RI) and
- * the key rows (KI); the launches' block size (its __launch_bounds__) */
-#define ROPE_RI 4
-#define KEY_KI 4
-#define RKV_THREADS 128
-
-/* Head slots of a row kind over nh heads of cols 16-byte columns (one thread
- * per token, column and slot): as many heads per thread (up to max_items, all
- * loads in flight) as it takes to bring the thread count within what the SMs
- * hold at once (2048 threads each), so small batches get one head per thread
- * and the shortest path, and prefills few threads with many bytes in flight
- * and cos/sin computed once for several heads. */
-static int head_slots(int T, int nh, int cols, int max_items, int n_sms) {
-    int64_t cap = (int64_t)n_sms * 2048, want = (int64_t)T * nh * cols;
-    int items = (int)KILN_MIN((int64_t)max_items, KILN_MAX((int64_t)1, (want + cap - 1) / cap));
-    return (nh + items - 1) / items;
+static int tokens_per_block(int T, int n_sms) {
+    int tt = 16;
+    while (tt > 1 && (T + tt - 1) / tt < 2 * n_sms) tt /= 2;
+    return tt;
 }
 
-/* blocks of RKV_THREADS for n threads (0 for none) */
-static int rkv_blocks(int64_t n) { return (int)((n + RKV_THREADS - 1) / RKV_THREADS); }
-
-/* threads of the value rows: (16-token group, KV head, 16-byte column, half) */
-static int64_t value_threads(int T, int nkv, int hd, kiln_dtype act) {
-    return (int64_t)((T + 15) / 16) * nkv * (hd / vec_elems(act)) * 2;
+/* kernel_src/rope_kv.cu kv_body: V staging of one group of nh heads
+ * (VT_STRIDE 18 elements per dim, groups of at most VT_BUDGET 40960 bytes) */
+static unsigned kv_smem(int nh, int hd, kiln_dtype act) {
+    int row = hd * 18 * (int)kiln_dtype_size(act), hg = KILN_MAX(1, 40960 / row);
+    return (unsigned)(KILN_MIN(nh, hg) * row);
 }
 
 static kiln_status check_rope(const kiln_gpu_rope_params *rp, kiln_dtype act) {
@@ -398,15 +381,6 @@ static kiln_status check_kv(const kiln_kv_layout *l, kiln_dtype act) {
     if (l->x != (int)(16 / kiln_dtype_size(l->dtype)) || l->head_dim % l->x || l->head_dim % vec_elems(act))
         return KILN_FAIL(KILN_ERR_UNSUPPORTED, "GPU KV cache needs head_dim %d to be a multiple of %d", l->head_dim,
                          l->x);
-    if (l->n_kv_heads <= 0 || l->block_size <= 0)
-        return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "GPU KV cache: %d KV heads, block size %d", l->n_kv_heads,
-                         l->block_size);
-    return KILN_OK;
-}
-
-/* the kernels index threads with 32-bit ints */
-static kiln_status check_threads(const char *op, int64_t n) {
-    if (n >= INT32_MAX - RKV_THREADS) return KILN_FAIL(KILN_ERR_LIMIT, "%s: %lld threads", op, (long long)n);
     return KILN_OK;
 }
 
@@ -416,17 +390,14 @@ kiln_status kiln_gpu_rope(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr qkv, kiln_
     kiln_rt_func *f;
     KILN_CHECK(act_ok(act), KILN_ERR_UNSUPPORTED, "rope: %s", dt(act));
     KILN_TRY(check_rope(rp, act));
-    if (T <= 0 || nq + nkv <= 0) return KILN_OK;
     KILN_TRY(get(g, "rope", &f, "ACT=%s INTERLEAVED=%d", dt(act), rp->interleaved ? 1 : 0));
-    int ve = vec_elems(act), vpr = rp->interleaved ? rp->rot_dim / ve : rp->rot_dim / (2 * ve);
-    int hs = head_slots(T, nq + nkv, vpr, ROPE_RI, kiln_rt_device_get_info(g->dev)->n_sms);
-    int64_t n = (int64_t)T * hs * vpr;
-    KILN_TRY(check_threads("rope", n));
+    int tt = tokens_per_block(T, kiln_rt_device_get_info(g->dev)->n_sms);
+    unsigned smem = (unsigned)(tt * rp->rot_dim / 2 * 8);
     int hd = rp->head_dim, rot = rp->rot_dim, dmax = rp->dyn_max;
     kiln_devptr inv = rp->inv_freq, dyn = rp->dyn_seq_len;
     float ms = rp->mscale, db = rp->dyn_base, df = rp->dyn_factor;
-    LAUNCH(f, (unsigned)rkv_blocks(n), 1, 1, RKV_THREADS, 0, s, &qkv, &row_stride, &pos, &T, &nq, &nkv, &hd, &rot,
-           &inv, &ms, &dyn, &dmax, &db, &df, &hs);
+    LAUNCH(f, (unsigned)((T + tt - 1) / tt), 1, 1, 256, smem, s, &qkv, &row_stride, &pos, &T, &nq, &nkv, &hd, &rot,
+           &inv, &ms, &dyn, &dmax, &db, &df, &tt);
 fail:
     return st;
 }
@@ -438,17 +409,14 @@ kiln_status kiln_gpu_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr kcache
     kiln_rt_func *f;
     KILN_CHECK(act_ok(act), KILN_ERR_UNSUPPORTED, "kv_write: %s", dt(act));
     KILN_TRY(check_kv(l, act));
-    if (T <= 0) return KILN_OK;
     KILN_TRY(get(g, "kv_write", &f, "ACT=%s KV=%s", dt(act), dt(l->dtype)));
-    int nkv = l->n_kv_heads, hd = l->head_dim, bs = l->block_size, cols = hd / vec_elems(act);
-    int hs = head_slots(T, nkv, cols, KEY_KI, kiln_rt_device_get_info(g->dev)->n_sms);
-    int64_t nk = (int64_t)T * hs * cols, nv = value_threads(T, nkv, hd, act);
-    KILN_TRY(check_threads("kv_write", KILN_MAX(nk, nv)));
-    int nbk = rkv_blocks(nk);
+    int tt = KILN_MIN(16, KILN_MAX(1, T)); /* at most 16 (kv_body); heads split over the grid's y */
+    unsigned smem = kv_smem(1, l->head_dim, act); /* one head per block (grid y) */
+    int nkv = l->n_kv_heads, hd = l->head_dim, bs = l->block_size;
     float ks = l->k_scale, vs = l->v_scale;
-    kiln_devptr hsc = (kiln_devptr)(uintptr_t)l->head_scales;
-    LAUNCH(f, (unsigned)(nbk + rkv_blocks(nv)), 1, 1, RKV_THREADS, 0, s, &kcache, &vcache, &k, &v, &row_stride, &slots,
-           &T, &nkv, &hd, &bs, &ks, &vs, &hs, &hsc, &nbk);
+    kiln_devptr hs = (kiln_devptr)(uintptr_t)l->head_scales;
+    LAUNCH(f, (unsigned)((T + tt - 1) / tt), (unsigned)nkv, 1, 128, smem, s, &kcache, &vcache, &k, &v, &row_stride,
+           &slots, &T, &nkv, &hd, &bs, &ks, &vs, &tt, &hs);
 fail:
     return st;
 }
@@ -462,24 +430,16 @@ kiln_status kiln_gpu_rope_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr q
     KILN_TRY(check_rope(rp, act));
     KILN_TRY(check_kv(l, act));
     KILN_CHECK(rp->head_dim == l->head_dim, KILN_ERR_INVALID_ARGUMENT, "rope_kv_write: head_dim mismatch");
-    if (T <= 0) return KILN_OK;
     KILN_TRY(get(g, "rope_kv_write", &f, "ACT=%s INTERLEAVED=%d KV=%s", dt(act), rp->interleaved ? 1 : 0,
                  dt(l->dtype)));
-    const int n_sms = kiln_rt_device_get_info(g->dev)->n_sms, ve = vec_elems(act);
+    int tt = tokens_per_block(T, kiln_rt_device_get_info(g->dev)->n_sms);
+    unsigned smem = KILN_MAX((unsigned)(tt * rp->rot_dim / 2 * 8), kv_smem(l->n_kv_heads, l->head_dim, act));
     int nkv = l->n_kv_heads, hd = l->head_dim, rot = rp->rot_dim, dmax = rp->dyn_max, bs = l->block_size;
-    /* rope rows over the q and k heads; key rows over the unrotated key
-     * columns [rot, hd) (none when rot == hd); value rows */
-    int vpr = rp->interleaved ? rot / ve : rot / (2 * ve), pc = (hd - rot) / ve;
-    int hs = head_slots(T, nq + nkv, vpr, ROPE_RI, n_sms), hsk = pc ? head_slots(T, nkv, pc, KEY_KI, n_sms) : 1;
-    int64_t nr = (int64_t)T * hs * vpr, nk = (int64_t)T * hsk * pc, nv = value_threads(T, nkv, hd, act);
-    KILN_TRY(check_threads("rope_kv_write", KILN_MAX(KILN_MAX(nr, nk), nv)));
-    int nbr = rkv_blocks(nr), nbk = rkv_blocks(nk);
     kiln_devptr inv = rp->inv_freq, dyn = rp->dyn_seq_len;
     float ms = rp->mscale, db = rp->dyn_base, df = rp->dyn_factor, ks = l->k_scale, vs = l->v_scale;
-    kiln_devptr hsc = (kiln_devptr)(uintptr_t)l->head_scales;
-    LAUNCH(f, (unsigned)(nbr + nbk + rkv_blocks(nv)), 1, 1, RKV_THREADS, 0, s, &qkv, &row_stride, &pos, &T, &nq, &nkv,
-           &hd, &rot, &inv, &ms, &dyn, &dmax, &db, &df, &kcache, &vcache, &slots, &bs, &ks, &vs, &hs, &hsc, &nbr,
-           &hsk, &nbk);
+    kiln_devptr hs = (kiln_devptr)(uintptr_t)l->head_scales;
+    LAUNCH(f, (unsigned)((T + tt - 1) / tt), 1, 1, 256, smem, s, &qkv, &row_stride, &pos, &T, &nq, &nkv, &hd, &rot,
+           &inv, &ms, &dyn, &dmax, &db, &df, &kcache, &vcache, &slots, &bs, &ks, &vs, &tt, &hs);
 fail:
     return st;
 }
