@@ -466,6 +466,26 @@ KILN_DEV void quad_row_max(float mx[2]) {
     }
 }
 
+// The tile's probabilities in place (sc: scaled log2 scores -> 2^(sc - mx),
+// 0 in fully masked rows), their row sums rs and alpha = 2^(m - mx) (1 where
+// the row is still fully masked). FAST: fast_exp2 (decode) or exp2f (the
+// first prefill kernel).
+template <bool FAST>
+KILN_DEV void tile_probs(float sc[8], const float m[2], const float mx[2], float alpha[2], float rs[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        alpha[r] = mx[r] == -KILN_INF ? 1.0f : (FAST ? fast_exp2(m[r] - mx[r]) : exp2f(m[r] - mx[r]));
+        rs[r] = 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        int r = (k >> 1) & 1;
+        float p = mx[r] == -KILN_INF ? 0.0f : (FAST ? fast_exp2(sc[k] - mx[r]) : exp2f(sc[k] - mx[r]));
+        sc[k] = p;
+        rs[r] += p;
+    }
+}
+
 // After the tile's probabilities (row sums rs, alpha = 2^(m - mx)): l = l *
 // alpha + rs, m = mx, and O *= alpha -- with SKIP, skipped when no row
 // maximum of the warp moved (alpha == 1 exactly, so multiplying would change

@@ -360,16 +360,8 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
         float mx[2] = {m[0], m[1]};
         mask_scale(sc, t, tig, lo, pos, sl2, mx);
         quad_row_max(mx);
-        float alpha[2], rs[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int r = 0; r < 2; r++) alpha[r] = mx[r] == -KILN_INF ? 1.0f : fast_exp2(m[r] - mx[r]);
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-            int r = (k >> 1) & 1;
-            float p = mx[r] == -KILN_INF ? 0.0f : fast_exp2(sc[k] - mx[r]);
-            sc[k] = p;
-            rs[r] += p;
-        }
+        float alpha[2], rs[2];
+        tile_probs<true>(sc, m, mx, alpha, rs);
         // the output is rescaled only when some row's maximum moved (after the
         // first tiles it rarely does)
         online_rescale(o, m, l, mx, alpha, rs);

@@ -139,16 +139,8 @@ kiln_attn_prefill_v1(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q
                 mx[r] = fmaxf(mx[r], v);
             }
             quad_row_max(mx);
-            float alpha[2], rs[2] = {0.0f, 0.0f};
-#pragma unroll
-            for (int r = 0; r < 2; r++) alpha[r] = mx[r] == -KILN_INF ? 1.0f : exp2f(m[r] - mx[r]);
-#pragma unroll
-            for (int k = 0; k < 8; k++) {
-                int r = (k >> 1) & 1;
-                float p = mx[r] == -KILN_INF ? 0.0f : exp2f(sc[k] - mx[r]);
-                sc[k] = p;
-                rs[r] += p;
-            }
+            float alpha[2], rs[2];
+            tile_probs<false>(sc, m, mx, alpha, rs);
             online_rescale<false>(o, m, l, mx, alpha, rs);
             pv_probs(o, sc, tsm + K_TILE_BYTES, lane);
         }
