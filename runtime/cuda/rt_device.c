@@ -465,6 +465,7 @@ kiln_status kiln_rt_module_get(kiln_rt_module *m, const char *entry, kiln_rt_fun
         KILN_CHECK_CU(r);
     }
     snprintf(f->name, sizeof f->name, "%s", entry);
+    f->have_attrs = false;
     KILN_CHECK_CU(kiln_cu.cuFuncGetAttribute(&f->static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f->f));
     f->smem_optin = 48 * 1024 - f->static_smem; /* default: static + dynamic <= 48 KiB */
     m->n_funcs++;
@@ -477,12 +478,20 @@ const char *kiln_rt_func_name(const kiln_rt_func *f) { return f->name; }
 
 void kiln_rt_func_set_pdl(kiln_rt_func *f, bool on) { f->pdl = on && kiln_cu.cuLaunchKernelEx; }
 
+/* Read once per entry point and kept: launchers ask on every launch (the
+ * FP8 decode attention sizes its pipeline from the register count). */
 kiln_status kiln_rt_func_get_attrs(kiln_rt_func *f, kiln_rt_func_attrs *a) {
     kiln_status st = KILN_OK;
-    KILN_CHECK_CU(kiln_cu.cuFuncGetAttribute(&a->regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f->f));
-    KILN_CHECK_CU(kiln_cu.cuFuncGetAttribute(&a->local_bytes, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f->f));
-    KILN_CHECK_CU(kiln_cu.cuFuncGetAttribute(&a->static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f->f));
-    KILN_CHECK_CU(kiln_cu.cuFuncGetAttribute(&a->max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f->f));
+    if (!f->have_attrs) {
+        kiln_rt_func_attrs t;
+        KILN_CHECK_CU(kiln_cu.cuFuncGetAttribute(&t.regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f->f));
+        KILN_CHECK_CU(kiln_cu.cuFuncGetAttribute(&t.local_bytes, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, f->f));
+        KILN_CHECK_CU(kiln_cu.cuFuncGetAttribute(&t.static_smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f->f));
+        KILN_CHECK_CU(kiln_cu.cuFuncGetAttribute(&t.max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f->f));
+        f->attrs = t;
+        f->have_attrs = true;
+    }
+    *a = f->attrs;
 fail:
     return st;
 }

@@ -127,6 +127,8 @@ struct kiln_rt_func {
     int smem_optin;  /* dynamic smem limit set so far */
     int static_smem; /* static shared memory of the kernel */
     bool pdl;        /* launch with programmatic stream serialization */
+    bool have_attrs; /* attrs read (they are fixed once the module is loaded) */
+    kiln_rt_func_attrs attrs;
 };
 
 static inline CUstream kiln__stream(kiln_rt_stream *s) { return s ? s->s : NULL; }
