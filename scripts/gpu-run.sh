@@ -84,6 +84,24 @@ kb() {
   python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%-22s %8.1f tok/s, step %.3f ms, full-batch step %.3f ms, ttft %.1f ms, kv tokens %s" % (sys.argv[2], j["output_tok_s"], j["decode_step_ms"], j["full_batch_step_ms"], j["ttft_ms"], j["kv_tokens"]))' \
     "$out/kb_$tag.json" "$tag" || { echo "$tag failed"; tail -3 "$out/kb.err"; }
 }
+# ops_by_case CASE... -- test_gpu_ops, one process per case filter in parallel
+# (each JIT-compiles its own kernels on a cold cache), test_gpu_engine beside
+# them; a line per case and the engine test's failures and errors
+ops_by_case() {
+  local t0=$(date +%s) f
+  for f in "$@"; do
+    ( KT_VERBOSE=1 timeout 300 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1; echo "rc=$?" >> "$out/ops_$f.log" ) &
+  done
+  timeout 200 "$here/bin/test_gpu_engine" > "$out/test_gpu_engine.log" 2>&1; echo "test_gpu_engine rc=$?"
+  wait
+  echo "test_gpu_ops (parallel by case) $(( $(date +%s) - t0 )) s:"
+  for f in "$@"; do
+    printf "  %-28s %s %s\n" "$f" "$(grep -E 'passed' "$out/ops_$f.log" | tail -1)" "$(tail -1 "$out/ops_$f.log")"
+    grep -E "FAIL" "$out/ops_$f.log" | head -3
+  done
+  cat "$out"/ops_*.log > "$out/test_gpu_ops.log"
+  grep -E "FAIL|passed|logits rel err" "$out/test_gpu_engine.log" | head -24
+}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$out/gpu.txt"
 rc=0
 if has tests; then
@@ -202,18 +220,8 @@ if has startup; then # issue 11: start to first token, warm JIT cache, graphs ca
   done
   grep -hE "kernels ready|captured|KV cache|weights" "$out/startup2.err" | sed 's/^kiln: info: //' | head -6
 fi
-if has s4; then # fourth session: the merged kernels and fusions, one call
-  # GPU op tests in parallel (each process JIT-compiles its own kernels on a cold cache)
-  t0=$(date +%s); pids=""
-  for f in ${S4_OPS:-embed rmsnorm glu rope kv_write fp8_cast attention_decode attention_prefill attention_fp8 sampling gemv gemm_tc test_gemm graph_replay all_reduce every_kernel}; do
-    ( KT_VERBOSE=1 timeout 300 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1; echo "rc=$?" >> "$out/ops_$f.log" ) &
-  done
-  timeout 200 "$here/bin/test_gpu_engine" > "$out/test_gpu_engine.log" 2>&1; echo "test_gpu_engine rc=$?"
-  wait
-  echo "test_gpu_ops (parallel by case) $(( $(date +%s) - t0 )) s:"
-  for f in "$out"/ops_*.log; do printf "  %-28s %s %s\n" "$(basename "$f" .log)" "$(grep -E 'passed' "$f" | tail -1)" "$(tail -1 "$f")"; grep -E "FAIL" "$f" | head -3; done
-  cat "$out"/ops_*.log > "$out/test_gpu_ops.log"
-  grep -E "FAIL|passed|logits rel err" "$out/test_gpu_engine.log" | head -24
+if has s4; then # fourth session: op tests, kernel rows, engine, FP8 targets in one call
+  ops_by_case ${S4_OPS:-embed rmsnorm glu rope kv_write fp8_cast attention_decode attention_prefill attention_fp8 sampling gemv gemm_tc test_gemm graph_replay all_reduce every_kernel}
   timeout 150 "$here/bin/bench_kernels" decode > "$out/bench_s4.log" 2>&1
   timeout 100 "$here/bin/bench_kernels" elementwise >> "$out/bench_s4.log" 2>&1
   timeout 200 "$here/bin/bench_kernels" gemm >> "$out/bench_s4.log" 2>&1
@@ -225,19 +233,10 @@ if has s4; then # fourth session: the merged kernels and fusions, one call
   [ "${S4_FP8:-1}" = 1 ] && bash "$here/bench/fp8_bench.sh" "$here/bin/kiln" 2>&1 | grep -E "ratio|KV cache" | tail -6
 fi
 if has s5; then # fourth session, last call: FP8 decode kernel depths, elementwise, op tests
-  t0=$(date +%s)
-  for f in ${S5_OPS:-attention_decode attention_fp8 attention_prefill rope kv_write rmsnorm fp8_cast}; do
-    ( KT_VERBOSE=1 timeout 300 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1; echo "rc=$?" >> "$out/ops_$f.log" ) &
-  done
-  timeout 200 "$here/bin/test_gpu_engine" > "$out/test_gpu_engine.log" 2>&1; echo "test_gpu_engine rc=$?"
-  grep -E "FAIL|passed" "$out/test_gpu_engine.log" | head -12
-  wait
-  echo "test_gpu_ops (parallel by case) $(( $(date +%s) - t0 )) s:"
-  for f in "$out"/ops_*.log; do printf "  %-28s %s %s\n" "$(basename "$f" .log)" "$(grep -E 'passed' "$f" | tail -1)" "$(tail -1 "$f")"; grep -E "FAIL" "$f" | head -3; done
-  cat "$out"/ops_*.log > "$out/test_gpu_ops.log"
+  ops_by_case ${S5_OPS:-attention_decode attention_fp8 attention_prefill rope kv_write rmsnorm fp8_cast}
   for st in 4 6 auto; do
-    if [ $st = auto ]; then timeout 100 "$here/bin/bench_kernels" "decode fp8" > "$out/bench_fp8_$st.log" 2>&1
-    else KILN_DECODE_STAGES=$st timeout 100 "$here/bin/bench_kernels" "decode fp8" > "$out/bench_fp8_$st.log" 2>&1; fi
+    envs=(); [ $st = auto ] || envs=(KILN_DECODE_STAGES=$st)
+    env "${envs[@]}" timeout 100 "$here/bin/bench_kernels" "decode fp8" > "$out/bench_fp8_$st.log" 2>&1
     echo "stages $st:"; grep -E "attn decode fp8" "$out/bench_fp8_$st.log" | sed -E 's/ +/ /g; s/32q\/8kv hd128 //' | cut -c1-90
   done
   timeout 150 "$here/bin/bench_kernels" decode > "$out/bench_s5.log" 2>&1
