@@ -84,7 +84,7 @@ static int cmp_d(const void *a, const void *b) {
 /* Stats counters over the timed runs: after minus before, summed. */
 typedef struct bench_spec {
     uint64_t drafted, accepted, spec_seq_steps;
-    uint64_t prefill_steps, decode_steps, verify_steps, draft_calls;
+    uint64_t prefill_steps, decode_steps, verify_steps, draft_calls, pipelined_steps;
     double prefill_s, decode_s, verify_s, draft_s;
 } bench_spec;
 
@@ -96,6 +96,7 @@ static void spec_add_delta(bench_spec *d, const kiln_stats *a, const kiln_stats 
     d->decode_steps += b->decode_steps_total - a->decode_steps_total;
     d->verify_steps += b->verify_steps_total - a->verify_steps_total;
     d->draft_calls += b->draft_calls_total - a->draft_calls_total;
+    d->pipelined_steps += b->decode_pipelined_steps_total - a->decode_pipelined_steps_total;
     d->prefill_s += b->prefill_forward_seconds_total - a->prefill_forward_seconds_total;
     d->decode_s += b->decode_forward_seconds_total - a->decode_forward_seconds_total;
     d->verify_s += b->verify_forward_seconds_total - a->verify_forward_seconds_total;
@@ -285,7 +286,8 @@ int kiln_cmd_bench(int argc, char **argv) {
                    "\"spec_acceptance\":%.4f,\"spec_tokens_per_step\":%.3f,\"spec_drafted\":%llu,\"spec_accepted\":%llu,"
                    "\"prefill_steps\":%llu,\"prefill_forward_ms\":%.3f,\"decode_steps\":%llu,"
                    "\"decode_forward_ms\":%.3f,\"verify_steps\":%llu,\"verify_forward_ms\":%.3f,"
-                   "\"draft_ms_per_verify\":%.3f,\"draft_calls\":%llu,\"draft_ms_per_call\":%.3f,\"timed_runs\":%d}\n",
+                   "\"draft_ms_per_verify\":%.3f,\"draft_calls\":%llu,\"draft_ms_per_call\":%.3f,\"timed_runs\":%d,"
+                   "\"decode_pipelined_steps\":%llu}\n",
                    p.model, info.device, b, s, o, n, ds, repeat ? span : 0, best.seconds, best.out_tok_s,
                    best.total_tok_s, best.ttft_mean_ms, best.ttft_p50_ms, best.step_ms, best.full_step_ms,
                    best.running_peak, info.kv_cache_dtype, info.kv_cache_tokens, load_s, stt.num_kv_blocks,
@@ -293,7 +295,7 @@ int kiln_cmd_bench(int argc, char **argv) {
                    (unsigned long long)sp.drafted, (unsigned long long)sp.accepted,
                    (unsigned long long)sp.prefill_steps, pre_ms, (unsigned long long)sp.decode_steps, dec_ms,
                    (unsigned long long)sp.verify_steps, ver_ms, draft_ms, (unsigned long long)sp.draft_calls,
-                   draft_call_ms, iters);
+                   draft_call_ms, iters, (unsigned long long)sp.pipelined_steps);
         } else {
             printf("model %s on %s (%s, kv %s), load %.2f s, KV pool %d blocks x %d tokens\n", p.model, info.device,
                    info.dtype, info.kv_cache_dtype, load_s, stt.num_kv_blocks, stt.block_size);
@@ -316,6 +318,8 @@ int kiln_cmd_bench(int argc, char **argv) {
                    "%.3f ms x %llu\n",
                    pre_ms, (unsigned long long)sp.prefill_steps, dec_ms, (unsigned long long)sp.decode_steps, ver_ms,
                    (unsigned long long)sp.verify_steps);
+            printf("  pipelined decode    %llu of %llu decode steps launched before the previous step's tokens\n",
+                   (unsigned long long)sp.pipelined_steps, (unsigned long long)sp.decode_steps);
             if (spec_k) {
                 printf("  speculation         %s k=%d: acceptance %.3f, %.2f tokens per verification\n", method,
                        spec_k, acc, per_step);

@@ -66,6 +66,12 @@ static void finish_req(kiln_engine *e, kiln_req *r, kiln_finish_reason fin, kiln
     pthread_mutex_unlock(&e->mu);
 }
 
+/* r leaves: the outstanding pipelined step drops its row (r is freed next) */
+static void pipe_forget(kiln_engine *e, kiln_req *r) {
+    for (int i = 0; i < e->pipe_n; i++)
+        if (e->pipe_reqs[i] == r) e->pipe_reqs[i] = NULL;
+}
+
 static void running_remove(kiln_engine *e, int i) {
     e->running[i] = e->running[--e->n_running];
 }
@@ -287,6 +293,7 @@ static void intake(kiln_engine *e) {
         if (r->cancel) {
             running_remove(e, i);
             finish_req(e, r, KILN_FINISH_ABORT, KILN_OK, NULL);
+            pipe_forget(e, r);
             req_free(e, r);
         } else {
             i++;
@@ -674,9 +681,161 @@ static void process_outputs(kiln_engine *e, const float *logits, const int32_t *
     }
 }
 
+/* ------------------------------------------------------ pipelined decode */
+
+/* Where the executor overlaps (the GPU), a plain decode step is launched and
+ * collected by the next kiln_engine_step call, after that call has launched
+ * the step behind it: step N + 1's input tokens are fed on the device from
+ * step N's sampled ones (kiln_exec_vt.launch_sample with feed), so the host's
+ * work between steps -- collecting, committing and streaming step N's tokens,
+ * stop rules, scheduling and packing step N + 1 -- runs while the GPU
+ * computes. A row whose request step N finishes (EOS, a stop id or string, a
+ * cancel) computes one wasted token in step N + 1, which is dropped; requests
+ * that step N surely finishes (max_tokens, the context length) are left out
+ * of step N + 1. Anything that needs the host between steps (arrivals and
+ * prefill, speculation, penalties, bans, logprobs, host sampling, a full KV
+ * pool) collects first and falls back to the synchronous path. */
+
+/* Can r's row of the next step be launched before r's current token is
+ * known? (device sampling with nothing that depends on the token history) */
+static bool pipe_row_ok(const kiln_req *r, int n_next) {
+    const kiln_sampling_params *sp = &r->sp;
+    if (r->cancel || sp->logprobs > 0 || sp->repetition_penalty != 1.0f || sp->presence_penalty != 0.0f ||
+        sp->frequency_penalty != 0.0f || sp->no_repeat_ngram_size > 0)
+        return false;
+    /* EOS and stop ids are banned while the sequence is shorter than min_tokens */
+    return n_next - r->n_prompt >= sp->min_tokens;
+}
+
+/* Does the token r gets from the outstanding step surely finish it? */
+static bool pipe_surely_done(const kiln_engine *e, const kiln_req *r) {
+    return r->n_tokens + 1 - r->n_prompt >= r->max_new || r->n_tokens + 1 >= e->max_model_len;
+}
+
+static bool pipe_wanted(kiln_engine *e) {
+    if (!e->pipe_on || e->host_sampling || e->n_waiting > 0) return false;
+    if (e->spec_method != KILN_SPEC_NONE && atomic_load(&e->spec_on)) return false;
+    pthread_mutex_lock(&e->mu);
+    bool quiet = e->n_incoming == 0 && e->n_cancel == 0;
+    pthread_mutex_unlock(&e->mu);
+    return quiet;
+}
+
+/* Sampling rows of the batch in e->b_* whose sequences are n_more tokens
+ * longer than r->n_tokens says (1: behind an outstanding step). */
+static void pipe_sample_rows(kiln_engine *e, int n_more) {
+    for (int s = 0; s < e->b_nseq; s++) {
+        const kiln_req *r = e->b_reqs[s];
+        kiln_sample_req *q = &e->srows[s];
+        memset(q, 0, sizeof *q);
+        int gen = r->n_tokens + n_more - r->n_prompt;
+        q->p = (kiln_sample_row){r->sp.temperature, r->sp.top_p, r->sp.top_k, r->sp.min_p, r->seed, (uint64_t)gen};
+        q->repetition = 1.0f;
+    }
+}
+
+/* Build the step behind the outstanding one in e->b_*: every row that
+ * continues, fed from its row there. False (nothing built) when a row
+ * cannot be launched blind or the pool has no room. */
+static bool pipe_build_next(kiln_engine *e) {
+    batch_reset(e);
+    for (int i = 0; i < e->pipe_n; i++) {
+        kiln_req *r = e->pipe_reqs[i];
+        if (!r || pipe_surely_done(e, r)) continue;
+        if (!pipe_row_ok(r, r->n_tokens + 1)) return false;
+    }
+    for (int i = 0; i < e->pipe_n; i++) {
+        kiln_req *r = e->pipe_reqs[i];
+        if (!r || pipe_surely_done(e, r)) continue;
+        const int p = r->n_tokens; /* the position of the token the outstanding step chooses */
+        if (!kiln_kv_grow(&e->kv, &r->kv, p + 1)) return false; /* no room: the synchronous path preempts */
+        int s = e->b_nseq++, t = e->b_ntok++;
+        e->b_tokens[t] = 0; /* fed on the device */
+        e->b_pos[t] = p;
+        e->b_slots[t] = kiln_kv_slot(&e->kv, &r->kv, p);
+        e->b_qstart[s + 1] = e->b_ntok;
+        e->b_ctx[s] = p + 1;
+        memcpy(e->b_tables + (size_t)s * (size_t)e->kv.max_blocks_per_seq, r->kv.blocks,
+               sizeof(int32_t) * (size_t)r->kv.n_blocks);
+        e->b_out[e->b_nout++] = t;
+        e->b_outstart[s + 1] = e->b_nout;
+        e->b_ndraft[s] = 0;
+        e->b_reqs[s] = r;
+        e->pipe_feed[s] = i;
+        e->pipe_next[s] = r;
+        e->b_max_q = 1;
+        if (p + 1 > e->b_max_ctx) e->b_max_ctx = p + 1;
+    }
+    return e->b_nseq > 0;
+}
+
+static kiln_batch current_batch(const kiln_engine *e) {
+    return (kiln_batch){
+        .n_tokens = e->b_ntok, .n_seqs = e->b_nseq, .n_out = e->b_nout, .tokens = e->b_tokens,
+        .positions = e->b_pos, .qstart = e->b_qstart, .ctx_len = e->b_ctx, .block_tables = e->b_tables,
+        .max_blocks = e->kv.max_blocks_per_seq, .slots = e->b_slots, .out_rows = e->b_out,
+        .max_q_len = e->b_max_q, .max_ctx_len = e->b_max_ctx,
+    };
+}
+
+static void count_decode_step(kiln_engine *e, double seconds) {
+    pthread_mutex_lock(&e->mu);
+    e->stats.steps_total++;
+    e->stats.decode_steps_total++;
+    e->stats.decode_forward_seconds_total += seconds;
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* One call with a step outstanding: launch the next one when it can go
+ * blind, then collect the outstanding step and commit its tokens. */
+static kiln_status pipe_step(kiln_engine *e) {
+    kiln_status st = KILN_OK;
+    double t0 = now();
+    int next_n = 0;
+    if (pipe_wanted(e) && pipe_build_next(e)) {
+        kiln_batch b = current_batch(e);
+        pipe_sample_rows(e, 1);
+        KILN_TRY(e->exec->vt->launch_sample(e->exec, &b, e->srows, e->pipe_feed));
+        next_n = e->b_nseq;
+        pthread_mutex_lock(&e->mu);
+        e->stats.decode_pipelined_steps_total++;
+        pthread_mutex_unlock(&e->mu);
+    }
+    KILN_TRY(e->exec->vt->collect_sample(e->exec, e->dev_tokens, e->dev_lps));
+    count_decode_step(e, now() - t0);
+    /* commit the outstanding step's tokens (rows of requests that left are NULL) */
+    const int n = e->pipe_n;
+    kiln_req **rows = e->pipe_reqs;
+    e->pipe_reqs = e->pipe_next; /* the launched step's rows, forgotten below as requests leave */
+    e->pipe_next = rows;
+    e->pipe_n = next_n;
+    double t = now();
+    for (int i = 0; i < n; i++) {
+        kiln_req *r = rows[i];
+        if (!r) continue;
+        int n_before = r->n_tokens;
+        commit_token(e, r, e->dev_tokens[i], e->dev_lps[i], 0, false, t);
+        r->n_computed = KILN_MIN(n_before, r->n_tokens);
+    }
+    for (int i = 0; i < e->n_running;) {
+        kiln_req *r = e->running[i];
+        if (r->finish != KILN_FINISH_NONE) {
+            running_remove(e, i);
+            finish_req(e, r, r->finish, KILN_OK, NULL);
+            pipe_forget(e, r);
+            req_free(e, r);
+        } else {
+            i++;
+        }
+    }
+fail:
+    return st;
+}
+
 /* ----------------------------------------------------------------- step */
 
 static void fail_all(kiln_engine *e, kiln_status err, const char *msg) {
+    e->pipe_n = 0; /* an outstanding step's tokens are never collected */
     while (e->n_running) {
         kiln_req *r = e->running[e->n_running - 1];
         e->n_running--;
@@ -718,6 +877,21 @@ kiln_status kiln_engine_step(kiln_engine *e, int *n_unfinished) {
         return KILN_FAIL(KILN_ERR_FATAL, "the engine has failed: %s", e->fatal_msg);
     }
     intake(e);
+    if (e->pipe_n > 0) {
+        st = pipe_step(e);
+        if (st) {
+            snprintf(e->fatal_msg, sizeof e->fatal_msg, "%s", kiln_last_error());
+            atomic_store(&e->fatal, true);
+            KILN_ERROR("engine step failed, the engine is now dead: %s", e->fatal_msg);
+            fail_all(e, KILN_ERR_FATAL, e->fatal_msg);
+            publish_counts(e);
+            if (n_unfinished) *n_unfinished = 0;
+            return KILN_FAIL(KILN_ERR_FATAL, "the engine has failed: %s", e->fatal_msg);
+        }
+        publish_counts(e);
+        if (n_unfinished) *n_unfinished = e->n_running + e->n_waiting + e->n_incoming;
+        return KILN_OK;
+    }
     bool prefill = false, have = false;
     bool want_prefill = e->n_waiting > 0 && e->n_running < e->max_num_seqs &&
                         (e->n_running == 0 || (double)e->n_waiting >= e->prefill_ratio * (double)e->n_running);
@@ -751,7 +925,19 @@ kiln_status kiln_engine_step(kiln_engine *e, int *n_unfinished) {
         bool verify = false;
         for (int s = 0; s < e->b_nseq && !prefill && !verify; s++) verify = e->b_ndraft[s] > 0;
         double t_fwd = now();
-        if (dev) {
+        bool blind = dev && !prefill && !verify && pipe_wanted(e);
+        for (int s = 0; s < e->b_nseq && blind; s++) blind = pipe_row_ok(e->b_reqs[s], e->b_reqs[s]->n_tokens);
+        if (blind) {
+            /* launch; the next call launches the step behind it, then collects this one */
+            st = e->exec->vt->launch_sample(e->exec, &b, e->srows, NULL);
+            if (!st) {
+                for (int s = 0; s < e->b_nseq; s++) e->pipe_reqs[s] = e->b_reqs[s];
+                e->pipe_n = e->b_nseq;
+                publish_counts(e);
+                if (n_unfinished) *n_unfinished = e->n_running + e->n_waiting + e->n_incoming;
+                return KILN_OK;
+            }
+        } else if (dev) {
             st = e->exec->vt->forward_sample(e->exec, &b, e->srows, e->dev_tokens, e->dev_lps);
         } else {
             st = e->exec->vt->forward(e->exec, &b, &logits);

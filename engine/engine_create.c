@@ -355,11 +355,22 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
     e->host_sampling = hs && *hs && strcmp(hs, "0");
     e->b_tables = calloc((size_t)S * (size_t)max_blocks, sizeof(int32_t));
     e->b_reqs = calloc((size_t)S, sizeof *e->b_reqs);
+    e->pipe_reqs = calloc((size_t)S, sizeof *e->pipe_reqs);
+    e->pipe_next = calloc((size_t)S, sizeof *e->pipe_next);
+    e->pipe_feed = calloc((size_t)S, sizeof *e->pipe_feed);
+    {
+        /* pipelined decode: by default where the executor overlaps (GPU);
+         * KILN_OVERLAP=0 turns it off, =1 on (also on the CPU, for tests) */
+        const char *ov = getenv("KILN_OVERLAP");
+        bool has = e->exec->vt->launch_sample && e->exec->vt->collect_sample;
+        e->pipe_on = has && (ov && *ov ? strcmp(ov, "0") != 0 : e->exec->vt->overlaps);
+    }
     e->logits_tmp = malloc(sizeof(float) * (size_t)e->vocab_size);
     e->sample_work = malloc(kiln_sampler_work_bytes(e->vocab_size));
     e->pen_scratch = calloc((size_t)e->vocab_size, sizeof(int32_t));
     KILN_CHECK(e->running && e->b_tokens && e->b_pos && e->b_slots && e->b_qstart && e->b_ctx && e->b_out && e->b_outstart && e->b_ndraft && e->b_draft && e->draft_idx && e->srows && e->dev_tokens && e->dev_lps && e->ban_buf &&
-                   e->b_tables && e->b_reqs && e->logits_tmp && e->sample_work && e->pen_scratch,
+                   e->b_tables && e->b_reqs && e->logits_tmp && e->sample_work && e->pen_scratch && e->pipe_reqs &&
+                   e->pipe_next && e->pipe_feed,
                KILN_ERR_OUT_OF_MEMORY, "out of host memory for the step buffers");
     e->stats.num_kv_blocks = e->kv.num_blocks;
     e->stats.block_size = e->kv.block_size;
@@ -404,6 +415,9 @@ void kiln_engine_destroy(kiln_engine *e) {
     kiln_model_files_close(&e->draft_mf);
     free(e->b_tables);
     free(e->b_reqs);
+    free(e->pipe_reqs);
+    free(e->pipe_next);
+    free(e->pipe_feed);
     free(e->logits_tmp);
     free(e->sample_work);
     free(e->pen_scratch);

@@ -160,6 +160,13 @@ struct kiln_engine {
     void *sample_work;
     int32_t *pen_scratch;
     kiln_logprob top_tmp[20];
+    /* pipelined decode (engine.c, "pipelined decode"): the launched step
+     * not yet collected */
+    bool pipe_on;            /* the executor overlaps (or KILN_OVERLAP=1)        */
+    int pipe_n;              /* its rows; 0: none outstanding                    */
+    kiln_req **pipe_reqs;    /* [S] each row's request; NULL once it has left    */
+    kiln_req **pipe_next;    /* [S] the rows of the step launched behind it      */
+    int32_t *pipe_feed;      /* [S] row of the outstanding step feeding each row */
 
     /* locked by mu */
     pthread_mutex_t mu;

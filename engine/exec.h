@@ -104,6 +104,21 @@ typedef struct kiln_exec_vt {
     kiln_status (*kv_calibrate)(kiln_exec *x, int n_tokens);
     void (*kv_amax)(kiln_exec *x, float *amax);
     kiln_status (*set_kv_scales)(kiln_exec *x, const float *scales);
+    /* Pipelined decode (optional, NULL when the backend has none).
+     * launch_sample starts what forward_sample does without waiting for it;
+     * collect_sample waits for the oldest launched step and copies out its
+     * n_out tokens and logprobs. At most two steps are outstanding. With
+     * feed != NULL the batch has one token per sequence and an outstanding
+     * step, and sequence i's input token is the token that step chose for
+     * its output row feed[i] (b->tokens is ignored): the host launches step
+     * N + 1 before it has step N's tokens. Rows with penalties or bans only
+     * while nothing is outstanding. forward / forward_sample need nothing
+     * outstanding. */
+    kiln_status (*launch_sample)(kiln_exec *x, const kiln_batch *b, const kiln_sample_req *rows, const int32_t *feed);
+    kiln_status (*collect_sample)(kiln_exec *x, int32_t *tokens, float *logprobs);
+    /* a launched step runs while the host goes on (the GPU): the engine
+     * pipelines decode steps by default only then */
+    bool overlaps;
 } kiln_exec_vt;
 
 struct kiln_exec {

@@ -47,6 +47,11 @@ typedef struct exec_cpu {
     float *samp_row;         /* [vocab] sampling scratch                      */
     void *samp_work;
     int32_t *samp_scratch;   /* [vocab], zero between calls                   */
+    /* pipelined decode (cpu_launch_sample): up to two steps' tokens, oldest
+     * at pend_head */
+    int32_t *pend_tok[2], *feed_tok;
+    float *pend_lp[2];
+    int pend_n[2], pend_head, n_pend;
     uint64_t fail_at;        /* tests: $KILN_DEBUG_FAIL_AFTER_STEPS forward
                                 passes succeed, then a device fault       */
     kiln_profile prof;
@@ -349,6 +354,49 @@ static kiln_status cpu_forward_sample(kiln_exec *base, const kiln_batch *b, cons
     return KILN_OK;
 }
 
+/* Pipelined decode on the CPU backend: a launch runs the step at once and
+ * keeps its tokens until collected, so the engine's pipelined path is
+ * tested without a GPU (nothing overlaps here). */
+static kiln_status cpu_launch_sample(kiln_exec *base, const kiln_batch *b, const kiln_sample_req *rows,
+                                     const int32_t *feed) {
+    exec_cpu *x = (exec_cpu *)base;
+    kiln_status st = KILN_OK;
+    KILN_CHECK(x->n_pend < 2, KILN_ERR_INTERNAL, "two sampled steps are already outstanding");
+    KILN_CHECK(!feed || (x->n_pend == 1 && b->n_tokens == b->n_seqs && b->n_out == b->n_seqs), KILN_ERR_INTERNAL,
+               "fed tokens need an outstanding step and one token per sequence");
+    for (int i = 0; i < b->n_out && x->n_pend; i++)
+        KILN_CHECK(!rows[i].n_prompt && !rows[i].n_output && !rows[i].n_banned, KILN_ERR_INTERNAL,
+                   "penalties or bans with a sampled step outstanding");
+    const int k = (x->pend_head + x->n_pend) % 2, prev = (x->pend_head + x->n_pend + 1) % 2;
+    kiln_batch fb = *b;
+    if (feed) {
+        for (int i = 0; i < b->n_seqs; i++) {
+            KILN_CHECK(feed[i] >= 0 && feed[i] < x->pend_n[prev], KILN_ERR_INTERNAL, "fed row %d of %d", feed[i],
+                       x->pend_n[prev]);
+            x->feed_tok[i] = x->pend_tok[prev][feed[i]];
+        }
+        fb.tokens = x->feed_tok;
+    }
+    KILN_TRY(cpu_forward_sample(base, &fb, rows, x->pend_tok[k], x->pend_lp[k]));
+    x->pend_n[k] = b->n_out;
+    x->n_pend++;
+fail:
+    return st;
+}
+
+static kiln_status cpu_collect_sample(kiln_exec *base, int32_t *tokens, float *logprobs) {
+    exec_cpu *x = (exec_cpu *)base;
+    kiln_status st = KILN_OK;
+    KILN_CHECK(x->n_pend > 0, KILN_ERR_INTERNAL, "no sampled step is outstanding");
+    const int k = x->pend_head;
+    memcpy(tokens, x->pend_tok[k], sizeof(int32_t) * (size_t)x->pend_n[k]);
+    memcpy(logprobs, x->pend_lp[k], sizeof(float) * (size_t)x->pend_n[k]);
+    x->pend_head = (k + 1) % 2;
+    x->n_pend--;
+fail:
+    return st;
+}
+
 static void cpu_destroy(kiln_exec *base) {
     exec_cpu *x = (exec_cpu *)base;
     if (!x) return;
@@ -376,6 +424,11 @@ static void cpu_destroy(kiln_exec *base) {
     free(x->samp_row);
     free(x->samp_work);
     free(x->samp_scratch);
+    for (int k = 0; k < 2; k++) {
+        free(x->pend_tok[k]);
+        free(x->pend_lp[k]);
+    }
+    free(x->feed_tok);
     kiln_pool_destroy(x->pool);
     free(x);
 }
@@ -387,8 +440,9 @@ static void cpu_kv_layer(kiln_exec *base, int layer, const void **k, const void 
     *l = &x->layouts[layer];
 }
 
-static const kiln_exec_vt cpu_vt = {cpu_forward,    cpu_forward_sample, cpu_destroy,      cpu_kv_layer,
-                                    cpu_kv_calibrate, cpu_kv_amax,      cpu_set_kv_scales};
+static const kiln_exec_vt cpu_vt = {cpu_forward,      cpu_forward_sample, cpu_destroy,       cpu_kv_layer,
+                                    cpu_kv_calibrate, cpu_kv_amax,        cpu_set_kv_scales, cpu_launch_sample,
+                                    cpu_collect_sample, false};
 
 kiln_status kiln_exec_cpu_create(const kiln_model_files *mf, const kiln_exec_config *cfg, kiln_exec **out) {
     kiln_status st = KILN_OK;
@@ -468,6 +522,13 @@ kiln_status kiln_exec_cpu_create(const kiln_model_files *mf, const kiln_exec_con
     x->samp_work = malloc(kiln_sampler_work_bytes(p->vocab_size));
     x->samp_scratch = calloc((size_t)p->vocab_size, sizeof(int32_t));
     KILN_CHECK(x->samp_row && x->samp_work && x->samp_scratch, KILN_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (int k = 0; k < 2; k++) {
+        x->pend_tok[k] = calloc((size_t)cfg->max_out, sizeof(int32_t));
+        x->pend_lp[k] = calloc((size_t)cfg->max_out, sizeof(float));
+        KILN_CHECK(x->pend_tok[k] && x->pend_lp[k], KILN_ERR_OUT_OF_MEMORY, "out of host memory");
+    }
+    x->feed_tok = calloc((size_t)cfg->max_out, sizeof(int32_t));
+    KILN_CHECK_ALLOC(x->feed_tok);
     *out = &x->base;
     return KILN_OK;
 fail:

@@ -169,7 +169,7 @@ static void tp_destroy(kiln_exec *base) {
 }
 
 static const kiln_exec_vt tp_vt = {tp_forward,      tp_forward_sample, tp_destroy,      tp_kv_layer,
-                                   tp_kv_calibrate, tp_kv_amax,        tp_set_kv_scales};
+                                   tp_kv_calibrate, tp_kv_amax,        tp_set_kv_scales, NULL, NULL, false};
 
 kiln_status kiln_exec_tp_create(kiln_exec **ranks, int n, kiln_comm_group *group, kiln_exec **out) {
     kiln_status st = KILN_OK;

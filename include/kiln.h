@@ -352,6 +352,11 @@ typedef struct kiln_stats {
      * steps that speculate; draft_calls_total counts such steps. */
     uint64_t draft_calls_total;
     double draft_seconds_total;
+    /* Pipelined decode (where the executor overlaps, the GPU; KILN_OVERLAP=0
+     * turns it off): decode steps launched before the tokens of the step
+     * ahead of them were on the host, their input tokens fed on the device.
+     * Counted among decode_steps_total when collected. */
+    uint64_t decode_pipelined_steps_total;
 } kiln_stats;
 
 /* Thread-safe snapshot of counters. */

@@ -62,6 +62,8 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s5:     fourth session, last call: op tests by case, FP8 decode rows at KILN_DECODE_STAGES 4 / 6 /
 #           auto, decode and elementwise rows, fp8_bench's step ratio, kiln bench -b 1
 #   profile: kiln bench --profile at -b 1 and -b 32 (per-op time of decode steps)
+#   s7:     fifth session: pipelined decode on / off (KILN_OVERLAP) at -b 1 / 32 / 256, test_gpu_engine, FP8 step ratio
+#   s6:     fifth session: prefill op tests and rows, --profile of the b256 ctx2048 step in bf16 and FP8 E4M3, the step ratio
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -244,6 +246,29 @@ if has s5; then # fourth session, last call: FP8 decode kernel depths, elementwi
   grep -E "ceilings|attn decode b|rmsnorm 4096|add_rmsnorm 4096|rope 4096|rope_kv_write 4096|silu_mul 4096|(rmsnorm|rope_kv_write) 1x|(rmsnorm|rope_kv_write) 1 tok" "$out/bench_s5.log" | sed -E 's/ +/ /g' | cut -c1-100
   FP8_BENCH_ONLY=decode bash "$here/bench/fp8_bench.sh" "$here/bin/kiln" 2>&1 | grep -E "ratio" | tail -2
   kb b1 -- -b 1 -s 128 -o 512 --iters 2
+fi
+if has s6; then # fifth session, first call: prefill grid order, per-op profile of the b256 ctx2048 step (bf16 / FP8)
+  ops_by_case ${S6_OPS:-attention_prefill attention_decode attention_fp8}
+  timeout 150 "$here/bin/bench_kernels" prefill > "$out/bench_s6.log" 2>&1
+  grep -E "ceilings|prefill" "$out/bench_s6.log" | sed -E 's/ +/ /g' | cut -c1-110
+  for kv in auto fp8_e4m3; do
+    timeout 200 "$here/bin/kiln" bench --model llama3-8b --load-format dummy -b 256 -s 2048 -o 12 --prefill-ratio 0 \
+      --warmup 0 --iters 1 --profile --kv-cache-dtype $kv > "$out/profile_256_$kv.log" 2>&1
+    echo "== profile -b 256 -s 2048 kv $kv"; grep -E "profile|  [a-z_0-9]+ .*per step|decode step" "$out/profile_256_$kv.log" | sed 's/kiln: info: //' | head -44
+  done
+  FP8_BENCH_ONLY=decode bash "$here/bench/fp8_bench.sh" "$here/bin/kiln" 2>&1 | grep -E "ratio" | tail -2
+fi
+if has s7; then # fifth session: pipelined decode (KILN_OVERLAP) A/B, engine tests, FP8 step ratio
+  timeout 240 "$here/bin/test_gpu_engine" > "$out/test_gpu_engine.log" 2>&1; echo "test_gpu_engine rc=$?"
+  grep -E "FAIL|passed|logits rel err" "$out/test_gpu_engine.log" | head -24
+  for ov in 1 0; do
+    kb "b1-ov$ov" KILN_OVERLAP=$ov -- -b 1 -s 128 -o 512 --iters 2
+    kb "b32-ov$ov" KILN_OVERLAP=$ov -- -b 32 -s 128 -o 256 --iters 2
+    kb "b256-ov$ov" KILN_OVERLAP=$ov -- -b 256 -s 128 -o 256 --iters 2
+  done
+  for f in "$out"/kb_b*-ov*.json; do python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1].split("/")[-1], "pipelined", j.get("decode_pipelined_steps"), "of", j["decode_steps"], "decode fwd ms", j["decode_forward_ms"])' "$f"; done
+  FP8_BENCH_ONLY=decode bash "$here/bench/fp8_bench.sh" "$here/bin/kiln" 2>&1 | grep -E "ratio" | tail -2
+  [ "${S7_FP8_OFF:-0}" = 1 ] && KILN_OVERLAP=0 FP8_BENCH_ONLY=decode bash "$here/bench/fp8_bench.sh" "$here/bin/kiln" 2>&1 | grep -E "ratio" | sed 's/^/overlap off: /' | tail -2
 fi
 if has arab; then # the one-shot all-reduce over peer memory against NCCL's, same call
   for b in 1 32; do for ar in tp1 1 0; do

@@ -89,10 +89,12 @@ typedef struct events {
     kiln_finish_reason finish;
     int finals;
     int cancel_after; /* >0: return 1 after this many tokens */
+    int32_t ids[64];  /* the first 64 tokens */
 } events;
 
 static int on_event(void *u, const kiln_stream_event *ev) {
     events *x = u;
+    if (ev->token >= 0 && x->tokens < 64) x->ids[x->tokens] = ev->token;
     if (ev->token >= 0) x->tokens++;
     if (ev->finish != KILN_FINISH_NONE) {
         x->finish = ev->finish;
@@ -325,5 +327,83 @@ KT_TEST(test_text_and_stop_strings) {
     }
 }
 
-KT_MAIN(KT_CASE(test_text_and_stop_strings), KT_CASE(test_bad_requests), KT_CASE(test_cancel), KT_CASE(test_stop_ids_and_length),
+/* Pipelined decode (KILN_OVERLAP=1: on the CPU backend a launch runs at once,
+ * so only the engine's bookkeeping is under test): the same tokens, finish
+ * reasons and streamed events as the synchronous path for requests that
+ * finish by length at different steps, by a stop id, by a cancel from the
+ * callback and from kiln_engine_cancel, with seeded sampling, min_tokens
+ * (not launched blind until it passed), a repetition penalty (never blind),
+ * and requests that arrive while steps are in flight; the pool ends all free. */
+typedef struct pipe_run {
+    kiln_result res[8];
+    events ev[8];
+    uint64_t pipelined, decode_steps;
+} pipe_run;
+
+static void run_pipe_workload(const char *overlap, pipe_run *out, int32_t stop) {
+    setenv("KILN_OVERLAP", overlap, 1);
+    kiln_engine *e = make(64);
+    unsetenv("KILN_OVERLAP");
+    KT_REQUIRE(e);
+    kiln_request r[8];
+    for (int i = 0; i < 8; i++) {
+        r[i] = req(3 + 5 * i);
+        r[i].on_event = on_event;
+        r[i].user = &out->ev[i];
+    }
+    r[1].sampling.temperature = 0.9f, r[1].sampling.has_seed = true, r[1].sampling.seed = 99;
+    r[2].sampling.stop_token_ids = &stop, r[2].sampling.n_stop_token_ids = 1;
+    r[3].sampling.stop_token_ids = &stop, r[3].sampling.n_stop_token_ids = 1, r[3].sampling.min_tokens = 9;
+    out->ev[4].cancel_after = 6;
+    r[5].sampling.repetition_penalty = 1.3f;
+    r[6].sampling.temperature = 0.7f, r[6].sampling.top_k = 20, r[6].sampling.has_seed = true, r[6].sampling.seed = 5;
+    uint64_t ids[8];
+    for (int i = 0; i < 5; i++) KT_OK(kiln_engine_add_request(e, &r[i], &ids[i]));
+    int left = 0;
+    for (int s = 0; s < 6; s++) KT_OK(kiln_engine_step(e, &left));
+    for (int i = 5; i < 8; i++) KT_OK(kiln_engine_add_request(e, &r[i], &ids[i]));
+    for (int s = 0; s < 4; s++) KT_OK(kiln_engine_step(e, &left));
+    KT_OK(kiln_engine_cancel(e, ids[7]));
+    do KT_OK(kiln_engine_step(e, &left)); while (left > 0);
+    kiln_stats st;
+    kiln_engine_get_stats(e, &st);
+    out->pipelined = st.decode_pipelined_steps_total;
+    out->decode_steps = st.decode_steps_total;
+    expect_all_free(e);
+    kiln_engine_destroy(e);
+}
+
+KT_TEST(test_pipelined_decode) {
+    /* a stop id that greedy decoding meets after a few tokens */
+    kiln_engine *e = make(64);
+    KT_REQUIRE(e);
+    kiln_result ref;
+    kiln_request q = req(13);
+    KT_OK(kiln_engine_generate(e, &q, 1, &ref));
+    KT_REQUIRE(ref.n_ids == 13);
+    int32_t stop = ref.ids[6];
+    kiln_result_free(&ref);
+    kiln_engine_destroy(e);
+    static pipe_run a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    run_pipe_workload("0", &a, stop);
+    run_pipe_workload("1", &b, stop);
+    KT_CHECKF(a.pipelined == 0 && b.pipelined > 0, "pipelined steps: %llu off, %llu on", (unsigned long long)a.pipelined,
+              (unsigned long long)b.pipelined);
+    for (int i = 0; i < 8; i++) {
+        /* request 7 is cancelled between steps: how far it got depends on the steps */
+        int n = KILN_MIN(KILN_MIN(a.ev[i].tokens, b.ev[i].tokens), 64);
+        KT_CHECKF((i == 7 || a.ev[i].tokens == b.ev[i].tokens) && a.ev[i].finish == b.ev[i].finish &&
+                      a.ev[i].finals == 1 && b.ev[i].finals == 1 && !memcmp(a.ev[i].ids, b.ev[i].ids, sizeof(int32_t) * (size_t)n),
+                  "request %d: %d tokens / finish %d off, %d / %d on", i, a.ev[i].tokens, (int)a.ev[i].finish,
+                  b.ev[i].tokens, (int)b.ev[i].finish);
+    }
+    KT_CHECK(a.ev[0].finish == KILN_FINISH_LENGTH && a.ev[0].tokens == 3);
+    KT_CHECK(a.ev[2].finish == KILN_FINISH_STOP && a.ev[3].tokens >= 9);
+    KT_CHECK(a.ev[4].finish == KILN_FINISH_ABORT && a.ev[4].tokens == 6);
+    KT_CHECK(a.ev[7].finish == KILN_FINISH_ABORT);
+}
+
+KT_MAIN(KT_CASE(test_pipelined_decode), KT_CASE(test_text_and_stop_strings), KT_CASE(test_bad_requests), KT_CASE(test_cancel), KT_CASE(test_stop_ids_and_length),
         KT_CASE(test_seeded_sampling), KT_CASE(test_threads))

@@ -80,6 +80,19 @@ typedef struct exec_gpu {
     size_t hist_cap;
     int32_t *h_tok;
     float *h_lp, *h_logits;
+    /* pipelined decode (launch_sample / collect_sample): the pinned staging
+     * that a launched step's queued copies still read or write (metadata,
+     * sampling parameters, token ids, logprobs, fed rows) comes in two sets;
+     * h_meta, h_sparams, h_tok and h_lp point at the current one */
+    char *h_meta_buf[2];
+    kiln_gpu_sample_params *h_sparams_buf[2];
+    int32_t *h_tok_buf[2], *h_feed_buf[2];
+    float *h_lp_buf[2];
+    kiln_devptr d_feed;         /* [max_out] rows of the previous step's tokens */
+    kiln_rt_event *done_ev[2];  /* a set's step has copied its tokens back     */
+    int cur_buf;                /* the set of the latest launch                */
+    int n_pend, pend_buf[2], pend_n[2]; /* outstanding steps, oldest first     */
+    size_t meta_copy;           /* bytes of the metadata block a step uploads  */
     /* cross attention: sequences decoding one token this step */
     int n_xseq, max_xctx, xoffset;
     /* CUDA graphs for decode buckets */
@@ -384,7 +397,7 @@ static bool is_verify(const kiln_batch *b, int q) {
 }
 
 /* Run the program for a batch; logits stay on the device. */
-static kiln_status gpu_run(exec_gpu *x, const kiln_batch *b) {
+static kiln_status gpu_run(exec_gpu *x, const kiln_batch *b, const int32_t *feed) {
     kiln_status st = KILN_OK;
     KILN_CHECK(b->n_tokens >= 1 && b->n_tokens <= x->cfg.max_tokens && b->n_out <= x->cfg.max_out &&
                    b->n_seqs <= x->cfg.max_seqs && b->max_ctx_len <= x->max_ctx,
@@ -396,7 +409,14 @@ static kiln_status gpu_run(exec_gpu *x, const kiln_batch *b) {
     int vi = (bi < 0 && x->n_vbuckets && !x->calib && is_verify(b, x->verify_q)) ? bucket_for(x, b->n_seqs) : -1;
     if (vi >= x->n_vbuckets) vi = -1;
     pack_meta(x, b, bi >= 0 ? x->bucket[bi] : vi >= 0 ? x->bucket[vi] : b->n_seqs, vi >= 0 ? x->verify_q : 1);
-    KILN_TRY(kiln_rt_memcpy_htod(x->d_meta, x->h_meta, x->mo.total, x->st));
+    KILN_TRY(kiln_rt_memcpy_htod(x->d_meta, x->h_meta, x->meta_copy, x->st));
+    if (feed) { /* input token of sequence i: the previous step's token of row feed[i] (still in d_tok) */
+        int32_t *hf = x->h_feed_buf[x->cur_buf];
+        memcpy(hf, feed, sizeof(int32_t) * (size_t)b->n_seqs);
+        KILN_TRY(kiln_rt_memcpy_htod(x->d_feed, hf, sizeof(int32_t) * (size_t)b->n_seqs, x->st));
+        KILN_TRY(kiln_gpu_gather_rows(x->g, x->st, D(x, tokens, int32_t), x->d_tok, KILN_DTYPE_F32, x->d_feed,
+                                      b->n_seqs, 1));
+    }
     if (bi >= 0)
         KILN_TRY(kiln_rt_graph_launch(x->graph[bi], x->st));
     else if (vi >= 0)
@@ -411,7 +431,8 @@ fail:
 static kiln_status gpu_forward(kiln_exec *base, const kiln_batch *b, const float **logits) {
     exec_gpu *x = (exec_gpu *)base;
     kiln_status st = KILN_OK;
-    KILN_TRY(gpu_run(x, b));
+    KILN_CHECK(x->n_pend == 0, KILN_ERR_INTERNAL, "forward with a sampled step outstanding");
+    KILN_TRY(gpu_run(x, b, NULL));
     size_t V = (size_t)x->p->slots[x->p->logits_slot].width;
     KILN_TRY(kiln_rt_memcpy_dtoh(x->h_logits, x->slot[x->p->logits_slot], (size_t)b->n_out * V * 4, x->st));
     KILN_TRY(kiln_rt_stream_sync(x->st));
@@ -420,11 +441,23 @@ fail:
     return st;
 }
 
-static kiln_status gpu_forward_sample(kiln_exec *base, const kiln_batch *b, const kiln_sample_req *rows,
-                                      int32_t *tokens, float *logprobs) {
+/* Launch a sampled step (kiln_exec_vt.launch_sample): the forward, the
+ * sampling and the copy of its tokens back are queued; collect_sample waits.
+ * It takes the staging set the outstanding step (if any) does not use. */
+static kiln_status gpu_launch_sample(kiln_exec *base, const kiln_batch *b, const kiln_sample_req *rows,
+                                     const int32_t *feed) {
     exec_gpu *x = (exec_gpu *)base;
     kiln_status st = KILN_OK;
-    KILN_TRY(gpu_run(x, b));
+    KILN_CHECK(x->n_pend < 2, KILN_ERR_INTERNAL, "two sampled steps are already outstanding");
+    KILN_CHECK(!feed || (x->n_pend == 1 && b->n_tokens == b->n_seqs && b->n_out == b->n_seqs), KILN_ERR_INTERNAL,
+               "fed tokens need an outstanding step and one token per sequence");
+    const int kb = x->cur_buf ^ 1;
+    x->cur_buf = kb;
+    x->h_meta = x->h_meta_buf[kb];
+    x->h_sparams = x->h_sparams_buf[kb];
+    x->h_tok = x->h_tok_buf[kb];
+    x->h_lp = x->h_lp_buf[kb];
+    KILN_TRY(gpu_run(x, b, feed));
     int n = b->n_out, V = x->p->slots[x->p->logits_slot].width;
     /* token histories for penalties and bans, CSR: [prompt | output | banned] x rows */
     size_t need = 0;
@@ -434,6 +467,8 @@ static kiln_status gpu_forward_sample(kiln_exec *base, const kiln_batch *b, cons
         any |= rows[i].n_prompt || rows[i].n_output || rows[i].n_banned || rows[i].repetition != 1.0f ||
                rows[i].presence != 0.0f || rows[i].frequency != 0.0f;
     }
+    /* the histories have one staging buffer: only without an outstanding step */
+    KILN_CHECK(!any || x->n_pend == 0, KILN_ERR_INTERNAL, "penalties or bans with a sampled step outstanding");
     KILN_CHECK(need <= x->hist_cap, KILN_ERR_LIMIT, "sampling history of %zu tokens exceeds the buffer (%zu)", need,
                x->hist_cap);
     size_t k = 0;
@@ -465,11 +500,40 @@ static kiln_status gpu_forward_sample(kiln_exec *base, const kiln_batch *b, cons
     KILN_TRY(kiln_gpu_sample(x->g, x->st, x->d_tok, x->d_lp, logits, n, V, x->d_sparams));
     KILN_TRY(kiln_rt_memcpy_dtoh(x->h_tok, x->d_tok, sizeof(int32_t) * (size_t)n, x->st));
     KILN_TRY(kiln_rt_memcpy_dtoh(x->h_lp, x->d_lp, sizeof(float) * (size_t)n, x->st));
-    KILN_TRY(kiln_rt_stream_sync(x->st));
-    memcpy(tokens, x->h_tok, sizeof(int32_t) * (size_t)n);
-    memcpy(logprobs, x->h_lp, sizeof(float) * (size_t)n);
+    KILN_TRY(kiln_rt_event_record(x->done_ev[kb], x->st));
+    x->pend_buf[x->n_pend] = kb;
+    x->pend_n[x->n_pend] = n;
+    x->n_pend++;
 fail:
     if (st && kiln_rt_check_device(x->dev) != KILN_OK) kiln_error_context("the GPU faulted");
+    return st;
+}
+
+/* Wait for the oldest outstanding sampled step; its tokens and logprobs. */
+static kiln_status gpu_collect_sample(kiln_exec *base, int32_t *tokens, float *logprobs) {
+    exec_gpu *x = (exec_gpu *)base;
+    kiln_status st = KILN_OK;
+    KILN_CHECK(x->n_pend > 0, KILN_ERR_INTERNAL, "no sampled step is outstanding");
+    const int k = x->pend_buf[0], n = x->pend_n[0];
+    x->n_pend--;
+    x->pend_buf[0] = x->pend_buf[1];
+    x->pend_n[0] = x->pend_n[1];
+    KILN_TRY(kiln_rt_event_sync(x->done_ev[k]));
+    memcpy(tokens, x->h_tok_buf[k], sizeof(int32_t) * (size_t)n);
+    memcpy(logprobs, x->h_lp_buf[k], sizeof(float) * (size_t)n);
+fail:
+    if (st && kiln_rt_check_device(x->dev) != KILN_OK) kiln_error_context("the GPU faulted");
+    return st;
+}
+
+static kiln_status gpu_forward_sample(kiln_exec *base, const kiln_batch *b, const kiln_sample_req *rows,
+                                      int32_t *tokens, float *logprobs) {
+    exec_gpu *x = (exec_gpu *)base;
+    kiln_status st = KILN_OK;
+    KILN_CHECK(x->n_pend == 0, KILN_ERR_INTERNAL, "forward_sample with a sampled step outstanding");
+    KILN_TRY(gpu_launch_sample(base, b, rows, NULL));
+    KILN_TRY(gpu_collect_sample(base, tokens, logprobs));
+fail:
     return st;
 }
 
@@ -550,6 +614,7 @@ static void gpu_destroy(kiln_exec *base) {
     kiln_profile_report(&x->prof, "cuda");
     kiln_profile_free(&x->prof);
     if (x->dev) kiln_rt_device_make_current(x->dev);
+    if (x->st) kiln_rt_stream_sync(x->st); /* an uncollected step still copies into pinned memory */
     if (x->ev)
         for (int i = 0; i <= x->p->n_ops; i++)
             if (x->ev[i]) kiln_rt_event_destroy(x->ev[i]);
@@ -563,13 +628,17 @@ static void gpu_destroy(kiln_exec *base) {
     kiln_rt_pool_destroy(x->wpool);
     kiln_rt_pool_destroy(x->apool);
     kiln_rt_pool_destroy(x->kvpool);
-    if (x->h_meta) kiln_rt_host_free(x->dev, x->h_meta);
+    for (int k = 0; k < 2; k++) {
+        if (x->done_ev[k]) kiln_rt_event_destroy(x->done_ev[k]);
+        if (x->h_meta_buf[k]) kiln_rt_host_free(x->dev, x->h_meta_buf[k]);
+        if (x->h_sparams_buf[k]) kiln_rt_host_free(x->dev, x->h_sparams_buf[k]);
+        if (x->h_tok_buf[k]) kiln_rt_host_free(x->dev, x->h_tok_buf[k]);
+        if (x->h_lp_buf[k]) kiln_rt_host_free(x->dev, x->h_lp_buf[k]);
+        if (x->h_feed_buf[k]) kiln_rt_host_free(x->dev, x->h_feed_buf[k]);
+    }
     if (x->h_logits) kiln_rt_host_free(x->dev, x->h_logits);
-    if (x->h_sparams) kiln_rt_host_free(x->dev, x->h_sparams);
     if (x->h_hist) kiln_rt_host_free(x->dev, x->h_hist);
     if (x->h_hoff) kiln_rt_host_free(x->dev, x->h_hoff);
-    if (x->h_tok) kiln_rt_host_free(x->dev, x->h_tok);
-    if (x->h_lp) kiln_rt_host_free(x->dev, x->h_lp);
     free(x->w);
     free(x->slot);
     free(x->slot_dt);
@@ -582,8 +651,9 @@ static void gpu_destroy(kiln_exec *base) {
     free(x);
 }
 
-static const kiln_exec_vt gpu_vt = {gpu_forward,      gpu_forward_sample, gpu_destroy,      gpu_kv_layer,
-                                    gpu_kv_calibrate, gpu_kv_amax,        gpu_set_kv_scales};
+static const kiln_exec_vt gpu_vt = {gpu_forward,      gpu_forward_sample, gpu_destroy,        gpu_kv_layer,
+                                    gpu_kv_calibrate, gpu_kv_amax,        gpu_set_kv_scales,  gpu_launch_sample,
+                                    gpu_collect_sample, true};
 
 /* ---------------------------------------------------------- weight upload */
 
@@ -759,7 +829,7 @@ fail:
 static kiln_status capture_one(exec_gpu *x, const kiln_batch *empty, int B, int Q, kiln_rt_graph **out) {
     kiln_status st = KILN_OK;
     pack_meta(x, empty, B, Q);
-    KILN_TRY(kiln_rt_memcpy_htod(x->d_meta, x->h_meta, x->mo.total, x->st));
+    KILN_TRY(kiln_rt_memcpy_htod(x->d_meta, x->h_meta, x->meta_copy, x->st));
     KILN_TRY(run_ops(x, B * Q, B, B * Q, Q, x->max_ctx)); /* warm-up: algorithm choice outside capture */
     KILN_TRY(kiln_rt_stream_sync(x->st));
     KILN_TRY(kiln_rt_graph_begin(x->st));
@@ -977,7 +1047,7 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     }
     x->hist_cap = (size_t)cfg->max_out * 8192 + 65536;
     if (p->tp_size > 1) act_bytes += align256(4 * (size_t)cfg->max_out * (size_t)p->vocab_size);
-    act_bytes += align256(sizeof(kiln_gpu_sample_params) * (size_t)cfg->max_out) + 2 * align256(4 * (size_t)cfg->max_out) +
+    act_bytes += align256(sizeof(kiln_gpu_sample_params) * (size_t)cfg->max_out) + 3 * align256(4 * (size_t)cfg->max_out) +
                  align256(4 * x->hist_cap) + align256(4 * 3 * ((size_t)cfg->max_out + 1));
     KILN_TRY(kiln_rt_pool_create(x->dev, "activations", act_bytes, &x->apool));
     for (int i = 0; i < p->n_slots; i++) {
@@ -989,19 +1059,29 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     KILN_TRY(kiln_rt_pool_alloc(x->apool, sizeof(kiln_gpu_sample_params) * (size_t)cfg->max_out, 256, &x->d_sparams));
     KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * (size_t)cfg->max_out, 256, &x->d_tok));
     KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * (size_t)cfg->max_out, 256, &x->d_lp));
+    KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * (size_t)cfg->max_out, 256, &x->d_feed));
     KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * x->hist_cap, 256, &x->d_hist));
     KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * 3 * ((size_t)cfg->max_out + 1), 256, &x->d_hoff));
     if (p->tp_size > 1)
         KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * (size_t)cfg->max_out * (size_t)p->vocab_size, 256, &x->gather_tmp));
-    KILN_TRY(kiln_rt_host_alloc(x->dev, x->mo.total, (void **)&x->h_meta));
-    memset(x->h_meta, 0, x->mo.total);
+    for (int k = 0; k < 2; k++) {
+        KILN_TRY(kiln_rt_host_alloc(x->dev, x->mo.total, (void **)&x->h_meta_buf[k]));
+        memset(x->h_meta_buf[k], 0, x->mo.total);
+        KILN_TRY(kiln_rt_host_alloc(x->dev, sizeof(kiln_gpu_sample_params) * (size_t)cfg->max_out,
+                                    (void **)&x->h_sparams_buf[k]));
+        KILN_TRY(kiln_rt_host_alloc(x->dev, 4 * (size_t)cfg->max_out, (void **)&x->h_tok_buf[k]));
+        KILN_TRY(kiln_rt_host_alloc(x->dev, 4 * (size_t)cfg->max_out, (void **)&x->h_lp_buf[k]));
+        KILN_TRY(kiln_rt_host_alloc(x->dev, 4 * (size_t)cfg->max_out, (void **)&x->h_feed_buf[k]));
+        KILN_TRY(kiln_rt_event_create(x->dev, false, &x->done_ev[k]));
+    }
+    x->h_meta = x->h_meta_buf[0];
+    x->h_sparams = x->h_sparams_buf[0];
+    x->h_tok = x->h_tok_buf[0];
+    x->h_lp = x->h_lp_buf[0];
     size_t V = (size_t)p->slots[p->logits_slot].width;
     KILN_TRY(kiln_rt_host_alloc(x->dev, (size_t)cfg->max_out * V * 4, (void **)&x->h_logits));
-    KILN_TRY(kiln_rt_host_alloc(x->dev, sizeof(kiln_gpu_sample_params) * (size_t)cfg->max_out, (void **)&x->h_sparams));
     KILN_TRY(kiln_rt_host_alloc(x->dev, 4 * x->hist_cap, (void **)&x->h_hist));
     KILN_TRY(kiln_rt_host_alloc(x->dev, 4 * 3 * ((size_t)cfg->max_out + 1), (void **)&x->h_hoff));
-    KILN_TRY(kiln_rt_host_alloc(x->dev, 4 * (size_t)cfg->max_out, (void **)&x->h_tok));
-    KILN_TRY(kiln_rt_host_alloc(x->dev, 4 * (size_t)cfg->max_out, (void **)&x->h_lp));
 
     /* rope tables */
     {
@@ -1019,6 +1099,14 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
                                                          : mf->cfg.max_position_embeddings,
             .dyn_base = (float)p->rope.theta, .dyn_factor = (float)p->rope.factor};
     }
+    /* a step uploads the metadata up to the last region the program reads:
+     * tokens .. out rows, then the dynamic-rope lengths, the logits gather
+     * rows (tensor parallel), the cross-attention regions (drafters) */
+    x->meta_copy = x->mo.cross_tables;
+    if (x->dynamic_rope) x->meta_copy = x->mo.gidx;
+    if (p->tp_size > 1) x->meta_copy = x->mo.xq;
+    for (int i = 0; i < p->n_ops; i++)
+        if (p->ops[i].kind == KILN_OP_CROSS_ATTENTION) x->meta_copy = x->mo.total;
 
     /* KV cache from what is left */
     size_t per_block = kiln_kv_bytes_per_block(p, cfg->block_size, kvd);

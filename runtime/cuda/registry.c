@@ -260,6 +260,7 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
     }
     KILN_TRY(add_spec(l, "gather_last", "ACT=%s", a));
     KILN_TRY(add_spec(l, "gather_rows", "ACT=%s", a));
+    if (strcmp(a, "fp32")) KILN_TRY(add_spec(l, "gather_rows", "ACT=fp32")); /* pipelined decode feeds token ids */
     KILN_TRY(add_spec(l, "cast", "DST=fp32 SRC=%s", a));
     KILN_TRY(add_spec(l, "sample_penalties", "%s", ""));
     KILN_TRY(add_spec(l, "sample", "%s", ""));
