@@ -78,7 +78,8 @@ typedef struct kiln_sample_req {
 
 typedef struct kiln_exec_vt {
     /* Run the program; *logits receives host [n_out, vocab] fp32, valid until
-     * the next call. */
+     * the next call (logits NULL: nothing comes back; tensor-parallel ranks
+     * other than 0). */
     kiln_status (*forward)(kiln_exec *x, const kiln_batch *b, const float **logits);
     /* Optional (NULL when the backend has none): run the program and sample
      * each output row on the device; tokens[n_out] and logprobs[n_out] (the
@@ -113,7 +114,7 @@ typedef struct kiln_exec_vt {
      * its output row feed[i] (b->tokens is ignored): the host launches step
      * N + 1 before it has step N's tokens. Rows with penalties or bans only
      * while nothing is outstanding. forward / forward_sample need nothing
-     * outstanding. */
+     * outstanding. collect_sample's tokens / logprobs may be NULL. */
     kiln_status (*launch_sample)(kiln_exec *x, const kiln_batch *b, const kiln_sample_req *rows, const int32_t *feed);
     kiln_status (*collect_sample)(kiln_exec *x, int32_t *tokens, float *logprobs);
     /* a launched step runs while the host goes on (the GPU): the engine

@@ -323,7 +323,7 @@ static kiln_status cpu_forward(kiln_exec *base, const kiln_batch *b, const float
         kiln_profile_add(&x->prof, p, p->n_ops - 1, (kiln_now_sec() - t_op) * 1e3, prof_decode);
         kiln_profile_step(&x->prof, prof_decode);
     }
-    *logits = x->slot[p->logits_slot];
+    if (logits) *logits = x->slot[p->logits_slot]; /* NULL: a tensor-parallel rank > 0 */
     base->n_forward++;
 fail:
     return st;
@@ -389,8 +389,8 @@ static kiln_status cpu_collect_sample(kiln_exec *base, int32_t *tokens, float *l
     kiln_status st = KILN_OK;
     KILN_CHECK(x->n_pend > 0, KILN_ERR_INTERNAL, "no sampled step is outstanding");
     const int k = x->pend_head;
-    memcpy(tokens, x->pend_tok[k], sizeof(int32_t) * (size_t)x->pend_n[k]);
-    memcpy(logprobs, x->pend_lp[k], sizeof(float) * (size_t)x->pend_n[k]);
+    if (tokens) memcpy(tokens, x->pend_tok[k], sizeof(int32_t) * (size_t)x->pend_n[k]);
+    if (logprobs) memcpy(logprobs, x->pend_lp[k], sizeof(float) * (size_t)x->pend_n[k]);
     x->pend_head = (k + 1) % 2;
     x->n_pend--;
 fail:

@@ -18,6 +18,12 @@
 
 typedef struct exec_tp exec_tp;
 
+/* What the workers run on ranks > 0: a forward whose outputs stay on the
+ * device (rank 0 samples), or the pipelined launch / collect of a sampled
+ * step (every rank samples the same all-gathered logits alike, so each
+ * rank's fed tokens are rank 0's) */
+typedef enum { TP_FORWARD, TP_LAUNCH, TP_COLLECT } tp_job;
+
 typedef struct tp_worker {
     exec_tp *tp;
     int rank;
@@ -39,6 +45,9 @@ struct exec_tp {
     int n_done;
     bool quit;
     const kiln_batch *batch;
+    tp_job job;
+    const kiln_sample_req *rows;
+    const int32_t *feed;
 };
 
 static void *worker_main(void *arg) {
@@ -51,10 +60,14 @@ static void *worker_main(void *arg) {
         if (tp->quit) break;
         seen = tp->gen;
         const kiln_batch *b = tp->batch;
+        const tp_job job = tp->job;
+        const kiln_sample_req *rows = tp->rows;
+        const int32_t *feed = tp->feed;
         pthread_mutex_unlock(&tp->mu);
-        const float *logits;
         kiln_exec *x = tp->ranks[w->rank];
-        w->st = x->vt->forward(x, b, &logits);
+        if (job == TP_LAUNCH) w->st = x->vt->launch_sample(x, b, rows, feed);
+        else if (job == TP_COLLECT) w->st = x->vt->collect_sample(x, NULL, NULL);
+        else w->st = x->vt->forward(x, b, NULL);
         if (w->st) {
             snprintf(w->err, sizeof w->err, "%s", kiln_last_error());
             kiln_comm_abort(kiln_comm_group_member(tp->group, w->rank)); /* nobody waits for this rank */
@@ -68,9 +81,13 @@ static void *worker_main(void *arg) {
 }
 
 /* Hand the batch to the workers, run rank 0 with fn, wait for everyone. */
-static kiln_status run_all(exec_tp *tp, const kiln_batch *b, kiln_status (*fn)(kiln_exec *, void *), void *arg) {
+static kiln_status run_all(exec_tp *tp, const kiln_batch *b, kiln_status (*fn)(kiln_exec *, void *), void *arg,
+                           tp_job job, const kiln_sample_req *rows, const int32_t *feed) {
     pthread_mutex_lock(&tp->mu);
     tp->batch = b;
+    tp->job = job;
+    tp->rows = rows;
+    tp->feed = feed;
     tp->n_done = 0;
     tp->gen++;
     pthread_cond_broadcast(&tp->cv_work);
@@ -90,7 +107,7 @@ static kiln_status run_all(exec_tp *tp, const kiln_batch *b, kiln_status (*fn)(k
     if (st0) return KILN_FAIL(st0, "tensor-parallel rank 0: %s", err0);
     for (int r = 1; r < tp->n; r++)
         if (tp->w[r].st) return KILN_FAIL(tp->w[r].st, "tensor-parallel rank %d: %s", r, tp->w[r].err);
-    tp->base.n_forward++;
+    if (job != TP_COLLECT) tp->base.n_forward++;
     return KILN_OK;
 }
 
@@ -100,6 +117,7 @@ typedef struct fwd_arg {
     const kiln_sample_req *rows;
     int32_t *tokens;
     float *logprobs;
+    const int32_t *feed;
 } fwd_arg;
 
 static kiln_status rank0_forward(kiln_exec *x, void *a) {
@@ -111,15 +129,37 @@ static kiln_status rank0_sample(kiln_exec *x, void *a) {
     return x->vt->forward_sample(x, f->b, f->rows, f->tokens, f->logprobs);
 }
 
+static kiln_status rank0_launch(kiln_exec *x, void *a) {
+    fwd_arg *f = a;
+    return x->vt->launch_sample(x, f->b, f->rows, f->feed);
+}
+static kiln_status rank0_collect(kiln_exec *x, void *a) {
+    fwd_arg *f = a;
+    return x->vt->collect_sample(x, f->tokens, f->logprobs);
+}
+
 static kiln_status tp_forward(kiln_exec *base, const kiln_batch *b, const float **logits) {
-    fwd_arg f = {b, logits, NULL, NULL, NULL};
-    return run_all((exec_tp *)base, b, rank0_forward, &f);
+    fwd_arg f = {b, logits, NULL, NULL, NULL, NULL};
+    return run_all((exec_tp *)base, b, rank0_forward, &f, TP_FORWARD, NULL, NULL);
 }
 
 static kiln_status tp_forward_sample(kiln_exec *base, const kiln_batch *b, const kiln_sample_req *rows,
                                      int32_t *tokens, float *logprobs) {
-    fwd_arg f = {b, NULL, rows, tokens, logprobs};
-    return run_all((exec_tp *)base, b, rank0_sample, &f);
+    fwd_arg f = {b, NULL, rows, tokens, logprobs, NULL};
+    return run_all((exec_tp *)base, b, rank0_sample, &f, TP_FORWARD, NULL, NULL);
+}
+
+/* Pipelined decode: every rank launches (and later collects) the sampled
+ * step; rank 0's tokens are the step's */
+static kiln_status tp_launch_sample(kiln_exec *base, const kiln_batch *b, const kiln_sample_req *rows,
+                                    const int32_t *feed) {
+    fwd_arg f = {b, NULL, rows, NULL, NULL, feed};
+    return run_all((exec_tp *)base, b, rank0_launch, &f, TP_LAUNCH, rows, feed);
+}
+
+static kiln_status tp_collect_sample(kiln_exec *base, int32_t *tokens, float *logprobs) {
+    fwd_arg f = {NULL, NULL, NULL, tokens, logprobs, NULL};
+    return run_all((exec_tp *)base, NULL, rank0_collect, &f, TP_COLLECT, NULL, NULL);
 }
 
 static void tp_kv_layer(kiln_exec *base, int layer, const void **k, const void **v, const kiln_kv_layout **l) {
@@ -169,7 +209,8 @@ static void tp_destroy(kiln_exec *base) {
 }
 
 static const kiln_exec_vt tp_vt = {tp_forward,      tp_forward_sample, tp_destroy,      tp_kv_layer,
-                                   tp_kv_calibrate, tp_kv_amax,        tp_set_kv_scales, NULL, NULL, false};
+                                   tp_kv_calibrate, tp_kv_amax,        tp_set_kv_scales, tp_launch_sample, tp_collect_sample,
+                                   false};
 
 kiln_status kiln_exec_tp_create(kiln_exec **ranks, int n, kiln_comm_group *group, kiln_exec **out) {
     kiln_status st = KILN_OK;
@@ -194,6 +235,12 @@ kiln_status kiln_exec_tp_create(kiln_exec **ranks, int n, kiln_comm_group *group
     tp->base = *ranks[0];
     tp->vt = tp_vt;
     if (!ranks[0]->vt->forward_sample) tp->vt.forward_sample = NULL;
+    tp->vt.overlaps = true;
+    for (int r = 0; r < n; r++) {
+        if (!ranks[r]->vt->launch_sample || !ranks[r]->vt->collect_sample)
+            tp->vt.launch_sample = NULL, tp->vt.collect_sample = NULL;
+        tp->vt.overlaps &= ranks[r]->vt->overlaps;
+    }
     for (int r = 0; r < n; r++)
         if (!ranks[r]->vt->kv_calibrate || !ranks[r]->vt->kv_amax || !ranks[r]->vt->set_kv_scales)
             tp->vt.kv_calibrate = NULL, tp->vt.kv_amax = NULL, tp->vt.set_kv_scales = NULL;

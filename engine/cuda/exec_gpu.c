@@ -434,9 +434,10 @@ static kiln_status gpu_forward(kiln_exec *base, const kiln_batch *b, const float
     KILN_CHECK(x->n_pend == 0, KILN_ERR_INTERNAL, "forward with a sampled step outstanding");
     KILN_TRY(gpu_run(x, b, NULL));
     size_t V = (size_t)x->p->slots[x->p->logits_slot].width;
-    KILN_TRY(kiln_rt_memcpy_dtoh(x->h_logits, x->slot[x->p->logits_slot], (size_t)b->n_out * V * 4, x->st));
+    /* logits NULL: the outputs stay on the device (tensor-parallel ranks > 0) */
+    if (logits) KILN_TRY(kiln_rt_memcpy_dtoh(x->h_logits, x->slot[x->p->logits_slot], (size_t)b->n_out * V * 4, x->st));
     KILN_TRY(kiln_rt_stream_sync(x->st));
-    *logits = x->h_logits;
+    if (logits) *logits = x->h_logits;
 fail:
     return st;
 }
@@ -519,8 +520,8 @@ static kiln_status gpu_collect_sample(kiln_exec *base, int32_t *tokens, float *l
     x->pend_buf[0] = x->pend_buf[1];
     x->pend_n[0] = x->pend_n[1];
     KILN_TRY(kiln_rt_event_sync(x->done_ev[k]));
-    memcpy(tokens, x->h_tok_buf[k], sizeof(int32_t) * (size_t)n);
-    memcpy(logprobs, x->h_lp_buf[k], sizeof(float) * (size_t)n);
+    if (tokens) memcpy(tokens, x->h_tok_buf[k], sizeof(int32_t) * (size_t)n);
+    if (logprobs) memcpy(logprobs, x->h_lp_buf[k], sizeof(float) * (size_t)n);
 fail:
     if (st && kiln_rt_check_device(x->dev) != KILN_OK) kiln_error_context("the GPU faulted");
     return st;
