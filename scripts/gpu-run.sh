@@ -62,6 +62,7 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s5:     fourth session, last call: op tests by case, FP8 decode rows at KILN_DECODE_STAGES 4 / 6 /
 #           auto, decode and elementwise rows, fp8_bench's step ratio, kiln bench -b 1
 #   profile: kiln bench --profile at -b 1 and -b 32 (per-op time of decode steps)
+#   tp5:    fifth session (nvidia-h200-x2): test_gpu_tp, TP 1 / 2 at -b 1 / 32 with pipelined decode on / off, a TP 2 profile
 #   s7:     fifth session: pipelined decode on / off (KILN_OVERLAP) at -b 1 / 32 / 256, test_gpu_engine, FP8 step ratio
 #   s6:     fifth session: prefill op tests and rows, --profile of the b256 ctx2048 step in bf16 and FP8 E4M3, the step ratio
 #   all = tests,engine,bench
@@ -269,6 +270,20 @@ if has s7; then # fifth session: pipelined decode (KILN_OVERLAP) A/B, engine tes
   for f in "$out"/kb_b*-ov*.json; do python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(sys.argv[1].split("/")[-1], "pipelined", j.get("decode_pipelined_steps"), "of", j["decode_steps"], "decode fwd ms", j["decode_forward_ms"])' "$f"; done
   FP8_BENCH_ONLY=decode bash "$here/bench/fp8_bench.sh" "$here/bin/kiln" 2>&1 | grep -E "ratio" | tail -2
   [ "${S7_FP8_OFF:-0}" = 1 ] && KILN_OVERLAP=0 FP8_BENCH_ONLY=decode bash "$here/bench/fp8_bench.sh" "$here/bin/kiln" 2>&1 | grep -E "ratio" | sed 's/^/overlap off: /' | tail -2
+fi
+if has tp5; then # fifth session, nvidia-h200-x2: TP tests, TP 1 / 2 at -b 1 / 32 (pipelined decode on and off), a TP 2 profile
+  t0=$(date +%s)
+  timeout 200 "$here/bin/test_gpu_tp" > "$out/test_gpu_tp.log" 2>&1; echo "test_gpu_tp rc=$? ($(( $(date +%s) - t0 )) s)"
+  grep -E "FAIL|passed" "$out/test_gpu_tp.log" | head -12
+  for cfg in "b1:-b 1 -s 128 -o 512" "b32:-b 32 -s 128 -o 256"; do
+    tag=${cfg%%:*}; args=${cfg#*:}
+    kb "tp1-$tag" -- --tp 1 $args --iters 2
+    kb "tp2-$tag" -- --tp 2 $args --iters 2
+    kb "tp2-$tag-ov0" KILN_OVERLAP=0 -- --tp 2 $args --iters 2
+  done
+  timeout 150 "$here/bin/kiln" bench --model llama3-8b --load-format dummy --tp 2 -b 1 -s 128 -o 64 --iters 1 --profile \
+    > "$out/profile_tp2_b1.log" 2>&1
+  echo "== profile --tp 2 -b 1"; grep -E "profile|  [a-z_0-9]+ .*per step" "$out/profile_tp2_b1.log" | sed 's/kiln: info: //' | head -32
 fi
 if has arab; then # the one-shot all-reduce over peer memory against NCCL's, same call
   for b in 1 32; do for ar in tp1 1 0; do
