@@ -5,6 +5,14 @@
 //   kiln_all_reduce: io[n] = sum over ranks r = 0 .. n_ranks-1 of rank r's
 //   io[n] (ACT = bf16 | fp16 | fp32), fp32 accumulation in rank order, so
 //   every rank gets the same bits.
+//   kiln_all_reduce_add_rmsnorm: the same all-reduce of io [rows, dim], one
+//   block a row, followed in the same kernel by kiln_add_rmsnorm
+//   (rmsnorm.cu) of its result: residual += io; out = rmsnorm(residual) * w
+//   (the all-reduced io rounded to ACT as the plain kernel stores it, the
+//   residual rounded to ACT before the norm, as kiln_add_rmsnorm does; the
+//   sum of squares in this kernel's order). One launch and one barrier
+//   instead of two kernels (decode: rows <= AR_MAX_BLOCKS; the host falls
+//   back to the pair otherwise).
 //
 // Every rank owns one allocation, readable by the others (peer access), at
 // base_r (the kernel gets all of them, b0 .. b7, 0 past n_ranks):
@@ -165,6 +173,113 @@ kiln_all_reduce(act_t *io, i64 n, char *b0, char *b1, char *b2, char *b3, char *
                     acc += to_f32(reinterpret_cast<const act_t *>(pick(r, b0, b1, b2, b3, b4, b5, b6, b7) + half)[v * V::N + j]);
                 io[v * V::N + j] = from_f32<act_t>(acc);
             }
+        }
+    }
+}
+
+// The fused all-reduce + residual add + RMSNorm (see the top). Grid: rows
+// blocks (<= AR_MAX_BLOCKS, the same on every rank), blockDim a multiple of
+// 32 with dim / V::N <= ARN_MAXV * blockDim.x.
+#define ARN_MAXV 4
+extern "C" __global__ void __launch_bounds__(512)
+kiln_all_reduce_add_rmsnorm(act_t *io, act_t *residual, act_t *out, const act_t *w, int rows, int dim, float eps,
+                            char *b0, char *b1, char *b2, char *b3, char *b4, char *b5, char *b6, char *b7, int rank,
+                            int n_ranks, i64 buf_bytes, i64 timeout_ns) {
+    __shared__ float scratch[32];
+    pdl_wait();
+    char *self = pick(rank, b0, b1, b2, b3, b4, b5, b6, b7);
+    u32 *ctl = reinterpret_cast<u32 *>(self);
+    const u32 e = ld_volatile(ctl) + 1u;
+    const i64 half = AR_DATA_OFF + (i64)(e & 1u) * buf_bytes;
+    const int nv = dim / V::N, row = blockIdx.x;
+    const size_t base = (size_t)row * dim;
+
+    // copy in this rank's row
+    act_t *mine = reinterpret_cast<act_t *>(self + half) + base;
+#pragma unroll
+    for (int k = 0; k < ARN_MAXV; k++) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i < nv) st16(mine + (size_t)i * V::N, ld16(io + base + (size_t)i * V::N));
+    }
+    __syncthreads();
+    // signal, advance the epoch (last block), wait: as kiln_all_reduce
+    if (threadIdx.x < n_ranks) {
+        char *peer = pick(threadIdx.x, b0, b1, b2, b3, b4, b5, b6, b7);
+        st_release_sys(reinterpret_cast<u32 *>(peer + AR_FLAGS_OFF) + blockIdx.x * AR_MAX_RANKS + rank, e);
+    }
+    if (threadIdx.x == 0) {
+        __threadfence();
+        if (atomicAdd(&ctl[1], 1u) == gridDim.x - 1) {
+            ctl[1] = 0;
+            ctl[0] = e;
+        }
+    }
+    if (threadIdx.x < n_ranks) {
+        const int t = threadIdx.x;
+        const u32 *f = reinterpret_cast<const u32 *>(self + AR_FLAGS_OFF) + blockIdx.x * AR_MAX_RANKS + t;
+        u64 t0 = 0;
+        while ((int)(ld_acquire_sys(f) - e) < 0) {
+            const u64 now = global_ns();
+            if (!t0) {
+                t0 = now;
+            } else if ((i64)(now - t0) > timeout_ns) {
+                struct { int rank, block; long long ms; int peer; u32 epoch; } a = {
+                    rank, (int)blockIdx.x, timeout_ns / 1000000, t, e};
+                vprintf("kiln all-reduce + rmsnorm: rank %d block %d waited %lld ms for rank %d at call %u; "
+                        "the ranks are not running the same collectives (a rank failed?): trap\n",
+                        reinterpret_cast<const char *>(&a));
+                __trap();
+            }
+        }
+    }
+    __syncthreads();
+    pdl_launch();
+
+    // sum in rank order (fp32), round to ACT (the all-reduce's output), add
+    // the residual, round again (the stored residual), sum of squares
+    V r[ARN_MAXV];
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < ARN_MAXV; k++) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i < nv) {
+            float acc[V::N];
+#pragma unroll
+            for (int j = 0; j < V::N; j++) acc[j] = 0.0f;
+#pragma unroll
+            for (int q = 0; q < AR_MAX_RANKS; q++) {
+                if (q >= n_ranks) break;
+                V x;
+                x.v = ld16(pick(q, b0, b1, b2, b3, b4, b5, b6, b7) + half + (base + (size_t)i * V::N) * sizeof(act_t));
+#pragma unroll
+                for (int j = 0; j < V::N; j++) acc[j] += x.get(j);
+            }
+            V s, res;
+#pragma unroll
+            for (int j = 0; j < V::N; j++) s.set(j, acc[j]);
+            st16(io + base + (size_t)i * V::N, s.v);
+            res.v = ld16(residual + base + (size_t)i * V::N);
+#pragma unroll
+            for (int j = 0; j < V::N; j++) r[k].set(j, res.get(j) + s.get(j));
+            st16(residual + base + (size_t)i * V::N, r[k].v);
+#pragma unroll
+            for (int j = 0; j < V::N; j++) {
+                const float f = r[k].get(j);
+                ss += f * f;
+            }
+        }
+    }
+    ss = block_sum(ss, scratch);
+    const float rr = rsqrtf(ss / (float)dim + eps);
+#pragma unroll
+    for (int k = 0; k < ARN_MAXV; k++) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i < nv) {
+            V wv, o;
+            wv.v = ld16(w + (size_t)i * V::N);
+#pragma unroll
+            for (int j = 0; j < V::N; j++) o.set(j, r[k].get(j) * rr * wv.get(j));
+            st16(out + base + (size_t)i * V::N, o.v);
         }
     }
 }

@@ -412,5 +412,16 @@ bool kiln_rt_p2p_fits(const kiln_rt_p2p *p, kiln_devptr buf, size_t n, kiln_dtyp
  * captured into a CUDA graph and replayed); every rank calls it with the
  * same n and dt, in the same order as its other collectives. */
 kiln_status kiln_rt_p2p_all_reduce_sum(kiln_rt_p2p *p, kiln_devptr buf, size_t n, kiln_dtype dt, kiln_rt_stream *s);
+/* The all-reduce of io [rows, dim] fused with the residual add + RMSNorm
+ * that follows it (kernel_src/allreduce.cu kiln_all_reduce_add_rmsnorm):
+ * io = sum over ranks; residual += io; out = rmsnorm(residual) * w (w in
+ * dt). fits_norm: rows within the grid every rank uses, rows of at most
+ * 2,048 vectors, 16-byte aligned. Same collective as all_reduce_sum (the
+ * ranks must call the same sequence). */
+bool kiln_rt_p2p_fits_norm(const kiln_rt_p2p *p, kiln_devptr io, kiln_devptr residual, kiln_devptr out, kiln_devptr w,
+                           int rows, int dim, kiln_dtype dt);
+kiln_status kiln_rt_p2p_all_reduce_add_rmsnorm(kiln_rt_p2p *p, kiln_devptr io, kiln_devptr residual, kiln_devptr out,
+                                               kiln_devptr w, int rows, int dim, float eps, kiln_dtype dt,
+                                               kiln_rt_stream *s);
 
 #endif /* KILN_RT_H */

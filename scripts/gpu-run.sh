@@ -280,8 +280,9 @@ if has tp5; then # fifth session, nvidia-h200-x2: TP tests, TP 1 / 2 at -b 1 / 3
     kb "tp1-$tag" -- --tp 1 $args --iters 2
     kb "tp2-$tag" -- --tp 2 $args --iters 2
     kb "tp2-$tag-ov0" KILN_OVERLAP=0 -- --tp 2 $args --iters 2
+    kb "tp2-$tag-nofuse" KILN_FUSE_AR_NORM=0 -- --tp 2 $args --iters 2
   done
-  timeout 150 "$here/bin/kiln" bench --model llama3-8b --load-format dummy --tp 2 -b 1 -s 128 -o 64 --iters 1 --profile \
+  [ "${TP5_PROFILE:-1}" = 1 ] && timeout 150 "$here/bin/kiln" bench --model llama3-8b --load-format dummy --tp 2 -b 1 -s 128 -o 64 --iters 1 --profile \
     > "$out/profile_tp2_b1.log" 2>&1
   echo "== profile --tp 2 -b 1"; grep -E "profile|  [a-z_0-9]+ .*per step" "$out/profile_tp2_b1.log" | sed 's/kiln: info: //' | head -32
 fi

@@ -207,6 +207,78 @@ done:
         }
     }
 
+    /* the all-reduce fused with the residual add + RMSNorm after it: io is
+     * the plain all-reduce's result and the residual its exact sum (bit for
+     * bit); out within a unit in the last place of the host's norm (the sum
+     * of squares is taken in another order). Alternating with a plain
+     * all-reduce, so both share the epoch and the data halves. */
+    {
+        static const kiln_dtype ndts[2] = {KILN_DTYPE_BF16, KILN_DTYPE_F16};
+        static const int nrows[] = {1, 3, 32, 64}, ndims[] = {4096, 1000, 8192};
+        kiln_devptr res = src, w = src2, o = io2;
+        for (int di = 0; di < 2; di++)
+            for (size_t ri = 0; ri < KILN_ARRAY_LEN(nrows); ri++)
+                for (size_t ci = 0; ci < KILN_ARRAY_LEN(ndims); ci++, seed += 3) {
+                    const kiln_dtype dt = ndts[di];
+                    const size_t es = kiln_dtype_size(dt);
+                    const int rows = nrows[ri], dim = ndims[ci];
+                    const size_t n = (size_t)rows * (size_t)dim;
+                    if (!kiln_rt_p2p_fits_norm(p, io, res, o, w, rows, dim, dt)) continue;
+                    float *f = malloc(sizeof(float) * n * 4);
+                    float *fr = f + n, *fw = fr + n, *fs = fw + n;
+                    ar_make(g->n, a->rank, seed, n, dt, in, want);
+                    for (size_t i = 0; i < n; i++) fr[i] = ar_value(99, seed, i);
+                    for (int i = 0; i < dim; i++) fw[i] = ar_value(98, seed, (size_t)i) / 4.0f;
+                    kiln_from_f32(in2, dt, fr, n); /* residual in dt */
+                    kiln_to_f32(fr, in2, dt, n);
+                    AR_TRY(kiln_rt_memcpy_htod(res, in2, n * es, s), out);
+                    kiln_from_f32(in2, dt, fw, (size_t)dim);
+                    kiln_to_f32(fw, in2, dt, (size_t)dim);
+                    AR_TRY(kiln_rt_memcpy_htod(w, in2, (size_t)dim * es, s), out);
+                    AR_TRY(kiln_rt_memcpy_htod(io, in, n * es, s), out);
+                    AR_TRY(kiln_rt_p2p_all_reduce_add_rmsnorm(p, io, res, o, w, rows, dim, 1e-5f, dt, s), out);
+                    AR_TRY(kiln_rt_memcpy_dtoh(got, io, n * es, s), out);
+                    AR_TRY(kiln_rt_stream_sync(s), out);
+                    ar_check(a, got, want, n, dt, "fused all-reduce, io");
+                    /* residual = dt(residual + dt(sum)) */
+                    kiln_to_f32(fs, want, dt, n);
+                    for (size_t i = 0; i < n; i++) fr[i] += fs[i];
+                    kiln_from_f32(want2, dt, fr, n);
+                    kiln_to_f32(fr, want2, dt, n);
+                    AR_TRY(kiln_rt_memcpy_dtoh(got, res, n * es, s), out);
+                    AR_TRY(kiln_rt_stream_sync(s), out);
+                    ar_check(a, got, want2, n, dt, "fused all-reduce, residual");
+                    AR_TRY(kiln_rt_memcpy_dtoh(got, o, n * es, s), out);
+                    AR_TRY(kiln_rt_stream_sync(s), out);
+                    kiln_to_f32(fs, got, dt, n);
+                    for (int r = 0; r < rows; r++) {
+                        double ss = 0;
+                        for (int i = 0; i < dim; i++) ss += (double)fr[(size_t)r * dim + i] * fr[(size_t)r * dim + i];
+                        float inv = (float)(1.0 / sqrt(ss / dim + 1e-5));
+                        for (int i = 0; i < dim; i++) {
+                            float ref = fr[(size_t)r * dim + i] * inv * fw[i], gv = fs[(size_t)r * dim + i];
+                            float tol = (dt == KILN_DTYPE_BF16 ? 8e-3f : 1e-3f) * fabsf(ref) + 1e-6f;
+                            a->checked++;
+                            if (!(fabsf(gv - ref) <= tol)) {
+                                if (!a->bad)
+                                    snprintf(a->first_bad, sizeof a->first_bad,
+                                             "fused all-reduce, out: %s rows %d dim %d [%d, %d] is %g, want %g",
+                                             kiln_dtype_name(dt), rows, dim, r, i, (double)gv, (double)ref);
+                                a->bad++;
+                            }
+                        }
+                    }
+                    free(f);
+                    /* a plain all-reduce between fused ones */
+                    ar_make(g->n, a->rank, seed + 1, 4097, dt, in, want);
+                    AR_TRY(kiln_rt_memcpy_htod(io, in, 4097 * es, s), out);
+                    AR_TRY(kiln_rt_p2p_all_reduce_sum(p, io, 4097, dt, s), out);
+                    AR_TRY(kiln_rt_memcpy_dtoh(got, io, 4097 * es, s), out);
+                    AR_TRY(kiln_rt_stream_sync(s), out);
+                    ar_check(a, got, want, 4097, dt, "plain all-reduce between fused ones");
+                }
+    }
+
     /* a captured graph with two all-reduces of different grids, replayed
      * 100 times on fresh inputs */
     {

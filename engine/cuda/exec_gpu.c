@@ -108,6 +108,7 @@ typedef struct exec_gpu {
     /* tensor parallelism */
     kiln_rt_comm *nccl;
     kiln_rt_p2p *p2p; /* one-shot all-reduce over peer memory, or NULL (NCCL) */
+    bool fuse_ar_norm; /* all-reduce + add + rmsnorm in one kernel ($KILN_FUSE_AR_NORM=0: off) */
     /* profiling mode: an event before every op and after the last */
     kiln_profile prof;
     kiln_rt_event **ev;
@@ -343,6 +344,20 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
             /* small messages (decode): the one-shot kernel over peer memory;
              * the choice depends only on the size, so every rank makes it alike */
             size_t n = (size_t)(rows * sw);
+            /* followed by the residual add + RMSNorm of its result: one fused
+             * kernel (not in profiling mode, which times each op) */
+            const kiln_op *nx = i + 1 < p->n_ops ? &p->ops[i + 1] : NULL;
+            if (nx && nx->kind == KILN_OP_ADD_RMSNORM && nx->src == o->src && nx->src2 >= 0 && nx->dst >= 0 &&
+                nx->w >= 0 && p->slots[nx->dst].width == sw && p->slots[nx->src2].width == sw &&
+                rows_of(p, nx->src2, T, n_out) == rows && x->fuse_ar_norm && !x->prof.on &&
+                kiln_rt_p2p_fits_norm(x->p2p, Sp, x->slot[nx->src2], x->slot[nx->dst], x->w[nx->w], (int)rows, (int)sw,
+                                      x->slot_dt[o->src]) &&
+                x->slot_dt[nx->src2] == x->slot_dt[o->src] && x->slot_dt[nx->dst] == x->slot_dt[o->src]) {
+                KILN_TRY(kiln_rt_p2p_all_reduce_add_rmsnorm(x->p2p, Sp, x->slot[nx->src2], x->slot[nx->dst], x->w[nx->w],
+                                                            (int)rows, (int)sw, nx->eps, x->slot_dt[o->src], s));
+                i++; /* the add + rmsnorm is done */
+                break;
+            }
             if (kiln_rt_p2p_fits(x->p2p, Sp, n, x->slot_dt[o->src]))
                 KILN_TRY(kiln_rt_p2p_all_reduce_sum(x->p2p, Sp, n, x->slot_dt[o->src], s));
             else
@@ -922,6 +937,8 @@ static kiln_status setup_p2p(exec_gpu *x, kiln_comm *comm) {
         if (rank == 0) KILN_INFO("all-reduce: NCCL ($KILN_CUSTOM_ALLREDUCE=0)");
         return KILN_OK;
     }
+    const char *fe = getenv("KILN_FUSE_AR_NORM"); /* the same environment on every rank */
+    x->fuse_ar_norm = !(fe && !strcmp(fe, "0"));
     p2p_msg m = {0};
     p2p_msg *all = calloc((size_t)R, sizeof *all);
     uint8_t *handles = calloc((size_t)R, KILN_RT_P2P_HANDLE_BYTES);

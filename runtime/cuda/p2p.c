@@ -50,6 +50,7 @@ struct kiln_rt_p2p {
     int grid_cap;                        /* blocks per call: the same on every rank */
     bool ready;
     kiln_rt_func *fn[3];                 /* bf16, fp16, fp32 */
+    kiln_rt_func *fn_norm[3];            /* all-reduce + add + rmsnorm, same types */
 };
 
 static int dt_index(kiln_dtype dt) {
@@ -78,10 +79,12 @@ kiln_status kiln_rt_p2p_create(kiln_rt_device *d, kiln_rt_kernels *kernels, int 
      * wins sooner (vLLM switches at 256-512 KB for 4-8 GPUs) */
     p->limit = n_ranks <= 2 ? p->max_bytes : KILN_MAX((size_t)4096, p->max_bytes * 2 / (size_t)n_ranks);
     static const char *const defs[3] = {"ACT=bf16", "ACT=fp16", "ACT=fp32"};
-    kiln_jit_spec specs[3];
+    kiln_jit_spec specs[6];
     for (int i = 0; i < 3; i++) specs[i] = (kiln_jit_spec){"all_reduce", defs[i]};
-    KILN_TRY(kiln_rt_kernels_prepare(kernels, specs, 3));
+    for (int i = 0; i < 3; i++) specs[3 + i] = (kiln_jit_spec){"all_reduce_norm", defs[i]};
+    KILN_TRY(kiln_rt_kernels_prepare(kernels, specs, 6));
     for (int i = 0; i < 3; i++) KILN_TRY(kiln_rt_kernels_get(kernels, "all_reduce", defs[i], &p->fn[i]));
+    for (int i = 0; i < 3; i++) KILN_TRY(kiln_rt_kernels_get(kernels, "all_reduce_norm", defs[i], &p->fn_norm[i]));
     KILN_TRY(kiln_rt_device_make_current(d));
     KILN_TRY(kiln_rt_malloc(d, AR_DATA_OFF + 2 * p->max_bytes, &p->base));
     /* epoch, done count and flags start at zero, and are zero before any
@@ -174,6 +177,40 @@ kiln_status kiln_rt_p2p_all_reduce_sum(kiln_rt_p2p *p, kiln_devptr buf, size_t n
         kiln_devptr *b = p->peers;
         void *args[] = {&io, &n64, &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &b[6], &b[7], &rank, &nr, &half, &timeout};
         KILN_TRY(kiln_rt_launch(p->fn[dt_index(dt)], (kiln_rt_dim3){(unsigned)blocks, 1, 1},
+                                (kiln_rt_dim3){(unsigned)threads, 1, 1}, 0, s, args));
+    }
+fail:
+    return st;
+}
+
+/* kernel_src/allreduce.cu kiln_all_reduce_add_rmsnorm: a block a row of at
+ * most ARN_MAXV vectors a thread */
+#define ARN_MAXV 4
+
+bool kiln_rt_p2p_fits_norm(const kiln_rt_p2p *p, kiln_devptr io, kiln_devptr residual, kiln_devptr out, kiln_devptr w,
+                           int rows, int dim, kiln_dtype dt) {
+    if (!kiln_rt_p2p_fits(p, io, (size_t)rows * (size_t)dim, dt) || rows < 1 || rows > p->grid_cap) return false;
+    int vn = (int)(16 / kiln_dtype_size(dt));
+    return dim % vn == 0 && dim / vn <= ARN_MAXV * AR_THREADS && (residual | out | w) % 16 == 0;
+}
+
+kiln_status kiln_rt_p2p_all_reduce_add_rmsnorm(kiln_rt_p2p *p, kiln_devptr io, kiln_devptr residual, kiln_devptr out,
+                                               kiln_devptr w, int rows, int dim, float eps, kiln_dtype dt,
+                                               kiln_rt_stream *s) {
+    kiln_status st = KILN_OK;
+    KILN_CHECK(kiln_rt_p2p_fits_norm(p, io, residual, out, w, rows, dim, dt), KILN_ERR_INTERNAL,
+               "one-shot all-reduce + rmsnorm of %d x %d %s: not set up, too large or misaligned", rows, dim,
+               kiln_dtype_name(dt));
+    {
+        int vn = (int)(16 / kiln_dtype_size(dt)), nv = dim / vn;
+        int threads = KILN_MIN(AR_THREADS, (nv + ARN_MAXV - 1) / ARN_MAXV);
+        threads = KILN_MAX(32, (threads + 31) / 32 * 32);
+        int64_t half = (int64_t)p->max_bytes, timeout = AR_TIMEOUT_NS;
+        int32_t rank = p->rank, nr = p->n_ranks, r32 = rows, d32 = dim;
+        kiln_devptr *b = p->peers;
+        void *args[] = {&io, &residual, &out, &w, &r32, &d32, &eps, &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &b[6],
+                        &b[7], &rank, &nr, &half, &timeout};
+        KILN_TRY(kiln_rt_launch(p->fn_norm[dt_index(dt)], (kiln_rt_dim3){(unsigned)rows, 1, 1},
                                 (kiln_rt_dim3){(unsigned)threads, 1, 1}, 0, s, args));
     }
 fail:
