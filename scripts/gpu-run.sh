@@ -277,9 +277,9 @@ if has tp5; then # fifth session, nvidia-h200-x2: TP tests, TP 1 / 2 at -b 1 / 3
   grep -E "FAIL|passed" "$out/test_gpu_tp.log" | head -12
   for cfg in "b1:-b 1 -s 128 -o 512" "b32:-b 32 -s 128 -o 256"; do
     tag=${cfg%%:*}; args=${cfg#*:}
-    kb "tp1-$tag" -- --tp 1 $args --iters 2
+    [ "${TP5_TP1:-1}" = 1 ] && kb "tp1-$tag" -- --tp 1 $args --iters 2
     kb "tp2-$tag" -- --tp 2 $args --iters 2
-    kb "tp2-$tag-ov0" KILN_OVERLAP=0 -- --tp 2 $args --iters 2
+    [ "${TP5_OV0:-1}" = 1 ] && kb "tp2-$tag-ov0" KILN_OVERLAP=0 -- --tp 2 $args --iters 2
     kb "tp2-$tag-nofuse" KILN_FUSE_AR_NORM=0 -- --tp 2 $args --iters 2
   done
   [ "${TP5_PROFILE:-1}" = 1 ] && timeout 150 "$here/bin/kiln" bench --model llama3-8b --load-format dummy --tp 2 -b 1 -s 128 -o 64 --iters 1 --profile \

@@ -203,8 +203,8 @@ kiln_status kiln_rt_p2p_all_reduce_add_rmsnorm(kiln_rt_p2p *p, kiln_devptr io, k
                kiln_dtype_name(dt));
     {
         int vn = (int)(16 / kiln_dtype_size(dt)), nv = dim / vn;
-        int threads = KILN_MIN(AR_THREADS, (nv + ARN_MAXV - 1) / ARN_MAXV);
-        threads = KILN_MAX(32, (threads + 31) / 32 * 32);
+        /* a vector a thread where the row allows (every load in flight at once) */
+        int threads = KILN_MIN(AR_THREADS, (nv + 31) / 32 * 32);
         int64_t half = (int64_t)p->max_bytes, timeout = AR_TIMEOUT_NS;
         int32_t rank = p->rank, nr = p->n_ranks, r32 = rows, d32 = dim;
         kiln_devptr *b = p->peers;
