@@ -286,6 +286,17 @@ if has tp5; then # fifth session, nvidia-h200-x2: TP tests, TP 1 / 2 at -b 1 / 3
     > "$out/profile_tp2_b1.log" 2>&1
   echo "== profile --tp 2 -b 1"; grep -E "profile|  [a-z_0-9]+ .*per step" "$out/profile_tp2_b1.log" | sed 's/kiln: info: //' | head -32
 fi
+if has fin5; then # fifth session, last call (nvidia-h200-x2): op tests by case, engine and TP tests, elementwise rows, TP 1 / 2
+  ops_by_case ${FIN5_OPS:-embed rmsnorm glu rope kv_write fp8_cast attention_decode attention_prefill attention_fp8 sampling gemv gemm_tc test_gemm graph_replay all_reduce}
+  timeout 100 "$here/bin/test_gpu_tp" > "$out/test_gpu_tp.log" 2>&1; echo "test_gpu_tp rc=$?"; grep -E "FAIL|passed" "$out/test_gpu_tp.log" | head -6
+  timeout 60 "$here/bin/bench_kernels" elementwise > "$out/bench_fin5.log" 2>&1
+  grep -E "ceilings|4096" "$out/bench_fin5.log" | grep -v tiling | sed -E 's/ +/ /g' | cut -c1-100
+  for cfg in "b1:-b 1 -s 128 -o 512" "b32:-b 32 -s 128 -o 256"; do
+    tag=${cfg%%:*}; args=${cfg#*:}
+    kb "tp1-$tag" -- --tp 1 $args --iters 2
+    kb "tp2-$tag" -- --tp 2 $args --iters 2
+  done
+fi
 if has arab; then # the one-shot all-reduce over peer memory against NCCL's, same call
   for b in 1 32; do for ar in tp1 1 0; do
     o=256; [ $b = 1 ] && o=512
