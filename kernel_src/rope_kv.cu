@@ -10,49 +10,21 @@
 //                      (fp8 stores fp8(value / scale); scale = kv_scales[h]
 //                      for keys and kv_scales[nkv + h] for values of KV head
 //                      h, or k_scale / v_scale when kv_scales is NULL)
-//   kiln_rope_kv_write both: rotate q and k in place, write the rotated k and
-//                      v = qkv[:, (nq + nkv) * hd ...] into the cache
+//   kiln_rope_kv_write both: rotate q and k in place, then write the rotated k
+//                      and v = qkv[:, (nq + nkv) * hd ...] into the cache
 // Cache layout (x = 16 / sizeof(KV)):
 //   key   [num_blocks, nkv, head_dim / x, block_size, x]
 //   value [num_blocks, nkv, head_dim, block_size]
-//
-// A launch is a row of RKV_THREADS-thread blocks of up to two kinds, in
-// this order (engine/cuda/ops_gpu.c sizes each kind; a block is one kind):
-//   rope rows   (no shared memory, no barrier) thread = (token t, 16-byte
-//               column v of the rotated part of a head, head slot s of hs):
-//               rotates heads s, s + hs, ... of [0, nh) (RI at a time, all
-//               their loads issued before any store) with the cos/sin of
-//               its column's frequencies, computed once for all its heads;
-//               with 8 (16) columns a head and hs * columns a multiple of
-//               32, the 4 (2) lanes of a warp that hold one column split its
-//               sincosf calls and exchange the results by shuffles (precise
-//               sincosf dominated the instruction count). kiln_rope: every q
-//               and k head; kiln_rope_kv_write: the q heads.
-//   KV blocks   one block = (16 consecutive tokens, hg KV heads): phase 1
-//               reads the k and v rows as 16-byte vectors along the rows
-//               (the fused kernel rotates k, cos/sin once per (token, unit)
-//               for the hg heads, and writes it back to qkv) into shared
-//               memory; after one barrier, phase 2 writes the cache in its
-//               own order: key cells tokens fastest, and values 8 slots a
-//               16-byte vector (FP8 8) when each 8-token half is one run of
-//               slots starting at a multiple of 8, so a warp's stores are
-//               contiguous (whole 4 KiB (block, head) runs at head dim 128,
-//               block size 16, contiguous slots); other slots (a jump, -1,
-//               a run across cache blocks, the end of the tokens) one value
-//               element a thread, tokens fastest. kiln_kv_write is KV blocks
-//               only.
-// Thread indices are flat inside a kind; threads past the end return at once.
+// Grid: ceil(T / tt) blocks of tt tokens (tt <= 16); every block handles all
+// heads of its tokens so cos/sin are computed once per (token, frequency).
+// Dynamic shared memory: rope: tt * rot_dim / 2 * 8 bytes; kv: the V staging
+// of one group of heads (VT_STRIDE, VT_BUDGET below).
+// kiln_kv_write may also split heads over gridDim.y (== nkv).
 #include "kiln_common.cuh"
 
 typedef ACT act_t;
 typedef vec16<act_t> AV;
-#define RKV_THREADS 128
-#define RI 4 /* rope rows: heads per thread in flight */
-#define KH 4 /* KV blocks: at most this many KV heads */
-#define RKV_BOUNDS __launch_bounds__(RKV_THREADS)
-
-template <class A, class B> struct same_type { static constexpr bool value = false; };
-template <class A> struct same_type<A, A> { static constexpr bool value = true; };
+#define RU 4 /* rope: tokens per thread in flight */
 
 struct rope_args {
     const int *pos;
@@ -64,377 +36,246 @@ struct rope_args {
     float dyn_base, dyn_factor;
 };
 
-// Dynamic NTK base of token t (0: the plain inv_freq), and the cos / sin
-// (times mscale) of frequency i at position pos.
-KILN_DEV double token_base(const rope_args &a, int t) {
-    const int dyn = a.dyn_seq_len ? a.dyn_seq_len[t] : 0;
-    if (!a.dyn_seq_len || dyn <= a.dyn_max) return 0;
-    double f = (double)a.dyn_factor;
-    return (double)a.dyn_base * pow((f * dyn / a.dyn_max) - (f - 1), (double)a.rot / (a.rot - 2));
-}
-KILN_DEV void cos_sin(const rope_args &a, double base, float pos, int i, float &c, float &s) {
-    float inv = a.inv_freq[i];
-    if (base != 0) {
-        float ex = (float)(2 * i) / (float)a.rot;
-        inv = 1.0f / powf((float)base, ex);
-    }
-    float sv, cv;
-    sincosf(pos * inv, &sv, &cv);
-    c = cv * a.mscale;
-    s = sv * a.mscale;
-}
-
-// ------------------------------------------------------------ rope rows
-
-// Rope rows of heads [0, nh): thread g < T * hs * vpr (see the top of the
-// file). The loads of a round of RI heads go out before any cos / sin is
-// computed. G > 1: the G lanes of a warp that hold the same column of the
-// same token (hs * vpr a multiple of 32, vpr * G == 32) compute NF / G of
-// its frequencies each and exchange them by shuffles.
-template <bool ILV, int G>
-KILN_DEV void rope_rows_g(act_t *qkv, i64 row_stride, int T, const rope_args &a, int nh, int hs, int g) {
-    constexpr int N = AV::N, NF = ILV ? N / 2 : N; // elements per vector, frequencies per column
+template <bool ILV>
+__device__ __forceinline__ void rope_body(act_t *qkv, i64 row_stride, int t0, int ntok, const rope_args &a, float2 *cs) {
     const int half = a.rot / 2;
-    const int vpr = ILV ? a.rot / N : half / N; // columns per head
-    const int P = hs * vpr;                     // threads per token
-    const int t = g / P;
-    if (t >= T) return; // G > 1: whole warps
-    const int p = g - t * P, s = p / vpr, v = p - s * vpr;
-    act_t *row = qkv + (size_t)t * row_stride + (size_t)v * N;
-    const float pos = (float)a.pos[t];
-    const double base = token_base(a, t);
-    float cs[NF], sn[NF];
-    // rounds of RI heads (one when hs comes from the host's head_slots); the
-    // same count for every lane, as G > 1 shuffles in the first
-    for (int r0 = 0; r0 < nh; r0 += RI * hs) {
-        const int h0 = r0 + s;
-        AV lo[RI], hi[RI];
-#pragma unroll
-        for (int u = 0; u < RI; u++) {
-            const int h = h0 + u * hs;
-            if (h < nh) {
-                const act_t *e = row + (size_t)h * a.hd;
-                lo[u].v = ld16(e);
-                if (!ILV) hi[u].v = ld16(e + half);
-            }
+    for (int e = threadIdx.x; e < ntok * half; e += blockDim.x) {
+        int j = e / half, i = e - j * half, t = t0 + j;
+        float inv = a.inv_freq[i];
+        if (a.dyn_seq_len && a.dyn_seq_len[t] > a.dyn_max) {
+            double f = (double)a.dyn_factor;
+            double b = (double)a.dyn_base * pow((f * a.dyn_seq_len[t] / a.dyn_max) - (f - 1), (double)a.rot / (a.rot - 2));
+            float ex = (float)(2 * i) / (float)a.rot;
+            inv = 1.0f / powf((float)b, ex);
         }
-        if (G > 1 && r0 == 0) { // this lane's share: frequencies i * G + gs of the column
-            const int gs = ((int)threadIdx.x & 31) / vpr;
-            float mc[NF / G], ms[NF / G];
+        float ang = (float)a.pos[t] * inv, s, c;
+        sincosf(ang, &s, &c);
+        cs[e] = make_float2(c * a.mscale, s * a.mscale);
+    }
+    __syncthreads();
+    // Each thread keeps one vector position v of a head (so its cos/sin
+    // column is fixed) and walks heads hs, hs + hstride, .. and the block's
+    // tokens, RU tokens at a time with all their loads issued before any
+    // store (no index division inside the loops).
+    const int nh = a.nq + a.nkv;
+    const int vpr = ILV ? a.rot / AV::N : half / AV::N; // vectors per head this thread set covers
+    const int hstride = blockDim.x / vpr, v = threadIdx.x % vpr, hs = threadIdx.x / vpr;
+    // (threads past hstride * vpr idle; no early return: the fused kernel
+    // synchronizes after this)
+    for (int h = hs < hstride ? hs : nh; h < nh; h += hstride) {
+        for (int j0 = 0; j0 < ntok; j0 += RU) {
+            act_t *p[RU];
+            AV lo[RU], hi[RU];
 #pragma unroll
-            for (int i = 0; i < NF / G; i++) cos_sin(a, base, pos, v * NF + i * G + gs, mc[i], ms[i]);
-#pragma unroll
-            for (int k = 0; k < NF; k++) {
-                cs[k] = __shfl_sync(0xffffffffu, mc[k / G], v + (k % G) * vpr);
-                sn[k] = __shfl_sync(0xffffffffu, ms[k / G], v + (k % G) * vpr);
+            for (int u = 0; u < RU; u++) {
+                p[u] = qkv + (size_t)(t0 + j0 + u) * row_stride + (size_t)h * a.hd + v * AV::N;
+                if (j0 + u < ntok) {
+                    lo[u].v = ld16(p[u]);
+                    if (!ILV) hi[u].v = ld16(p[u] + half);
+                }
             }
-        }
-        // one frequency at a time: (G == 1: its cos / sin, then) the
-        // elements it rotates in every head of the round
 #pragma unroll
-        for (int k = 0; k < NF; k++) {
-            float c, sk;
-            if (G > 1) c = cs[k], sk = sn[k];
-            else cos_sin(a, base, pos, v * NF + k, c, sk);
+            for (int u = 0; u < RU; u++) {
+                if (j0 + u >= ntok) continue;
+                if (!ILV) {
+                    const float2 *c = cs + (j0 + u) * half + v * AV::N;
 #pragma unroll
-            for (int u = 0; u < RI; u++) {
-                if (h0 + u * hs >= nh) continue;
-                if (ILV) {
-                    const float x0 = lo[u].get(2 * k), x1 = lo[u].get(2 * k + 1);
-                    lo[u].set(2 * k, x0 * c - x1 * sk);
-                    lo[u].set(2 * k + 1, x1 * c + x0 * sk);
+                    for (int k = 0; k < AV::N; k++) {
+                        float x0 = lo[u].get(k), x1 = hi[u].get(k);
+                        float2 q = c[k];
+                        lo[u].set(k, x0 * q.x - x1 * q.y);
+                        hi[u].set(k, x1 * q.x + x0 * q.y);
+                    }
+                    st16(p[u], lo[u].v);
+                    st16(p[u] + half, hi[u].v);
                 } else {
-                    const float x0 = lo[u].get(k), x1 = hi[u].get(k);
-                    lo[u].set(k, x0 * c - x1 * sk);
-                    hi[u].set(k, x1 * c + x0 * sk);
+                    const float2 *c = cs + (j0 + u) * half + v * AV::N / 2;
+#pragma unroll
+                    for (int k = 0; k < AV::N; k += 2) {
+                        float x0 = lo[u].get(k), x1 = lo[u].get(k + 1);
+                        float2 q = c[k / 2];
+                        lo[u].set(k, x0 * q.x - x1 * q.y);
+                        lo[u].set(k + 1, x1 * q.x + x0 * q.y);
+                    }
+                    st16(p[u], lo[u].v);
                 }
             }
         }
-#pragma unroll
-        for (int u = 0; u < RI; u++) {
-            const int h = h0 + u * hs;
-            if (h >= nh) continue;
-            act_t *e = row + (size_t)h * a.hd;
-            st16(e, lo[u].v);
-            if (!ILV) st16(e + half, hi[u].v);
-        }
     }
-}
-
-// G = 4 when 8 columns a head (hd 128 in 16-bit rotate-half), 2 when 16,
-// with hs * vpr a multiple of 32 (the host rounds hs up for that); else 1.
-template <bool ILV>
-KILN_DEV void rope_rows(act_t *qkv, i64 row_stride, int T, const rope_args &a, int nh, int hs, int g) {
-    constexpr int N = AV::N, NF = ILV ? N / 2 : N;
-    const int vpr = ILV ? a.rot / N : a.rot / 2 / N, P = hs * vpr;
-    if (P % 32 == 0 && vpr == 8 && NF % 4 == 0) rope_rows_g<ILV, 4>(qkv, row_stride, T, a, nh, hs, g);
-    else if (P % 32 == 0 && vpr == 16 && NF % 2 == 0) rope_rows_g<ILV, 2>(qkv, row_stride, T, a, nh, hs, g);
-    else rope_rows_g<ILV, 1>(qkv, row_stride, T, a, nh, hs, g);
 }
 
 #ifdef KV
 typedef KV kv_t;
 #define KV_X (16 / (int)sizeof(kv_t))
 
-KILN_DEV float kv_in(float v, float scale) { return sizeof(kv_t) == 1 ? v / scale : v; }
-KILN_DEV float head_scale(const float *s, float dflt, int i) { return s ? s[i] : dflt; }
+__device__ __forceinline__ float kv_in(float v, float scale) { return sizeof(kv_t) == 1 ? v / scale : v; }
+__device__ __forceinline__ float head_scale(const float *s, float dflt, int i) { return s ? s[i] : dflt; }
 
-struct kv_args {
-    kv_t *kc, *vc;
-    const int *slots;
-    int nkv, hd, bs;
-    float ks, vs;
-    const float *scales;
-};
+// V staging in shared memory: [heads of a group][head_dim][VT_STRIDE] ACT
+// elements (tokens innermost; an even stride of 18 keeps 8-token runs 4-byte
+// aligned and spreads a warp's column writes over the banks). A group is as
+// many heads as fit in VT_BUDGET bytes (at least one; 40 KiB holds the 8 KV
+// heads of head dim 128 in bf16 at once); the host sizes the dynamic shared
+// memory with the same rule (kv_smem in engine/cuda/ops_gpu.c).
+#define VT_STRIDE 18
+#define VT_BUDGET 40960
+#define KU 4 /* key chunks per thread in flight */
+#define VU 4 /* value vectors per thread in flight */
 
-// Key units per head (see the top of the file): rotated units first (none
-// without rope), then the unrotated columns in twos.
-KILN_DEV int key_units(bool rope, bool ilv, int hd, int rot) {
-    const int N = AV::N, nr = rope ? rot / N : 0;
-    return (ilv ? (nr + 1) / 2 : nr / 2) + (hd / N - nr + 1) / 2;
-}
-
-// Shared memory of a KV block: 16 slots, then for each of its hg heads 16
-// key rows of KPITCH bytes and 16 value rows of VPITCH bytes (the host's
-// kv_block_smem computes the same size). KPITCH keeps rows 16-byte aligned
-// and moves consecutive rows 4 banks on (the key cells are read as 16-byte
-// vectors, 16 rows at a time); VPITCH moves rows 1 bank on so the 8 values
-// a thread reads down one column, 8 rows apart for the two halves of a
-// warp, fall in different banks.
-KILN_DEV int kpitch(int hd) { return hd * (int)sizeof(act_t) + 16; }
-KILN_DEV int vpitch(int hd) { return hd * (int)sizeof(act_t) + 4; }
-
-// KV block kb of ceil(T / 16) * ceil(nkv / hg) (head group fastest): tokens
-// [t0, t0 + 16) and KV heads [h0, h0 + hg). Phase 1 reads k and v rows
-// (16-byte vectors along the rows), rotates k (ROPE: written back to qkv)
-// and keeps both in shared memory; phase 2 writes the cache in its own
-// order: key cells tokens fastest, values 8 slots a vector when each
-// 8-token half is one run of slots starting at a multiple of 8, else one
-// element a thread, tokens fastest.
-template <bool ROPE, bool ILV>
-KILN_DEV void kv_block(act_t *k, const act_t *v, i64 row_stride, int T, int kb, int hg, const rope_args &a,
-                       const kv_args &kv) {
-    extern __shared__ float4 smem4[];
-    constexpr int N = AV::N;
-    const int hd = kv.hd, nvh = hd / N, KP = kpitch(hd), VP = vpitch(hd);
-    const int ngr = (kv.nkv + hg - 1) / hg, chunk = kb / ngr, h0 = (kb - chunk * ngr) * hg;
-    const int nh = min(hg, kv.nkv - h0), t0 = chunk * 16, ntok = min(16, T - t0);
-    const int tid = (int)threadIdx.x;
-    int *sslot = (int *)smem4;
-    char *sk = (char *)smem4 + 64, *sv = sk + (size_t)hg * 16 * KP;
-    if (tid < 16) sslot[tid] = tid < ntok ? kv.slots[t0 + tid] : -1;
-
-    // phase 1, keys: thread = (unit u, token j), all nh heads of the group
-    const int rot = ROPE ? a.rot : 0, nr = rot / N;
-    const int U = key_units(ROPE, ILV, hd, rot), UR = ROPE ? (ILV ? (nr + 1) / 2 : nr / 2) : 0;
-    for (int p = tid; p < U * 16; p += RKV_THREADS) {
-        const int j = p / U, u = p - j * U;
-        if (j >= ntok) break;
-        const int t = t0 + j;
-        const bool rotu = u < UR;
-        int c0, c1; // the unit's columns (c1 < 0: none)
-        if (rotu) {
-            c0 = ILV ? 2 * u : u;
-            c1 = ILV ? (2 * u + 1 < nr ? 2 * u + 1 : -1) : u + nr / 2;
-        } else {
-            c0 = nr + 2 * (u - UR);
-            c1 = c0 + 1 < nvh ? c0 + 1 : -1;
-        }
-        // rotated units: cos / sin of frequencies u * N .. u * N + N - 1
-        // first (precise sincosf with its slow path: computed while no
-        // loaded data is live); rotate-half pairs element q of c0 with
-        // element q of c1 (frequency q), interleaved (2q, 2q + 1) of c0
-        // (frequency q) and of c1 (N / 2 + q)
-        float cs[N], sn[N];
-        if (ROPE && rotu) {
-            const float pos = (float)a.pos[t];
-            const double base = token_base(a, t);
+// K and V of tokens [t0, t0 + ntok) (ntok <= 16) and heads [h0, h1) into the
+// cache. k and v point at head 0 of token 0; rows of row_stride elements.
+// Every thread issues up to KU (VU) loads before it stores anything.
+__device__ __forceinline__ void kv_body(kv_t *kc, kv_t *vc, const act_t *k, const act_t *v, i64 row_stride,
+                                        const int *slots, int t0, int ntok, int nkv, int h0, int h1, int hd, int bs,
+                                        float ks, float vs, const float *scales, act_t *vt) {
+    const int G = hd / KV_X; // key chunks per head
+    const int nh = h1 - h0;
+    constexpr int KC = KV_X / AV::N; // activation vectors per key chunk
+    // groups of 8 tokens whose slots are one aligned run get one vector store per dim
+    __shared__ int run8[2];
+    if (threadIdx.x < 2) {
+        int g0 = threadIdx.x * 8, ok = g0 + 8 <= ntok;
+        int s0 = ok ? slots[t0 + g0] : -1;
+        ok = ok && s0 >= 0 && (s0 & 7) == 0;
+        for (int q = 1; q < 8 && ok; q++) ok = slots[t0 + g0 + q] == s0 + q;
+        run8[threadIdx.x] = ok;
+    }
+    // keys: 16-byte chunks, tokens fastest (consecutive slots -> consecutive chunks)
+    const int nk = ntok * nh * G;
+    for (int e0 = threadIdx.x; e0 < nk; e0 += KU * blockDim.x) {
+        AV x[KU][KC];
+        size_t dst[KU];
+        int h[KU];
+        bool ok[KU];
 #pragma unroll
-            for (int q = 0; q < N; q++)
-                if (!ILV || q < N / 2 || c1 >= 0) cos_sin(a, base, pos, u * N + q, cs[q], sn[q]);
-        }
-        act_t *row = k + (size_t)t * row_stride;
-        AV x0[KH], x1[KH];
+        for (int u = 0; u < KU; u++) {
+            int e = e0 + u * blockDim.x;
+            ok[u] = e < nk;
+            if (ok[u]) {
+                int j = e % ntok, r = e / ntok, hl = r / G, g = r - hl * G;
+                int t = t0 + j, slot = slots[t];
+                h[u] = h0 + hl;
+                const act_t *src = k + (size_t)t * row_stride + (size_t)h[u] * hd + g * KV_X;
 #pragma unroll
-        for (int h = 0; h < KH; h++) {
-            if (h < nh) {
-                const act_t *e = row + (size_t)(h0 + h) * hd;
-                x0[h].v = ld16(e + c0 * N);
-                if (c1 >= 0) x1[h].v = ld16(e + c1 * N);
+                for (int c = 0; c < KC; c++) x[u][c].v = ld16(src + c * AV::N);
+                int b = slot / bs, o = slot - b * bs;
+                dst[u] = ((((size_t)b * nkv + h[u]) * G + g) * bs + o) * KV_X;
+                ok[u] = slot >= 0;
             }
         }
 #pragma unroll
-        for (int h = 0; h < KH; h++) {
-            if (h >= nh) continue;
-            if (ROPE && rotu) {
-                if (ILV) {
+        for (int u = 0; u < KU; u++) {
+            if (!ok[u]) continue;
+            const float ksh = head_scale(scales, ks, h[u]);
+            union { uint4 v; kv_t e[KV_X]; } out;
 #pragma unroll
-                    for (int q = 0; q < N / 2; q++) {
-                        float e0 = x0[h].get(2 * q), e1 = x0[h].get(2 * q + 1);
-                        x0[h].set(2 * q, e0 * cs[q] - e1 * sn[q]);
-                        x0[h].set(2 * q + 1, e1 * cs[q] + e0 * sn[q]);
-                        if (c1 >= 0) {
-                            const int f = N / 2 + q;
-                            e0 = x1[h].get(2 * q), e1 = x1[h].get(2 * q + 1);
-                            x1[h].set(2 * q, e0 * cs[f] - e1 * sn[f]);
-                            x1[h].set(2 * q + 1, e1 * cs[f] + e0 * sn[f]);
-                        }
-                    }
-                } else {
+            for (int c = 0; c < KC; c++)
 #pragma unroll
-                    for (int q = 0; q < N; q++) {
-                        const float e0 = x0[h].get(q), e1 = x1[h].get(q);
-                        x0[h].set(q, e0 * cs[q] - e1 * sn[q]);
-                        x1[h].set(q, e1 * cs[q] + e0 * sn[q]);
-                    }
-                }
-                act_t *e = row + (size_t)(h0 + h) * hd;
-                st16(e + c0 * N, x0[h].v);
-                if (c1 >= 0) st16(e + c1 * N, x1[h].v);
-            }
-            char *r = sk + (size_t)(h * 16 + j) * KP;
-            *(uint4 *)(r + c0 * 16) = x0[h].v;
-            if (c1 >= 0) *(uint4 *)(r + c1 * 16) = x1[h].v;
+                for (int q = 0; q < AV::N; q++) out.e[c * AV::N + q] = from_f32<kv_t>(kv_in(x[u][c].get(q), ksh));
+            st16(kc + dst[u], out.v);
         }
     }
-    // phase 1, values: thread = (column c, token j, head), VI vectors in
-    // flight, stored to shared memory as 4-byte words (VPITCH rows are
-    // 4-byte aligned)
-    {
-        constexpr int VI = 8;
-        const int nv = nvh * ntok * nh;
-        for (int e0 = tid; e0 < nv; e0 += VI * RKV_THREADS) {
-            uint4 x[VI];
-            int at[VI];
+    // values: stage a group of heads as [head][dim][token] through shared
+    // memory, then write runs of tokens
+    const int vph = hd / AV::N;
+    const int ng = (ntok + 7) / 8;
+    const int hg = max(1, VT_BUDGET / (hd * VT_STRIDE * (int)sizeof(act_t)));
+    for (int g0 = h0; g0 < h1; g0 += hg) {
+        const int gn = min(hg, h1 - g0);
+        const int nv = ntok * gn * vph;
+        for (int e0 = threadIdx.x; e0 < nv; e0 += VU * blockDim.x) {
+            AV x[VU];
+            int at[VU];
 #pragma unroll
-            for (int i = 0; i < VI; i++) {
-                const int e = e0 + i * RKV_THREADS;
-                at[i] = -1;
+            for (int u = 0; u < VU; u++) {
+                int e = e0 + u * blockDim.x;
+                at[u] = -1;
                 if (e < nv) {
-                    const int r = e / nvh, c = e - r * nvh, h = r / ntok, j = r - h * ntok;
-                    x[i] = ld16(v + (size_t)(t0 + j) * row_stride + (size_t)(h0 + h) * hd + c * N);
-                    at[i] = (h * 16 + j) * VP + c * 16;
+                    int j = e % ntok, r = e / ntok; // r = head-in-group * vph + vector
+                    int hl = r / vph, c = r - hl * vph;
+                    x[u].v = ld16(v + (size_t)(t0 + j) * row_stride + (size_t)(g0 + hl) * hd + c * AV::N);
+                    at[u] = (hl * hd + c * AV::N) * VT_STRIDE + j;
                 }
             }
 #pragma unroll
-            for (int i = 0; i < VI; i++) {
-                if (at[i] < 0) continue;
-                u32 *d = (u32 *)(sv + at[i]);
-                d[0] = x[i].x, d[1] = x[i].y, d[2] = x[i].z, d[3] = x[i].w;
+            for (int u = 0; u < VU; u++) {
+                if (at[u] < 0) continue;
+                const act_t *xe = (const act_t *)&x[u].v;
+#pragma unroll
+                for (int q = 0; q < AV::N; q++) vt[at[u] + q * VT_STRIDE] = xe[q];
             }
         }
-    }
-    __syncthreads();
-
-    // phase 2, keys: cell (token j fastest, x-chunk g, head): KV_X elements
-    const int G = hd / KV_X, bs = kv.bs;
-    const size_t bstride = (size_t)kv.nkv * hd * bs; // one cache block
-    for (int e = tid; e < 16 * G * nh; e += RKV_THREADS) {
-        const int j = e & 15, r = e >> 4, h = r / G, g = r - h * G;
-        const int slot = sslot[j];
-        if (slot < 0) continue; // also past the tokens
-        const int b = slot / bs, o = slot - b * bs;
-        const char *src = sk + (size_t)(h * 16 + j) * KP + g * KV_X * (int)sizeof(act_t);
-        const float sc = head_scale(kv.scales, kv.ks, h0 + h);
-        kv_t *dst = kv.kc + b * bstride + (((size_t)(h0 + h) * G + g) * bs + o) * KV_X;
-        if (same_type<act_t, kv_t>::value) {
-            st16(dst, *(const uint4 *)src);
-        } else {
-            union { uint4 u; kv_t e[KV_X]; } out;
+        __syncthreads();
+        for (int e = threadIdx.x; e < ng * gn * hd; e += blockDim.x) {
+            int gi = e % ng, rd = e / ng, hl = rd / hd, d = rd - hl * hd, j0 = gi * 8, h = g0 + hl;
+            const act_t *src = vt + rd * VT_STRIDE + j0;
+            const float vsh = head_scale(scales, vs, nkv + h);
+            if (run8[gi]) {
+                int slot = slots[t0 + j0], b = slot / bs, o = slot - b * bs;
+                union { uint4 v; kv_t e[8]; } pk;
 #pragma unroll
-            for (int c = 0; c < KV_X / N; c++) {
-                AV a;
-                a.v = *(const uint4 *)(src + c * 16);
-#pragma unroll
-                for (int q = 0; q < N; q++) out.e[c * N + q] = from_f32<kv_t>(kv_in(a.get(q), sc));
+                for (int q = 0; q < 8; q++) pk.e[q] = from_f32<kv_t>(kv_in(to_f32(src[q]), vsh));
+                kv_t *dst = vc + (((size_t)b * nkv + h) * hd + d) * bs + o;
+                if (sizeof(kv_t) == 2) st16(dst, pk.v);
+                else *(uint2 *)dst = make_uint2(pk.v.x, pk.v.y);
+            } else {
+                for (int q = 0; q < 8 && j0 + q < ntok; q++) {
+                    int slot = slots[t0 + j0 + q];
+                    if (slot < 0) continue;
+                    int b = slot / bs, o = slot - b * bs;
+                    vc[(((size_t)b * nkv + h) * hd + d) * bs + o] = from_f32<kv_t>(kv_in(to_f32(src[q]), vsh));
+                }
             }
-            st16(dst, out.u);
         }
-    }
-    // phase 2, values
-    bool runs = ntok == 16 && (bs & 7) == 0;
-#pragma unroll
-    for (int gi = 0; gi < 2; gi++) {
-        const int s0 = sslot[gi * 8];
-        runs = runs && s0 >= 0 && (s0 & 7) == 0;
-#pragma unroll
-        for (int q = 1; q < 8; q++) runs = runs && sslot[gi * 8 + q] == s0 + q;
-    }
-    if (runs) { // (8-token half fastest, dim, head): 8 slots a vector (16 bytes, FP8 8)
-        for (int e = tid; e < 2 * hd * nh; e += RKV_THREADS) {
-            const int gi = e & 1, r = e >> 1, h = r / hd, d = r - h * hd;
-            const int slot = sslot[gi * 8], b = slot / bs, o = slot - b * bs;
-            const float sc = head_scale(kv.scales, kv.vs, kv.nkv + h0 + h);
-            const act_t *src = (const act_t *)(sv + (size_t)(h * 16 + gi * 8) * VP) + d;
-            union { uint4 u; kv_t e[16 / sizeof(kv_t)]; } pk;
-#pragma unroll
-            for (int q = 0; q < 8; q++) pk.e[q] = from_f32<kv_t>(kv_in(to_f32(*(const act_t *)((const char *)src + q * VP)), sc));
-            kv_t *dst = kv.vc + b * bstride + ((size_t)(h0 + h) * hd + d) * bs + o;
-            if (sizeof(kv_t) == 2) st16(dst, pk.u);
-            else *(uint2 *)dst = make_uint2(pk.u.x, pk.u.y);
-        }
-    } else { // (token fastest, dim, head): one element
-        for (int e = tid; e < 16 * hd * nh; e += RKV_THREADS) {
-            const int j = e & 15, r = e >> 4, h = r / hd, d = r - h * hd;
-            const int slot = sslot[j];
-            if (slot < 0) continue;
-            const int b = slot / bs, o = slot - b * bs;
-            const float sc = head_scale(kv.scales, kv.vs, kv.nkv + h0 + h);
-            const act_t x = *(const act_t *)(sv + (size_t)(h * 16 + j) * VP + d * (int)sizeof(act_t));
-            kv.vc[b * bstride + ((size_t)(h0 + h) * hd + d) * bs + o] = from_f32<kv_t>(kv_in(to_f32(x), sc));
-        }
+        __syncthreads();
     }
 }
 
-// KV blocks of hg heads (the host's kv_heads_per_block; dynamic shared
-// memory: its kv_block_smem)
-extern "C" __global__ void RKV_BOUNDS kiln_kv_write(kv_t *kc, kv_t *vc, const act_t *k, const act_t *v,
-                                                    i64 row_stride, const int *slots, int T, int nkv, int head_dim,
-                                                    int block_size, float k_scale, float v_scale, int hg,
-                                                    const float *kv_scales) {
+extern "C" __global__ void kiln_kv_write(kv_t *kc, kv_t *vc, const act_t *k, const act_t *v, i64 row_stride,
+                                         const int *slots, int T, int nkv, int head_dim, int block_size, float k_scale,
+                                         float v_scale, int tt, const float *kv_scales) {
     pdl_wait();
     pdl_launch();
-    const kv_args kv = {kc, vc, slots, nkv, head_dim, block_size, k_scale, v_scale, kv_scales};
-    const rope_args a = {};
-    kv_block<false, false>((act_t *)k, v, row_stride, T, (int)blockIdx.x, hg, a, kv);
+    extern __shared__ float4 smem4[];
+    int t0 = blockIdx.x * tt, ntok = min(tt, T - t0);
+    if (ntok <= 0) return;
+    // one head per block row of the grid (gridDim.y == nkv) or all heads (gridDim.y == 1)
+    int h0 = gridDim.y == 1 ? 0 : blockIdx.y, h1 = gridDim.y == 1 ? nkv : blockIdx.y + 1;
+    kv_body(kc, vc, k, v, row_stride, slots, t0, ntok, nkv, h0, h1, head_dim, block_size, k_scale, v_scale, kv_scales,
+            (act_t *)smem4);
 }
 #endif
 
 #ifdef INTERLEAVED
-// hs: head slots of the rope rows (grid: ceil(T * hs * vpr / RKV_THREADS) blocks)
-extern "C" __global__ void RKV_BOUNDS kiln_rope(act_t *qkv, i64 row_stride, const int *pos, int T, int nq, int nkv,
-                                                int head_dim, int rot_dim, const float *inv_freq, float mscale,
-                                                const int *dyn_seq_len, int dyn_max, float dyn_base, float dyn_factor,
-                                                int hs) {
+extern "C" __global__ void kiln_rope(act_t *qkv, i64 row_stride, const int *pos, int T, int nq, int nkv, int head_dim,
+                                     int rot_dim, const float *inv_freq, float mscale, const int *dyn_seq_len,
+                                     int dyn_max, float dyn_base, float dyn_factor, int tt) {
     pdl_wait();
     pdl_launch();
-    const rope_args a = {pos, nq, nkv, head_dim, rot_dim, inv_freq, mscale, dyn_seq_len, dyn_max, dyn_base, dyn_factor};
-    rope_rows<INTERLEAVED != 0>(qkv, row_stride, T, a, nq + nkv, hs, (int)(blockIdx.x * blockDim.x + threadIdx.x));
+    extern __shared__ float4 smem4[];
+    int t0 = blockIdx.x * tt, ntok = min(tt, T - t0);
+    if (ntok <= 0) return;
+    rope_args a = {pos, nq, nkv, head_dim, rot_dim, inv_freq, mscale, dyn_seq_len, dyn_max, dyn_base, dyn_factor};
+    rope_body<INTERLEAVED != 0>(qkv, row_stride, t0, ntok, a, (float2 *)smem4);
 }
 
 #ifdef KV
-// Blocks [0, nb_rope): rope rows of the q heads (hs head slots); the rest:
-// KV blocks of hg heads (rotate k in place, write k and v to the cache; the
-// dynamic shared memory is theirs). The kinds touch disjoint elements, so
-// they need no ordering.
-extern "C" __global__ void RKV_BOUNDS
-    kiln_rope_kv_write(act_t *qkv, i64 row_stride, const int *pos, int T, int nq, int nkv, int head_dim, int rot_dim,
-                       const float *inv_freq, float mscale, const int *dyn_seq_len, int dyn_max, float dyn_base,
-                       float dyn_factor, kv_t *kc, kv_t *vc, const int *slots, int block_size, float k_scale,
-                       float v_scale, int hs, const float *kv_scales, int nb_rope, int hg) {
+extern "C" __global__ void kiln_rope_kv_write(act_t *qkv, i64 row_stride, const int *pos, int T, int nq, int nkv,
+                                              int head_dim, int rot_dim, const float *inv_freq, float mscale,
+                                              const int *dyn_seq_len, int dyn_max, float dyn_base, float dyn_factor,
+                                              kv_t *kc, kv_t *vc, const int *slots, int block_size, float k_scale,
+                                              float v_scale, int tt, const float *kv_scales) {
     pdl_wait();
     pdl_launch();
-    const rope_args a = {pos, nq, nkv, head_dim, rot_dim, inv_freq, mscale, dyn_seq_len, dyn_max, dyn_base, dyn_factor};
-    const kv_args kv = {kc, vc, slots, nkv, head_dim, block_size, k_scale, v_scale, kv_scales};
-    // (the KV blocks last: spread over the grid they measured slower, 40.0
-    // against 37.4 us at 4096 tokens on the H200)
-    const int b = (int)blockIdx.x;
-    if (b < nb_rope) {
-        rope_rows<INTERLEAVED != 0>(qkv, row_stride, T, a, nq, hs, b * RKV_THREADS + (int)threadIdx.x);
-    } else {
-        kv_block<true, INTERLEAVED != 0>(qkv + (size_t)nq * head_dim, qkv + (size_t)(nq + nkv) * head_dim, row_stride,
-                                         T, b - nb_rope, hg, a, kv);
-    }
+    extern __shared__ float4 smem4[];
+    int t0 = blockIdx.x * tt, ntok = min(tt, T - t0);
+    if (ntok <= 0) return;
+    rope_args a = {pos, nq, nkv, head_dim, rot_dim, inv_freq, mscale, dyn_seq_len, dyn_max, dyn_base, dyn_factor};
+    rope_body<INTERLEAVED != 0>(qkv, row_stride, t0, ntok, a, (float2 *)smem4);
+    __syncthreads(); // rotated k is re-read below by other threads of this block
+    const act_t *k = qkv + (size_t)nq * head_dim, *v = qkv + (size_t)(nq + nkv) * head_dim;
+    kv_body(kc, vc, k, v, row_stride, slots, t0, ntok, nkv, 0, nkv, head_dim, block_size, k_scale, v_scale, kv_scales,
+            (act_t *)smem4);
 }
 #endif
 #endif

@@ -142,14 +142,13 @@ static kiln_status norm(kiln_gpu *g, kiln_rt_stream *s, bool add, kiln_devptr ou
     KILN_CHECK(dim % ve == 0, KILN_ERR_UNSUPPORTED, "rmsnorm: dim %d is not a multiple of %d", dim, ve);
     unsigned grid, threads;
     /* kernel_src/rmsnorm.cu: a warp per row up to MAXW (4) vectors per lane;
-     * else a block (one row), MAXB (4) vectors per thread, up to RMS_THREADS
-     * (512, the kernels' __launch_bounds__) threads; longer rows in two
-     * passes with 512 threads */
+     * else a block per row, MAXB (4) vectors per thread (up to 1024 threads),
+     * longer rows in two passes with 1024 threads */
     if (nv <= 32 * 4) {
         threads = 256;
         grid = (unsigned)((rows + 7) / 8);
     } else {
-        threads = (unsigned)KILN_MIN(512, ((nv + 3) / 4 + 31) / 32 * 32);
+        threads = (unsigned)KILN_MIN(1024, ((nv + 3) / 4 + 31) / 32 * 32);
         grid = (unsigned)rows;
     }
     KILN_TRY(get(g, add ? "add_rmsnorm" : "rmsnorm", &f, "ACT=%s W=%s", dt(act), dt(wdt)));
@@ -353,44 +352,18 @@ fail:
 
 /* ------------------------------------------------------------ rope and kv */
 
-/* kernel_src/rope_kv.cu: block size of every launch (RKV_THREADS), heads
- * per thread in flight of the rope rows (RI), most KV heads of a KV block
- * (KH) */
-#define RKV_THREADS 128
-#define ROPE_RI 4
-#define KV_KH 4
-
-/* Head slots of the rope rows over nh heads of cols 16-byte columns (one
- * thread per token, column and slot): as many heads per thread (up to
- * ROPE_RI, all loads in flight) as it takes to bring the thread count
- * within what the SMs hold at once (2048 threads each), so small batches
- * get one head per thread and the shortest path, and prefills few threads
- * with many bytes in flight and cos/sin computed once for several heads. */
-static int head_slots(int T, int nh, int cols, int n_sms) {
-    int64_t cap = (int64_t)n_sms * 2048, want = (int64_t)T * nh * cols;
-    int items = (int)KILN_MIN((int64_t)ROPE_RI, KILN_MAX((int64_t)1, (want + cap - 1) / cap));
-    int hs = (nh + items - 1) / items;
-    /* 8 or 16 columns: a multiple of 32 / cols slots, so each warp is one
-     * token and the lanes of a column share its cos / sin (rope_rows) */
-    if (cols == 8 || cols == 16) hs = (hs + 32 / cols - 1) / (32 / cols) * (32 / cols);
-    return hs;
+static int tokens_per_block(int T, int n_sms) {
+    int tt = 16;
+    while (tt > 1 && (T + tt - 1) / tt < 2 * n_sms) tt /= 2;
+    return tt;
 }
 
-/* blocks of RKV_THREADS for n threads */
-static int64_t rkv_blocks(int64_t n) { return (n + RKV_THREADS - 1) / RKV_THREADS; }
-
-/* KV blocks (kernel_src/rope_kv.cu kv_block): 16 tokens and hg KV heads,
- * hg as large as KV_KH and 40 KiB of shared memory allow; its shared memory
- * (16 slots, then 16 key rows of hd * act + 16 bytes and 16 value rows of
- * hd * act + 4 bytes per head) */
-static int kv_heads_per_block(int nkv, int hd, kiln_dtype act) {
-    int per_head = 16 * (2 * hd * (int)kiln_dtype_size(act) + 20);
-    return KILN_MAX(1, KILN_MIN(KILN_MIN(nkv, KV_KH), (40960 - 64) / per_head));
+/* kernel_src/rope_kv.cu kv_body: V staging of one group of nh heads
+ * (VT_STRIDE 18 elements per dim, groups of at most VT_BUDGET 40960 bytes) */
+static unsigned kv_smem(int nh, int hd, kiln_dtype act) {
+    int row = hd * 18 * (int)kiln_dtype_size(act), hg = KILN_MAX(1, 40960 / row);
+    return (unsigned)(KILN_MIN(nh, hg) * row);
 }
-static unsigned kv_block_smem(int hg, int hd, kiln_dtype act) {
-    return (unsigned)(64 + hg * 16 * (2 * hd * (int)kiln_dtype_size(act) + 20));
-}
-static int64_t kv_blocks(int T, int nkv, int hg) { return (int64_t)((T + 15) / 16) * ((nkv + hg - 1) / hg); }
 
 static kiln_status check_rope(const kiln_gpu_rope_params *rp, kiln_dtype act) {
     int ve = vec_elems(act);
@@ -408,18 +381,6 @@ static kiln_status check_kv(const kiln_kv_layout *l, kiln_dtype act) {
     if (l->x != (int)(16 / kiln_dtype_size(l->dtype)) || l->head_dim % l->x || l->head_dim % vec_elems(act))
         return KILN_FAIL(KILN_ERR_UNSUPPORTED, "GPU KV cache needs head_dim %d to be a multiple of %d", l->head_dim,
                          l->x);
-    /* one head of a KV block within its 40 KiB of shared memory */
-    if (kv_block_smem(1, l->head_dim, act) > 40960)
-        return KILN_FAIL(KILN_ERR_UNSUPPORTED, "GPU KV cache: head_dim %d of %s", l->head_dim, dt(act));
-    if (l->n_kv_heads <= 0 || l->block_size <= 0)
-        return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "GPU KV cache: %d KV heads, block size %d", l->n_kv_heads,
-                         l->block_size);
-    return KILN_OK;
-}
-
-/* the kernels index threads and blocks with 32-bit ints */
-static kiln_status check_blocks(const char *op, int64_t blocks) {
-    if (blocks >= INT32_MAX / RKV_THREADS) return KILN_FAIL(KILN_ERR_LIMIT, "%s: %lld blocks", op, (long long)blocks);
     return KILN_OK;
 }
 
@@ -430,16 +391,13 @@ kiln_status kiln_gpu_rope(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr qkv, kiln_
     KILN_CHECK(act_ok(act), KILN_ERR_UNSUPPORTED, "rope: %s", dt(act));
     KILN_TRY(check_rope(rp, act));
     KILN_TRY(get(g, "rope", &f, "ACT=%s INTERLEAVED=%d", dt(act), rp->interleaved ? 1 : 0));
-    if (T <= 0 || nq + nkv <= 0) return KILN_OK;
-    int ve = vec_elems(act), hd = rp->head_dim, rot = rp->rot_dim, dmax = rp->dyn_max;
-    int vpr = rp->interleaved ? rot / ve : rot / (2 * ve);
-    int hs = head_slots(T, nq + nkv, vpr, kiln_rt_device_get_info(g->dev)->n_sms);
-    int64_t nb = rkv_blocks((int64_t)T * hs * vpr);
-    KILN_TRY(check_blocks("rope", nb));
+    int tt = tokens_per_block(T, kiln_rt_device_get_info(g->dev)->n_sms);
+    unsigned smem = (unsigned)(tt * rp->rot_dim / 2 * 8);
+    int hd = rp->head_dim, rot = rp->rot_dim, dmax = rp->dyn_max;
     kiln_devptr inv = rp->inv_freq, dyn = rp->dyn_seq_len;
     float ms = rp->mscale, db = rp->dyn_base, df = rp->dyn_factor;
-    LAUNCH(f, (unsigned)nb, 1, 1, RKV_THREADS, 0, s, &qkv, &row_stride, &pos, &T, &nq, &nkv, &hd, &rot, &inv, &ms,
-           &dyn, &dmax, &db, &df, &hs);
+    LAUNCH(f, (unsigned)((T + tt - 1) / tt), 1, 1, 256, smem, s, &qkv, &row_stride, &pos, &T, &nq, &nkv, &hd, &rot,
+           &inv, &ms, &dyn, &dmax, &db, &df, &tt);
 fail:
     return st;
 }
@@ -452,14 +410,13 @@ kiln_status kiln_gpu_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr kcache
     KILN_CHECK(act_ok(act), KILN_ERR_UNSUPPORTED, "kv_write: %s", dt(act));
     KILN_TRY(check_kv(l, act));
     KILN_TRY(get(g, "kv_write", &f, "ACT=%s KV=%s", dt(act), dt(l->dtype)));
-    if (T <= 0) return KILN_OK;
-    int nkv = l->n_kv_heads, hd = l->head_dim, bs = l->block_size, hg = kv_heads_per_block(nkv, hd, act);
-    int64_t nb = kv_blocks(T, nkv, hg);
-    KILN_TRY(check_blocks("kv_write", nb));
+    int tt = KILN_MIN(16, KILN_MAX(1, T)); /* at most 16 (kv_body); heads split over the grid's y */
+    unsigned smem = kv_smem(1, l->head_dim, act); /* one head per block (grid y) */
+    int nkv = l->n_kv_heads, hd = l->head_dim, bs = l->block_size;
     float ks = l->k_scale, vs = l->v_scale;
-    kiln_devptr hsc = (kiln_devptr)(uintptr_t)l->head_scales;
-    LAUNCH(f, (unsigned)nb, 1, 1, RKV_THREADS, kv_block_smem(hg, hd, act), s, &kcache, &vcache, &k, &v, &row_stride,
-           &slots, &T, &nkv, &hd, &bs, &ks, &vs, &hg, &hsc);
+    kiln_devptr hs = (kiln_devptr)(uintptr_t)l->head_scales;
+    LAUNCH(f, (unsigned)((T + tt - 1) / tt), (unsigned)nkv, 1, 128, smem, s, &kcache, &vcache, &k, &v, &row_stride,
+           &slots, &T, &nkv, &hd, &bs, &ks, &vs, &tt, &hs);
 fail:
     return st;
 }
@@ -475,22 +432,14 @@ kiln_status kiln_gpu_rope_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr q
     KILN_CHECK(rp->head_dim == l->head_dim, KILN_ERR_INVALID_ARGUMENT, "rope_kv_write: head_dim mismatch");
     KILN_TRY(get(g, "rope_kv_write", &f, "ACT=%s INTERLEAVED=%d KV=%s", dt(act), rp->interleaved ? 1 : 0,
                  dt(l->dtype)));
-    if (T <= 0) return KILN_OK;
+    int tt = tokens_per_block(T, kiln_rt_device_get_info(g->dev)->n_sms);
+    unsigned smem = KILN_MAX((unsigned)(tt * rp->rot_dim / 2 * 8), kv_smem(l->n_kv_heads, l->head_dim, act));
     int nkv = l->n_kv_heads, hd = l->head_dim, rot = rp->rot_dim, dmax = rp->dyn_max, bs = l->block_size;
-    int ve = vec_elems(act), vpr = rp->interleaved ? rot / ve : rot / (2 * ve);
-    /* rope rows over the q heads; KV blocks (k rotated; k and v into the
-     * cache) */
-    int hs = nq > 0 ? head_slots(T, nq, vpr, kiln_rt_device_get_info(g->dev)->n_sms) : 1;
-    int hg = kv_heads_per_block(nkv, hd, act);
-    int64_t nbr = nq > 0 ? rkv_blocks((int64_t)T * hs * vpr) : 0, nb = nbr + kv_blocks(T, nkv, hg);
-    KILN_TRY(check_blocks("rope_kv_write", nb));
-    int nbr32 = (int)nbr;
     kiln_devptr inv = rp->inv_freq, dyn = rp->dyn_seq_len;
     float ms = rp->mscale, db = rp->dyn_base, df = rp->dyn_factor, ks = l->k_scale, vs = l->v_scale;
-    kiln_devptr hsc = (kiln_devptr)(uintptr_t)l->head_scales;
-    LAUNCH(f, (unsigned)nb, 1, 1, RKV_THREADS, kv_block_smem(hg, hd, act), s, &qkv, &row_stride, &pos, &T, &nq, &nkv,
-           &hd, &rot, &inv, &ms, &dyn, &dmax, &db, &df, &kcache, &vcache, &slots, &bs, &ks, &vs, &hs, &hsc, &nbr32,
-           &hg);
+    kiln_devptr hs = (kiln_devptr)(uintptr_t)l->head_scales;
+    LAUNCH(f, (unsigned)((T + tt - 1) / tt), 1, 1, 256, smem, s, &qkv, &row_stride, &pos, &T, &nq, &nkv, &hd, &rot,
+           &inv, &ms, &dyn, &dmax, &db, &df, &kcache, &vcache, &slots, &bs, &ks, &vs, &tt, &hs);
 fail:
     return st;
 }

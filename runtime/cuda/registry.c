@@ -52,7 +52,7 @@ static const kiln_jit_kernel_def registry[] = {
      {{"ACT", ACT3}, {"KV", KVT}},
      "ACT=bf16 KV=bf16;ACT=fp16 KV=fp16;ACT=bf16 KV=fp8_e5m2;ACT=bf16 KV=fp8_e4m3;ACT=fp16 KV=fp8_e4m3"},
     {"rope_kv_write", "kernel_src/rope_kv.cu", "kiln_rope_kv_write",
-     "ptr,i64,ptr,i32,i32,i32,i32,i32,ptr,f32,ptr,i32,f32,f32,ptr,ptr,ptr,i32,f32,f32,i32,ptr,i32,i32",
+     "ptr,i64,ptr,i32,i32,i32,i32,i32,ptr,f32,ptr,i32,f32,f32,ptr,ptr,ptr,i32,f32,f32,i32,ptr",
      {{"ACT", ACT3}, {"KV", KVT}, {"INTERLEAVED", "0|1"}},
      "ACT=bf16 INTERLEAVED=0 KV=bf16;ACT=fp16 INTERLEAVED=1 KV=fp16;ACT=bf16 INTERLEAVED=0 KV=fp8_e5m2;"
      "ACT=bf16 INTERLEAVED=0 KV=fp8_e4m3"},
