@@ -88,15 +88,16 @@ kb() {
     "$out/kb_$tag.json" "$tag" || { echo "$tag failed"; tail -3 "$out/kb.err"; }
 }
 # ops_by_case CASE... -- test_gpu_ops, one process per case filter in parallel
-# (each JIT-compiles its own kernels on a cold cache), test_gpu_engine beside
-# them; a line per case and the engine test's failures and errors
+# (each JIT-compiles its own kernels on a cold cache), then test_gpu_engine
+# alone; a line per case and the engine test's failures and errors
 ops_by_case() {
   local t0=$(date +%s) f
   for f in "$@"; do
     ( KT_VERBOSE=1 timeout 300 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1; echo "rc=$?" >> "$out/ops_$f.log" ) &
   done
-  timeout 200 "$here/bin/test_gpu_engine" > "$out/test_gpu_engine.log" 2>&1; echo "test_gpu_engine rc=$?"
   wait
+  # alone: its KV-pool capacity check sizes pools from the GPU's free memory
+  timeout 200 "$here/bin/test_gpu_engine" > "$out/test_gpu_engine.log" 2>&1; echo "test_gpu_engine rc=$?"
   echo "test_gpu_ops (parallel by case) $(( $(date +%s) - t0 )) s:"
   for f in "$@"; do
     printf "  %-28s %s %s\n" "$f" "$(grep -E 'passed' "$out/ops_$f.log" | tail -1)" "$(tail -1 "$out/ops_$f.log")"
