@@ -87,38 +87,18 @@ KILN_DEV char *pick(int i, char *b0, char *b1, char *b2, char *b3, char *b4, cha
     }
 }
 
-extern "C" __global__ void __launch_bounds__(512)
-kiln_all_reduce(act_t *io, i64 n, char *b0, char *b1, char *b2, char *b3, char *b4, char *b5, char *b6, char *b7,
-                int rank, int n_ranks, i64 buf_bytes, i64 timeout_ns) {
-    pdl_wait();
-    char *self = pick(rank, b0, b1, b2, b3, b4, b5, b6, b7);
-    u32 *ctl = reinterpret_cast<u32 *>(self);
-    // 1. this call's epoch (the previous call, a completed kernel, wrote it)
-    const u32 e = ld_volatile(ctl) + 1u;
-    const i64 half = AR_DATA_OFF + (i64)(e & 1u) * buf_bytes;
-    const i64 nfull = n / V::N, nvec = (n + V::N - 1) / V::N;
-    const int rem = (int)(n - nfull * V::N);
-    const i64 stride = (i64)gridDim.x * blockDim.x;
-    const i64 first = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-
-    // 2. copy in (whole vectors; the partial last one element by element)
-    act_t *mine = reinterpret_cast<act_t *>(self + half);
-    for (i64 v = first; v < nvec; v += stride) {
-        if (v < nfull) {
-            st16(mine + v * V::N, ld16(io + v * V::N));
-        } else {
-            for (int j = 0; j < rem; j++) mine[v * V::N + j] = io[v * V::N + j];
-        }
-    }
-    __syncthreads();
-
+// Steps 3, 1 (end) and 4 of a call for this block, after its copy-in and a
+// __syncthreads: signal every rank, advance the epoch (the call's last block),
+// wait for every rank's block of the same index; ends with __syncthreads.
+KILN_DEV void ar_meet(char *self, u32 *ctl, u32 e, int rank, int n_ranks, char *b0, char *b1, char *b2, char *b3,
+                      char *b4, char *b5, char *b6, char *b7, i64 timeout_ns) {
     // 3. signal
     if (threadIdx.x < n_ranks) {
         char *peer = pick(threadIdx.x, b0, b1, b2, b3, b4, b5, b6, b7);
         st_release_sys(reinterpret_cast<u32 *>(peer + AR_FLAGS_OFF) + blockIdx.x * AR_MAX_RANKS + rank, e);
     }
     // 1. (end) every thread of this block has used the epoch it read (past
-    // the barrier above); the last block of the call to get here advances it
+    // the caller's barrier); the last block of the call to get here advances it
     if (threadIdx.x == 0) {
         __threadfence();
         if (atomicAdd(&ctl[1], 1u) == gridDim.x - 1) {
@@ -146,6 +126,34 @@ kiln_all_reduce(act_t *io, i64 n, char *b0, char *b1, char *b2, char *b3, char *
         }
     }
     __syncthreads();
+}
+
+extern "C" __global__ void __launch_bounds__(512)
+kiln_all_reduce(act_t *io, i64 n, char *b0, char *b1, char *b2, char *b3, char *b4, char *b5, char *b6, char *b7,
+                int rank, int n_ranks, i64 buf_bytes, i64 timeout_ns) {
+    pdl_wait();
+    char *self = pick(rank, b0, b1, b2, b3, b4, b5, b6, b7);
+    u32 *ctl = reinterpret_cast<u32 *>(self);
+    // 1. this call's epoch (the previous call, a completed kernel, wrote it)
+    const u32 e = ld_volatile(ctl) + 1u;
+    const i64 half = AR_DATA_OFF + (i64)(e & 1u) * buf_bytes;
+    const i64 nfull = n / V::N, nvec = (n + V::N - 1) / V::N;
+    const int rem = (int)(n - nfull * V::N);
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    const i64 first = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+
+    // 2. copy in (whole vectors; the partial last one element by element)
+    act_t *mine = reinterpret_cast<act_t *>(self + half);
+    for (i64 v = first; v < nvec; v += stride) {
+        if (v < nfull) {
+            st16(mine + v * V::N, ld16(io + v * V::N));
+        } else {
+            for (int j = 0; j < rem; j++) mine[v * V::N + j] = io[v * V::N + j];
+        }
+    }
+    __syncthreads();
+
+    ar_meet(self, ctl, e, rank, n_ranks, b0, b1, b2, b3, b4, b5, b6, b7, timeout_ns);
     pdl_launch();
 
     // 5. sum in rank order (fp32), one rounding
@@ -202,37 +210,7 @@ kiln_all_reduce_add_rmsnorm(act_t *io, act_t *residual, act_t *out, const act_t 
         if (i < nv) st16(mine + (size_t)i * V::N, ld16(io + base + (size_t)i * V::N));
     }
     __syncthreads();
-    // signal, advance the epoch (last block), wait: as kiln_all_reduce
-    if (threadIdx.x < n_ranks) {
-        char *peer = pick(threadIdx.x, b0, b1, b2, b3, b4, b5, b6, b7);
-        st_release_sys(reinterpret_cast<u32 *>(peer + AR_FLAGS_OFF) + blockIdx.x * AR_MAX_RANKS + rank, e);
-    }
-    if (threadIdx.x == 0) {
-        __threadfence();
-        if (atomicAdd(&ctl[1], 1u) == gridDim.x - 1) {
-            ctl[1] = 0;
-            ctl[0] = e;
-        }
-    }
-    if (threadIdx.x < n_ranks) {
-        const int t = threadIdx.x;
-        const u32 *f = reinterpret_cast<const u32 *>(self + AR_FLAGS_OFF) + blockIdx.x * AR_MAX_RANKS + t;
-        u64 t0 = 0;
-        while ((int)(ld_acquire_sys(f) - e) < 0) {
-            const u64 now = global_ns();
-            if (!t0) {
-                t0 = now;
-            } else if ((i64)(now - t0) > timeout_ns) {
-                struct { int rank, block; long long ms; int peer; u32 epoch; } a = {
-                    rank, (int)blockIdx.x, timeout_ns / 1000000, t, e};
-                vprintf("kiln all-reduce + rmsnorm: rank %d block %d waited %lld ms for rank %d at call %u; "
-                        "the ranks are not running the same collectives (a rank failed?): trap\n",
-                        reinterpret_cast<const char *>(&a));
-                __trap();
-            }
-        }
-    }
-    __syncthreads();
+    ar_meet(self, ctl, e, rank, n_ranks, b0, b1, b2, b3, b4, b5, b6, b7, timeout_ns);
     pdl_launch();
 
     // sum in rank order (fp32), round to ACT (the all-reduce's output), add
