@@ -616,6 +616,22 @@ static bool build_sample_reqs(kiln_engine *e) {
     return true;
 }
 
+/* Finished requests leave the running list (and an outstanding pipelined
+ * step drops their rows). */
+static void retire_finished(kiln_engine *e) {
+    for (int i = 0; i < e->n_running;) {
+        kiln_req *r = e->running[i];
+        if (r->finish != KILN_FINISH_NONE) {
+            running_remove(e, i);
+            finish_req(e, r, r->finish, KILN_OK, NULL);
+            pipe_forget(e, r);
+            req_free(e, r);
+        } else {
+            i++;
+        }
+    }
+}
+
 /* Sample, verify drafts, append, stream and apply stop rules for each
  * sequence of the batch. Finished requests leave the running list. */
 static void process_outputs(kiln_engine *e, const float *logits, const int32_t *dev_tokens, const float *dev_lps,
@@ -669,16 +685,7 @@ static void process_outputs(kiln_engine *e, const float *logits, const int32_t *
             r->in_running = true;
         }
     }
-    for (int i = 0; i < e->n_running;) {
-        kiln_req *r = e->running[i];
-        if (r->finish != KILN_FINISH_NONE) {
-            running_remove(e, i);
-            finish_req(e, r, r->finish, KILN_OK, NULL);
-            req_free(e, r);
-        } else {
-            i++;
-        }
-    }
+    retire_finished(e);
 }
 
 /* ------------------------------------------------------ pipelined decode */
@@ -817,17 +824,7 @@ static kiln_status pipe_step(kiln_engine *e) {
         commit_token(e, r, e->dev_tokens[i], e->dev_lps[i], 0, false, t);
         r->n_computed = KILN_MIN(n_before, r->n_tokens);
     }
-    for (int i = 0; i < e->n_running;) {
-        kiln_req *r = e->running[i];
-        if (r->finish != KILN_FINISH_NONE) {
-            running_remove(e, i);
-            finish_req(e, r, r->finish, KILN_OK, NULL);
-            pipe_forget(e, r);
-            req_free(e, r);
-        } else {
-            i++;
-        }
-    }
+    retire_finished(e);
 fail:
     return st;
 }

@@ -122,6 +122,15 @@ typedef struct kiln_exec_vt {
     bool overlaps;
 } kiln_exec_vt;
 
+/* The preconditions of kiln_exec_vt.launch_sample, for the backends:
+ * n_pend steps outstanding before this launch. */
+static inline kiln_status kiln_exec_launch_check(int n_pend, const kiln_batch *b, const int32_t *feed) {
+    if (n_pend >= 2) return KILN_FAIL(KILN_ERR_INTERNAL, "two sampled steps are already outstanding");
+    if (feed && !(n_pend == 1 && b->n_tokens == b->n_seqs && b->n_out == b->n_seqs))
+        return KILN_FAIL(KILN_ERR_INTERNAL, "fed tokens need an outstanding step and one token per sequence");
+    return KILN_OK;
+}
+
 struct kiln_exec {
     const kiln_exec_vt *vt;
     const char *device;      /* "cpu" / "cuda"                                   */

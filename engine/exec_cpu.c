@@ -361,9 +361,7 @@ static kiln_status cpu_launch_sample(kiln_exec *base, const kiln_batch *b, const
                                      const int32_t *feed) {
     exec_cpu *x = (exec_cpu *)base;
     kiln_status st = KILN_OK;
-    KILN_CHECK(x->n_pend < 2, KILN_ERR_INTERNAL, "two sampled steps are already outstanding");
-    KILN_CHECK(!feed || (x->n_pend == 1 && b->n_tokens == b->n_seqs && b->n_out == b->n_seqs), KILN_ERR_INTERNAL,
-               "fed tokens need an outstanding step and one token per sequence");
+    KILN_TRY(kiln_exec_launch_check(x->n_pend, b, feed));
     for (int i = 0; i < b->n_out && x->n_pend; i++)
         KILN_CHECK(!rows[i].n_prompt && !rows[i].n_output && !rows[i].n_banned, KILN_ERR_INTERNAL,
                    "penalties or bans with a sampled step outstanding");

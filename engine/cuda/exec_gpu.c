@@ -464,9 +464,7 @@ static kiln_status gpu_launch_sample(kiln_exec *base, const kiln_batch *b, const
                                      const int32_t *feed) {
     exec_gpu *x = (exec_gpu *)base;
     kiln_status st = KILN_OK;
-    KILN_CHECK(x->n_pend < 2, KILN_ERR_INTERNAL, "two sampled steps are already outstanding");
-    KILN_CHECK(!feed || (x->n_pend == 1 && b->n_tokens == b->n_seqs && b->n_out == b->n_seqs), KILN_ERR_INTERNAL,
-               "fed tokens need an outstanding step and one token per sequence");
+    KILN_TRY(kiln_exec_launch_check(x->n_pend, b, feed));
     const int kb = x->cur_buf ^ 1;
     x->cur_buf = kb;
     x->h_meta = x->h_meta_buf[kb];
