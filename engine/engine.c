@@ -746,6 +746,11 @@ static void pipe_sample_rows(kiln_engine *e, int n_more) {
  * cannot be launched blind or the pool has no room. */
 static bool pipe_build_next(kiln_engine *e) {
     batch_reset(e);
+    /* every running request is a row of the outstanding step (nothing joins
+     * while one is outstanding); otherwise one would never be scheduled */
+    int rows = 0;
+    for (int i = 0; i < e->pipe_n; i++) rows += e->pipe_reqs[i] != NULL;
+    if (rows != e->n_running) return false;
     for (int i = 0; i < e->pipe_n; i++) {
         kiln_req *r = e->pipe_reqs[i];
         if (!r || pipe_surely_done(e, r)) continue;
