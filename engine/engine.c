@@ -588,14 +588,16 @@ static bool device_sampling_ok(const kiln_engine *e) {
 
 /* Per-row sampling requests for the device path. Row i of a speculating
  * sequence sees its drafts d_0..d_{i-1} as generated tokens (they sit in
- * r->tokens past n_tokens, written by batch_add). */
-static bool build_sample_reqs(kiln_engine *e) {
+ * r->tokens past n_tokens, written by batch_add). ahead: tokens an
+ * outstanding pipelined step adds before these rows (1 there, else 0; such
+ * rows have no penalties or bans, which would read them). */
+static bool build_sample_reqs(kiln_engine *e, int ahead) {
     int nb = 0;
     for (int s = 0; s < e->b_nseq; s++) {
         kiln_req *r = e->b_reqs[s];
         for (int i = 0; i <= e->b_ndraft[s]; i++) {
             kiln_sample_req *q = &e->srows[e->b_outstart[s] + i];
-            int n = r->n_tokens + i, gen = n - r->n_prompt;
+            int n = r->n_tokens + ahead + i, gen = n - r->n_prompt;
             q->p = (kiln_sample_row){r->sp.temperature, r->sp.top_p, r->sp.top_k, r->sp.min_p, r->seed, (uint64_t)gen};
             q->repetition = r->sp.repetition_penalty;
             q->presence = r->sp.presence_penalty;
@@ -728,19 +730,6 @@ static bool pipe_wanted(kiln_engine *e) {
     return quiet;
 }
 
-/* Sampling rows of the batch in e->b_* whose sequences are n_more tokens
- * longer than r->n_tokens says (1: behind an outstanding step). */
-static void pipe_sample_rows(kiln_engine *e, int n_more) {
-    for (int s = 0; s < e->b_nseq; s++) {
-        const kiln_req *r = e->b_reqs[s];
-        kiln_sample_req *q = &e->srows[s];
-        memset(q, 0, sizeof *q);
-        int gen = r->n_tokens + n_more - r->n_prompt;
-        q->p = (kiln_sample_row){r->sp.temperature, r->sp.top_p, r->sp.top_k, r->sp.min_p, r->seed, (uint64_t)gen};
-        q->repetition = 1.0f;
-    }
-}
-
 /* Build the step behind the outstanding one in e->b_*: every row that
  * continues, fed from its row there. False (nothing built) when a row
  * cannot be launched blind or the pool has no room. */
@@ -761,22 +750,10 @@ static bool pipe_build_next(kiln_engine *e) {
         if (!r || pipe_surely_done(e, r)) continue;
         const int p = r->n_tokens; /* the position of the token the outstanding step chooses */
         if (!kiln_kv_grow(&e->kv, &r->kv, p + 1)) return false; /* no room: the synchronous path preempts */
-        int s = e->b_nseq++, t = e->b_ntok++;
-        e->b_tokens[t] = 0; /* fed on the device */
-        e->b_pos[t] = p;
-        e->b_slots[t] = kiln_kv_slot(&e->kv, &r->kv, p);
-        e->b_qstart[s + 1] = e->b_ntok;
-        e->b_ctx[s] = p + 1;
-        memcpy(e->b_tables + (size_t)s * (size_t)e->kv.max_blocks_per_seq, r->kv.blocks,
-               sizeof(int32_t) * (size_t)r->kv.n_blocks);
-        e->b_out[e->b_nout++] = t;
-        e->b_outstart[s + 1] = e->b_nout;
-        e->b_ndraft[s] = 0;
-        e->b_reqs[s] = r;
-        e->pipe_feed[s] = i;
-        e->pipe_next[s] = r;
-        e->b_max_q = 1;
-        if (p + 1 > e->b_max_ctx) e->b_max_ctx = p + 1;
+        e->pipe_feed[e->b_nseq] = i;
+        e->pipe_next[e->b_nseq] = r;
+        r->tokens[p] = 0; /* scratch (the token is fed on the device); the commit overwrites it */
+        batch_add(e, r, p, p + 1, NULL, 0);
     }
     return e->b_nseq > 0;
 }
@@ -806,7 +783,7 @@ static kiln_status pipe_step(kiln_engine *e) {
     int next_n = 0;
     if (pipe_wanted(e) && pipe_build_next(e)) {
         kiln_batch b = current_batch(e);
-        pipe_sample_rows(e, 1);
+        build_sample_reqs(e, 1); /* no bans in blind rows: cannot run out of room */
         KILN_TRY(e->exec->vt->launch_sample(e->exec, &b, e->srows, e->pipe_feed));
         next_n = e->b_nseq;
         pthread_mutex_lock(&e->mu);
@@ -868,31 +845,41 @@ static void publish_counts(kiln_engine *e) {
     pthread_mutex_unlock(&e->mu);
 }
 
+/* The engine is dead (e->fatal_msg says why): every request ends. */
+static kiln_status engine_dead(kiln_engine *e, int *n_unfinished) {
+    fail_all(e, KILN_ERR_FATAL, e->fatal_msg);
+    publish_counts(e);
+    if (n_unfinished) *n_unfinished = 0;
+    return KILN_FAIL(KILN_ERR_FATAL, "the engine has failed: %s", e->fatal_msg);
+}
+
+/* A forward failed: the engine dies with the executor's error. */
+static void forward_failed(kiln_engine *e) {
+    snprintf(e->fatal_msg, sizeof e->fatal_msg, "%s", kiln_last_error());
+    atomic_store(&e->fatal, true);
+    KILN_ERROR("engine step failed, the engine is now dead: %s", e->fatal_msg);
+}
+
+static kiln_status step_done(kiln_engine *e, int *n_unfinished) {
+    publish_counts(e);
+    if (n_unfinished) *n_unfinished = e->n_running + e->n_waiting + e->n_incoming;
+    return KILN_OK;
+}
+
 kiln_status kiln_engine_step(kiln_engine *e, int *n_unfinished) {
     kiln_status st = KILN_OK;
     if (!e) return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "null engine");
     if (atomic_load(&e->fatal)) {
         intake(e);
-        fail_all(e, KILN_ERR_FATAL, e->fatal_msg);
-        publish_counts(e);
-        if (n_unfinished) *n_unfinished = 0;
-        return KILN_FAIL(KILN_ERR_FATAL, "the engine has failed: %s", e->fatal_msg);
+        return engine_dead(e, n_unfinished);
     }
     intake(e);
     if (e->pipe_n > 0) {
-        st = pipe_step(e);
-        if (st) {
-            snprintf(e->fatal_msg, sizeof e->fatal_msg, "%s", kiln_last_error());
-            atomic_store(&e->fatal, true);
-            KILN_ERROR("engine step failed, the engine is now dead: %s", e->fatal_msg);
-            fail_all(e, KILN_ERR_FATAL, e->fatal_msg);
-            publish_counts(e);
-            if (n_unfinished) *n_unfinished = 0;
-            return KILN_FAIL(KILN_ERR_FATAL, "the engine has failed: %s", e->fatal_msg);
+        if (pipe_step(e)) {
+            forward_failed(e);
+            return engine_dead(e, n_unfinished);
         }
-        publish_counts(e);
-        if (n_unfinished) *n_unfinished = e->n_running + e->n_waiting + e->n_incoming;
-        return KILN_OK;
+        return step_done(e, n_unfinished);
     }
     bool prefill = false, have = false;
     bool want_prefill = e->n_waiting > 0 && e->n_running < e->max_num_seqs &&
@@ -903,10 +890,7 @@ kiln_status kiln_engine_step(kiln_engine *e, int *n_unfinished) {
         if (st) {
             snprintf(e->fatal_msg, sizeof e->fatal_msg, "draft model: %s", kiln_last_error());
             atomic_store(&e->fatal, true);
-            fail_all(e, KILN_ERR_FATAL, e->fatal_msg);
-            publish_counts(e);
-            if (n_unfinished) *n_unfinished = 0;
-            return KILN_FAIL(KILN_ERR_FATAL, "the engine has failed: %s", e->fatal_msg);
+            return engine_dead(e, n_unfinished);
         }
     }
     if (!have && e->n_waiting > 0 && e->n_running == 0) {
@@ -916,14 +900,9 @@ kiln_status kiln_engine_step(kiln_engine *e, int *n_unfinished) {
         req_free(e, r);
     }
     if (have) {
-        kiln_batch b = {
-            .n_tokens = e->b_ntok, .n_seqs = e->b_nseq, .n_out = e->b_nout, .tokens = e->b_tokens,
-            .positions = e->b_pos, .qstart = e->b_qstart, .ctx_len = e->b_ctx, .block_tables = e->b_tables,
-            .max_blocks = e->kv.max_blocks_per_seq, .slots = e->b_slots, .out_rows = e->b_out,
-            .max_q_len = e->b_max_q, .max_ctx_len = e->b_max_ctx,
-        };
+        kiln_batch b = current_batch(e);
         const float *logits = NULL;
-        bool dev = device_sampling_ok(e) && build_sample_reqs(e);
+        bool dev = device_sampling_ok(e) && build_sample_reqs(e, 0);
         bool verify = false;
         for (int s = 0; s < e->b_nseq && !prefill && !verify; s++) verify = e->b_ndraft[s] > 0;
         double t_fwd = now();
@@ -935,9 +914,7 @@ kiln_status kiln_engine_step(kiln_engine *e, int *n_unfinished) {
             if (!st) {
                 for (int s = 0; s < e->b_nseq; s++) e->pipe_reqs[s] = e->b_reqs[s];
                 e->pipe_n = e->b_nseq;
-                publish_counts(e);
-                if (n_unfinished) *n_unfinished = e->n_running + e->n_waiting + e->n_incoming;
-                return KILN_OK;
+                return step_done(e, n_unfinished);
             }
         } else if (dev) {
             st = e->exec->vt->forward_sample(e->exec, &b, e->srows, e->dev_tokens, e->dev_lps);
@@ -946,17 +923,12 @@ kiln_status kiln_engine_step(kiln_engine *e, int *n_unfinished) {
         }
         t_fwd = now() - t_fwd;
         if (st) {
-            snprintf(e->fatal_msg, sizeof e->fatal_msg, "%s", kiln_last_error());
-            atomic_store(&e->fatal, true);
-            KILN_ERROR("engine step failed, the engine is now dead: %s", e->fatal_msg);
+            forward_failed(e);
             /* requests of this batch are in the running list or were popped
              * from waiting: put prefills back so fail_all sees them */
             for (int s = 0; s < e->b_nseq; s++)
                 if (!e->b_reqs[s]->in_running) waiting_push_back(e, e->b_reqs[s]);
-            fail_all(e, KILN_ERR_FATAL, e->fatal_msg);
-            publish_counts(e);
-            if (n_unfinished) *n_unfinished = 0;
-            return KILN_FAIL(KILN_ERR_FATAL, "the engine has failed: %s", e->fatal_msg);
+            return engine_dead(e, n_unfinished);
         }
         process_outputs(e, logits, dev ? e->dev_tokens : NULL, dev ? e->dev_lps : NULL, prefill);
         pthread_mutex_lock(&e->mu);
@@ -973,9 +945,7 @@ kiln_status kiln_engine_step(kiln_engine *e, int *n_unfinished) {
         }
         pthread_mutex_unlock(&e->mu);
     }
-    publish_counts(e);
-    if (n_unfinished) *n_unfinished = e->n_running + e->n_waiting + e->n_incoming;
-    return KILN_OK;
+    return step_done(e, n_unfinished);
 }
 
 /* -------------------------------------------------------------- generate */
