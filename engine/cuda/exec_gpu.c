@@ -75,15 +75,13 @@ typedef struct exec_gpu {
     kiln_devptr d_meta;
     /* sampling */
     kiln_devptr d_sparams, d_tok, d_lp, d_hist, d_hoff;
-    kiln_gpu_sample_params *h_sparams;
     int32_t *h_hist, *h_hoff; /* prompt ids | output ids | banned ids, offsets */
     size_t hist_cap;
-    int32_t *h_tok;
-    float *h_lp, *h_logits;
+    float *h_logits;
     /* pipelined decode (launch_sample / collect_sample): the pinned staging
      * that a launched step's queued copies still read or write (metadata,
      * sampling parameters, token ids, logprobs, fed rows) comes in two sets;
-     * h_meta, h_sparams, h_tok and h_lp point at the current one */
+     * h_meta points at the current set's metadata (pack_meta, H()) */
     char *h_meta_buf[2];
     kiln_gpu_sample_params *h_sparams_buf[2];
     int32_t *h_tok_buf[2], *h_feed_buf[2];
@@ -247,6 +245,22 @@ fail:
     return st;
 }
 
+/* Is op i an all-reduce whose result the next op, a residual add + RMSNorm
+ * of the same shape and dtype, reads, and can the one-shot kernel do both? */
+static bool ar_norm_follows(const exec_gpu *x, int i, int T, int n_out) {
+    const kiln_program *p = x->p;
+    const kiln_op *o = &p->ops[i], *nx = i + 1 < p->n_ops ? &p->ops[i + 1] : NULL;
+    if (!x->fuse_ar_norm || !nx || nx->kind != KILN_OP_ADD_RMSNORM || nx->src != o->src || nx->src2 < 0 ||
+        nx->dst < 0 || nx->w < 0)
+        return false;
+    const int64_t sw = p->slots[o->src].width, rows = rows_of(p, o->src, T, n_out);
+    const kiln_dtype dt = x->slot_dt[o->src];
+    return p->slots[nx->dst].width == sw && p->slots[nx->src2].width == sw && rows_of(p, nx->src2, T, n_out) == rows &&
+           x->slot_dt[nx->src2] == dt && x->slot_dt[nx->dst] == dt &&
+           kiln_rt_p2p_fits_norm(x->p2p, x->slot[o->src], x->slot[nx->src2], x->slot[nx->dst], x->w[nx->w], (int)rows,
+                                 (int)sw, dt);
+}
+
 /* Run every op of the program for T tokens in S sequences with n_out
  * output rows (metadata already on the device). */
 static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int max_ctx) {
@@ -346,13 +360,8 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
             size_t n = (size_t)(rows * sw);
             /* followed by the residual add + RMSNorm of its result: one fused
              * kernel (not in profiling mode, which times each op) */
-            const kiln_op *nx = i + 1 < p->n_ops ? &p->ops[i + 1] : NULL;
-            if (nx && nx->kind == KILN_OP_ADD_RMSNORM && nx->src == o->src && nx->src2 >= 0 && nx->dst >= 0 &&
-                nx->w >= 0 && p->slots[nx->dst].width == sw && p->slots[nx->src2].width == sw &&
-                rows_of(p, nx->src2, T, n_out) == rows && x->fuse_ar_norm && !x->prof.on &&
-                kiln_rt_p2p_fits_norm(x->p2p, Sp, x->slot[nx->src2], x->slot[nx->dst], x->w[nx->w], (int)rows, (int)sw,
-                                      x->slot_dt[o->src]) &&
-                x->slot_dt[nx->src2] == x->slot_dt[o->src] && x->slot_dt[nx->dst] == x->slot_dt[o->src]) {
+            if (!x->prof.on && ar_norm_follows(x, i, T, n_out)) {
+                const kiln_op *nx = &p->ops[i + 1];
                 KILN_TRY(kiln_rt_p2p_all_reduce_add_rmsnorm(x->p2p, Sp, x->slot[nx->src2], x->slot[nx->dst], x->w[nx->w],
                                                             (int)rows, (int)sw, nx->eps, x->slot_dt[o->src], s));
                 i++; /* the add + rmsnorm is done */
@@ -468,9 +477,6 @@ static kiln_status gpu_launch_sample(kiln_exec *base, const kiln_batch *b, const
     const int kb = x->cur_buf ^ 1;
     x->cur_buf = kb;
     x->h_meta = x->h_meta_buf[kb];
-    x->h_sparams = x->h_sparams_buf[kb];
-    x->h_tok = x->h_tok_buf[kb];
-    x->h_lp = x->h_lp_buf[kb];
     KILN_TRY(gpu_run(x, b, feed));
     int n = b->n_out, V = x->p->slots[x->p->logits_slot].width;
     /* token histories for penalties and bans, CSR: [prompt | output | banned] x rows */
@@ -499,10 +505,10 @@ static kiln_status gpu_launch_sample(kiln_exec *base, const kiln_batch *b, const
     }
     for (int i = 0; i < n; i++) {
         const kiln_sample_req *q = &rows[i];
-        x->h_sparams[i] = (kiln_gpu_sample_params){q->p.temperature, q->p.top_p, q->p.min_p, q->repetition,
+        x->h_sparams_buf[kb][i] = (kiln_gpu_sample_params){q->p.temperature, q->p.top_p, q->p.min_p, q->repetition,
                                                    q->presence, q->frequency, q->p.top_k, 0, q->p.seed, q->p.step};
     }
-    KILN_TRY(kiln_rt_memcpy_htod(x->d_sparams, x->h_sparams, sizeof(kiln_gpu_sample_params) * (size_t)n, x->st));
+    KILN_TRY(kiln_rt_memcpy_htod(x->d_sparams, x->h_sparams_buf[kb], sizeof(kiln_gpu_sample_params) * (size_t)n, x->st));
     kiln_devptr logits = x->slot[x->p->logits_slot];
     if (any) {
         KILN_TRY(kiln_rt_memcpy_htod(x->d_hoff, off, sizeof(int32_t) * (size_t)(3 * (n + 1)), x->st));
@@ -512,8 +518,8 @@ static kiln_status gpu_launch_sample(kiln_exec *base, const kiln_batch *b, const
                                            x->d_hist, o2));
     }
     KILN_TRY(kiln_gpu_sample(x->g, x->st, x->d_tok, x->d_lp, logits, n, V, x->d_sparams));
-    KILN_TRY(kiln_rt_memcpy_dtoh(x->h_tok, x->d_tok, sizeof(int32_t) * (size_t)n, x->st));
-    KILN_TRY(kiln_rt_memcpy_dtoh(x->h_lp, x->d_lp, sizeof(float) * (size_t)n, x->st));
+    KILN_TRY(kiln_rt_memcpy_dtoh(x->h_tok_buf[kb], x->d_tok, sizeof(int32_t) * (size_t)n, x->st));
+    KILN_TRY(kiln_rt_memcpy_dtoh(x->h_lp_buf[kb], x->d_lp, sizeof(float) * (size_t)n, x->st));
     KILN_TRY(kiln_rt_event_record(x->done_ev[kb], x->st));
     x->pend_buf[x->n_pend] = kb;
     x->pend_n[x->n_pend] = n;
@@ -1091,9 +1097,6 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
         KILN_TRY(kiln_rt_event_create(x->dev, false, &x->done_ev[k]));
     }
     x->h_meta = x->h_meta_buf[0];
-    x->h_sparams = x->h_sparams_buf[0];
-    x->h_tok = x->h_tok_buf[0];
-    x->h_lp = x->h_lp_buf[0];
     size_t V = (size_t)p->slots[p->logits_slot].width;
     KILN_TRY(kiln_rt_host_alloc(x->dev, (size_t)cfg->max_out * V * 4, (void **)&x->h_logits));
     KILN_TRY(kiln_rt_host_alloc(x->dev, 4 * x->hist_cap, (void **)&x->h_hist));
