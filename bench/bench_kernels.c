@@ -133,6 +133,19 @@ static void op_gemm(void *vc, int set) {
                      c->K));
 }
 
+/* gate/up at small M: the GEMV then kiln_gpu_silu_mul (into out + N elements),
+ * or the GEMV with the SiLU-and-mul as its epilogue (kernel_src/gemv.cu GLU=1) */
+static void op_gemm_then_silu(void *vc, int set) {
+    gemm_ctx *c = vc;
+    op_gemm(vc, set);
+    CK(kiln_gpu_silu_mul(c->g, st, c->out + (kiln_devptr)((size_t)c->M * c->N * 2), c->out, KILN_DTYPE_BF16, c->M,
+                         c->N / 2));
+}
+static void op_gemm_silu(void *vc, int set) {
+    gemm_ctx *c = vc;
+    CK(kiln_gpu_gemm_silu(c->g, st, c->out, 0, c->x[set], c->w[set], KILN_DTYPE_BF16, 0, c->M, c->N, c->K));
+}
+
 static void ceilings(void) {
     copy_ctx c = {0, 0, (size_t)2 << 30};
     CK(kiln_rt_malloc(dev, c.n, &c.a));
@@ -351,6 +364,20 @@ static void bench_gemm(void) {
                 snprintf(name, sizeof name, "gemv rows %d unroll %d (weight bytes)", tiles[ti][0], tiles[ti][1]);
                 row_bw(name, shape, t, (double)wbytes, 0.85);
             }
+            g.g = NULL;
+            kiln_gpu_destroy(gv);
+        }
+        if (!strcmp(shapes[si].name, "gate_up")) { /* its SiLU-and-mul: two kernels or one */
+            kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = 8, .gemv_silu = 1};
+            kiln_gpu *gv = NULL;
+            CK(kiln_gpu_create(dev, &gp, &gv));
+            g.g = gv;
+            g.M = 1;
+            double t2 = time_op(op_gemm_then_silu, &g, sets, 20, 20), t1 = time_op(op_gemm_silu, &g, sets, 20, 20);
+            char shape[80];
+            snprintf(shape, sizeof shape, "%s M=1 N=%d K=%d", shapes[si].name, g.N, g.K);
+            row_bw("gemv + silu_mul, two kernels (weight bytes)", shape, t2, (double)wbytes, 0.85);
+            row_bw("gemv with silu epilogue (weight bytes)", shape, t1, (double)wbytes, 0.85);
             g.g = NULL;
             kiln_gpu_destroy(gv);
         }

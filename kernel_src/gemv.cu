@@ -9,6 +9,12 @@
 // MAXM), ROWS (W rows per warp), UNROLL (16-byte loads per row in flight).
 // Grid: ceil(N / (ROWS * WARPS)) blocks of WARPS * 32 threads (host:
 // engine/cuda/ops_gpu.c kiln_gpu_gemm).
+// GLU=1 (with ROWS 2, OUT = ACT): the gate/up projection with the SiLU-and-mul
+// that follows it as its epilogue (kiln_gpu_gemm_silu): W is [N = 2I, K]
+// (gate rows, then up rows), warp j takes rows j and I + j, and
+// out[m, j] = silu(g) * u, where g and u are the two dot products (+ bias)
+// rounded to ACT as the plain GEMV would store them and the product is
+// act.cu's (the same bits as the two kernels). Grid: ceil(I / WARPS) blocks.
 #include "kiln_common.cuh"
 
 typedef ACT act_t;
@@ -23,14 +29,19 @@ typedef OUT out_t;
 #define UNROLL 4
 #endif
 #define WARPS 8
+#ifndef GLU
+#define GLU 0
+#endif
+static_assert(!GLU || ROWS == 2, "GLU: a gate row and an up row a warp");
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32, 2)
 kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const act_t *__restrict__ w,
           const out_t *__restrict__ bias, int M, int N, int K) {
     typedef vec16<act_t> V;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int n0 = (blockIdx.x * WARPS + warp) * ROWS;
-    if (n0 >= N) return; // whole warps; no block barrier below
+    // W row of this warp's row r: consecutive rows, or (GLU) gate row n0 and up row n0 + N / 2
+    const int n0 = (blockIdx.x * WARPS + warp) * (GLU ? 1 : ROWS), nrow_step = GLU ? N / 2 : 1;
+    if (n0 >= (GLU ? N / 2 : N)) return; // whole warps; no block barrier below
     const int nv = K / V::N; // vectors per row
     float acc[ROWS][MAXM];
 #pragma unroll
@@ -48,7 +59,8 @@ kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const a
 #pragma unroll
             for (int r = 0; r < ROWS; r++) {
                 int i = i0 + u * 32;
-                if (i < nv && n0 + r < N) wv[r][u].v = ld16_stream(w + (size_t)(n0 + r) * K + (size_t)i * V::N);
+                const int n = n0 + r * nrow_step;
+                if (i < nv && n < N) wv[r][u].v = ld16_stream(w + (size_t)n * K + (size_t)i * V::N);
                 else wv[r][u].v = make_uint4(0, 0, 0, 0);
             }
     };
@@ -73,6 +85,18 @@ kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const a
             }
         }
     }
+#if GLU
+#pragma unroll
+    for (int m = 0; m < MAXM; m++) {
+        if (MAXM > 1 && m >= M) break;
+        float g = warp_sum(acc[0][m]), u = warp_sum(acc[1][m]);
+        if (lane == 0) {
+            if (bias) g += to_f32(bias[n0]), u += to_f32(bias[n0 + nrow_step]);
+            const float gf = to_f32(from_f32<act_t>(g)), uf = to_f32(from_f32<act_t>(u));
+            out[(size_t)m * ldo + n0] = from_f32<out_t>(gf / (1.0f + expf(-gf)) * uf);
+        }
+    }
+#else
 #pragma unroll
     for (int r = 0; r < ROWS; r++) {
         int n = n0 + r;
@@ -86,4 +110,5 @@ kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const a
             }
         }
     }
+#endif
 }

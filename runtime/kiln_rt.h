@@ -206,6 +206,11 @@ typedef struct kiln_jit_kernel_def {
 #define KILN_GEMV_MAX_M_DEFAULT 1
 #define KILN_GEMV_ROWS_DEFAULT 1
 #define KILN_GEMV_UNROLL_DEFAULT 4
+/* The batch-1 gate/up GEMV with the SiLU-and-mul as its epilogue
+ * (kernel_src/gemv.cu GLU=1, rows 2 x unroll 4): 0 = off until measured on a
+ * GPU ($KILN_GEMV_SILU=1 turns it on). */
+#define KILN_GEMV_SILU_DEFAULT 0
+#define KILN_GEMV_SILU_UNROLL 4
 
 /* The tensor-core small-M GEMM (kernel_src/gemm_tc.cu): used for
  * 2 <= M <= MAX_M (above the GEMV's M), in buckets MAXM 8/16/32/64, with

@@ -261,6 +261,26 @@ static bool ar_norm_follows(const exec_gpu *x, int i, int T, int n_out) {
                                  (int)sw, dt);
 }
 
+/* Is op i a GEMM (M = rows) whose whole output only the next op, a
+ * SiLU-and-mul, reads, and can kiln_gpu_gemm_silu do both? */
+static bool silu_follows(const exec_gpu *x, int i, int64_t rows) {
+    const kiln_program *p = x->p;
+    const kiln_op *o = &p->ops[i], *nx = i + 1 < p->n_ops ? &p->ops[i + 1] : NULL;
+    if (!nx || nx->kind != KILN_OP_SILU_MUL || nx->src != o->dst || o->dst_col != 0 || o->w < 0 || nx->dst < 0 ||
+        nx->dst == o->dst || x->slot_dt[o->dst] != x->act || x->slot_dt[nx->dst] != x->act)
+        return false;
+    const kiln_weight_desc *W = &p->weights[o->w];
+    if (p->slots[o->dst].width != W->rows || p->slots[nx->dst].width * 2 != W->rows ||
+        !kiln_gpu_gemm_silu_ok(x->g, x->act, rows, W->rows, W->cols))
+        return false;
+    for (int k = i + 2; k < p->n_ops; k++) { /* read again before it is rewritten? */
+        const kiln_op *q = &p->ops[k];
+        if (q->src == o->dst || q->src2 == o->dst) return false;
+        if (q->dst == o->dst) break;
+    }
+    return true;
+}
+
 /* Run every op of the program for T tokens in S sequences with n_out
  * output rows (metadata already on the device). */
 static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int max_ctx) {
@@ -294,6 +314,15 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
         case KILN_OP_ADD: KILN_TRY(kiln_gpu_add(g, s, Dp, Sp, S2, x->act, rows * dw)); break;
         case KILN_OP_GEMM: {
             kiln_devptr bias = o->bias >= 0 ? x->w[o->bias] : 0;
+            if (!x->prof.on && silu_follows(x, i, rows)) {
+                /* the gate/up GEMV with the SiLU-and-mul as its epilogue, into
+                 * the SiLU's output; the GEMM's own output is never read */
+                const kiln_op *nx = &p->ops[i + 1];
+                KILN_TRY(kiln_gpu_gemm_silu(g, s, x->slot[nx->dst], p->slots[nx->dst].width, Sp, Wp, x->act, bias, rows,
+                                            W->rows, W->cols));
+                i++;
+                break;
+            }
             kiln_devptr dst = Dp + (kiln_devptr)((size_t)o->dst_col * kiln_dtype_size(x->slot_dt[o->dst]));
             KILN_TRY(kiln_gpu_gemm(g, s, dst, dw, x->slot_dt[o->dst], Sp, Wp, x->act, bias, rows, W->rows, W->cols));
             break;

@@ -21,7 +21,7 @@ struct kiln_gpu {
     kiln_devptr blas_ws, ws, sample_ws, counts;
     size_t blas_ws_bytes, ws_bytes;
     int max_rows, vocab;
-    int gemv_max_m, gemv_rows, gemv_unroll;
+    int gemv_max_m, gemv_rows, gemv_unroll, gemv_silu;
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
 };
 
@@ -52,6 +52,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->gemv_unroll = knob(p ? p->gemv_unroll : 0, "KILN_GEMV_UNROLL", KILN_GEMV_UNROLL_DEFAULT);
     if (g->gemv_unroll != 2 && g->gemv_unroll != 4 && g->gemv_unroll != 8) g->gemv_unroll = KILN_GEMV_UNROLL_DEFAULT;
     if (g->gemv_rows * g->gemv_unroll > 16) g->gemv_unroll = 16 / g->gemv_rows; /* registers (no spills) */
+    g->gemv_silu = knob(p ? p->gemv_silu : 0, "KILN_GEMV_SILU", KILN_GEMV_SILU_DEFAULT) > 0;
     tc_knobs(g, p);
     size_t sample_bytes = (size_t)g->max_rows * (size_t)g->vocab * 4;
     size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * 256;
@@ -267,7 +268,7 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
         kiln_status st = KILN_OK;
         kiln_rt_func *f;
         int maxm = M == 1 ? 1 : M == 2 ? 2 : M <= 4 ? 4 : 8;
-        KILN_TRY(get(g, "gemv", &f, "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d", dt(in_dt), dt(out_dt), maxm,
+        KILN_TRY(get(g, "gemv", &f, "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d GLU=0", dt(in_dt), dt(out_dt), maxm,
                      g->gemv_rows, g->gemv_unroll));
         int64_t ld = ldo ? ldo : N;
         int m = (int)M, n = (int)N, k = (int)K;
@@ -280,6 +281,31 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
         K % 8 == 0 && (x | w) % 16 == 0 && N <= INT32_MAX && K <= INT32_MAX)
         return tc_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K);
     return kiln_rt_gemm(g->blas, s, out, ldo, out_dt, x, w, in_dt, bias, M, N, K);
+}
+
+bool kiln_gpu_gemm_silu_ok(const kiln_gpu *g, kiln_dtype in_dt, int64_t M, int64_t N, int64_t K) {
+    return g->gemv_silu && M >= 1 && M <= g->gemv_max_m && (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) &&
+           K % vec_elems(in_dt) == 0 && N % 2 == 0 && N <= INT32_MAX && K <= INT32_MAX;
+}
+
+kiln_status kiln_gpu_gemm_silu(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_devptr x,
+                               kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N, int64_t K) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    KILN_CHECK(kiln_gpu_gemm_silu_ok(g, in_dt, M, N, K), KILN_ERR_INTERNAL,
+               "gate/up GEMV with SiLU: M %lld, N %lld, K %lld, %s (off, or not a small-M GEMV)", (long long)M,
+               (long long)N, (long long)K, dt(in_dt));
+    {
+        int maxm = M == 1 ? 1 : M == 2 ? 2 : M <= 4 ? 4 : 8;
+        KILN_TRY(get(g, "gemv", &f, "ACT=%s OUT=%s MAXM=%d ROWS=2 UNROLL=%d GLU=1", dt(in_dt), dt(in_dt), maxm,
+                     KILN_GEMV_SILU_UNROLL));
+        int64_t ld = ldo ? ldo : N / 2;
+        int m = (int)M, n = (int)N, k = (int)K;
+        unsigned blocks = (unsigned)((N / 2 + 7) / 8); /* a gate/up row pair a warp, WARPS 8 */
+        LAUNCH(f, blocks, 1, 1, 256, 0, s, &out, &ld, &x, &w, &bias, &m, &n, &k);
+    }
+fail:
+    return st;
 }
 
 static kiln_status glu(kiln_gpu *g, kiln_rt_stream *s, const char *name, kiln_devptr out, kiln_devptr x,

@@ -31,6 +31,9 @@ typedef struct kiln_gpu_params {
     int gemv_max_m;          /* GEMMs with M <= this use kernel_src/gemv.cu instead of
                                 cuBLASLt (0: $KILN_GEMV_MAX_M, else
                                 KILN_GEMV_MAX_M_DEFAULT = 1; negative: never)     */
+    int gemv_silu;           /* the gate/up GEMV with the SiLU-and-mul as its epilogue
+                                where the GEMV serves (1 on, negative off; 0:
+                                $KILN_GEMV_SILU, else KILN_GEMV_SILU_DEFAULT)      */
     int gemv_rows, gemv_unroll; /* its W rows per warp (1|2|4) and 16-byte loads per
                                 row in flight (2|4|8); 0: $KILN_GEMV_ROWS /
                                 $KILN_GEMV_UNROLL, else KILN_GEMV_ROWS_DEFAULT /
@@ -78,6 +81,13 @@ kiln_status kiln_gpu_add_rmsnorm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out
 kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
                           kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N,
                           int64_t K);
+/* out[M, I] (act, row stride ldo, 0: I) = silu(g) * u with [g | u] = x[M, K] @
+ * W[2I, K]^T (+ bias[2I]): the gate/up GEMM and kiln_gpu_silu_mul in one
+ * kernel, the same bits as the two (g and u rounded to act first). Only where
+ * kiln_gpu_gemm_silu_ok (the small-M GEMV serves M and the knob is on). */
+bool kiln_gpu_gemm_silu_ok(const kiln_gpu *g, kiln_dtype in_dt, int64_t M, int64_t N, int64_t K);
+kiln_status kiln_gpu_gemm_silu(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_devptr x,
+                               kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N, int64_t K);
 /* out[T, I] = silu(x[:, :I]) * x[:, I:]  (x [T, 2I]); gelu_tanh variant. */
 kiln_status kiln_gpu_silu_mul(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_dtype act, int T,
                               int I);
