@@ -261,60 +261,168 @@ static void op_ew(void *vc, int s) {
         CK(kiln_gpu_kv_write(gpu, st, c->kc, c->vc, &c->l, c->x[s] + 4096 * 2, c->x[s] + 5120 * 2, b, 6144, c->slots,
                              c->T));
         break;
-    case 5: CK(kiln_gpu_rope_kv_write(gpu, st, c->x[s], b, 6144, c->pos, c->T, 32, &rp, c->kc, c->vc, &c->l, c->slots)); break;
+    case 5:
+    case 6:
+    case 7: CK(kiln_gpu_rope_kv_write(gpu, st, c->x[s], b, 6144, c->pos, c->T, 32, &rp, c->kc, c->vc, &c->l, c->slots)); break;
     }
 }
 
 /* T = 4096 (prefill; target 80% of copy) and decode-sized T (launch
- * latency; no target, the data sits in L2) */
+ * latency; no target, the data sits in L2). Every op but silu_mul twice,
+ * one row each: the kernels decode takes (rmsnorm.cu, rope_kv.cu; row
+ * "rmsnorm") and the wide ones (rmsnorm_wide.cu, rope_kv_wide.cu; row
+ * "rmsnorm wide"), forced at every T (engine/cuda/ops_gpu.c picks the wide
+ * ones from $KILN_ELEM_WIDE_MIN, default 256, tokens up). A filter naming
+ * an op gives both rows; "wide" the wide rows only. */
 static void bench_elementwise(int T) {
-    static const char *names[] = {"rmsnorm", "add_rmsnorm", "silu_mul", "rope", "kv_write", "rope_kv_write"};
-    for (int kind = 0; kind < 6; kind++) {
-        if (!want(names[kind]) && !(filter && !strcmp(filter, "elementwise"))) continue;
-        ew_ctx c;
-        memset(&c, 0, sizeof c);
-        c.kind = kind;
-        c.T = T;
-        c.D = kind == 2 ? 14336 : 4096;
-        size_t xn = kind == 2 ? (size_t)T * 2 * 14336 : kind >= 3 ? (size_t)T * 6144 : (size_t)T * 4096;
-        size_t on = kind == 2 ? (size_t)T * 14336 : (size_t)T * 4096;
-        for (int s = 0; s < NSETS; s++) {
-            c.x[s] = drand(xn, KILN_DTYPE_BF16, 1);
-            if (kind <= 2) CK(kiln_rt_malloc(dev, on * 2, &c.out[s]));
-            if (kind == 1) c.y[s] = drand(on, KILN_DTYPE_BF16, 1);
+    /* 6: slots shifted by 5 (runs cross cache blocks; value stores element by
+     * element); 7: an FP8 E4M3 cache with per-head scales */
+    static const char *names[] = {"rmsnorm", "add_rmsnorm", "silu_mul",      "rope",
+                                  "kv_write", "rope_kv_write", "rope_kv_write", "rope_kv_write"};
+    for (int kind = 0; kind < 8; kind++)
+        for (int wide = 0; wide < (kind == 2 ? 1 : 2); wide++) {
+            char name[32];
+            snprintf(name, sizeof name, "%s%s", names[kind], wide ? " wide" : "");
+            if (!want(names[kind]) && !want(name) && !(filter && !strcmp(filter, "elementwise"))) continue;
+            ew_ctx c;
+            memset(&c, 0, sizeof c);
+            c.kind = kind;
+            c.T = T;
+            c.D = kind == 2 ? 14336 : 4096;
+            size_t xn = kind == 2 ? (size_t)T * 2 * 14336 : kind >= 3 ? (size_t)T * 6144 : (size_t)T * 4096;
+            size_t on = kind == 2 ? (size_t)T * 14336 : (size_t)T * 4096;
+            for (int s = 0; s < NSETS; s++) {
+                c.x[s] = drand(xn, KILN_DTYPE_BF16, 1);
+                if (kind <= 2) CK(kiln_rt_malloc(dev, on * 2, &c.out[s]));
+                if (kind == 1) c.y[s] = drand(on, KILN_DTYPE_BF16, 1);
+            }
+            c.w = drand(4096, KILN_DTYPE_BF16, 1);
+            int32_t *pos = malloc(4 * (size_t)T);
+            for (int t = 0; t < T; t++) pos[t] = t;
+            CK(kiln_rt_malloc(dev, 4 * (size_t)T, &c.pos));
+            CK(kiln_rt_malloc(dev, 4 * (size_t)T, &c.slots));
+            CK(kiln_rt_memcpy_htod(c.pos, pos, 4 * (size_t)T, NULL));
+            if (kind == 6)
+                for (int t = 0; t < T; t++) pos[t] = t + 5;
+            CK(kiln_rt_memcpy_htod(c.slots, pos, 4 * (size_t)T, NULL));
+            float inv[64];
+            for (int i = 0; i < 64; i++) inv[i] = 1.0f / powf(500000.0f, (float)(2 * i) / 128.0f);
+            CK(kiln_rt_malloc(dev, sizeof inv, &c.inv));
+            CK(kiln_rt_memcpy_htod(c.inv, inv, sizeof inv, NULL));
+            size_t cb = kiln_kv_layout_init(&c.l, T / 16 + 2, 16, 8, 128,
+                                            kind == 7 ? KILN_DTYPE_FP8_E4M3 : KILN_DTYPE_BF16);
+            CK(kiln_rt_malloc(dev, cb, &c.kc));
+            CK(kiln_rt_malloc(dev, cb, &c.vc));
+            kiln_devptr hsc = 0;
+            if (kind == 7) {
+                float hs[16];
+                for (int i = 0; i < 16; i++) hs[i] = 0.05f + 0.01f * (float)i;
+                CK(kiln_rt_malloc(dev, sizeof hs, &hsc));
+                CK(kiln_rt_memcpy_htod(hsc, hs, sizeof hs, NULL));
+                c.l.head_scales = (const void *)(uintptr_t)hsc;
+            }
+            int was = kiln_gpu_set_elem_wide_min(gpu, wide); /* 0: never wide, 1: always */
+            double t = time_op(op_ew, &c, NSETS, 20, 25);
+            kiln_gpu_set_elem_wide_min(gpu, was);
+            double bytes = 0;
+            char shape[64];
+            switch (kind) {
+            case 0: bytes = 2.0 * on * 2; snprintf(shape, sizeof shape, "%dx4096 bf16", T); break;
+            case 1: bytes = 4.0 * on * 2; snprintf(shape, sizeof shape, "%dx4096 bf16 (+residual)", T); break;
+            case 2: bytes = 3.0 * on * 2; snprintf(shape, sizeof shape, "%dx14336 bf16", T); break;
+            case 3: bytes = 2.0 * T * 5120 * 2; snprintf(shape, sizeof shape, "%d tok, 32q+8k heads hd128", T); break;
+            case 4: bytes = 2.0 * T * 2048 * 2; snprintf(shape, sizeof shape, "%d tok, 8 kv heads hd128", T); break;
+            case 5:
+            case 6:
+                bytes = 2.0 * T * 5120 * 2 + 2.0 * T * 2048 * 2 - T * 1024 * 2;
+                snprintf(shape, sizeof shape, "%d tok, 32q/8kv hd128%s", T, kind == 6 ? " slots+5" : "");
+                break;
+            case 7: /* the caches take one byte an element */
+                bytes = 2.0 * T * 5120 * 2 + T * 1024 * 2 + 2.0 * T * 1024;
+                snprintf(shape, sizeof shape, "%d tok, 32q/8kv hd128 fp8 e4m3", T);
+                break;
+            }
+            row_bw(name, shape, t, bytes, T == 4096 ? 0.80 : 0);
+            for (int s = 0; s < NSETS; s++)
+                kiln_rt_free(dev, c.x[s]), kiln_rt_free(dev, c.out[s]), kiln_rt_free(dev, c.y[s]);
+            kiln_rt_free(dev, c.w), kiln_rt_free(dev, c.pos), kiln_rt_free(dev, c.slots), kiln_rt_free(dev, c.inv);
+            kiln_rt_free(dev, c.kc), kiln_rt_free(dev, c.vc);
+            if (hsc) kiln_rt_free(dev, hsc);
+            free(pos);
         }
-        c.w = drand(4096, KILN_DTYPE_BF16, 1);
+}
+
+/* The wide rope and rope + KV write (kernel_src/rope_kv_wide.cu) at 4096
+ * tokens in each tiling of their rope rows (heads per thread, hs head
+ * slots), launched directly (kiln_gpu_* picks 4 at this size). Same bytes
+ * as the rows above. */
+typedef struct tile_ctx {
+    ew_ctx c;
+    kiln_rt_func *f;
+    int kind, hs, nbr, hg;
+    unsigned grid;
+} tile_ctx;
+static void op_tile(void *vc, int s) {
+    tile_ctx *t = vc;
+    ew_ctx *c = &t->c;
+    int T = c->T, nq = 32, nkv = 8, hd = 128, rot = 128, z = 0, bs = 16;
+    int64_t stride = 6144;
+    float ms = 1.0f, zf = 0.0f, one = 1.0f;
+    kiln_devptr none = 0;
+    if (t->kind == 0) {
+        void *a[] = {&c->x[s], &stride, &c->pos, &T, &nq, &nkv, &hd, &rot, &c->inv, &ms, &none, &z, &zf, &zf, &t->hs};
+        CK(kiln_rt_launch(t->f, (kiln_rt_dim3){t->grid, 1, 1}, (kiln_rt_dim3){128, 1, 1}, 0, st, a));
+    } else {
+        void *a[] = {&c->x[s], &stride, &c->pos, &T,     &nq,     &nkv,  &hd,    &rot,   &c->inv, &ms, &none, &z, &zf,
+                     &zf,      &c->kc,  &c->vc,  &c->slots, &bs, &one, &one, &t->hs, &none, &t->nbr, &t->hg};
+        /* KV blocks of hg heads: 64 bytes of slots, 16 key rows of 272 bytes and 16 value rows of 260 per head */
+        unsigned smem = (unsigned)(64 + t->hg * 16 * (272 + 260));
+        CK(kiln_rt_launch(t->f, (kiln_rt_dim3){t->grid, 1, 1}, (kiln_rt_dim3){128, 1, 1}, smem, st, a));
+    }
+}
+
+static void bench_elementwise_tilings(void) {
+    const int T = 4096;
+    kiln_rt_kernels *k = kiln_gpu_kernels(gpu);
+    for (int kind = 0; kind < 2; kind++) {
+        tile_ctx t;
+        memset(&t, 0, sizeof t);
+        t.kind = kind;
+        ew_ctx *c = &t.c;
+        c->T = T, c->D = 4096;
+        for (int s = 0; s < NSETS; s++) c->x[s] = drand((size_t)T * 6144, KILN_DTYPE_BF16, 1);
         int32_t *pos = malloc(4 * (size_t)T);
-        for (int t = 0; t < T; t++) pos[t] = t;
-        CK(kiln_rt_malloc(dev, 4 * (size_t)T, &c.pos));
-        CK(kiln_rt_malloc(dev, 4 * (size_t)T, &c.slots));
-        CK(kiln_rt_memcpy_htod(c.pos, pos, 4 * (size_t)T, NULL));
-        CK(kiln_rt_memcpy_htod(c.slots, pos, 4 * (size_t)T, NULL));
+        for (int i = 0; i < T; i++) pos[i] = i;
+        CK(kiln_rt_malloc(dev, 4 * (size_t)T, &c->pos));
+        CK(kiln_rt_malloc(dev, 4 * (size_t)T, &c->slots));
+        CK(kiln_rt_memcpy_htod(c->pos, pos, 4 * (size_t)T, NULL));
+        CK(kiln_rt_memcpy_htod(c->slots, pos, 4 * (size_t)T, NULL));
         float inv[64];
         for (int i = 0; i < 64; i++) inv[i] = 1.0f / powf(500000.0f, (float)(2 * i) / 128.0f);
-        CK(kiln_rt_malloc(dev, sizeof inv, &c.inv));
-        CK(kiln_rt_memcpy_htod(c.inv, inv, sizeof inv, NULL));
-        size_t cb = kiln_kv_layout_init(&c.l, T / 16 + 1, 16, 8, 128, KILN_DTYPE_BF16);
-        CK(kiln_rt_malloc(dev, cb, &c.kc));
-        CK(kiln_rt_malloc(dev, cb, &c.vc));
-        double t = time_op(op_ew, &c, NSETS, 20, 25);
-        double bytes = 0;
-        char shape[64];
-        switch (kind) {
-        case 0: bytes = 2.0 * on * 2; snprintf(shape, sizeof shape, "%dx4096 bf16", T); break;
-        case 1: bytes = 4.0 * on * 2; snprintf(shape, sizeof shape, "%dx4096 bf16 (+residual)", T); break;
-        case 2: bytes = 3.0 * on * 2; snprintf(shape, sizeof shape, "%dx14336 bf16", T); break;
-        case 3: bytes = 2.0 * T * 5120 * 2; snprintf(shape, sizeof shape, "%d tok, 32q+8k heads hd128", T); break;
-        case 4: bytes = 2.0 * T * 2048 * 2; snprintf(shape, sizeof shape, "%d tok, 8 kv heads hd128", T); break;
-        case 5:
-            bytes = 2.0 * T * 5120 * 2 + 2.0 * T * 2048 * 2 - T * 1024 * 2;
-            snprintf(shape, sizeof shape, "%d tok, 32q/8kv hd128", T);
-            break;
+        CK(kiln_rt_malloc(dev, sizeof inv, &c->inv));
+        CK(kiln_rt_memcpy_htod(c->inv, inv, sizeof inv, NULL));
+        size_t cb = kiln_kv_layout_init(&c->l, T / 16 + 1, 16, 8, 128, KILN_DTYPE_BF16);
+        CK(kiln_rt_malloc(dev, cb, &c->kc));
+        CK(kiln_rt_malloc(dev, cb, &c->vc));
+        static const char *names[] = {"rope_wide", "rope_kv_write_wide"};
+        static const char *defs[] = {"ACT=bf16 INTERLEAVED=0", "ACT=bf16 INTERLEAVED=0 KV=bf16"};
+        CK(kiln_rt_kernels_get(k, names[kind], defs[kind], &t.f));
+        double bytes = kind == 0 ? 2.0 * T * 5120 * 2 : 2.0 * T * 5120 * 2 + 2.0 * T * 2048 * 2 - T * 1024 * 2;
+        for (int v = 1; v <= 4; v++) {
+            char name[48], shape[64];
+            int nh = kind ? 32 : 40;      /* rope rows: q and k heads (rope), q heads (fused) */
+            t.hs = (nh + v - 1) / v;      /* v heads a thread, rounded to 4 slots as the host does */
+            t.hs = (t.hs + 3) / 4 * 4;
+            t.nbr = (T * t.hs * 8 + 127) / 128; /* 8 columns of hd 128 */
+            t.hg = 4;                     /* KV blocks: 16 tokens, 4 of the 8 KV heads */
+            t.grid = (unsigned)(t.nbr + (kind ? (T / 16) * 2 : 0));
+            snprintf(shape, sizeof shape, "%d tok, %d heads a thread", T, v);
+            snprintf(name, sizeof name, "%s tiling", names[kind]);
+            row_bw(name, shape, time_op(op_tile, &t, NSETS, 20, 25), bytes, 0);
         }
-        row_bw(names[kind], shape, t, bytes, T == 4096 ? 0.80 : 0);
-        for (int s = 0; s < NSETS; s++) kiln_rt_free(dev, c.x[s]), kiln_rt_free(dev, c.out[s]), kiln_rt_free(dev, c.y[s]);
-        kiln_rt_free(dev, c.w), kiln_rt_free(dev, c.pos), kiln_rt_free(dev, c.slots), kiln_rt_free(dev, c.inv);
-        kiln_rt_free(dev, c.kc), kiln_rt_free(dev, c.vc);
+        for (int s = 0; s < NSETS; s++) kiln_rt_free(dev, c->x[s]);
+        kiln_rt_free(dev, c->pos), kiln_rt_free(dev, c->slots), kiln_rt_free(dev, c->inv);
+        kiln_rt_free(dev, c->kc), kiln_rt_free(dev, c->vc);
         free(pos);
     }
 }
@@ -522,6 +630,7 @@ int main(int argc, char **argv) {
     attn_v1 = 0;
     if (want("prefill fp8")) bench_attention(8, 2048, 2048, 0, true, e4);
     bench_elementwise(4096);
+    if (want("elementwise") || want("tiling")) bench_elementwise_tilings();
     if (want("decode-shape")) { /* `bench_kernels decode-shape`: elementwise ops at decode batch sizes */
         char *f = (char *)filter;
         filter = NULL;

@@ -305,7 +305,7 @@ typedef struct kiln_jit_model {
     bool kv_calib;       /* FP8: also the activation-dtype cache kernels that
                             start-up calibration runs (kv write, prefill)     */
 } kiln_jit_model;
-#define KILN_JIT_MAX_SPECS 48 /* a model set is 29 at most today (8 of them gemm_tc) */
+#define KILN_JIT_MAX_SPECS 48 /* a model set is 36 at most today (8 of them gemm_tc, 7 the wide elementwise) */
 typedef struct kiln_jit_spec_list {
     kiln_jit_spec specs[KILN_JIT_MAX_SPECS];
     char defines[KILN_JIT_MAX_SPECS][128];

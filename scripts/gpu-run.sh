@@ -65,6 +65,13 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   tp5:    fifth session (nvidia-h200-x2): test_gpu_tp, TP 1 / 2 at -b 1 / 32 with pipelined decode on / off, a TP 2 profile
 #   s7:     fifth session: pipelined decode on / off (KILN_OVERLAP) at -b 1 / 32 / 256, test_gpu_engine, FP8 step ratio
 #   s6:     fifth session: prefill op tests and rows, --profile of the b256 ctx2048 step in bf16 and FP8 E4M3, the step ratio
+#   elem3:  the elementwise kernels by size (branch elem3): test_gpu_ops test_rmsnorm / test_rope / kv_write by
+#           case (each case on both kernel sets) and test_gpu_engine (ELEM3_OPS=0 skips them), then
+#           the whole test_gpu_ops (test_every_kernel_tested; ELEM3_FULL=0 skips it); bench_kernels
+#           elementwise and decode-shape (rows of rmsnorm.cu / rope_kv.cu and "wide" rows of
+#           rmsnorm_wide.cu / rope_kv_wide.cu, condensed; ELEM3_BENCH=0 skips them); kiln bench -b 1 /
+#           32 / 256 and a prefill of 8 x 2048 tokens at the default KILN_ELEM_WIDE_MIN (256) and at 0
+#           (never wide) (ELEM3_KB=0 skips them)
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -297,6 +304,28 @@ if has fin5; then # fifth session, last call (nvidia-h200-x2): op tests by case,
     kb "tp1-$tag" -- --tp 1 $args --iters 2
     kb "tp2-$tag" -- --tp 2 $args --iters 2
   done
+fi
+if has elem3; then # the elementwise kernels of rmsnorm.cu / rope_kv.cu below KILN_ELEM_WIDE_MIN rows, the wide ones from it
+  [ "${ELEM3_OPS:-1}" = 1 ] && ops_by_case test_rmsnorm test_rope kv_write
+  if [ "${ELEM3_FULL:-1}" = 1 ]; then
+    t0=$(date +%s)
+    timeout 300 "$here/bin/test_gpu_ops" > "$out/test_gpu_ops_full.log" 2>&1
+    echo "test_gpu_ops (all cases) rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/test_gpu_ops_full.log" | head -12
+  fi
+  if [ "${ELEM3_BENCH:-1}" = 1 ]; then
+    timeout 120 "$here/bin/bench_kernels" elementwise > "$out/bench_elem3.log" 2>&1
+    timeout 150 "$here/bin/bench_kernels" decode-shape >> "$out/bench_elem3.log" 2>&1
+    grep -E "ceilings|copy|rmsnorm|rope|kv_write|silu" "$out/bench_elem3.log" | sed -E 's/ +/ /g' | cut -c1-110
+  fi
+  if [ "${ELEM3_KB:-1}" = 1 ]; then
+    for w in def 0; do
+      envs=(); [ $w = def ] || envs=(KILN_ELEM_WIDE_MIN=$w)
+      kb "b1-w$w" "${envs[@]}" -- -b 1 -s 128 -o 512 --iters 2
+      kb "b32-w$w" "${envs[@]}" -- -b 32 -s 128 -o 256 --iters 2
+      kb "b256-w$w" "${envs[@]}" -- -b 256 -s 128 -o 256 --iters 2
+      kb "p8x2048-w$w" "${envs[@]}" -- -b 8 -s 2048 -o 8 --iters 2
+    done
+  fi
 fi
 if has arab; then # the one-shot all-reduce over peer memory against NCCL's, same call
   for b in 1 32; do for ar in tp1 1 0; do

@@ -150,6 +150,14 @@ static double tol_for(kiln_dtype dt) { return dt == KILN_DTYPE_F16 ? 3e-3 : dt =
 
 static const kiln_dtype acts[] = {KILN_DTYPE_BF16, KILN_DTYPE_F16};
 
+/* The elementwise ops' two kernel sets (engine/cuda/ops_gpu.c: the wide
+ * kernels from elem_wide_min rows / tokens up): the rmsnorm, rope and KV
+ * tests run every case twice, pass 0 with the kernels of rmsnorm.cu and
+ * rope_kv.cu at every size (elem_wide_min 0: never wide), pass 1 with those
+ * of rmsnorm_wide.cu and rope_kv_wide.cu at every size (1: always); then
+ * the configured threshold is restored. */
+static const char *const elem_pass[] = {"", " (wide)"};
+
 /* ------------------------------------------------------------ elementwise */
 
 KT_TEST(test_embed) {
@@ -177,43 +185,52 @@ KT_TEST(test_embed) {
 
 KT_TEST(test_rmsnorm) {
     NEED_GPU();
-    /* the kernel's three shapes: a warp per row (128, 1000), a block per row
-     * with 4 vectors per thread (2056, 4096, 5120), with 8 (40960) */
-    int rows_s[] = {1, 7, 64}, dims[] = {128, 1000, 2056, 4096, 5120, 40960};
-    for (size_t a = 0; a < 2; a++)
-        for (int ri = 0; ri < 3; ri++)
-            for (int di = 0; di < 6; di++) {
-                kiln_dtype dt = acts[a];
-                int rows = rows_s[ri], dim = dims[di];
-                size_t n = (size_t)rows * dim;
-                float *x = rand_act(n, dt, 2.0f), *w = rand_act((size_t)dim, dt, 1.0f), *res = rand_act(n, dt, 3.0f);
-                float *ref = malloc(sizeof(float) * n), *rres = malloc(sizeof(float) * n);
-                kiln_cpu_rmsnorm(ref, x, w, KILN_DTYPE_F32, rows, dim, 1e-5f);
-                kiln_devptr dx = up_act(x, n, dt), dw = up_act(w, (size_t)dim, dt), dout = dmalloc(n * 2);
-                KT_OK(kiln_gpu_rmsnorm(gpu, st, dout, dx, dw, dt, dt, rows, dim, 1e-5f));
-                float *got = down_act(dout, n, dt);
-                CHECK_CLOSE(got, ref, n, dt, "rmsnorm %s %dx%d", kiln_dtype_name(dt), rows, dim);
-                free(got);
-                /* fused residual add: the GPU norms the residual as stored (rounded) */
-                memcpy(rres, res, sizeof(float) * n);
-                for (size_t i = 0; i < n; i++) rres[i] += x[i];
-                {
-                    void *tmp = malloc(n * 2);
-                    kiln_from_f32(tmp, dt, rres, n);
-                    kiln_to_f32(rres, tmp, dt, n);
-                    free(tmp);
+    /* the kernels' three shapes: a warp per row (128, 1000), a block per row
+     * with 4 vectors per thread (2056, 4096, 5120), two passes (40960: 5
+     * vectors per thread of 1024 in rmsnorm.cu, 10 of 512 in rmsnorm_wide.cu);
+     * 300 rows: past the default wide threshold (256) */
+    int rows_s[] = {1, 7, 64, 300}, dims[] = {128, 1000, 2056, 4096, 5120, 40960};
+    for (int wide = 0; wide < 2; wide++) {
+        int was = kiln_gpu_set_elem_wide_min(gpu, wide);
+        for (size_t a = 0; a < 2; a++)
+            for (int ri = 0; ri < 4; ri++)
+                for (int di = 0; di < 6; di++) {
+                    kiln_dtype dt = acts[a];
+                    int rows = rows_s[ri], dim = dims[di];
+                    size_t n = (size_t)rows * dim;
+                    float *x = rand_act(n, dt, 2.0f), *w = rand_act((size_t)dim, dt, 1.0f);
+                    float *res = rand_act(n, dt, 3.0f);
+                    float *ref = malloc(sizeof(float) * n), *rres = malloc(sizeof(float) * n);
+                    kiln_cpu_rmsnorm(ref, x, w, KILN_DTYPE_F32, rows, dim, 1e-5f);
+                    kiln_devptr dx = up_act(x, n, dt), dw = up_act(w, (size_t)dim, dt), dout = dmalloc(n * 2);
+                    KT_OK(kiln_gpu_rmsnorm(gpu, st, dout, dx, dw, dt, dt, rows, dim, 1e-5f));
+                    float *got = down_act(dout, n, dt);
+                    CHECK_CLOSE(got, ref, n, dt, "rmsnorm%s %s %dx%d", elem_pass[wide], kiln_dtype_name(dt), rows, dim);
+                    free(got);
+                    /* fused residual add: the GPU norms the residual as stored (rounded) */
+                    memcpy(rres, res, sizeof(float) * n);
+                    for (size_t i = 0; i < n; i++) rres[i] += x[i];
+                    {
+                        void *tmp = malloc(n * 2);
+                        kiln_from_f32(tmp, dt, rres, n);
+                        kiln_to_f32(rres, tmp, dt, n);
+                        free(tmp);
+                    }
+                    kiln_cpu_rmsnorm(ref, rres, w, KILN_DTYPE_F32, rows, dim, 1e-5f);
+                    kiln_devptr dres = up_act(res, n, dt);
+                    kiln_rt_memset8(dout, 0xff, n * 2, NULL);
+                    KT_OK(kiln_gpu_add_rmsnorm(gpu, st, dout, dres, dx, dw, dt, dt, rows, dim, 1e-5f));
+                    got = down_act(dout, n, dt);
+                    float *gres = down_act(dres, n, dt);
+                    CHECK_CLOSE(got, ref, n, dt, "add_rmsnorm%s out %s %dx%d", elem_pass[wide], kiln_dtype_name(dt),
+                                rows, dim);
+                    CHECK_CLOSE(gres, rres, n, dt, "add_rmsnorm%s residual %s %dx%d", elem_pass[wide],
+                                kiln_dtype_name(dt), rows, dim);
+                    free(x), free(w), free(res), free(ref), free(rres), free(got), free(gres);
+                    dfree(dx), dfree(dw), dfree(dout), dfree(dres);
                 }
-                kiln_cpu_rmsnorm(ref, rres, w, KILN_DTYPE_F32, rows, dim, 1e-5f);
-                kiln_devptr dres = up_act(res, n, dt);
-                kiln_rt_memset8(dout, 0xff, n * 2, NULL);
-                KT_OK(kiln_gpu_add_rmsnorm(gpu, st, dout, dres, dx, dw, dt, dt, rows, dim, 1e-5f));
-                got = down_act(dout, n, dt);
-                float *gres = down_act(dres, n, dt);
-                CHECK_CLOSE(got, ref, n, dt, "add_rmsnorm out %s %dx%d", kiln_dtype_name(dt), rows, dim);
-                CHECK_CLOSE(gres, rres, n, dt, "add_rmsnorm residual %s %dx%d", kiln_dtype_name(dt), rows, dim);
-                free(x), free(w), free(res), free(ref), free(rres), free(got), free(gres);
-                dfree(dx), dfree(dw), dfree(dout), dfree(dres);
-            }
+        kiln_gpu_set_elem_wide_min(gpu, was);
+    }
 }
 
 KT_TEST(test_glu_add_gather_cast) {
@@ -383,36 +400,49 @@ static void make_inv_freq(int rot, bool llama3, float *inv, float *mscale) {
 KT_TEST(test_rope) {
     NEED_GPU();
     int hds[] = {64, 128};
-    for (size_t a = 0; a < 2; a++)
-        for (int hi = 0; hi < 2; hi++)
-            for (int ilv = 0; ilv < 2; ilv++)
-                for (int variant = 0; variant < 3; variant++) { /* 0 default, 1 llama3 + partial, 2 dynamic NTK */
-                    kiln_dtype dt = acts[a];
-                    int hd = hds[hi], nq = 4, nkv = 2, T = 45, rot = variant == 1 ? hd / 2 : hd;
-                    int64_t stride = (int64_t)(nq + 2 * nkv) * hd + 8;
-                    float inv[128], ms = 1;
-                    make_inv_freq(rot, variant == 1, inv, &ms);
-                    int32_t pos[45], dyn[45];
-                    for (int t = 0; t < T; t++) {
-                        pos[t] = (int32_t)(next_u64() % (t < 5 ? 200000 : 9000));
-                        dyn[t] = pos[t] + 1 + (int32_t)(next_u64() % 5000);
-                    }
-                    kiln_rope_params rp = {hd, rot, ilv != 0, inv, ms, variant == 2 ? dyn : NULL, 4096, 10000.0, 2.0};
-                    size_t n = (size_t)T * stride;
-                    float *x = rand_act(n, dt, 1), *ref = malloc(sizeof(float) * n);
-                    memcpy(ref, x, sizeof(float) * n);
-                    kiln_cpu_rope(ref, stride, pos, T, nq, nkv, &rp);
-                    kiln_devptr dx = up_act(x, n, dt), dpos = dupload(pos, sizeof pos), dinv = dupload(inv, sizeof inv),
-                                ddyn = dupload(dyn, sizeof dyn);
-                    kiln_gpu_rope_params gp = {hd, rot, ilv != 0, dinv, ms, variant == 2 ? ddyn : 0, 4096, 10000.0f,
-                                               2.0f};
-                    KT_OK(kiln_gpu_rope(gpu, st, dx, dt, stride, dpos, T, nq, nkv, &gp));
-                    float *got = down_act(dx, n, dt);
-                    CHECK_CLOSE(got, ref, n, dt, "rope %s hd=%d ilv=%d variant=%d", kiln_dtype_name(dt), hd, ilv,
-                                variant);
-                    free(x), free(ref), free(got);
-                    dfree(dx), dfree(dpos), dfree(dinv), dfree(ddyn);
-                }
+    /* 24 cases of 45 tokens (dtype, head dim, interleaved, variant), then
+     * four prefills of 32 q / 8 KV heads of 128, long enough (by the SM
+     * count) that rope_kv_wide.cu's rope rows rotate several heads a thread
+     * (engine/cuda/ops_gpu.c head_slots): bf16 rotate-half (8 columns a head,
+     * 4 lanes sharing a column's cos / sin), fp16 half the dims rotated (4
+     * columns, none shared), bf16 interleaved (16 columns, 2 lanes), fp16
+     * dynamic NTK */
+    const int n_sms = kiln_rt_device_get_info(dev)->n_sms, T_big = 3 * n_sms * 2048 / (40 * 8) + 45;
+    for (int wide = 0; wide < 2; wide++) {
+        int was = kiln_gpu_set_elem_wide_min(gpu, wide);
+        for (int c = 0; c < 2 * 2 * 2 * 3 + 4; c++) {
+            bool big = c >= 24;
+            size_t a = big ? (size_t)(c & 1) : (size_t)(c / 12);
+            int hi = big ? 1 : (c / 6) % 2, ilv = big ? c == 26 : (c / 3) % 2;
+            int variant = big ? (c == 25 ? 1 : c == 27 ? 2 : 0) : c % 3; /* 0 default, 1 llama3 + partial, 2 dynamic NTK */
+            kiln_dtype dt = acts[a];
+            int hd = hds[hi], nq = big ? 32 : 4, nkv = big ? 8 : 2, T = big ? T_big : 45;
+            int rot = variant == 1 ? hd / 2 : hd;
+            int64_t stride = (int64_t)(nq + 2 * nkv) * hd + 8;
+            float inv[128], ms = 1;
+            make_inv_freq(rot, variant == 1, inv, &ms);
+            int32_t *pos = malloc(sizeof(int32_t) * (size_t)T), *dyn = malloc(sizeof(int32_t) * (size_t)T);
+            for (int t = 0; t < T; t++) {
+                pos[t] = (int32_t)(next_u64() % (t < 5 ? 200000 : 9000));
+                dyn[t] = pos[t] + 1 + (int32_t)(next_u64() % 5000);
+            }
+            kiln_rope_params rp = {hd, rot, ilv != 0, inv, ms, variant == 2 ? dyn : NULL, 4096, 10000.0, 2.0};
+            size_t n = (size_t)T * stride;
+            float *x = rand_act(n, dt, 1), *ref = malloc(sizeof(float) * n);
+            memcpy(ref, x, sizeof(float) * n);
+            kiln_cpu_rope(ref, stride, pos, T, nq, nkv, &rp);
+            kiln_devptr dx = up_act(x, n, dt), dpos = dupload(pos, sizeof(int32_t) * (size_t)T),
+                        dinv = dupload(inv, sizeof inv), ddyn = dupload(dyn, sizeof(int32_t) * (size_t)T);
+            kiln_gpu_rope_params gp = {hd, rot, ilv != 0, dinv, ms, variant == 2 ? ddyn : 0, 4096, 10000.0f, 2.0f};
+            KT_OK(kiln_gpu_rope(gpu, st, dx, dt, stride, dpos, T, nq, nkv, &gp));
+            float *got = down_act(dx, n, dt);
+            CHECK_CLOSE(got, ref, n, dt, "rope%s %s hd=%d ilv=%d variant=%d T=%d", elem_pass[wide],
+                        kiln_dtype_name(dt), hd, ilv, variant, T);
+            free(x), free(ref), free(got), free(pos), free(dyn);
+            dfree(dx), dfree(dpos), dfree(dinv), dfree(ddyn);
+        }
+        kiln_gpu_set_elem_wide_min(gpu, was);
+    }
 }
 
 /* fill a cache with the same random bytes on host and device */
@@ -422,90 +452,146 @@ static void *rand_bytes(size_t n) {
     return b;
 }
 
+/* One KV write (fused: rope + KV write) case against the CPU: nq q heads and
+ * nkv KV heads of hd, a cache of block size bs in kvdt; slots a prefill run
+ * from base with one skipped (-1) and a jump of a block after T / 2; FP8
+ * with per-head scales when head_scales, else scalar ones; fused: rot dims
+ * rotated, interleaved or not, dynamic NTK from token 16 on when dyn. */
+typedef struct kv_case {
+    kiln_dtype kvdt;
+    int hd, bs, T, nq, nkv, base;
+    bool fused, head_scales, ilv, dyn;
+    int rot;
+} kv_case;
+
+static void run_kv_case(const kv_case *c, int wide) {
+    kiln_dtype kvdt = c->kvdt;
+    kiln_dtype dt = kvdt == KILN_DTYPE_F16 ? KILN_DTYPE_F16 : KILN_DTYPE_BF16;
+    int hd = c->hd, bs = c->bs, T = c->T, nq = c->nq, nkv = c->nkv, nb = (T + 40) / bs + 4, rot = c->rot;
+    kiln_kv_layout l;
+    size_t cbytes = kiln_kv_layout_init(&l, nb, bs, nkv, hd, kvdt);
+    if (kiln_dtype_size(kvdt) == 1) l.k_scale = 0.5f, l.v_scale = 2.0f;
+    /* per-head scales (device for the GPU, host for the CPU) */
+    float hs[2 * 16];
+    for (int i = 0; i < 2 * nkv; i++) hs[i] = (const float[]){0.25f, 0.75f, 3.0f, 0.125f}[i % 4];
+    kiln_devptr dhs = 0;
+    kiln_kv_layout lc = l;
+    if (kiln_dtype_size(kvdt) == 1 && c->head_scales) {
+        dhs = dupload(hs, sizeof hs);
+        l.head_scales = (const void *)(uintptr_t)dhs;
+        lc.head_scales = hs;
+    }
+    int64_t stride = (int64_t)(nq + 2 * nkv) * hd;
+    size_t n = (size_t)T * stride;
+    float *x = rand_act(n, dt, 1.5f);
+    int32_t *slots = malloc(sizeof(int32_t) * (size_t)T), *pos = malloc(sizeof(int32_t) * (size_t)T);
+    int32_t *dyn = malloc(sizeof(int32_t) * (size_t)T);
+    for (int t = 0; t < T; t++) {
+        slots[t] = c->base + t + (t > T / 2 ? bs : 0);
+        pos[t] = t;
+        dyn[t] = t + 1;
+    }
+    if (T > 3) slots[2] = -1;
+    void *kc = rand_bytes(cbytes), *vc = rand_bytes(cbytes);
+    kiln_devptr dkc = dupload(kc, cbytes), dvc = dupload(vc, cbytes), dx = up_act(x, n, dt),
+                ds = dupload(slots, sizeof(int32_t) * (size_t)T), dp = dupload(pos, sizeof(int32_t) * (size_t)T),
+                ddyn = dupload(dyn, sizeof(int32_t) * (size_t)T);
+    float inv[64], ms = 1;
+    make_inv_freq(rot, true, inv, &ms);
+    kiln_devptr dinv = dupload(inv, sizeof(float) * (size_t)rot / 2);
+    kiln_status launched;
+    if (c->fused) {
+        kiln_rope_params rp = {hd, rot, c->ilv, inv, ms, c->dyn ? dyn : NULL, 16, 10000.0, 2.0};
+        kiln_cpu_rope(x, stride, pos, T, nq, nkv, &rp);
+        kiln_gpu_rope_params gp = {hd, rot, c->ilv, dinv, ms, c->dyn ? ddyn : 0, 16, 10000.0f, 2.0f};
+        launched = kiln_gpu_rope_kv_write(gpu, st, dx, dt, stride, dp, T, nq, &gp, dkc, dvc, &l, ds);
+        /* the CPU writes the bf16-rounded rotated values, like the GPU */
+        void *tmp = malloc(n * 2);
+        kiln_from_f32(tmp, dt, x, n);
+        kiln_to_f32(x, tmp, dt, n);
+        free(tmp);
+    } else {
+        launched = kiln_gpu_kv_write(gpu, st, dkc, dvc, &l, dx + (kiln_devptr)nq * hd * 2,
+                                     dx + (kiln_devptr)(nq + nkv) * hd * 2, dt, stride, ds, T);
+    }
+    KT_CHECKF(launched == KILN_OK, "%s: %s", c->fused ? "rope_kv_write" : "kv_write", kiln_last_error());
+    kiln_cpu_kv_write(kc, vc, &lc, x + (size_t)nq * hd, x + (size_t)(nq + nkv) * hd, stride, slots, T);
+    void *gk = ddown(dkc, cbytes), *gv = ddown(dvc, cbytes);
+    if (!c->fused) {
+        KT_CHECKF(!memcmp(gk, kc, cbytes) && !memcmp(gv, vc, cbytes),
+                  "kv_write%s %s hd=%d nkv=%d bs=%d T=%d base=%d scales=%d: caches differ", elem_pass[wide],
+                  kiln_dtype_name(kvdt), hd, nkv, bs, T, c->base, c->head_scales);
+    } else {
+        /* rotated k may differ by one rounding step: compare values */
+        size_t ne = cbytes / kiln_dtype_size(kvdt);
+        float *a1 = malloc(sizeof(float) * ne), *b1 = malloc(sizeof(float) * ne);
+        for (size_t i = 0; i < ne; i++) {
+            a1[i] = kiln_cpu_kv_read(gk, &l, (int64_t)i, 1.0f);
+            b1[i] = kiln_cpu_kv_read(kc, &l, (int64_t)i, 1.0f);
+        }
+        CHECK_CLOSE(a1, b1, ne, kiln_dtype_size(kvdt) == 1 ? KILN_DTYPE_BF16 : dt,
+                    "rope_kv_write%s k %s hd=%d rot=%d ilv=%d dyn=%d nkv=%d bs=%d T=%d base=%d", elem_pass[wide],
+                    kiln_dtype_name(kvdt), hd, rot, c->ilv, c->dyn, nkv, bs, T, c->base);
+        KT_CHECKF(!memcmp(gv, vc, cbytes), "rope_kv_write%s v %s hd=%d nkv=%d bs=%d T=%d base=%d scales=%d",
+                  elem_pass[wide], kiln_dtype_name(kvdt), hd, nkv, bs, T, c->base, c->head_scales);
+        float *gq = down_act(dx, n, dt);
+        CHECK_CLOSE(gq, x, n, dt, "rope_kv_write%s qkv %s hd=%d rot=%d ilv=%d dyn=%d T=%d", elem_pass[wide],
+                    kiln_dtype_name(kvdt), hd, rot, c->ilv, c->dyn, T);
+        free(a1), free(b1), free(gq);
+    }
+    free(x), free(slots), free(pos), free(dyn), free(kc), free(vc), free(gk), free(gv);
+    dfree(dkc), dfree(dvc), dfree(dx), dfree(ds), dfree(dp), dfree(ddyn), dfree(dinv);
+    if (dhs) dfree(dhs);
+}
+
 KT_TEST(test_kv_write_and_fused_rope) {
     NEED_GPU();
     kiln_dtype kvs[] = {KILN_DTYPE_BF16, KILN_DTYPE_F16, KILN_DTYPE_FP8_E5M2, KILN_DTYPE_FP8_E4M3};
     int hds[] = {64, 128}, bss[] = {16, 32}, Ts[] = {1, 37, 300};
-    for (int ki = 0; ki < 4; ki++)
-        for (int hi = 0; hi < 2; hi++)
-            for (int bi = 0; bi < 2; bi++)
-                for (int ti = 0; ti < 3; ti++)
-                    for (int fused = 0; fused < 2; fused++) {
-                        kiln_dtype kvdt = kvs[ki];
-                        kiln_dtype dt = kvdt == KILN_DTYPE_F16 ? KILN_DTYPE_F16 : KILN_DTYPE_BF16;
-                        /* hd 128, bs 32: 12 KV heads, more than one V staging group of
-                         * kernel_src/rope_kv.cu in the fused kernel (VT_BUDGET) */
-                        int hd = hds[hi], bs = bss[bi], T = Ts[ti], nq = 4, nkv = hi == 1 && bi == 1 ? 12 : 2,
-                            nb = (T + 40) / bs + 4;
-                        kiln_kv_layout l;
-                        size_t cbytes = kiln_kv_layout_init(&l, nb, bs, nkv, hd, kvdt);
-                        if (kiln_dtype_size(kvdt) == 1) l.k_scale = 0.5f, l.v_scale = 2.0f;
-                        /* FP8 with T = 37: per-head scales (device for the GPU, host for the CPU) */
-                        float hs[2 * 12];
-                        for (int i = 0; i < 2 * nkv; i++) hs[i] = (const float[]){0.25f, 0.75f, 3.0f, 0.125f}[i % 4];
-                        kiln_devptr dhs = 0;
-                        kiln_kv_layout lc = l;
-                        if (kiln_dtype_size(kvdt) == 1 && ti == 1) {
-                            dhs = dupload(hs, sizeof hs);
-                            l.head_scales = (const void *)(uintptr_t)dhs;
-                            lc.head_scales = hs;
+    /* prefills of 32 q / 8 KV heads of 128 long enough (by the SM count) that
+     * rope_kv_wide.cu's rope rows rotate several q heads a thread: bf16 from
+     * slot 0, FP8 E4M3 with per-head scales from slot 3 (value runs across
+     * cache blocks), the plain KV write, fp16 interleaved with dynamic NTK */
+    const int n_sms = kiln_rt_device_get_info(dev)->n_sms, T_big = 3 * n_sms * 2048 / (32 * 8) + 37;
+    const kv_case big[] = {
+        {KILN_DTYPE_BF16, 128, 16, T_big, 32, 8, 0, true, false, false, false, 128},
+        {KILN_DTYPE_FP8_E4M3, 128, 16, T_big, 32, 8, 3, true, true, false, false, 128},
+        {KILN_DTYPE_BF16, 128, 16, T_big, 32, 8, 0, false, false, false, false, 128},
+        {KILN_DTYPE_F16, 128, 16, T_big, 32, 8, 0, true, false, true, true, 128},
+    };
+    for (int wide = 0; wide < 2; wide++) {
+        int was = kiln_gpu_set_elem_wide_min(gpu, wide);
+        for (int ki = 0; ki < 4; ki++)
+            for (int hi = 0; hi < 2; hi++)
+                for (int bi = 0; bi < 2; bi++)
+                    for (int ti = 0; ti < 3; ti++)
+                        for (int fused = 0; fused < 2; fused++) {
+                            kv_case c;
+                            memset(&c, 0, sizeof c);
+                            c.kvdt = kvs[ki], c.hd = hds[hi], c.bs = bss[bi], c.T = Ts[ti], c.nq = 4;
+                            /* bs 32: 6 KV heads at hd 64, 12 at hd 128: several key blocks
+                             * (KH = 4 heads) and value blocks of rope_kv_wide.cu per token
+                             * range, the last one partial; more than one V staging group of
+                             * rope_kv.cu in its fused kernel (VT_BUDGET) at hd 128 */
+                            c.nkv = bi == 1 ? (hi == 1 ? 12 : 6) : 2;
+                            /* a prefill run of contiguous slots, with one skipped and a
+                             * jump; T = 300 starts at slot 0 (aligned 8-slot runs: vector
+                             * stores of the values), the others anywhere in a block */
+                            c.base = ti == 2 ? 0 : (int)(next_u64() % 7);
+                            c.fused = fused != 0;
+                            /* FP8 with T = 37: per-head scales */
+                            c.head_scales = ti == 1;
+                            /* fused: fp16 interleaved (GPT-J), bs 32 half the head dims
+                             * rotated, FP8 E5M2 with dynamic NTK (past dyn_max 16 from
+                             * token 16 on) */
+                            c.ilv = fused && kvs[ki] == KILN_DTYPE_F16;
+                            c.rot = bi == 1 ? c.hd / 2 : c.hd;
+                            c.dyn = fused && kvs[ki] == KILN_DTYPE_FP8_E5M2;
+                            run_kv_case(&c, wide);
                         }
-                        int64_t stride = (int64_t)(nq + 2 * nkv) * hd;
-                        size_t n = (size_t)T * stride;
-                        float *x = rand_act(n, dt, 1.5f);
-                        int32_t *slots = malloc(sizeof(int32_t) * (size_t)T), *pos = malloc(sizeof(int32_t) * (size_t)T);
-                        /* a prefill run of contiguous slots, with one skipped and a jump */
-                        int base = (int)(next_u64() % 7);
-                        for (int t = 0; t < T; t++) {
-                            slots[t] = base + t + (t > T / 2 ? bs : 0);
-                            pos[t] = t;
-                        }
-                        if (T > 3) slots[2] = -1;
-                        void *kc = rand_bytes(cbytes), *vc = rand_bytes(cbytes);
-                        kiln_devptr dkc = dupload(kc, cbytes), dvc = dupload(vc, cbytes), dx = up_act(x, n, dt),
-                                    ds = dupload(slots, sizeof(int32_t) * (size_t)T),
-                                    dp = dupload(pos, sizeof(int32_t) * (size_t)T);
-                        float inv[64], ms = 1;
-                        make_inv_freq(hd, true, inv, &ms);
-                        kiln_devptr dinv = dupload(inv, sizeof(float) * (size_t)hd / 2);
-                        if (fused) {
-                            kiln_rope_params rp = {hd, hd, false, inv, ms, NULL, 0, 0, 0};
-                            kiln_cpu_rope(x, stride, pos, T, nq, nkv, &rp);
-                            kiln_gpu_rope_params gp = {hd, hd, false, dinv, ms, 0, 0, 0, 0};
-                            KT_OK(kiln_gpu_rope_kv_write(gpu, st, dx, dt, stride, dp, T, nq, &gp, dkc, dvc, &l, ds));
-                            /* the CPU writes the bf16-rounded rotated values, like the GPU */
-                            void *tmp = malloc(n * 2);
-                            kiln_from_f32(tmp, dt, x, n);
-                            kiln_to_f32(x, tmp, dt, n);
-                            free(tmp);
-                        } else {
-                            KT_OK(kiln_gpu_kv_write(gpu, st, dkc, dvc, &l, dx + (kiln_devptr)nq * hd * 2,
-                                                    dx + (kiln_devptr)(nq + nkv) * hd * 2, dt, stride, ds, T));
-                        }
-                        kiln_cpu_kv_write(kc, vc, &lc, x + (size_t)nq * hd, x + (size_t)(nq + nkv) * hd, stride, slots, T);
-                        void *gk = ddown(dkc, cbytes), *gv = ddown(dvc, cbytes);
-                        if (!fused) {
-                            KT_CHECKF(!memcmp(gk, kc, cbytes) && !memcmp(gv, vc, cbytes),
-                                      "kv_write %s hd=%d bs=%d T=%d: caches differ", kiln_dtype_name(kvdt), hd, bs, T);
-                        } else {
-                            /* rotated k may differ by one rounding step: compare values */
-                            size_t ne = cbytes / kiln_dtype_size(kvdt);
-                            float *a1 = malloc(sizeof(float) * ne), *b1 = malloc(sizeof(float) * ne);
-                            for (size_t i = 0; i < ne; i++) {
-                                a1[i] = kiln_cpu_kv_read(gk, &l, (int64_t)i, 1.0f);
-                                b1[i] = kiln_cpu_kv_read(kc, &l, (int64_t)i, 1.0f);
-                            }
-                            CHECK_CLOSE(a1, b1, ne, kiln_dtype_size(kvdt) == 1 ? KILN_DTYPE_BF16 : dt,
-                                        "rope_kv_write k %s hd=%d bs=%d T=%d", kiln_dtype_name(kvdt), hd, bs, T);
-                            KT_CHECKF(!memcmp(gv, vc, cbytes), "rope_kv_write v %s", kiln_dtype_name(kvdt));
-                            float *gq = down_act(dx, n, dt);
-                            CHECK_CLOSE(gq, x, n, dt, "rope_kv_write qkv %s hd=%d T=%d", kiln_dtype_name(kvdt), hd, T);
-                            free(a1), free(b1), free(gq);
-                        }
-                        free(x), free(slots), free(pos), free(kc), free(vc), free(gk), free(gv);
-                        dfree(dkc), dfree(dvc), dfree(dx), dfree(ds), dfree(dp), dfree(dinv);
-                        if (dhs) dfree(dhs);
-                    }
+        for (size_t i = 0; i < KILN_ARRAY_LEN(big); i++) run_kv_case(&big[i], wide);
+        kiln_gpu_set_elem_wide_min(gpu, was);
+    }
 }
 
 /* -------------------------------------------------------------- attention */

@@ -23,6 +23,7 @@ struct kiln_gpu {
     int max_rows, vocab;
     int gemv_max_m, gemv_rows, gemv_unroll, gemv_silu;
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
+    int elem_wide_min; /* rows / tokens from which the elementwise ops take their wide kernels (0: never) */
 };
 
 /* A tuning knob: the parameter when set (non-zero), else $env when set,
@@ -54,6 +55,8 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->gemv_rows * g->gemv_unroll > 16) g->gemv_unroll = 16 / g->gemv_rows; /* registers (no spills) */
     g->gemv_silu = knob(p ? p->gemv_silu : 0, "KILN_GEMV_SILU", KILN_GEMV_SILU_DEFAULT) > 0;
     tc_knobs(g, p);
+    g->elem_wide_min = knob(p ? p->elem_wide_min : 0, "KILN_ELEM_WIDE_MIN", KILN_ELEM_WIDE_MIN_DEFAULT);
+    if (g->elem_wide_min < 0) g->elem_wide_min = 0;
     size_t sample_bytes = (size_t)g->max_rows * (size_t)g->vocab * 4;
     size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * 256;
     KILN_TRY(kiln_rt_pool_create(d, "workspace", total, &g->pool));
@@ -83,6 +86,12 @@ void kiln_gpu_destroy(kiln_gpu *g) {
 kiln_rt_kernels *kiln_gpu_kernels(kiln_gpu *g) { return g->k; }
 kiln_rt_blas *kiln_gpu_blas(kiln_gpu *g) { return g->blas; }
 kiln_rt_device *kiln_gpu_device(kiln_gpu *g) { return g->dev; }
+
+int kiln_gpu_set_elem_wide_min(kiln_gpu *g, int n) {
+    int was = g->elem_wide_min;
+    g->elem_wide_min = n > 0 ? n : 0;
+    return was;
+}
 
 kiln_status kiln_gpu_prepare(kiln_gpu *g, const kiln_jit_model *m) {
     kiln_status st = KILN_OK;
@@ -134,6 +143,38 @@ fail:
     return st;
 }
 
+/* n rows / tokens take the wide elementwise kernels (kernel_src/rmsnorm_wide.cu,
+ * rope_kv_wide.cu: prefill); fewer keep those of rmsnorm.cu and rope_kv.cu,
+ * which decode launches (elem2 measured faster at 4096 tokens, but decode
+ * steps were 6-7% slower with them) */
+static bool wide(const kiln_gpu *g, int n) { return g->elem_wide_min > 0 && n >= g->elem_wide_min; }
+
+/* rmsnorm / add_rmsnorm from elem_wide_min rows up (dim checked by norm) */
+static kiln_status norm_wide(kiln_gpu *g, kiln_rt_stream *s, bool add, kiln_devptr out, kiln_devptr residual,
+                             kiln_devptr x, kiln_devptr w, kiln_dtype act, kiln_dtype wdt, int rows, int dim,
+                             float eps) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    int nv = dim / vec_elems(act);
+    unsigned grid, threads;
+    /* kernel_src/rmsnorm_wide.cu: a warp per row up to MAXW (4) vectors per
+     * lane; else a block (one row), MAXB (4) vectors per thread, up to
+     * RMS_THREADS (512, the kernels' __launch_bounds__) threads; longer rows
+     * in two passes with 512 threads */
+    if (nv <= 32 * 4) {
+        threads = 256;
+        grid = (unsigned)((rows + 7) / 8);
+    } else {
+        threads = (unsigned)KILN_MIN(512, ((nv + 3) / 4 + 31) / 32 * 32);
+        grid = (unsigned)rows;
+    }
+    KILN_TRY(get(g, add ? "add_rmsnorm_wide" : "rmsnorm_wide", &f, "ACT=%s W=%s", dt(act), dt(wdt)));
+    if (add) LAUNCH(f, grid, 1, 1, threads, 0, s, &out, &residual, &x, &w, &rows, &dim, &eps);
+    else LAUNCH(f, grid, 1, 1, threads, 0, s, &out, &x, &w, &rows, &dim, &eps);
+fail:
+    return st;
+}
+
 static kiln_status norm(kiln_gpu *g, kiln_rt_stream *s, bool add, kiln_devptr out, kiln_devptr residual,
                         kiln_devptr x, kiln_devptr w, kiln_dtype act, kiln_dtype wdt, int rows, int dim, float eps) {
     kiln_status st = KILN_OK;
@@ -141,6 +182,7 @@ static kiln_status norm(kiln_gpu *g, kiln_rt_stream *s, bool add, kiln_devptr ou
     KILN_CHECK(act_ok(act) && act_ok(wdt), KILN_ERR_UNSUPPORTED, "rmsnorm: %s with %s weights", dt(act), dt(wdt));
     int ve = vec_elems(act), nv = dim / ve;
     KILN_CHECK(dim % ve == 0, KILN_ERR_UNSUPPORTED, "rmsnorm: dim %d is not a multiple of %d", dim, ve);
+    if (wide(g, rows)) return norm_wide(g, s, add, out, residual, x, w, act, wdt, rows, dim, eps);
     unsigned grid, threads;
     /* kernel_src/rmsnorm.cu: a warp per row up to MAXW (4) vectors per lane;
      * else a block per row, MAXB (4) vectors per thread (up to 1024 threads),
@@ -391,6 +433,59 @@ static unsigned kv_smem(int nh, int hd, kiln_dtype act) {
     return (unsigned)(KILN_MIN(nh, hg) * row);
 }
 
+/* The wide kernels (kernel_src/rope_kv_wide.cu): block size of every launch
+ * (RKV_THREADS), heads per thread in flight of the rope rows (RI), most KV
+ * heads of a KV block (KH) */
+#define RKV_THREADS 128
+#define ROPE_RI 4
+#define KV_KH 4
+
+/* Head slots of the rope rows over nh heads of cols 16-byte columns (one
+ * thread per token, column and slot): as many heads per thread (up to
+ * ROPE_RI, all loads in flight) as it takes to bring the thread count
+ * within what the SMs hold at once (2048 threads each), so small batches
+ * get one head per thread and the shortest path, and prefills few threads
+ * with many bytes in flight and cos/sin computed once for several heads. */
+static int head_slots(int T, int nh, int cols, int n_sms) {
+    int64_t cap = (int64_t)n_sms * 2048, want = (int64_t)T * nh * cols;
+    int items = (int)KILN_MIN((int64_t)ROPE_RI, KILN_MAX((int64_t)1, (want + cap - 1) / cap));
+    int hs = (nh + items - 1) / items;
+    /* 8 or 16 columns: a multiple of 32 / cols slots, so each warp is one
+     * token and the lanes of a column share its cos / sin (rope_rows) */
+    if (cols == 8 || cols == 16) hs = (hs + 32 / cols - 1) / (32 / cols) * (32 / cols);
+    return hs;
+}
+
+/* blocks of RKV_THREADS for n threads */
+static int64_t rkv_blocks(int64_t n) { return (n + RKV_THREADS - 1) / RKV_THREADS; }
+
+/* KV blocks (kernel_src/rope_kv_wide.cu kv_block): 16 tokens and hg KV
+ * heads, hg as large as KV_KH and 40 KiB of shared memory allow; its shared
+ * memory (16 slots, then 16 key rows of hd * act + 16 bytes and 16 value
+ * rows of hd * act + 4 bytes per head) */
+static int kv_heads_per_block(int nkv, int hd, kiln_dtype act) {
+    int per_head = 16 * (2 * hd * (int)kiln_dtype_size(act) + 20);
+    return KILN_MAX(1, KILN_MIN(KILN_MIN(nkv, KV_KH), (40960 - 64) / per_head));
+}
+static unsigned kv_block_smem(int hg, int hd, kiln_dtype act) {
+    return (unsigned)(64 + hg * 16 * (2 * hd * (int)kiln_dtype_size(act) + 20));
+}
+static int64_t kv_blocks(int T, int nkv, int hg) { return (int64_t)((T + 15) / 16) * ((nkv + hg - 1) / hg); }
+
+/* What the wide kernels need beyond check_rope / check_kv (else the others
+ * run): a KV head of a KV block within its 40 KiB of shared memory, and
+ * fewer blocks than their 32-bit thread indices reach */
+static bool kv_wide_ok(const kiln_kv_layout *l, kiln_dtype act) {
+    return l->n_kv_heads > 0 && l->block_size > 0 && kv_block_smem(1, l->head_dim, act) <= 40960;
+}
+static bool blocks_ok(int64_t blocks) { return blocks > 0 && blocks < INT32_MAX / RKV_THREADS; }
+
+/* 16-byte columns of the rotated part of a head (rope rows) */
+static int rope_cols(const kiln_gpu_rope_params *rp, kiln_dtype act) {
+    int ve = vec_elems(act);
+    return rp->interleaved ? rp->rot_dim / ve : rp->rot_dim / (2 * ve);
+}
+
 static kiln_status check_rope(const kiln_gpu_rope_params *rp, kiln_dtype act) {
     int ve = vec_elems(act);
     if (rp->rot_dim <= 0 || rp->rot_dim > rp->head_dim || rp->rot_dim % (rp->interleaved ? ve : 2 * ve))
@@ -410,12 +505,70 @@ static kiln_status check_kv(const kiln_kv_layout *l, kiln_dtype act) {
     return KILN_OK;
 }
 
+/* The wide launches (arguments checked and sized by the callers below):
+ * rope rows of hs head slots (nb blocks); KV blocks of hg heads (nb
+ * blocks); both, the first nbr blocks rope rows of the q heads. */
+static kiln_status rope_wide(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr qkv, kiln_dtype act, int64_t row_stride,
+                             kiln_devptr pos, int T, int nq, int nkv, const kiln_gpu_rope_params *rp, int hs,
+                             int64_t nb) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    KILN_TRY(get(g, "rope_wide", &f, "ACT=%s INTERLEAVED=%d", dt(act), rp->interleaved ? 1 : 0));
+    int hd = rp->head_dim, rot = rp->rot_dim, dmax = rp->dyn_max;
+    kiln_devptr inv = rp->inv_freq, dyn = rp->dyn_seq_len;
+    float ms = rp->mscale, db = rp->dyn_base, df = rp->dyn_factor;
+    LAUNCH(f, (unsigned)nb, 1, 1, RKV_THREADS, 0, s, &qkv, &row_stride, &pos, &T, &nq, &nkv, &hd, &rot, &inv, &ms,
+           &dyn, &dmax, &db, &df, &hs);
+fail:
+    return st;
+}
+
+static kiln_status kv_write_wide(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr kcache, kiln_devptr vcache,
+                                 const kiln_kv_layout *l, kiln_devptr k, kiln_devptr v, kiln_dtype act,
+                                 int64_t row_stride, kiln_devptr slots, int T, int hg, int64_t nb) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    KILN_TRY(get(g, "kv_write_wide", &f, "ACT=%s KV=%s", dt(act), dt(l->dtype)));
+    int nkv = l->n_kv_heads, hd = l->head_dim, bs = l->block_size;
+    float ks = l->k_scale, vs = l->v_scale;
+    kiln_devptr hsc = (kiln_devptr)(uintptr_t)l->head_scales;
+    LAUNCH(f, (unsigned)nb, 1, 1, RKV_THREADS, kv_block_smem(hg, hd, act), s, &kcache, &vcache, &k, &v, &row_stride,
+           &slots, &T, &nkv, &hd, &bs, &ks, &vs, &hg, &hsc);
+fail:
+    return st;
+}
+
+static kiln_status rope_kv_write_wide(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr qkv, kiln_dtype act,
+                                      int64_t row_stride, kiln_devptr pos, int T, int nq,
+                                      const kiln_gpu_rope_params *rp, kiln_devptr kcache, kiln_devptr vcache,
+                                      const kiln_kv_layout *l, kiln_devptr slots, int hs, int hg, int nbr,
+                                      int64_t nb) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    KILN_TRY(get(g, "rope_kv_write_wide", &f, "ACT=%s INTERLEAVED=%d KV=%s", dt(act), rp->interleaved ? 1 : 0,
+                 dt(l->dtype)));
+    int nkv = l->n_kv_heads, hd = l->head_dim, rot = rp->rot_dim, dmax = rp->dyn_max, bs = l->block_size;
+    kiln_devptr inv = rp->inv_freq, dyn = rp->dyn_seq_len;
+    float ms = rp->mscale, db = rp->dyn_base, df = rp->dyn_factor, ks = l->k_scale, vs = l->v_scale;
+    kiln_devptr hsc = (kiln_devptr)(uintptr_t)l->head_scales;
+    LAUNCH(f, (unsigned)nb, 1, 1, RKV_THREADS, kv_block_smem(hg, hd, act), s, &qkv, &row_stride, &pos, &T, &nq, &nkv,
+           &hd, &rot, &inv, &ms, &dyn, &dmax, &db, &df, &kcache, &vcache, &slots, &bs, &ks, &vs, &hs, &hsc, &nbr,
+           &hg);
+fail:
+    return st;
+}
+
 kiln_status kiln_gpu_rope(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr qkv, kiln_dtype act, int64_t row_stride,
                           kiln_devptr pos, int T, int nq, int nkv, const kiln_gpu_rope_params *rp) {
     kiln_status st = KILN_OK;
     kiln_rt_func *f;
     KILN_CHECK(act_ok(act), KILN_ERR_UNSUPPORTED, "rope: %s", dt(act));
     KILN_TRY(check_rope(rp, act));
+    if (wide(g, T) && nq + nkv > 0) {
+        int vpr = rope_cols(rp, act), hs = head_slots(T, nq + nkv, vpr, kiln_rt_device_get_info(g->dev)->n_sms);
+        int64_t nb = rkv_blocks((int64_t)T * hs * vpr);
+        if (blocks_ok(nb)) return rope_wide(g, s, qkv, act, row_stride, pos, T, nq, nkv, rp, hs, nb);
+    }
     KILN_TRY(get(g, "rope", &f, "ACT=%s INTERLEAVED=%d", dt(act), rp->interleaved ? 1 : 0));
     int tt = tokens_per_block(T, kiln_rt_device_get_info(g->dev)->n_sms);
     unsigned smem = (unsigned)(tt * rp->rot_dim / 2 * 8);
@@ -435,6 +588,11 @@ kiln_status kiln_gpu_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr kcache
     kiln_rt_func *f;
     KILN_CHECK(act_ok(act), KILN_ERR_UNSUPPORTED, "kv_write: %s", dt(act));
     KILN_TRY(check_kv(l, act));
+    if (wide(g, T) && kv_wide_ok(l, act)) {
+        int hg = kv_heads_per_block(l->n_kv_heads, l->head_dim, act);
+        int64_t nb = kv_blocks(T, l->n_kv_heads, hg);
+        if (blocks_ok(nb)) return kv_write_wide(g, s, kcache, vcache, l, k, v, act, row_stride, slots, T, hg, nb);
+    }
     KILN_TRY(get(g, "kv_write", &f, "ACT=%s KV=%s", dt(act), dt(l->dtype)));
     int tt = KILN_MIN(16, KILN_MAX(1, T)); /* at most 16 (kv_body); heads split over the grid's y */
     unsigned smem = kv_smem(1, l->head_dim, act); /* one head per block (grid y) */
@@ -456,6 +614,17 @@ kiln_status kiln_gpu_rope_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr q
     KILN_TRY(check_rope(rp, act));
     KILN_TRY(check_kv(l, act));
     KILN_CHECK(rp->head_dim == l->head_dim, KILN_ERR_INVALID_ARGUMENT, "rope_kv_write: head_dim mismatch");
+    if (wide(g, T) && kv_wide_ok(l, act)) {
+        /* rope rows over the q heads; KV blocks (k rotated; k and v into the
+         * cache) */
+        int vpr = rope_cols(rp, act);
+        int hs = nq > 0 ? head_slots(T, nq, vpr, kiln_rt_device_get_info(g->dev)->n_sms) : 1;
+        int hg = kv_heads_per_block(l->n_kv_heads, l->head_dim, act);
+        int64_t nbr = nq > 0 ? rkv_blocks((int64_t)T * hs * vpr) : 0, nb = nbr + kv_blocks(T, l->n_kv_heads, hg);
+        if (blocks_ok(nb))
+            return rope_kv_write_wide(g, s, qkv, act, row_stride, pos, T, nq, rp, kcache, vcache, l, slots, hs, hg,
+                                      (int)nbr, nb);
+    }
     KILN_TRY(get(g, "rope_kv_write", &f, "ACT=%s INTERLEAVED=%d KV=%s", dt(act), rp->interleaved ? 1 : 0,
                  dt(l->dtype)));
     int tt = tokens_per_block(T, kiln_rt_device_get_info(g->dev)->n_sms);

@@ -55,7 +55,16 @@ typedef struct kiln_gpu_params {
     int tcgemm_prefetch_mb;  /* its L2 prefetch before waiting on the previous kernel
                                 (0: $KILN_TCGEMM_PREFETCH_MB, else
                                 KILN_TCGEMM_PREFETCH_MB_DEFAULT; negative: none) */
+    int elem_wide_min;       /* rmsnorm / add_rmsnorm of at least this many rows and
+                                rope / kv_write / rope_kv_write of at least this many
+                                tokens use kernel_src/rmsnorm_wide.cu and
+                                rope_kv_wide.cu (prefill); fewer (decode) the
+                                kernels of rmsnorm.cu and rope_kv.cu (0:
+                                $KILN_ELEM_WIDE_MIN, else KILN_ELEM_WIDE_MIN_DEFAULT
+                                = 256; negative, or 0 in the environment: never) */
 } kiln_gpu_params;
+
+#define KILN_ELEM_WIDE_MIN_DEFAULT 256
 
 kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gpu **out);
 void kiln_gpu_destroy(kiln_gpu *g);
@@ -64,6 +73,10 @@ kiln_rt_blas *kiln_gpu_blas(kiln_gpu *g);
 kiln_rt_device *kiln_gpu_device(kiln_gpu *g);
 /* Compile and load, in parallel, every specialization a model needs. */
 kiln_status kiln_gpu_prepare(kiln_gpu *g, const kiln_jit_model *m);
+/* Sets the rows / tokens from which the elementwise ops take their wide
+ * kernels (kiln_gpu_params.elem_wide_min; <= 0: never) and returns the
+ * previous value (0: never). For tests and benchmarks, between launches. */
+int kiln_gpu_set_elem_wide_min(kiln_gpu *g, int n);
 
 /* out[T, H] (act) = W[ids[t] - vocab_start] or 0 (kiln_cpu_embed). */
 kiln_status kiln_gpu_embed(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_dtype act, kiln_devptr ids, int T,

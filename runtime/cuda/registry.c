@@ -43,6 +43,13 @@ static const kiln_jit_kernel_def registry[] = {
      "ACT=bf16 W=bf16;ACT=fp16 W=fp16;ACT=fp32 W=fp32"},
     {"add_rmsnorm", "kernel_src/rmsnorm.cu", "kiln_add_rmsnorm", "ptr,ptr,ptr,ptr,i32,i32,f32",
      {{"ACT", ACT3}, {"W", ACT3}}, "ACT=bf16 W=bf16;ACT=fp16 W=fp16;ACT=fp32 W=fp32"},
+    /* the variants from $KILN_ELEM_WIDE_MIN rows / tokens up (prefill; engine/cuda/ops_gpu.c):
+     * rmsnorm and add_rmsnorm above, then rope, kv_write and rope_kv_write below, with extra
+     * launch arguments (rope_kv_write_wide: blocks of rope rows, KV heads per KV block) */
+    {"rmsnorm_wide", "kernel_src/rmsnorm_wide.cu", "kiln_rmsnorm_wide", "ptr,ptr,ptr,i32,i32,f32",
+     {{"ACT", ACT3}, {"W", ACT3}}, "ACT=bf16 W=bf16;ACT=fp16 W=fp16;ACT=fp32 W=fp32"},
+    {"add_rmsnorm_wide", "kernel_src/rmsnorm_wide.cu", "kiln_add_rmsnorm_wide", "ptr,ptr,ptr,ptr,i32,i32,f32",
+     {{"ACT", ACT3}, {"W", ACT3}}, "ACT=bf16 W=bf16;ACT=fp16 W=fp16;ACT=fp32 W=fp32"},
     {"silu_mul", "kernel_src/act.cu", "kiln_silu_mul", "ptr,ptr,i32,i32", {{"ACT", ACT3}}, "ACT=bf16;ACT=fp16"},
     {"gelu_mul", "kernel_src/act.cu", "kiln_gelu_mul", "ptr,ptr,i32,i32", {{"ACT", ACT3}}, "ACT=bf16;ACT=fp16"},
     {"add", "kernel_src/act.cu", "kiln_add", "ptr,ptr,ptr,i64", {{"ACT", ACT3}}, "ACT=bf16;ACT=fp16"},
@@ -53,6 +60,17 @@ static const kiln_jit_kernel_def registry[] = {
      "ACT=bf16 KV=bf16;ACT=fp16 KV=fp16;ACT=bf16 KV=fp8_e5m2;ACT=bf16 KV=fp8_e4m3;ACT=fp16 KV=fp8_e4m3"},
     {"rope_kv_write", "kernel_src/rope_kv.cu", "kiln_rope_kv_write",
      "ptr,i64,ptr,i32,i32,i32,i32,i32,ptr,f32,ptr,i32,f32,f32,ptr,ptr,ptr,i32,f32,f32,i32,ptr",
+     {{"ACT", ACT3}, {"KV", KVT}, {"INTERLEAVED", "0|1"}},
+     "ACT=bf16 INTERLEAVED=0 KV=bf16;ACT=fp16 INTERLEAVED=1 KV=fp16;ACT=bf16 INTERLEAVED=0 KV=fp8_e5m2;"
+     "ACT=bf16 INTERLEAVED=0 KV=fp8_e4m3"},
+    {"rope_wide", "kernel_src/rope_kv_wide.cu", "kiln_rope_wide",
+     "ptr,i64,ptr,i32,i32,i32,i32,i32,ptr,f32,ptr,i32,f32,f32,i32", {{"ACT", ACT3}, {"INTERLEAVED", "0|1"}},
+     "ACT=bf16 INTERLEAVED=0;ACT=fp16 INTERLEAVED=1"},
+    {"kv_write_wide", "kernel_src/rope_kv_wide.cu", "kiln_kv_write_wide",
+     "ptr,ptr,ptr,ptr,i64,ptr,i32,i32,i32,i32,f32,f32,i32,ptr", {{"ACT", ACT3}, {"KV", KVT}},
+     "ACT=bf16 KV=bf16;ACT=fp16 KV=fp16;ACT=bf16 KV=fp8_e5m2;ACT=bf16 KV=fp8_e4m3;ACT=fp16 KV=fp8_e4m3"},
+    {"rope_kv_write_wide", "kernel_src/rope_kv_wide.cu", "kiln_rope_kv_write_wide",
+     "ptr,i64,ptr,i32,i32,i32,i32,i32,ptr,f32,ptr,i32,f32,f32,ptr,ptr,ptr,i32,f32,f32,i32,ptr,i32,i32",
      {{"ACT", ACT3}, {"KV", KVT}, {"INTERLEAVED", "0|1"}},
      "ACT=bf16 INTERLEAVED=0 KV=bf16;ACT=fp16 INTERLEAVED=1 KV=fp16;ACT=bf16 INTERLEAVED=0 KV=fp8_e5m2;"
      "ACT=bf16 INTERLEAVED=0 KV=fp8_e4m3"},
@@ -250,11 +268,16 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
             }
     KILN_TRY(add_spec(l, "rmsnorm", "ACT=%s W=%s", a, a));
     KILN_TRY(add_spec(l, "add_rmsnorm", "ACT=%s W=%s", a, a));
+    KILN_TRY(add_spec(l, "rmsnorm_wide", "ACT=%s W=%s", a, a));
+    KILN_TRY(add_spec(l, "add_rmsnorm_wide", "ACT=%s W=%s", a, a));
     KILN_TRY(add_spec(l, m->gelu ? "gelu_mul" : "silu_mul", "ACT=%s", a));
     KILN_TRY(add_spec(l, "add", "ACT=%s", a));
     KILN_TRY(add_spec(l, "rope", "ACT=%s INTERLEAVED=%d", a, m->interleaved ? 1 : 0));
     KILN_TRY(add_spec(l, "kv_write", "ACT=%s KV=%s", a, kv));
     KILN_TRY(add_spec(l, "rope_kv_write", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, kv));
+    KILN_TRY(add_spec(l, "rope_wide", "ACT=%s INTERLEAVED=%d", a, m->interleaved ? 1 : 0));
+    KILN_TRY(add_spec(l, "kv_write_wide", "ACT=%s KV=%s", a, kv));
+    KILN_TRY(add_spec(l, "rope_kv_write_wide", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, kv));
     KILN_TRY(add_spec(l, "attn_decode", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", a, bs, grp, m->head_dim, kv));
     KILN_TRY(add_spec(l, "attn_reduce", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", a, bs, grp, m->head_dim, kv));
     KILN_TRY(add_spec(l, "attn_prefill", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", a, bs, grp, m->head_dim,
@@ -262,6 +285,8 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
     if (m->kv_calib && strcmp(kv, a)) { /* calibration runs a prefill on an ACT cache */
         KILN_TRY(add_spec(l, "kv_write", "ACT=%s KV=%s", a, a));
         KILN_TRY(add_spec(l, "rope_kv_write", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, a));
+        KILN_TRY(add_spec(l, "kv_write_wide", "ACT=%s KV=%s", a, a));
+        KILN_TRY(add_spec(l, "rope_kv_write_wide", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, a));
         KILN_TRY(add_spec(l, "attn_prefill", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", a, bs, grp,
                           m->head_dim, a));
     }
