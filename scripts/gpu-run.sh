@@ -72,6 +72,10 @@ cat > "$out/remote.sh" <<'REMOTE'
 #           rmsnorm_wide.cu / rope_kv_wide.cu, condensed; ELEM3_BENCH=0 skips them); kiln bench -b 1 /
 #           32 / 256 and a prefill of 8 x 2048 tokens at the default KILN_ELEM_WIDE_MIN (256) and at 0
 #           (never wide) (ELEM3_KB=0 skips them)
+#   s8:     sixth session (nvidia-h200-x2): op tests (gemv, elementwise) by case, test_gpu_engine, test_gpu_tp; the
+#           gate_up GEMV + SiLU rows and the elementwise rows; kiln bench TP 1 / 2 -b 1 with KILN_GEMV_SILU 0 / 1
+#           alternating, -b 256 and an 8 x 2048 prefill at KILN_ELEM_WIDE_MIN default / 0 (S8_OPS=0, S8_ROWS=0,
+#           S8_KB=0 skip parts)
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -304,6 +308,29 @@ if has fin5; then # fifth session, last call (nvidia-h200-x2): op tests by case,
     kb "tp1-$tag" -- --tp 1 $args --iters 2
     kb "tp2-$tag" -- --tp 2 $args --iters 2
   done
+fi
+if has s8; then # sixth session (nvidia-h200-x2): glu + elem3 on one tree
+  if [ "${S8_OPS:-1}" = 1 ]; then
+    ops_by_case ${S8_CASES:-test_gemv test_rmsnorm test_rope kv_write test_glu_add_gather_cast}
+    t0=$(date +%s); timeout 150 "$here/bin/test_gpu_tp" > "$out/test_gpu_tp.log" 2>&1
+    echo "test_gpu_tp rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/test_gpu_tp.log" | head -8
+  fi
+  if [ "${S8_ROWS:-1}" = 1 ]; then
+    timeout 150 "$here/bin/bench_kernels" gemm > "$out/bench_s8_gemm.log" 2>&1
+    grep -E "ceilings|silu" "$out/bench_s8_gemm.log" | sed -E 's/ +/ /g' | cut -c1-110
+    timeout 120 "$here/bin/bench_kernels" elementwise > "$out/bench_s8_elem.log" 2>&1
+    grep -E "4096|wide" "$out/bench_s8_elem.log" | grep -v tiling | sed -E 's/ +/ /g' | cut -c1-110 | head -24
+  fi
+  if [ "${S8_KB:-1}" = 1 ]; then
+    for tp in 1 2; do for r in a b; do for sl in 0 1; do
+      kb "tp$tp-b1-silu$sl-$r" KILN_GEMV_SILU=$sl -- --tp $tp -b 1 -s 128 -o 512 --iters 2
+    done; done; done
+    for w in def 0; do
+      envs=(KILN_GEMV_SILU=0); [ $w = def ] || envs+=(KILN_ELEM_WIDE_MIN=$w)
+      kb "b256-w$w" "${envs[@]}" -- -b 256 -s 128 -o 256 --iters 2
+      kb "p8x2048-w$w" "${envs[@]}" -- -b 8 -s 2048 -o 8 --iters 2
+    done
+  fi
 fi
 if has elem3; then # the elementwise kernels of rmsnorm.cu / rope_kv.cu below KILN_ELEM_WIDE_MIN rows, the wide ones from it
   [ "${ELEM3_OPS:-1}" = 1 ] && ops_by_case test_rmsnorm test_rope kv_write
