@@ -1082,11 +1082,13 @@ KT_TEST(test_gemv) {
                     KT_OK(kiln_rt_memset8(dout, 0, (size_t)M * ldo * 2, st));
                     KT_OK(kiln_gpu_gemm_silu(gv, st, dout, ldo, dx, dw, dt, bias ? db : 0, M, N, K));
                     KT_OK(kiln_gpu_gemm(gv, st, dgu, N, dt, dx, dw, dt, bias ? db : 0, M, N, K));
-                    for (int m = 0; m < M; m++)
+                    /* kiln_gpu_silu_mul takes whole 16-byte vectors: the bit comparison where I allows it */
+                    const bool pair = I % 8 == 0;
+                    for (int m = 0; pair && m < M; m++)
                         KT_OK(kiln_gpu_silu_mul(gv, st, dtwo + (kiln_devptr)((size_t)m * ldo * 2),
                                                 dgu + (kiln_devptr)((size_t)m * N * 2), dt, 1, I));
                     float *got = down_act(dout, (size_t)M * ldo, dt), *two = down_act(dtwo, (size_t)M * ldo, dt);
-                    KT_CHECKF(!memcmp(got, two, sizeof(float) * (size_t)M * ldo),
+                    KT_CHECKF(!pair || !memcmp(got, two, sizeof(float) * (size_t)M * ldo),
                               "gemv+silu %s M=%d I=%d K=%d: not the bits of the GEMV and silu_mul", kiln_dtype_name(dt),
                               M, I, K);
                     CHECK_CLOSE(got, ref, (size_t)M * ldo, dt, "gemv+silu %s M=%d I=%d K=%d", kiln_dtype_name(dt), M, I,
