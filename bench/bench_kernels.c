@@ -272,7 +272,7 @@ static void op_ew(void *vc, int s) {
  * one row each: the kernels decode takes (rmsnorm.cu, rope_kv.cu; row
  * "rmsnorm") and the wide ones (rmsnorm_wide.cu, rope_kv_wide.cu; row
  * "rmsnorm wide"), forced at every T (engine/cuda/ops_gpu.c picks the wide
- * ones from $KILN_ELEM_WIDE_MIN, default 256, tokens up). A filter naming
+ * ones from $KILN_ELEM_WIDE_MIN, default 1024, tokens up). A filter naming
  * an op gives both rows; "wide" the wide rows only. */
 static void bench_elementwise(int T) {
     /* 6: slots shifted by 5 (runs cross cache blocks; value stores element by

@@ -261,3 +261,235 @@ kiln_all_reduce_add_rmsnorm(act_t *io, act_t *residual, act_t *out, const act_t 
         }
     }
 }
+
+// ---------------------------------------------------------------- push mode
+// kiln_all_reduce_push / kiln_all_reduce_push_add_rmsnorm: the same results
+// (same sums in rank order, same roundings) with one crossing of the link
+// instead of a signal and a remote read. Each rank STORES its data into
+// every peer's buffer and the receiver polls its own memory until the data
+// is there: no flags, no fence after the remote stores (a "Lamport" buffer,
+// as in TensorRT-LLM's low-latency all-reduce). Layout, after the pull
+// mode's data halves, at AR_PUSH_OFF = AR_DATA_OFF + 2 * buf_bytes:
+//   slot s (0..2), sender q: [(s * n_ranks + q) * buf_bytes, + buf_bytes)
+// and control words ctl[2 + s] (bytes written into slot s by its last call).
+// Empty memory holds the 16-bit pattern 0x8000 (-0.0 in bf16 / fp16) in every
+// half-word; a value is there when its element (16-bit types) or 32-bit
+// word (fp32) is not the empty pattern. Senders store -0.0 as +0.0 (16-bit)
+// and the fp32 word 0x80008000 (-4.6e-41, a denormal) as -0.0, so no value
+// looks empty: a sum whose every input is -0.0 is +0.0 here.
+// Call e uses slot e % 3 and empties slot (e + 2) % 3 (call e - 1's, read
+// completely in call e - 1) in its own buffer, as many bytes as call e - 1
+// wrote. Why three slots suffice: a peer writes slot (e + 2) % 3 again in
+// call e + 2, after its call e + 1 completed, which needed this rank's call
+// e + 1 data, stored after this rank's call e (and its emptying) completed.
+// The epoch and the slot sizes advance in the kernel (the call's last
+// block), so captured graphs replay correctly. The timeout traps as above.
+#define LP_EMPTY 0x80008000u
+#define AR_PUSH_OFF(buf_bytes) (AR_DATA_OFF + 2 * (buf_bytes))
+
+KILN_DEV uint4 ld16_volatile(const void *p) {
+    uint4 r;
+    asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p) : "memory");
+    return r;
+}
+KILN_DEV void st16_volatile(void *p, uint4 v) {
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
+}
+KILN_DEV u32 lp_clean_word(u32 w) {
+    if (sizeof(act_t) == 2) {
+        if ((w & 0xffffu) == 0x8000u) w &= 0xffff0000u;
+        if ((w >> 16) == 0x8000u) w &= 0x0000ffffu;
+        return w;
+    }
+    return w == LP_EMPTY ? 0x80000000u : w;
+}
+KILN_DEV uint4 lp_clean(uint4 v) {
+    return make_uint4(lp_clean_word(v.x), lp_clean_word(v.y), lp_clean_word(v.z), lp_clean_word(v.w));
+}
+KILN_DEV bool lp_word_empty(u32 w) {
+    if (sizeof(act_t) == 2) return (w & 0xffffu) == 0x8000u || (w >> 16) == 0x8000u;
+    return w == LP_EMPTY;
+}
+KILN_DEV bool lp_empty(uint4 v) {
+    return lp_word_empty(v.x) || lp_word_empty(v.y) || lp_word_empty(v.z) || lp_word_empty(v.w);
+}
+// The slot of `sender` in rank `base`'s buffer.
+KILN_DEV char *lp_slot(char *base, u32 slot, int sender, int n_ranks, i64 buf_bytes) {
+    return base + AR_PUSH_OFF(buf_bytes) + ((i64)slot * n_ranks + sender) * buf_bytes;
+}
+// Wait until the 16 bytes at p are all there; the timeout traps (a peer that
+// never comes).
+KILN_DEV uint4 lp_receive(const char *p, int rank, int sender, u32 e, i64 timeout_ns) {
+    uint4 x = ld16_volatile(p);
+    if (!lp_empty(x)) return x;
+    const u64 t0 = global_ns();
+    for (;;) {
+        x = ld16_volatile(p);
+        if (!lp_empty(x)) return x;
+        if ((i64)(global_ns() - t0) > timeout_ns) {
+            struct { int rank, block; long long ms; int peer; u32 epoch; } a = {
+                rank, (int)blockIdx.x, timeout_ns / 1000000, sender, e};
+            vprintf("kiln all-reduce: rank %d block %d waited %lld ms for rank %d at call %u; "
+                    "the ranks are not running the same collectives (a rank failed?): trap\n",
+                    reinterpret_cast<const char *>(&a));
+            __trap();
+        }
+    }
+}
+// Empty the bytes call e - 1 left in slot (e + 2) % 3 of this rank's buffer
+// (every sender's part; this call's threads share them), then count this
+// block done: the call's last block records the bytes it wrote into slot
+// e % 3 and advances the epoch. After every thread read the epoch.
+KILN_DEV void lp_empty_and_advance(char *self, u32 *ctl, u32 e, int rank, int n_ranks, i64 buf_bytes,
+                                   u32 bytes_now) {
+    const u32 old = (e + 2u) % 3u, old_bytes = ld_volatile(ctl + 2 + old);
+    const i64 stride = (i64)gridDim.x * blockDim.x, first = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    const uint4 E = make_uint4(LP_EMPTY, LP_EMPTY, LP_EMPTY, LP_EMPTY);
+    for (int q = 0; q < n_ranks; q++) {
+        if (q == rank) continue;
+        char *s = lp_slot(self, old, q, n_ranks, buf_bytes);
+        for (i64 c = first; c < (i64)(old_bytes / 16u); c += stride) st16(s + c * 16, E);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        if (atomicAdd(&ctl[1], 1u) == gridDim.x - 1) {
+            ctl[1] = 0;
+            ctl[2 + e % 3u] = bytes_now;
+            ctl[0] = e;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(512)
+kiln_all_reduce_push(act_t *io, i64 n, char *b0, char *b1, char *b2, char *b3, char *b4, char *b5, char *b6, char *b7,
+                     int rank, int n_ranks, i64 buf_bytes, i64 timeout_ns) {
+    pdl_wait();
+    char *self = pick(rank, b0, b1, b2, b3, b4, b5, b6, b7);
+    u32 *ctl = reinterpret_cast<u32 *>(self);
+    const u32 e = ld_volatile(ctl) + 1u, slot = e % 3u;
+    const i64 nfull = n / V::N, nvec = (n + V::N - 1) / V::N;
+    const int rem = (int)(n - nfull * V::N);
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    const i64 first = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    // this rank's vector v, the partial last one padded with zeros, cleaned
+    auto mine = [&](i64 v) {
+        V x;
+        if (v < nfull) {
+            x.v = ld16(io + v * V::N);
+        } else {
+            x.v = make_uint4(0, 0, 0, 0);
+            for (int j = 0; j < rem; j++) reinterpret_cast<act_t *>(&x.v)[j] = io[v * V::N + j];
+        }
+        x.v = lp_clean(x.v);
+        return x;
+    };
+    // 1. store into every peer's slot
+    for (i64 v = first; v < nvec; v += stride) {
+        const V x = mine(v);
+        for (int q = 0; q < n_ranks; q++)
+            if (q != rank)
+                st16_volatile(lp_slot(pick(q, b0, b1, b2, b3, b4, b5, b6, b7), slot, rank, n_ranks, buf_bytes) + v * 16,
+                              x.v);
+    }
+    // 2. empty the previous call's slot, advance
+    lp_empty_and_advance(self, ctl, e, rank, n_ranks, buf_bytes, (u32)(nvec * 16));
+    pdl_launch();
+    // 3. receive and sum in rank order (fp32), one rounding
+    for (i64 v = first; v < nvec; v += stride) {
+        float acc[V::N];
+#pragma unroll
+        for (int j = 0; j < V::N; j++) acc[j] = 0.0f;
+        for (int q = 0; q < n_ranks; q++) {
+            V x;
+            if (q == rank) x = mine(v);
+            else x.v = lp_receive(lp_slot(self, slot, q, n_ranks, buf_bytes) + v * 16, rank, q, e, timeout_ns);
+#pragma unroll
+            for (int j = 0; j < V::N; j++) acc[j] += x.get(j);
+        }
+        V o;
+#pragma unroll
+        for (int j = 0; j < V::N; j++) o.set(j, acc[j]);
+        if (v < nfull) st16(io + v * V::N, o.v);
+        else
+            for (int j = 0; j < rem; j++) io[v * V::N + j] = reinterpret_cast<const act_t *>(&o.v)[j];
+    }
+}
+
+// The push all-reduce + residual add + RMSNorm: kiln_all_reduce_add_rmsnorm's
+// results (grid: rows blocks, a block a row) with the push exchange.
+extern "C" __global__ void __launch_bounds__(512)
+kiln_all_reduce_push_add_rmsnorm(act_t *io, act_t *residual, act_t *out, const act_t *w, int rows, int dim, float eps,
+                                 char *b0, char *b1, char *b2, char *b3, char *b4, char *b5, char *b6, char *b7,
+                                 int rank, int n_ranks, i64 buf_bytes, i64 timeout_ns) {
+    __shared__ float scratch[32];
+    pdl_wait();
+    char *self = pick(rank, b0, b1, b2, b3, b4, b5, b6, b7);
+    u32 *ctl = reinterpret_cast<u32 *>(self);
+    const u32 e = ld_volatile(ctl) + 1u, slot = e % 3u;
+    const int nv = dim / V::N, row = blockIdx.x;
+    const size_t base = (size_t)row * dim;
+    V m[ARN_MAXV];
+#pragma unroll
+    for (int k = 0; k < ARN_MAXV; k++) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i < nv) {
+            m[k].v = lp_clean(ld16(io + base + (size_t)i * V::N));
+            for (int q = 0; q < n_ranks; q++)
+                if (q != rank)
+                    st16_volatile(lp_slot(pick(q, b0, b1, b2, b3, b4, b5, b6, b7), slot, rank, n_ranks, buf_bytes) +
+                                      (base + (size_t)i * V::N) * sizeof(act_t),
+                                  m[k].v);
+        }
+    }
+    lp_empty_and_advance(self, ctl, e, rank, n_ranks, buf_bytes, (u32)((size_t)rows * dim * sizeof(act_t)));
+    pdl_launch();
+    V r[ARN_MAXV];
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < ARN_MAXV; k++) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i < nv) {
+            float acc[V::N];
+#pragma unroll
+            for (int j = 0; j < V::N; j++) acc[j] = 0.0f;
+            for (int q = 0; q < n_ranks; q++) {
+                V x;
+                if (q == rank) x = m[k];
+                else
+                    x.v = lp_receive(lp_slot(self, slot, q, n_ranks, buf_bytes) + (base + (size_t)i * V::N) * sizeof(act_t),
+                                     rank, q, e, timeout_ns);
+#pragma unroll
+                for (int j = 0; j < V::N; j++) acc[j] += x.get(j);
+            }
+            V s, res;
+#pragma unroll
+            for (int j = 0; j < V::N; j++) s.set(j, acc[j]);
+            st16(io + base + (size_t)i * V::N, s.v);
+            res.v = ld16(residual + base + (size_t)i * V::N);
+#pragma unroll
+            for (int j = 0; j < V::N; j++) r[k].set(j, res.get(j) + s.get(j));
+            st16(residual + base + (size_t)i * V::N, r[k].v);
+#pragma unroll
+            for (int j = 0; j < V::N; j++) {
+                const float f = r[k].get(j);
+                ss += f * f;
+            }
+        }
+    }
+    ss = block_sum(ss, scratch);
+    const float rr = rsqrtf(ss / (float)dim + eps);
+#pragma unroll
+    for (int k = 0; k < ARN_MAXV; k++) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i < nv) {
+            V wv, o;
+            wv.v = ld16(w + (size_t)i * V::N);
+#pragma unroll
+            for (int j = 0; j < V::N; j++) o.set(j, r[k].get(j) * rr * wv.get(j));
+            st16(out + base + (size_t)i * V::N, o.v);
+        }
+    }
+}

@@ -397,10 +397,17 @@ typedef struct kiln_rt_p2p kiln_rt_p2p;
 /* Largest message, bytes (256 KB is Llama-3-8B's hidden state at batch 32). */
 #define KILN_RT_P2P_MAX_BYTES_DEFAULT ((size_t)1 << 20)
 
+/* The exchange a create with push < 0 uses when $KILN_AR_PUSH is unset:
+ * 1 push (each rank stores its data into the peers' buffers and polls its
+ * own), 0 pull (signal, wait, read the peers' copies). */
+#define KILN_RT_P2P_PUSH_DEFAULT 1
+
 /* kernels: d's kernel set (the all_reduce specializations are compiled
- * here); max_bytes: the largest message (0: the default). */
+ * here); max_bytes: the largest message (0: the default); push: 0 pull,
+ * 1 push, < 0 $KILN_AR_PUSH or KILN_RT_P2P_PUSH_DEFAULT (every rank must
+ * use the same: set_peers fails otherwise). */
 kiln_status kiln_rt_p2p_create(kiln_rt_device *d, kiln_rt_kernels *kernels, int n_ranks, int rank, size_t max_bytes,
-                               kiln_rt_p2p **out);
+                               int push, kiln_rt_p2p **out);
 void kiln_rt_p2p_destroy(kiln_rt_p2p *p);
 /* This rank's handle for the others. */
 void kiln_rt_p2p_handle(const kiln_rt_p2p *p, uint8_t out[KILN_RT_P2P_HANDLE_BYTES]);

@@ -76,6 +76,8 @@ cat > "$out/remote.sh" <<'REMOTE'
 #           gate_up GEMV + SiLU rows and the elementwise rows; kiln bench TP 1 / 2 -b 1 with KILN_GEMV_SILU 0 / 1
 #           alternating, -b 256 and an 8 x 2048 prefill at KILN_ELEM_WIDE_MIN default / 0 (S8_OPS=0, S8_ROWS=0,
 #           S8_KB=0 skip parts)
+#   s9:     sixth session (nvidia-h200-x2): test_gpu_tp (pull and push exchange), test_gpu_ops all_reduce / gemv,
+#           kiln bench --tp 2 -b 1 / -b 32 with KILN_AR_PUSH 0 / 1 alternating, TP 1 beside
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -308,6 +310,22 @@ if has fin5; then # fifth session, last call (nvidia-h200-x2): op tests by case,
     kb "tp1-$tag" -- --tp 1 $args --iters 2
     kb "tp2-$tag" -- --tp 2 $args --iters 2
   done
+fi
+if has s9; then # sixth session (nvidia-h200-x2): the push all-reduce
+  if [ "${S9_TESTS:-1}" = 1 ]; then
+    for f in test_all_reduce_one_rank test_gemv; do
+      t0=$(date +%s); KT_VERBOSE=1 timeout 200 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1
+      echo "test_gpu_ops $f rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/ops_$f.log" | head -4
+    done
+    t0=$(date +%s); KT_VERBOSE=1 timeout 240 "$here/bin/test_gpu_tp" > "$out/test_gpu_tp.log" 2>&1
+    echo "test_gpu_tp rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed|ranks, rank|vs NCCL" "$out/test_gpu_tp.log" | head -16
+  fi
+  kb "tp1-b1" -- --tp 1 -b 1 -s 128 -o 512 --iters 2
+  for r in a b; do for ps in 0 1; do
+    kb "tp2-b1-push$ps-$r" KILN_AR_PUSH=$ps -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+  done; done
+  for ps in 0 1; do kb "tp2-b32-push$ps" KILN_AR_PUSH=$ps -- --tp 2 -b 32 -s 128 -o 256 --iters 2; done
+  kb "tp1-b32" -- --tp 1 -b 32 -s 128 -o 256 --iters 2
 fi
 if has s8; then # sixth session (nvidia-h200-x2): glu + elem3 on one tree
   if [ "${S8_OPS:-1}" = 1 ]; then

@@ -1082,15 +1082,15 @@ KT_TEST(test_gemv) {
                     KT_OK(kiln_rt_memset8(dout, 0, (size_t)M * ldo * 2, st));
                     KT_OK(kiln_gpu_gemm_silu(gv, st, dout, ldo, dx, dw, dt, bias ? db : 0, M, N, K));
                     KT_OK(kiln_gpu_gemm(gv, st, dgu, N, dt, dx, dw, dt, bias ? db : 0, M, N, K));
-                    /* kiln_gpu_silu_mul takes whole 16-byte vectors: the bit comparison where I allows it */
+                    /* kiln_gpu_silu_mul takes whole 16-byte vectors (rows of I, dtwo packed [M, I]): the bit
+                     * comparison where I allows it */
                     const bool pair = I % 8 == 0;
-                    for (int m = 0; pair && m < M; m++)
-                        KT_OK(kiln_gpu_silu_mul(gv, st, dtwo + (kiln_devptr)((size_t)m * ldo * 2),
-                                                dgu + (kiln_devptr)((size_t)m * N * 2), dt, 1, I));
+                    if (pair) KT_OK(kiln_gpu_silu_mul(gv, st, dtwo, dgu, dt, M, I));
                     float *got = down_act(dout, (size_t)M * ldo, dt), *two = down_act(dtwo, (size_t)M * ldo, dt);
-                    KT_CHECKF(!pair || !memcmp(got, two, sizeof(float) * (size_t)M * ldo),
-                              "gemv+silu %s M=%d I=%d K=%d: not the bits of the GEMV and silu_mul", kiln_dtype_name(dt),
-                              M, I, K);
+                    for (int m = 0; pair && m < M; m++)
+                        KT_CHECKF(!memcmp(got + (size_t)m * ldo, two + (size_t)m * I, sizeof(float) * (size_t)I),
+                                  "gemv+silu %s M=%d I=%d K=%d row %d: not the bits of the GEMV and silu_mul",
+                                  kiln_dtype_name(dt), M, I, K, m);
                     CHECK_CLOSE(got, ref, (size_t)M * ldo, dt, "gemv+silu %s M=%d I=%d K=%d", kiln_dtype_name(dt), M, I,
                                 K);
                     free(x), free(w), free(b), free(gu), free(ref), free(got), free(two);
@@ -1282,57 +1282,60 @@ KT_TEST(test_graph_replay) {
 /* The one-shot all-reduce (kernel_src/allreduce.cu) on a group of one rank:
  * the sum is the input, eager over sizes around the 16-byte vectors and
  * grids of several blocks, and in a graph replayed 20 times on fresh inputs
- * (the epoch and data halves advance). Two or more ranks: test_gpu_tp. */
+ * (the epoch and data halves advance); the pull and the push exchange.
+ * Two or more ranks: test_gpu_tp. */
 KT_TEST(test_all_reduce_one_rank) {
     NEED_GPU();
-    kiln_rt_p2p *p = NULL;
-    KT_OK(kiln_rt_p2p_create(dev, kiln_gpu_kernels(gpu), 1, 0, 0, &p));
-    uint8_t h[KILN_RT_P2P_HANDLE_BYTES];
-    kiln_rt_p2p_handle(p, h);
-    KT_OK(kiln_rt_p2p_set_peers(p, h));
-    static const kiln_dtype dts[3] = {KILN_DTYPE_BF16, KILN_DTYPE_F16, KILN_DTYPE_F32};
-    static const size_t sizes[] = {1, 7, 8, 9, 4097, 100003};
-    for (int di = 0; di < 3; di++)
-        for (size_t si = 0; si < KILN_ARRAY_LEN(sizes); si++)
-            for (int rep = 0; rep < 2; rep++) {
-                kiln_dtype dt = dts[di];
-                size_t n = sizes[si];
-                KT_CHECK(kiln_rt_p2p_fits(p, 256, n, dt));
-                float *x = rand_act(n, dt, 1);
-                kiln_devptr d = up_act(x, n, dt);
-                KT_OK(kiln_rt_p2p_all_reduce_sum(p, d, n, dt, st));
-                KT_OK(kiln_rt_stream_sync(st));
-                float *got = down_act(d, n, dt);
-                size_t bad = 0;
-                for (size_t i = 0; i < n; i++) bad += got[i] != x[i];
-                KT_CHECKF(!bad, "%s n=%zu: %zu of %zu differ", kiln_dtype_name(dt), n, bad, n);
-                free(x), free(got);
-                dfree(d);
-            }
-    const size_t n = 100003;
-    const kiln_dtype dt = KILN_DTYPE_BF16;
-    kiln_devptr src = dmalloc(n * 2), io = dmalloc(n * 2);
-    kiln_rt_graph *g = NULL;
-    KT_OK(kiln_rt_graph_begin(st));
-    KT_OK(kiln_rt_memcpy_dtod(io, src, n * 2, st));
-    KT_OK(kiln_rt_p2p_all_reduce_sum(p, io, n, dt, st));
-    KT_OK(kiln_rt_p2p_all_reduce_sum(p, io, 9, dt, st)); /* another grid */
-    KT_OK(kiln_rt_graph_end(st, &g));
-    for (int rep = 0; rep < 20; rep++) {
-        float *x = rand_act(n, dt, 1);
-        void *tmp = malloc(n * 2);
-        kiln_from_f32(tmp, dt, x, n);
-        KT_OK(kiln_rt_memcpy_htod(src, tmp, n * 2, st));
-        KT_OK(kiln_rt_graph_launch(g, st));
-        float *got = down_act(io, n, dt);
-        size_t bad = 0;
-        for (size_t i = 0; i < n; i++) bad += got[i] != x[i];
-        KT_CHECKF(!bad, "graph replay %d: %zu of %zu differ", rep, bad, n);
-        free(x), free(tmp), free(got);
+    for (int push = 0; push < 2; push++) { /* both exchanges */
+        kiln_rt_p2p *p = NULL;
+        KT_OK(kiln_rt_p2p_create(dev, kiln_gpu_kernels(gpu), 1, 0, 0, push, &p));
+        uint8_t h[KILN_RT_P2P_HANDLE_BYTES];
+        kiln_rt_p2p_handle(p, h);
+        KT_OK(kiln_rt_p2p_set_peers(p, h));
+        static const kiln_dtype dts[3] = {KILN_DTYPE_BF16, KILN_DTYPE_F16, KILN_DTYPE_F32};
+        static const size_t sizes[] = {1, 7, 8, 9, 4097, 100003};
+        for (int di = 0; di < 3; di++)
+            for (size_t si = 0; si < KILN_ARRAY_LEN(sizes); si++)
+                for (int rep = 0; rep < 2; rep++) {
+                    kiln_dtype dt = dts[di];
+                    size_t n = sizes[si];
+                    KT_CHECK(kiln_rt_p2p_fits(p, 256, n, dt));
+                    float *x = rand_act(n, dt, 1);
+                    kiln_devptr d = up_act(x, n, dt);
+                    KT_OK(kiln_rt_p2p_all_reduce_sum(p, d, n, dt, st));
+                    KT_OK(kiln_rt_stream_sync(st));
+                    float *got = down_act(d, n, dt);
+                    size_t bad = 0;
+                    for (size_t i = 0; i < n; i++) bad += got[i] != x[i];
+                    KT_CHECKF(!bad, "%s n=%zu: %zu of %zu differ", kiln_dtype_name(dt), n, bad, n);
+                    free(x), free(got);
+                    dfree(d);
+                }
+        const size_t n = 100003;
+        const kiln_dtype dt = KILN_DTYPE_BF16;
+        kiln_devptr src = dmalloc(n * 2), io = dmalloc(n * 2);
+        kiln_rt_graph *g = NULL;
+        KT_OK(kiln_rt_graph_begin(st));
+        KT_OK(kiln_rt_memcpy_dtod(io, src, n * 2, st));
+        KT_OK(kiln_rt_p2p_all_reduce_sum(p, io, n, dt, st));
+        KT_OK(kiln_rt_p2p_all_reduce_sum(p, io, 9, dt, st)); /* another grid */
+        KT_OK(kiln_rt_graph_end(st, &g));
+        for (int rep = 0; rep < 20; rep++) {
+            float *x = rand_act(n, dt, 1);
+            void *tmp = malloc(n * 2);
+            kiln_from_f32(tmp, dt, x, n);
+            KT_OK(kiln_rt_memcpy_htod(src, tmp, n * 2, st));
+            KT_OK(kiln_rt_graph_launch(g, st));
+            float *got = down_act(io, n, dt);
+            size_t bad = 0;
+            for (size_t i = 0; i < n; i++) bad += got[i] != x[i];
+            KT_CHECKF(!bad, "graph replay %d: %zu of %zu differ", rep, bad, n);
+            free(x), free(tmp), free(got);
+        }
+        kiln_rt_graph_destroy(g);
+        dfree(src), dfree(io);
+        kiln_rt_p2p_destroy(p);
     }
-    kiln_rt_graph_destroy(g);
-    dfree(src), dfree(io);
-    kiln_rt_p2p_destroy(p);
 }
 
 /* last: a registry kernel no test launched fails the suite */

@@ -79,6 +79,7 @@ KT_TEST(test_collectives) {
 
 typedef struct ar_group {
     int n;
+    int push; /* the exchange: 0 pull, 1 push */
     pthread_barrier_t bar;
     uint8_t handles[KILN_RT_P2P_MAX_RANKS * KILN_RT_P2P_HANDLE_BYTES];
     bool set_ok[KILN_RT_P2P_MAX_RANKS];
@@ -109,6 +110,42 @@ static void ar_make(int n_ranks, int rank, uint32_t seed, size_t n, kiln_dtype d
         for (size_t i = 0; i < n; i++) f[i] = ar_value(r, seed, i);
         kiln_from_f32(tmp, dt, f, n);
         if (r == rank) memcpy(in, tmp, n * kiln_dtype_size(dt));
+        kiln_to_f32(f, tmp, dt, n);
+        for (size_t i = 0; i < n; i++) acc[i] += f[i];
+    }
+    kiln_from_f32(want, dt, acc, n);
+    free(f), free(acc), free(tmp);
+}
+
+/* ar_make with signed zeros: element i % 5 == 0 is -0.0 on every rank, and
+ * (fp32) element i % 7 == 0 of rank 0 the word 0x80008000 (the push
+ * exchange's empty pattern, a denormal). Both exchanges sum from +0.0 (so
+ * -0.0 alone sums to +0.0); the push exchange takes that word as -0.0
+ * (kernel_src/allreduce.cu), the pull exchange as it is. */
+static void ar_make_zeros(int n_ranks, int rank, uint32_t seed, size_t n, kiln_dtype dt, bool push, void *in,
+                          void *want) {
+    const size_t es = kiln_dtype_size(dt);
+    float *f = malloc(sizeof(float) * n), *acc = calloc(n, sizeof(float));
+    uint8_t *tmp = malloc(n * 4);
+    for (int r = 0; r < n_ranks; r++) {
+        for (size_t i = 0; i < n; i++) f[i] = i % 5 == 0 ? -0.0f : ar_value(r, seed, i);
+        kiln_from_f32(tmp, dt, f, n);
+        for (size_t i = 0; dt == KILN_DTYPE_F32 && r == 0 && i < n; i += 7) {
+            const uint32_t wbits = 0x80008000u;
+            memcpy(tmp + i * 4, &wbits, 4);
+        }
+        if (r == rank) memcpy(in, tmp, n * es);
+        for (size_t i = 0; push && i < n; i++) {
+            if (es == 2) {
+                uint16_t h;
+                memcpy(&h, tmp + i * 2, 2);
+                if (h == 0x8000u) h = 0, memcpy(tmp + i * 2, &h, 2);
+            } else {
+                uint32_t wd;
+                memcpy(&wd, tmp + i * 4, 4);
+                if (wd == 0x80008000u) wd = 0x80000000u, memcpy(tmp + i * 4, &wd, 4);
+            }
+        }
         kiln_to_f32(f, tmp, dt, n);
         for (size_t i = 0; i < n; i++) acc[i] += f[i];
     }
@@ -156,7 +193,7 @@ static void *ar_rank_main(void *arg) {
     AR_TRY(kiln_rt_device_open(a->rank, &d), done);
     AR_TRY(kiln_rt_kernels_create(d, NULL, &k), done);
     AR_TRY(kiln_rt_stream_create(d, &s), done);
-    AR_TRY(kiln_rt_p2p_create(d, k, g->n, a->rank, 0, &p), done);
+    AR_TRY(kiln_rt_p2p_create(d, k, g->n, a->rank, 0, g->push, &p), done);
     kiln_rt_p2p_handle(p, g->handles + (size_t)a->rank * KILN_RT_P2P_HANDLE_BYTES);
     AR_TRY(kiln_rt_malloc(d, cap, &io), done);
     AR_TRY(kiln_rt_malloc(d, cap, &io2), done);
@@ -204,6 +241,20 @@ done:
                 AR_TRY(kiln_rt_stream_sync(s), out);
                 ar_check(a, got, want, n, dt, "eager");
             }
+        }
+    }
+
+    /* signed zeros and the push exchange's empty pattern among the inputs */
+    for (int di = 0; di < 3; di++) {
+        const kiln_dtype dt = dts[di];
+        const size_t n = 4099, es = kiln_dtype_size(dt);
+        for (int rep = 0; rep < 3; rep++, seed++) {
+            ar_make_zeros(g->n, a->rank, seed, n, dt, g->push, in, want);
+            AR_TRY(kiln_rt_memcpy_htod(io, in, n * es, s), out);
+            AR_TRY(kiln_rt_p2p_all_reduce_sum(p, io, n, dt, s), out);
+            AR_TRY(kiln_rt_memcpy_dtoh(got, io, n * es, s), out);
+            AR_TRY(kiln_rt_stream_sync(s), out);
+            ar_check(a, got, want, n, dt, "signed zeros");
         }
     }
 
@@ -321,8 +372,8 @@ out:
     return NULL;
 }
 
-static void one_shot_ranks(int n) {
-    ar_group g = {.n = n};
+static void one_shot_ranks(int n, int push) {
+    ar_group g = {.n = n, .push = push};
     ar_rank a[KILN_RT_P2P_MAX_RANKS];
     pthread_t th[KILN_RT_P2P_MAX_RANKS];
     pthread_barrier_init(&g.bar, NULL, (unsigned)n);
@@ -333,10 +384,12 @@ static void one_shot_ranks(int n) {
     for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
     pthread_barrier_destroy(&g.bar);
     for (int r = 0; r < n; r++) {
-        fprintf(stderr, "  %d ranks, rank %d: %ld elements checked, %ld wrong\n", n, r, a[r].checked, a[r].bad);
-        KT_CHECKF(a[r].st == KILN_OK, "%d ranks, rank %d: %s: %s", n, r, kiln_status_name(a[r].st), a[r].err);
-        KT_CHECKF(a[r].bad == 0 && a[r].checked > 0, "%d ranks, rank %d: %ld wrong; first: %s", n, r, a[r].bad,
-                  a[r].first_bad);
+        const char *x = push ? "push" : "pull";
+        fprintf(stderr, "  %s, %d ranks, rank %d: %ld elements checked, %ld wrong\n", x, n, r, a[r].checked,
+                a[r].bad);
+        KT_CHECKF(a[r].st == KILN_OK, "%s, %d ranks, rank %d: %s: %s", x, n, r, kiln_status_name(a[r].st), a[r].err);
+        KT_CHECKF(a[r].bad == 0 && a[r].checked > 0, "%s, %d ranks, rank %d: %ld wrong; first: %s", x, n, r,
+                  a[r].bad, a[r].first_bad);
     }
 }
 
@@ -345,8 +398,10 @@ KT_TEST(test_one_shot_all_reduce) {
     KT_OK(kiln_rt_init());
     KT_OK(kiln_rt_device_count(&n));
     KT_REQUIRE(n >= 2);
-    one_shot_ranks(2);
-    if (n > 2) one_shot_ranks(KILN_MIN(n, KILN_RT_P2P_MAX_RANKS));
+    for (int push = 0; push < 2; push++) {
+        one_shot_ranks(2, push);
+        if (n > 2) one_shot_ranks(KILN_MIN(n, KILN_RT_P2P_MAX_RANKS), push);
+    }
 }
 
 typedef struct run {
@@ -451,8 +506,8 @@ KT_TEST(test_tp_tiny_and_8b) {
     }
 }
 
-/* TP=2 with the one-shot all-reduce (the default) against TP=2 with NCCL's
- * ($KILN_CUSTOM_ALLREDUCE=0) */
+/* TP=2 with the one-shot all-reduce (the default), pull and push exchange
+ * ($KILN_AR_PUSH), against TP=2 with NCCL's ($KILN_CUSTOM_ALLREDUCE=0) */
 KT_TEST(test_tp_one_shot_vs_nccl) {
     static run a, b;
     int n_dev = 0;
@@ -469,11 +524,16 @@ KT_TEST(test_tp_one_shot_vs_nccl) {
         kiln_status st = generate(m[i].model, m[i].dummy, 2, &a);
         unsetenv("KILN_CUSTOM_ALLREDUCE");
         KT_OK(st);
-        KT_OK(generate(m[i].model, m[i].dummy, 2, &b));
-        char what[96];
-        snprintf(what, sizeof what, "%s tp=2 one-shot vs NCCL", strrchr(m[i].model, '/') ? strrchr(m[i].model, '/') + 1
-                                                                                           : m[i].model);
-        compare(&a, &b, what, m[i].tol);
+        const char *name = strrchr(m[i].model, '/') ? strrchr(m[i].model, '/') + 1 : m[i].model;
+        for (int push = 0; push < 2; push++) { /* the pull and the push exchange */
+            setenv("KILN_AR_PUSH", push ? "1" : "0", 1);
+            st = generate(m[i].model, m[i].dummy, 2, &b);
+            unsetenv("KILN_AR_PUSH");
+            KT_OK(st);
+            char what[96];
+            snprintf(what, sizeof what, "%s tp=2 one-shot (%s) vs NCCL", name, push ? "push" : "pull");
+            compare(&a, &b, what, m[i].tol);
+        }
     }
 }
 

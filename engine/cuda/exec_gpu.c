@@ -976,7 +976,7 @@ static kiln_status setup_p2p(exec_gpu *x, kiln_comm *comm) {
     p2p_msg *all = calloc((size_t)R, sizeof *all);
     uint8_t *handles = calloc((size_t)R, KILN_RT_P2P_HANDLE_BYTES);
     KILN_CHECK(all && handles, KILN_ERR_OUT_OF_MEMORY, "out of host memory");
-    m.ok = kiln_rt_p2p_create(x->dev, kiln_gpu_kernels(x->g), R, rank, 0, &x->p2p) == KILN_OK;
+    m.ok = kiln_rt_p2p_create(x->dev, kiln_gpu_kernels(x->g), R, rank, 0, -1, &x->p2p) == KILN_OK;
     if (m.ok) kiln_rt_p2p_handle(x->p2p, m.handle);
     else snprintf(m.why, sizeof m.why, "%s", kiln_last_error());
     KILN_TRY(kiln_comm_all_gather(comm, &m, all, sizeof m));

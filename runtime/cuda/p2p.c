@@ -8,6 +8,12 @@
  * device pointer (unified addressing) once peer access to its context is
  * enabled; a handle carries the pid, the GPU ordinal and that pointer.
  *
+ * Two exchanges (allreduce.cu): pull (signal the peers, wait for their
+ * signals, read their copies) and push (store into the peers' buffers, poll
+ * this rank's own; one crossing of the link instead of two). $KILN_AR_PUSH=0 / 1
+ * picks one for a create that leaves it to the environment (default
+ * KILN_RT_P2P_PUSH_DEFAULT).
+ *
  * Ownership: kiln_rt_p2p_create returns owned; the buffer is freed at
  * destroy. Peer access stays enabled (other objects may rely on it).
  * Thread-safety: one thread per object.
@@ -25,6 +31,7 @@
 #define AR_GRID_MAX 32                     /* blocks per call (<= AR_MAX_BLOCKS and the SM count) */
 #define AR_TIMEOUT_NS 10000000000LL        /* 10 s: a peer that never comes traps */
 #define P2P_MAGIC 0x6b703270u              /* "p2pk" */
+#define AR_PUSH_EMPTY 0x80008000u          /* an empty push slot's words */
 
 _Static_assert(KILN_RT_P2P_MAX_RANKS == 8, "kernel_src/allreduce.cu takes 8 buffer pointers");
 
@@ -35,6 +42,7 @@ typedef struct p2p_handle {
     int32_t n_ranks;
     int32_t rank;
     int32_t n_sms;
+    int32_t push;
     uint64_t base;
     uint64_t max_bytes;
 } p2p_handle;
@@ -49,6 +57,7 @@ struct kiln_rt_p2p {
     kiln_devptr peers[KILN_RT_P2P_MAX_RANKS]; /* every rank's base (0 past n_ranks) */
     int grid_cap;                        /* blocks per call: the same on every rank */
     bool ready;
+    bool push;                           /* the push exchange (a third region of 3 * n_ranks slots) */
     kiln_rt_func *fn[3];                 /* bf16, fp16, fp32 */
     kiln_rt_func *fn_norm[3];            /* all-reduce + add + rmsnorm, same types */
 };
@@ -63,7 +72,7 @@ static int dt_index(kiln_dtype dt) {
 }
 
 kiln_status kiln_rt_p2p_create(kiln_rt_device *d, kiln_rt_kernels *kernels, int n_ranks, int rank, size_t max_bytes,
-                               kiln_rt_p2p **out) {
+                               int push, kiln_rt_p2p **out) {
     kiln_status st = KILN_OK;
     kiln_rt_p2p *p = NULL;
     KILN_CHECK(n_ranks >= 1 && n_ranks <= KILN_RT_P2P_MAX_RANKS && rank >= 0 && rank < n_ranks,
@@ -74,22 +83,32 @@ kiln_status kiln_rt_p2p_create(kiln_rt_device *d, kiln_rt_kernels *kernels, int 
     p->dev = d;
     p->n_ranks = n_ranks;
     p->rank = rank;
+    if (push < 0) {
+        const char *env = getenv("KILN_AR_PUSH");
+        push = env && *env ? atoi(env) != 0 : KILN_RT_P2P_PUSH_DEFAULT;
+    }
+    p->push = push != 0;
     p->max_bytes = ((max_bytes ? max_bytes : KILN_RT_P2P_MAX_BYTES_DEFAULT) + 255) & ~(size_t)255;
     /* each rank reads n_ranks - 1 peers' copies: past 2 ranks NCCL's ring
      * wins sooner (vLLM switches at 256-512 KB for 4-8 GPUs) */
     p->limit = n_ranks <= 2 ? p->max_bytes : KILN_MAX((size_t)4096, p->max_bytes * 2 / (size_t)n_ranks);
     static const char *const defs[3] = {"ACT=bf16", "ACT=fp16", "ACT=fp32"};
+    const char *plain = p->push ? "all_reduce_push" : "all_reduce",
+               *norm = p->push ? "all_reduce_push_norm" : "all_reduce_norm";
     kiln_jit_spec specs[6];
-    for (int i = 0; i < 3; i++) specs[i] = (kiln_jit_spec){"all_reduce", defs[i]};
-    for (int i = 0; i < 3; i++) specs[3 + i] = (kiln_jit_spec){"all_reduce_norm", defs[i]};
+    for (int i = 0; i < 3; i++) specs[i] = (kiln_jit_spec){plain, defs[i]};
+    for (int i = 0; i < 3; i++) specs[3 + i] = (kiln_jit_spec){norm, defs[i]};
     KILN_TRY(kiln_rt_kernels_prepare(kernels, specs, 6));
-    for (int i = 0; i < 3; i++) KILN_TRY(kiln_rt_kernels_get(kernels, "all_reduce", defs[i], &p->fn[i]));
-    for (int i = 0; i < 3; i++) KILN_TRY(kiln_rt_kernels_get(kernels, "all_reduce_norm", defs[i], &p->fn_norm[i]));
+    for (int i = 0; i < 3; i++) KILN_TRY(kiln_rt_kernels_get(kernels, plain, defs[i], &p->fn[i]));
+    for (int i = 0; i < 3; i++) KILN_TRY(kiln_rt_kernels_get(kernels, norm, defs[i], &p->fn_norm[i]));
     KILN_TRY(kiln_rt_device_make_current(d));
-    KILN_TRY(kiln_rt_malloc(d, AR_DATA_OFF + 2 * p->max_bytes, &p->base));
-    /* epoch, done count and flags start at zero, and are zero before any
-     * peer learns the address */
+    const size_t push_bytes = p->push ? 3 * (size_t)n_ranks * p->max_bytes : 0;
+    KILN_TRY(kiln_rt_malloc(d, AR_DATA_OFF + 2 * p->max_bytes + push_bytes, &p->base));
+    /* epoch, done count, slot sizes and flags start at zero, and the push
+     * slots empty, before any peer learns the address */
     KILN_TRY(kiln_rt_memset8(p->base, 0, AR_DATA_OFF, NULL));
+    if (push_bytes)
+        KILN_TRY(kiln_rt_memset32(p->base + AR_DATA_OFF + 2 * p->max_bytes, AR_PUSH_EMPTY, push_bytes / 4, NULL));
     KILN_TRY(kiln_rt_device_sync(d));
     *out = p;
     return KILN_OK;
@@ -106,7 +125,7 @@ void kiln_rt_p2p_destroy(kiln_rt_p2p *p) {
 
 void kiln_rt_p2p_handle(const kiln_rt_p2p *p, uint8_t out[KILN_RT_P2P_HANDLE_BYTES]) {
     p2p_handle h = {P2P_MAGIC, (int32_t)getpid(), p->dev->info.ordinal, p->n_ranks, p->rank, p->dev->info.n_sms,
-                    p->base, p->max_bytes};
+                    p->push, p->base, p->max_bytes};
     memset(out, 0, KILN_RT_P2P_HANDLE_BYTES);
     memcpy(out, &h, sizeof h);
 }
@@ -122,6 +141,9 @@ kiln_status kiln_rt_p2p_set_peers(kiln_rt_p2p *p, const uint8_t *handles) {
         memcpy(&h, handles + (size_t)r * KILN_RT_P2P_HANDLE_BYTES, sizeof h);
         KILN_CHECK(h.magic == P2P_MAGIC && h.rank == r && h.n_ranks == p->n_ranks && h.max_bytes == p->max_bytes,
                    KILN_ERR_INVALID_ARGUMENT, "handle %d is not a peer buffer of this group", r);
+        KILN_CHECK(h.push == (int32_t)p->push, KILN_ERR_INVALID_ARGUMENT,
+                   "rank %d uses the %s exchange, rank %d the %s one ($KILN_AR_PUSH differs)", r,
+                   h.push ? "push" : "pull", p->rank, p->push ? "push" : "pull");
         KILN_CHECK(h.pid == (int32_t)getpid(), KILN_ERR_UNSUPPORTED,
                    "rank %d is in another process (the one-shot all-reduce serves ranks of one process)", r);
         for (int q = 0; q < r; q++)

@@ -94,6 +94,11 @@ static const kiln_jit_kernel_def registry[] = {
     {"all_reduce_norm", "kernel_src/allreduce.cu", "kiln_all_reduce_add_rmsnorm",
      "ptr,ptr,ptr,ptr,i32,i32,f32,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i32,i32,i64,i64", {{"ACT", ACT3}},
      "ACT=bf16;ACT=fp16;ACT=fp32"},
+    {"all_reduce_push", "kernel_src/allreduce.cu", "kiln_all_reduce_push",
+     "ptr,i64,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i32,i32,i64,i64", {{"ACT", ACT3}}, "ACT=bf16;ACT=fp16;ACT=fp32"},
+    {"all_reduce_push_norm", "kernel_src/allreduce.cu", "kiln_all_reduce_push_add_rmsnorm",
+     "ptr,ptr,ptr,ptr,i32,i32,f32,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i32,i32,i64,i64", {{"ACT", ACT3}},
+     "ACT=bf16;ACT=fp16;ACT=fp32"},
     {"gemv", "kernel_src/gemv.cu", "kiln_gemv", "ptr,i64,ptr,ptr,ptr,i32,i32,i32", {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "1|2|4|8"}, {"ROWS", "1|2|4"}, {"UNROLL", "2|4|8"}, {"GLU", "0|1"}},
      "ACT=bf16 OUT=bf16 MAXM=1 ROWS=2 UNROLL=4 GLU=0;ACT=bf16 OUT=fp32 MAXM=8 ROWS=2 UNROLL=4 GLU=0;"
      "ACT=fp16 OUT=fp16 MAXM=4 ROWS=4 UNROLL=4 GLU=0;ACT=bf16 OUT=bf16 MAXM=2 ROWS=1 UNROLL=2 GLU=0;"
