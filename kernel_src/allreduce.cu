@@ -431,21 +431,31 @@ kiln_all_reduce_push_add_rmsnorm(act_t *io, act_t *residual, act_t *out, const a
     const u32 e = ld_volatile(ctl) + 1u, slot = e % 3u;
     const int nv = dim / V::N, row = blockIdx.x;
     const size_t base = (size_t)row * dim;
-    V m[ARN_MAXV];
 #pragma unroll
     for (int k = 0; k < ARN_MAXV; k++) {
         const int i = threadIdx.x + k * blockDim.x;
         if (i < nv) {
-            m[k].v = lp_clean(ld16(io + base + (size_t)i * V::N));
+            const uint4 m = lp_clean(ld16(io + base + (size_t)i * V::N));
             for (int q = 0; q < n_ranks; q++)
                 if (q != rank)
                     st16_volatile(lp_slot(pick(q, b0, b1, b2, b3, b4, b5, b6, b7), slot, rank, n_ranks, buf_bytes) +
                                       (base + (size_t)i * V::N) * sizeof(act_t),
-                                  m[k].v);
+                                  m);
         }
     }
     lp_empty_and_advance(self, ctl, e, rank, n_ranks, buf_bytes, (u32)((size_t)rows * dim * sizeof(act_t)));
     pdl_launch();
+    // wait until every peer vector this thread sums is there (a loop of its
+    // own: the timeout's printf call would make the sum below spill)
+#pragma unroll 1
+    for (int k = 0; k < ARN_MAXV; k++) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i >= nv) break;
+        for (int q = 0; q < n_ranks; q++)
+            if (q != rank)
+                (void)lp_receive(lp_slot(self, slot, q, n_ranks, buf_bytes) + (base + (size_t)i * V::N) * sizeof(act_t),
+                                 rank, q, e, timeout_ns);
+    }
     V r[ARN_MAXV];
     float ss = 0.0f;
 #pragma unroll
@@ -457,10 +467,8 @@ kiln_all_reduce_push_add_rmsnorm(act_t *io, act_t *residual, act_t *out, const a
             for (int j = 0; j < V::N; j++) acc[j] = 0.0f;
             for (int q = 0; q < n_ranks; q++) {
                 V x;
-                if (q == rank) x = m[k];
-                else
-                    x.v = lp_receive(lp_slot(self, slot, q, n_ranks, buf_bytes) + (base + (size_t)i * V::N) * sizeof(act_t),
-                                     rank, q, e, timeout_ns);
+                if (q == rank) x.v = lp_clean(ld16(io + base + (size_t)i * V::N)); // this rank's, read again
+                else x.v = ld16_volatile(lp_slot(self, slot, q, n_ranks, buf_bytes) + (base + (size_t)i * V::N) * sizeof(act_t));
 #pragma unroll
                 for (int j = 0; j < V::N; j++) acc[j] += x.get(j);
             }
