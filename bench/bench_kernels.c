@@ -475,19 +475,40 @@ static void bench_gemm(void) {
             g.g = NULL;
             kiln_gpu_destroy(gv);
         }
-        if (!strcmp(shapes[si].name, "gate_up")) { /* its SiLU-and-mul: two kernels or one */
-            kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = 8, .gemv_silu = 1};
-            kiln_gpu *gv = NULL;
-            CK(kiln_gpu_create(dev, &gp, &gv));
-            g.g = gv;
+        if (!strcmp(shapes[si].name, "gate_up")) {
+            /* its SiLU-and-mul at M = 1: two kernels (the GEMV in its default
+             * tiling) or one, in each K split (warps per output) x unroll; on
+             * one GPU (I = N / 2 = 14336) and the tensor-parallel-2 shard (the
+             * first half of W: I = 7168) */
+            static const int glu[][2] = {{0, 0}, {1, 2}, {1, 4}, {1, 8}, {2, 2}, {2, 4}, {2, 8}};
+            kiln_gpu *gv[KILN_ARRAY_LEN(glu)];
+            for (size_t ti = 0; ti < KILN_ARRAY_LEN(glu); ti++) {
+                kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = 8, .gemv_silu = 1,
+                                      .gemv_silu_ksplit = glu[ti][0], .gemv_silu_unroll = glu[ti][1]};
+                CK(kiln_gpu_create(dev, &gp, &gv[ti]));
+            }
+            const int N0 = g.N;
             g.M = 1;
-            double t2 = time_op(op_gemm_then_silu, &g, sets, 20, 20), t1 = time_op(op_gemm_silu, &g, sets, 20, 20);
-            char shape[80];
-            snprintf(shape, sizeof shape, "%s M=1 N=%d K=%d", shapes[si].name, g.N, g.K);
-            row_bw("gemv + silu_mul, two kernels (weight bytes)", shape, t2, (double)wbytes, 0.85);
-            row_bw("gemv with silu epilogue (weight bytes)", shape, t1, (double)wbytes, 0.85);
+            for (int half = 0; half < 2; half++) {
+                g.N = half ? N0 / 2 : N0;
+                double wb = (double)g.N * g.K * 2;
+                char shape[80], name[80];
+                snprintf(shape, sizeof shape, "%s M=1 N=%d K=%d", shapes[si].name, g.N, g.K);
+                for (size_t ti = 0; ti < KILN_ARRAY_LEN(glu); ti++) {
+                    g.g = gv[ti];
+                    if (!ti) {
+                        row_bw("gemv + silu_mul, two kernels (weight bytes)", shape,
+                               time_op(op_gemm_then_silu, &g, sets, 20, 20), wb, 0.85);
+                        continue;
+                    }
+                    snprintf(name, sizeof name, "gemv with silu epilogue ksplit %d unroll %d (weight bytes)",
+                             glu[ti][0], glu[ti][1]);
+                    row_bw(name, shape, time_op(op_gemm_silu, &g, sets, 20, 20), wb, 0.85);
+                }
+            }
+            g.N = N0;
             g.g = NULL;
-            kiln_gpu_destroy(gv);
+            for (size_t ti = 0; ti < KILN_ARRAY_LEN(glu); ti++) kiln_gpu_destroy(gv[ti]);
         }
         /* the tensor-core GEMM (kernel_src/gemm_tc.cu) at M 8..64, beside
          * cuBLASLt, in its default tiling and variations of one knob each

@@ -15,6 +15,12 @@
 // out[m, j] = silu(g) * u, where g and u are the two dot products (+ bias)
 // rounded to ACT as the plain GEMV would store them and the product is
 // act.cu's (the same bits as the two kernels). Grid: ceil(I / WARPS) blocks.
+// KSPLIT (GLU only; 1 or 2): KSPLIT consecutive warps of a block share output
+// j, each taking its share of the K vectors (whole 128-byte sectors; lane-
+// strided within it) of both rows; after a block barrier the first warp of
+// the group adds the others' warp sums in warp order, then the bias, and
+// writes as above (fp32 summation order differs from KSPLIT 1, so the bits
+// can). Grid: ceil(I / (WARPS / KSPLIT)) blocks, KSPLIT * I warps.
 #include "kiln_common.cuh"
 
 typedef ACT act_t;
@@ -32,7 +38,11 @@ typedef OUT out_t;
 #ifndef GLU
 #define GLU 0
 #endif
+#ifndef KSPLIT
+#define KSPLIT 1
+#endif
 static_assert(!GLU || ROWS == 2, "GLU: a gate row and an up row a warp");
+static_assert(KSPLIT == 1 || (GLU && KSPLIT == 2), "KSPLIT: 1, or 2 with GLU");
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32, 2)
 kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const act_t *__restrict__ w,
@@ -40,9 +50,19 @@ kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const a
     typedef vec16<act_t> V;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     // W row of this warp's row r: consecutive rows, or (GLU) gate row n0 and up row n0 + N / 2
-    const int n0 = (blockIdx.x * WARPS + warp) * (GLU ? 1 : ROWS), nrow_step = GLU ? N / 2 : 1;
+    // (with KSPLIT 2, the two warps of a pair share them)
+    const int n0 = (blockIdx.x * (WARPS / KSPLIT) + warp / KSPLIT) * (GLU ? 1 : ROWS), nrow_step = GLU ? N / 2 : 1;
+#if KSPLIT == 1
     if (n0 >= (GLU ? N / 2 : N)) return; // whole warps; no block barrier below
     const int nv = K / V::N; // vectors per row
+    const int ib = 0, ie = nv; // this warp's vectors [ib, ie)
+#else
+    // every thread reaches the block barrier of the epilogue: a warp past the
+    // end (the whole group is) takes no vectors
+    const bool live = n0 < N / 2;
+    const int nv = K / V::N, nvs = (nv + 8 * KSPLIT - 1) / (8 * KSPLIT) * 8; // vectors per row, per warp
+    const int ib = min(nv, warp % KSPLIT * nvs), ie = live ? min(nv, ib + nvs) : ib;
+#endif
     float acc[ROWS][MAXM];
 #pragma unroll
     for (int r = 0; r < ROWS; r++)
@@ -60,22 +80,22 @@ kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const a
             for (int r = 0; r < ROWS; r++) {
                 int i = i0 + u * 32;
                 const int n = n0 + r * nrow_step;
-                if (i < nv && n < N) wv[r][u].v = ld16_stream(w + (size_t)n * K + (size_t)i * V::N);
+                if (i < ie && n < N) wv[r][u].v = ld16_stream(w + (size_t)n * K + (size_t)i * V::N);
                 else wv[r][u].v = make_uint4(0, 0, 0, 0);
             }
     };
-    load_w(lane);
+    load_w(ib + lane);
     pdl_wait();
     pdl_launch();
-    for (int i0 = lane; i0 < nv; i0 += 32 * UNROLL) {
-        if (i0 != lane) load_w(i0);
+    for (int i0 = ib + lane; i0 < ie; i0 += 32 * UNROLL) {
+        if (i0 != ib + lane) load_w(i0);
 #pragma unroll
         for (int m = 0; m < MAXM; m++) {
             if (MAXM > 1 && m >= M) break;
 #pragma unroll
             for (int u = 0; u < UNROLL; u++) {
                 int i = i0 + u * 32;
-                if (i >= nv) break;
+                if (i >= ie) break;
                 V xv;
                 xv.v = ld16(x + (size_t)m * K + (size_t)i * V::N);
 #pragma unroll
@@ -86,10 +106,28 @@ kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const a
         }
     }
 #if GLU
+#if KSPLIT > 1
+    // the group's warp sums: each warp's in shared memory, the first warp adds them in warp order
+    __shared__ float part[WARPS][2][MAXM];
 #pragma unroll
     for (int m = 0; m < MAXM; m++) {
         if (MAXM > 1 && m >= M) break;
+        const float g = warp_sum(acc[0][m]), u = warp_sum(acc[1][m]);
+        if (lane == 0) part[warp][0][m] = g, part[warp][1][m] = u;
+    }
+    __syncthreads();
+    if (warp % KSPLIT || !live) return;
+#endif
+#pragma unroll
+    for (int m = 0; m < MAXM; m++) {
+        if (MAXM > 1 && m >= M) break;
+#if KSPLIT > 1
+        float g = part[warp][0][m], u = part[warp][1][m];
+#pragma unroll
+        for (int k = 1; k < KSPLIT; k++) g += part[warp + k][0][m], u += part[warp + k][1][m];
+#else
         float g = warp_sum(acc[0][m]), u = warp_sum(acc[1][m]);
+#endif
         if (lane == 0) {
             if (bias) g += to_f32(bias[n0]), u += to_f32(bias[n0 + nrow_step]);
             const float gf = to_f32(from_f32<act_t>(g)), uf = to_f32(from_f32<act_t>(u));

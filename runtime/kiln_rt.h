@@ -207,10 +207,18 @@ typedef struct kiln_jit_kernel_def {
 #define KILN_GEMV_ROWS_DEFAULT 1
 #define KILN_GEMV_UNROLL_DEFAULT 4
 /* The batch-1 gate/up GEMV with the SiLU-and-mul as its epilogue
- * (kernel_src/gemv.cu GLU=1, rows 2 x unroll 4): 0 = off until measured on a
- * GPU ($KILN_GEMV_SILU=1 turns it on). */
+ * (kernel_src/gemv.cu GLU=1, rows 2): 0 = off until measured on a GPU
+ * ($KILN_GEMV_SILU=1 turns it on). Its tiling: UNROLL 16-byte loads per row
+ * in flight (2|4|8, $KILN_GEMV_SILU_UNROLL) and KSPLIT warps per output
+ * splitting K (1|2, $KILN_GEMV_SILU_KSPLIT; 1 has half the warps of the plain
+ * GEMV). KSPLIT_DEFAULT 0 picks by I (N / 2): 2 below KSPLIT2_BELOW_I, else 1.
+ * Measured on the H200 at M = 1, K = 4096 (KSPLIT 1, UNROLL 4): faster than
+ * GEMV + silu_mul at I = 14336, slower at I = 7168 (TP 2); the KSPLIT /
+ * UNROLL defaults and the threshold here are not measured yet. */
 #define KILN_GEMV_SILU_DEFAULT 0
-#define KILN_GEMV_SILU_UNROLL 4
+#define KILN_GEMV_SILU_UNROLL_DEFAULT 4
+#define KILN_GEMV_SILU_KSPLIT_DEFAULT 0
+#define KILN_GEMV_SILU_KSPLIT2_BELOW_I 10240
 
 /* The tensor-core small-M GEMM (kernel_src/gemm_tc.cu): used for
  * 2 <= M <= MAX_M (above the GEMV's M), in buckets MAXM 8/16/32/64, with

@@ -1056,47 +1056,56 @@ KT_TEST(test_gemv) {
     KT_CHECK(gemv_tested);
     kiln_gpu_destroy(gv);
     }
-    /* the gate/up GEMV with the SiLU-and-mul as its epilogue (GLU=1): the same
-     * bits as the plain GEMV followed by kiln_gpu_silu_mul, and close to the
-     * CPU's gemm + silu_mul; an output row stride, bias, M 1..8, odd I */
-    kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = 8, .gemv_silu = 1};
-    kiln_gpu *gv = NULL;
-    KT_OK(kiln_gpu_create(dev, &gp, &gv));
-    int Ms[] = {1, 3, 8}, Is[] = {384, 1001}, Ks[] = {512, 4104};
-    for (int a = 0; a < 2; a++)
-        for (int mi = 0; mi < 3; mi++)
-            for (int ii = 0; ii < 2; ii++)
-                for (int ki = 0; ki < 2; ki++) {
-                    kiln_dtype dt = acts[a];
-                    int M = Ms[mi], I = Is[ii], N = 2 * I, K = Ks[ki], ldo = I + 3, bias = (mi + ki) & 1;
-                    KT_REQUIRE(kiln_gpu_gemm_silu_ok(gv, dt, M, N, K));
-                    float *x = rand_act((size_t)M * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.05f),
-                          *b = rand_act((size_t)N, dt, 1), *gu = malloc(sizeof(float) * (size_t)M * N),
-                          *ref = calloc((size_t)M * ldo, sizeof(float));
-                    kiln_cpu_gemm(NULL, gu, N, x, w, KILN_DTYPE_F32, bias ? b : NULL, KILN_DTYPE_F32, M, N, K);
-                    for (int m = 0; m < M; m++) kiln_cpu_silu_mul(ref + (size_t)m * ldo, gu + (size_t)m * N, 1, I);
-                    kiln_devptr dx = up_act(x, (size_t)M * K, dt), dw = up_act(w, (size_t)N * K, dt),
-                                db = up_act(b, (size_t)N, dt), dgu = dmalloc((size_t)M * N * 2),
-                                dtwo = dmalloc((size_t)M * ldo * 2), dout = dmalloc((size_t)M * ldo * 2);
-                    KT_OK(kiln_rt_memset8(dtwo, 0, (size_t)M * ldo * 2, st));
-                    KT_OK(kiln_rt_memset8(dout, 0, (size_t)M * ldo * 2, st));
-                    KT_OK(kiln_gpu_gemm_silu(gv, st, dout, ldo, dx, dw, dt, bias ? db : 0, M, N, K));
-                    KT_OK(kiln_gpu_gemm(gv, st, dgu, N, dt, dx, dw, dt, bias ? db : 0, M, N, K));
-                    /* kiln_gpu_silu_mul takes whole 16-byte vectors (rows of I, dtwo packed [M, I]): the bit
-                     * comparison where I allows it */
-                    const bool pair = I % 8 == 0;
-                    if (pair) KT_OK(kiln_gpu_silu_mul(gv, st, dtwo, dgu, dt, M, I));
-                    float *got = down_act(dout, (size_t)M * ldo, dt), *two = down_act(dtwo, (size_t)M * ldo, dt);
-                    for (int m = 0; pair && m < M; m++)
-                        KT_CHECKF(!memcmp(got + (size_t)m * ldo, two + (size_t)m * I, sizeof(float) * (size_t)I),
-                                  "gemv+silu %s M=%d I=%d K=%d row %d: not the bits of the GEMV and silu_mul",
-                                  kiln_dtype_name(dt), M, I, K, m);
-                    CHECK_CLOSE(got, ref, (size_t)M * ldo, dt, "gemv+silu %s M=%d I=%d K=%d", kiln_dtype_name(dt), M, I,
-                                K);
-                    free(x), free(w), free(b), free(gu), free(ref), free(got), free(two);
-                    dfree(dx), dfree(dw), dfree(db), dfree(dgu), dfree(dtwo), dfree(dout);
-                }
-    kiln_gpu_destroy(gv);
+    /* the gate/up GEMV with the SiLU-and-mul as its epilogue (GLU=1), in each
+     * K split (warps per output) x unroll: close to the CPU's gemm + silu_mul,
+     * and with K split 1 the same bits as the plain GEMV followed by
+     * kiln_gpu_silu_mul (K split 2 sums in another fp32 order); an output row
+     * stride, bias, M 1..8, odd I, K not a multiple of the unrolled stride and
+     * K of 5 vectors (the second warp of a K split 2 group takes none) */
+    static const int glu_tiles[][2] = {{1, 2}, {1, 4}, {1, 8}, {2, 2}, {2, 4}, {2, 8}};
+    for (int ti = 0; ti < 6; ti++) {
+        const int ksplit = glu_tiles[ti][0], unroll = glu_tiles[ti][1];
+        kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = 8, .gemv_silu = 1,
+                              .gemv_silu_ksplit = ksplit, .gemv_silu_unroll = unroll};
+        kiln_gpu *gv = NULL;
+        KT_OK(kiln_gpu_create(dev, &gp, &gv));
+        int Ms[] = {1, 3, 8}, Is[] = {384, 1001}, Ks[] = {512, 4104, 40};
+        for (int a = 0; a < 2; a++)
+            for (int mi = 0; mi < 3; mi++)
+                for (int ii = 0; ii < 2; ii++)
+                    for (int ki = 0; ki < 3; ki++) {
+                        kiln_dtype dt = acts[a];
+                        int M = Ms[mi], I = Is[ii], N = 2 * I, K = Ks[ki], ldo = I + 3, bias = (mi + ki) & 1;
+                        KT_REQUIRE(kiln_gpu_gemm_silu_ok(gv, dt, M, N, K));
+                        float *x = rand_act((size_t)M * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.05f),
+                              *b = rand_act((size_t)N, dt, 1), *gu = malloc(sizeof(float) * (size_t)M * N),
+                              *ref = calloc((size_t)M * ldo, sizeof(float));
+                        kiln_cpu_gemm(NULL, gu, N, x, w, KILN_DTYPE_F32, bias ? b : NULL, KILN_DTYPE_F32, M, N, K);
+                        for (int m = 0; m < M; m++) kiln_cpu_silu_mul(ref + (size_t)m * ldo, gu + (size_t)m * N, 1, I);
+                        kiln_devptr dx = up_act(x, (size_t)M * K, dt), dw = up_act(w, (size_t)N * K, dt),
+                                    db = up_act(b, (size_t)N, dt), dgu = dmalloc((size_t)M * N * 2),
+                                    dtwo = dmalloc((size_t)M * ldo * 2), dout = dmalloc((size_t)M * ldo * 2);
+                        KT_OK(kiln_rt_memset8(dtwo, 0, (size_t)M * ldo * 2, st));
+                        KT_OK(kiln_rt_memset8(dout, 0, (size_t)M * ldo * 2, st));
+                        KT_OK(kiln_gpu_gemm_silu(gv, st, dout, ldo, dx, dw, dt, bias ? db : 0, M, N, K));
+                        /* kiln_gpu_silu_mul takes whole 16-byte vectors: the bit comparison where I allows
+                         * it, with K split 1 */
+                        const bool pair = ksplit == 1 && I % 8 == 0;
+                        if (pair) KT_OK(kiln_gpu_gemm(gv, st, dgu, N, dt, dx, dw, dt, bias ? db : 0, M, N, K));
+                        /* dtwo packed [M, I] (silu_mul's rows 16-byte aligned) */
+                        if (pair) KT_OK(kiln_gpu_silu_mul(gv, st, dtwo, dgu, dt, M, I));
+                        float *got = down_act(dout, (size_t)M * ldo, dt), *two = down_act(dtwo, (size_t)M * ldo, dt);
+                        for (int m = 0; pair && m < M; m++)
+                            KT_CHECKF(!memcmp(got + (size_t)m * ldo, two + (size_t)m * I, sizeof(float) * (size_t)I),
+                                      "gemv+silu %s M=%d I=%d K=%d unroll %d row %d: not the bits of the GEMV and "
+                                      "silu_mul", kiln_dtype_name(dt), M, I, K, unroll, m);
+                        CHECK_CLOSE(got, ref, (size_t)M * ldo, dt, "gemv+silu %s M=%d I=%d K=%d ksplit %d unroll %d",
+                                    kiln_dtype_name(dt), M, I, K, ksplit, unroll);
+                        free(x), free(w), free(b), free(gu), free(ref), free(got), free(two);
+                        dfree(dx), dfree(dw), dfree(db), dfree(dgu), dfree(dtwo), dfree(dout);
+                    }
+        kiln_gpu_destroy(gv);
+    }
 }
 
 /* test_gemm_tc runs the tensor-core GEMM and its split-K reduction on its own kiln_gpu's */

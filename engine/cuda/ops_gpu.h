@@ -34,6 +34,11 @@ typedef struct kiln_gpu_params {
     int gemv_silu;           /* the gate/up GEMV with the SiLU-and-mul as its epilogue
                                 where the GEMV serves (1 on, negative off; 0:
                                 $KILN_GEMV_SILU, else KILN_GEMV_SILU_DEFAULT)      */
+    int gemv_silu_ksplit, gemv_silu_unroll; /* its warps per output splitting K (1|2)
+                                and 16-byte loads per row in flight (2|4|8); 0:
+                                $KILN_GEMV_SILU_KSPLIT / _UNROLL, else
+                                KILN_GEMV_SILU_KSPLIT_DEFAULT (0: by I) /
+                                KILN_GEMV_SILU_UNROLL_DEFAULT (runtime/kiln_rt.h) */
     int gemv_rows, gemv_unroll; /* its W rows per warp (1|2|4) and 16-byte loads per
                                 row in flight (2|4|8); 0: $KILN_GEMV_ROWS /
                                 $KILN_GEMV_UNROLL, else KILN_GEMV_ROWS_DEFAULT /
