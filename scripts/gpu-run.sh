@@ -78,6 +78,9 @@ cat > "$out/remote.sh" <<'REMOTE'
 #           S8_KB=0 skip parts)
 #   s9:     sixth session (nvidia-h200-x2): test_gpu_tp (pull and push exchange), test_gpu_ops all_reduce / gemv,
 #           kiln bench --tp 2 -b 1 / -b 32 with KILN_AR_PUSH 0 / 1 alternating, TP 1 beside
+#   s10:    sixth session (nvidia-h200-x2): test_gemv, test_all_reduce_one_rank, test_gpu_tp; the gate_up rows
+#           (GEMV + SiLU, both shapes, K split x unroll); kiln bench TP 1 / 2 -b 1 with the GLU GEMV off and in
+#           several tilings
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -309,6 +312,24 @@ if has fin5; then # fifth session, last call (nvidia-h200-x2): op tests by case,
     tag=${cfg%%:*}; args=${cfg#*:}
     kb "tp1-$tag" -- --tp 1 $args --iters 2
     kb "tp2-$tag" -- --tp 2 $args --iters 2
+  done
+fi
+if has s10; then # sixth session (nvidia-h200-x2): the GLU GEMV's K split at TP 2
+  for f in test_gemv test_all_reduce_one_rank; do
+    t0=$(date +%s); KT_VERBOSE=1 timeout 200 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1
+    echo "test_gpu_ops $f rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/ops_$f.log" | head -4
+  done
+  t0=$(date +%s); KT_VERBOSE=1 timeout 240 "$here/bin/test_gpu_tp" > "$out/test_gpu_tp.log" 2>&1
+  echo "test_gpu_tp rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed|ranks, rank" "$out/test_gpu_tp.log" | head -16
+  timeout 150 "$here/bin/bench_kernels" gemm > "$out/bench_s10_gemm.log" 2>&1
+  grep -E "ceilings|silu" "$out/bench_s10_gemm.log" | sed -E 's/ +/ /g' | cut -c1-120
+  for c in "silu0:KILN_GEMV_SILU=0" "k1u4:KILN_GEMV_SILU=1 KILN_GEMV_SILU_KSPLIT=1 KILN_GEMV_SILU_UNROLL=4" \
+           "k2u4:KILN_GEMV_SILU=1 KILN_GEMV_SILU_KSPLIT=2 KILN_GEMV_SILU_UNROLL=4" \
+           "k2u2:KILN_GEMV_SILU=1 KILN_GEMV_SILU_KSPLIT=2 KILN_GEMV_SILU_UNROLL=2" \
+           "k1u2:KILN_GEMV_SILU=1 KILN_GEMV_SILU_KSPLIT=1 KILN_GEMV_SILU_UNROLL=2"; do
+    tag=${c%%:*}; read -ra envs <<< "${c#*:}"
+    kb "tp2-b1-$tag" "${envs[@]}" -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+    [ "${S10_TP1:-1}" = 1 ] && kb "tp1-b1-$tag" "${envs[@]}" -- --tp 1 -b 1 -s 128 -o 512 --iters 2
   done
 fi
 if has s9; then # sixth session (nvidia-h200-x2): the push all-reduce
