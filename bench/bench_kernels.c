@@ -456,10 +456,11 @@ static void bench_gemm(void) {
         }
         /* the same small-M shapes through kernel_src/gemv.cu, beside
          * cuBLASLt, in each tiling (W rows per warp, loads in flight) */
-        static const int tiles[][2] = {{2, 4}, {1, 4}, {1, 8}, {2, 8}, {4, 4}, {4, 2}};
+        static const int tiles[][3] = {{2, 4, 1}, {1, 4, 1}, {1, 8, 1}, {2, 8, 1}, {4, 4, 1}, {4, 2, 1},
+                                       {1, 4, 2}, {1, 2, 2}, {2, 4, 2}};
         for (size_t ti = 0; ti < KILN_ARRAY_LEN(tiles); ti++) {
             kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = 8, .gemv_rows = tiles[ti][0],
-                                  .gemv_unroll = tiles[ti][1]};
+                                  .gemv_unroll = tiles[ti][1], .gemv_ksplit = tiles[ti][2]};
             kiln_gpu *gv = NULL;
             CK(kiln_gpu_create(dev, &gp, &gv));
             g.g = gv;
@@ -469,7 +470,8 @@ static void bench_gemm(void) {
                 double t = time_op(op_gemm, &g, sets, 20, 20);
                 char shape[80], name[64];
                 snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shapes[si].name, g.M, g.N, g.K);
-                snprintf(name, sizeof name, "gemv rows %d unroll %d (weight bytes)", tiles[ti][0], tiles[ti][1]);
+                snprintf(name, sizeof name, "gemv rows %d unroll %d ksplit %d (weight bytes)", tiles[ti][0],
+                         tiles[ti][1], tiles[ti][2]);
                 row_bw(name, shape, t, (double)wbytes, 0.85);
             }
             g.g = NULL;

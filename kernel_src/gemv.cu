@@ -15,12 +15,13 @@
 // out[m, j] = silu(g) * u, where g and u are the two dot products (+ bias)
 // rounded to ACT as the plain GEMV would store them and the product is
 // act.cu's (the same bits as the two kernels). Grid: ceil(I / WARPS) blocks.
-// KSPLIT (GLU only; 1 or 2): KSPLIT consecutive warps of a block share output
-// j, each taking its share of the K vectors (whole 128-byte sectors; lane-
+// KSPLIT (1 or 2): KSPLIT consecutive warps of a block share output j (GLU)
+// or their ROWS rows (plain), each taking its share of the K vectors (whole 128-byte sectors; lane-
 // strided within it) of both rows; after a block barrier the first warp of
 // the group adds the others' warp sums in warp order, then the bias, and
 // writes as above (fp32 summation order differs from KSPLIT 1, so the bits
-// can). Grid: ceil(I / (WARPS / KSPLIT)) blocks, KSPLIT * I warps.
+// can). Grid: ceil(I / (WARPS / KSPLIT)) blocks, KSPLIT * I warps (plain:
+// ceil(N / (ROWS * WARPS / KSPLIT)) blocks).
 #include "kiln_common.cuh"
 
 typedef ACT act_t;
@@ -42,7 +43,7 @@ typedef OUT out_t;
 #define KSPLIT 1
 #endif
 static_assert(!GLU || ROWS == 2, "GLU: a gate row and an up row a warp");
-static_assert(KSPLIT == 1 || (GLU && KSPLIT == 2), "KSPLIT: 1, or 2 with GLU");
+static_assert(KSPLIT == 1 || KSPLIT == 2, "KSPLIT: 1 or 2");
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32, 2)
 kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const act_t *__restrict__ w,
@@ -59,7 +60,7 @@ kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const a
 #else
     // every thread reaches the block barrier of the epilogue: a warp past the
     // end (the whole group is) takes no vectors
-    const bool live = n0 < N / 2;
+    const bool live = n0 < (GLU ? N / 2 : N);
     const int nv = K / V::N, nvs = (nv + 8 * KSPLIT - 1) / (8 * KSPLIT) * 8; // vectors per row, per warp
     const int ib = min(nv, warp % KSPLIT * nvs), ie = live ? min(nv, ib + nvs) : ib;
 #endif
@@ -135,13 +136,33 @@ kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const a
         }
     }
 #else
+#if KSPLIT > 1
+    // as above: the group's warp sums through shared memory, added in warp order
+    __shared__ float part[WARPS][ROWS][MAXM];
+#pragma unroll
+    for (int r = 0; r < ROWS; r++)
+#pragma unroll
+        for (int m = 0; m < MAXM; m++) {
+            if (MAXM > 1 && m >= M) break;
+            const float v = warp_sum(acc[r][m]);
+            if (lane == 0) part[warp][r][m] = v;
+        }
+    __syncthreads();
+    if (warp % KSPLIT || !live) return;
+#endif
 #pragma unroll
     for (int r = 0; r < ROWS; r++) {
         int n = n0 + r;
 #pragma unroll
         for (int m = 0; m < MAXM; m++) {
             if (MAXM > 1 && m >= M) break;
+#if KSPLIT > 1
+            float v = part[warp][r][m];
+#pragma unroll
+            for (int k = 1; k < KSPLIT; k++) v += part[warp + k][r][m];
+#else
             float v = warp_sum(acc[r][m]);
+#endif
             if (lane == 0 && n < N) {
                 if (bias) v += to_f32(bias[n]);
                 out[(size_t)m * ldo + n] = from_f32<out_t>(v);

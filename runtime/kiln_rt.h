@@ -206,19 +206,20 @@ typedef struct kiln_jit_kernel_def {
 #define KILN_GEMV_MAX_M_DEFAULT 1
 #define KILN_GEMV_ROWS_DEFAULT 1
 #define KILN_GEMV_UNROLL_DEFAULT 4
+/* Warps per W row group splitting K (1|2, $KILN_GEMV_KSPLIT): 2 doubles the
+ * warps of the small decode GEMVs (tensor-parallel half shapes). */
+#define KILN_GEMV_KSPLIT_DEFAULT 1
 /* The batch-1 gate/up GEMV with the SiLU-and-mul as its epilogue
- * (kernel_src/gemv.cu GLU=1, rows 2): 0 = off until measured on a GPU
- * ($KILN_GEMV_SILU=1 turns it on). Its tiling: UNROLL 16-byte loads per row
- * in flight (2|4|8, $KILN_GEMV_SILU_UNROLL) and KSPLIT warps per output
- * splitting K (1|2, $KILN_GEMV_SILU_KSPLIT; 1 has half the warps of the plain
- * GEMV). KSPLIT_DEFAULT 0 picks by I (N / 2): 2 below KSPLIT2_BELOW_I, else 1.
- * Measured on the H200 at M = 1, K = 4096 (KSPLIT 1, UNROLL 4): faster than
- * GEMV + silu_mul at I = 14336, slower at I = 7168 (TP 2); the KSPLIT /
- * UNROLL defaults and the threshold here are not measured yet. */
-#define KILN_GEMV_SILU_DEFAULT 0
-#define KILN_GEMV_SILU_UNROLL_DEFAULT 4
-#define KILN_GEMV_SILU_KSPLIT_DEFAULT 0
-#define KILN_GEMV_SILU_KSPLIT2_BELOW_I 10240
+ * (kernel_src/gemv.cu GLU=1, rows 2; $KILN_GEMV_SILU=0 turns it off). Its
+ * tiling: UNROLL 16-byte loads per row in flight (2|4|8,
+ * $KILN_GEMV_SILU_UNROLL) and KSPLIT warps per output splitting K (1|2,
+ * $KILN_GEMV_SILU_KSPLIT; 1 has half the warps of the plain GEMV). Measured
+ * on the H200 (2026-11-30, M = 1, K = 4096): KSPLIT 2 UNROLL 2 at 100.0% /
+ * 93.0% of copy at I = 14336 / 7168 against GEMV + silu_mul's 89.3% / 79.9%;
+ * a decode step at -b 1 4.675 vs 4.814 ms (TP 1), 2.944 vs 2.988 (TP 2). */
+#define KILN_GEMV_SILU_DEFAULT 1
+#define KILN_GEMV_SILU_UNROLL_DEFAULT 2
+#define KILN_GEMV_SILU_KSPLIT_DEFAULT 2
 
 /* The tensor-core small-M GEMM (kernel_src/gemm_tc.cu): used for
  * 2 <= M <= MAX_M (above the GEMV's M), in buckets MAXM 8/16/32/64, with

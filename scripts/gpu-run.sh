@@ -81,6 +81,9 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s10:    sixth session (nvidia-h200-x2): test_gemv, test_all_reduce_one_rank, test_gpu_tp; the gate_up rows
 #           (GEMV + SiLU, both shapes, K split x unroll); kiln bench TP 1 / 2 -b 1 with the GLU GEMV off and in
 #           several tilings
+#   s11:    sixth session, last call (nvidia-h200-x2): the whole test_gpu_ops (one process, beside test_gpu_tp),
+#           then test_gpu_engine alone; gemm and elementwise rows; kiln bench TP 1 / 2 -b 1 with KILN_GEMV_KSPLIT
+#           1 / 2 alternating, -b 32 both, -b 256 (S11_TESTS=0 / S11_ROWS=0 / S11_KB=0 skip parts)
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -313,6 +316,31 @@ if has fin5; then # fifth session, last call (nvidia-h200-x2): op tests by case,
     kb "tp1-$tag" -- --tp 1 $args --iters 2
     kb "tp2-$tag" -- --tp 2 $args --iters 2
   done
+fi
+if has s11; then # sixth session, last call (nvidia-h200-x2)
+  if [ "${S11_TESTS:-1}" = 1 ]; then
+    t0=$(date +%s)
+    ( KT_VERBOSE=1 CUDA_VISIBLE_DEVICES=0 timeout 400 "$here/bin/test_gpu_ops" > "$out/test_gpu_ops.log" 2>&1; echo "rc=$?" >> "$out/test_gpu_ops.log" ) &
+    KT_VERBOSE=1 timeout 240 "$here/bin/test_gpu_tp" > "$out/test_gpu_tp.log" 2>&1; echo "test_gpu_tp rc=$? ($(( $(date +%s) - t0 )) s)"
+    grep -E "FAIL|passed|ranks, rank" "$out/test_gpu_tp.log" | head -12
+    wait; echo "test_gpu_ops $(tail -1 "$out/test_gpu_ops.log") ($(( $(date +%s) - t0 )) s)"
+    grep -E "FAIL|passed" "$out/test_gpu_ops.log" | head -12
+    t0=$(date +%s); timeout 200 "$here/bin/test_gpu_engine" > "$out/test_gpu_engine.log" 2>&1; echo "test_gpu_engine rc=$? ($(( $(date +%s) - t0 )) s)"
+    grep -E "FAIL|passed|logits rel err" "$out/test_gpu_engine.log" | head -24
+  fi
+  if [ "${S11_ROWS:-1}" = 1 ]; then
+    timeout 150 "$here/bin/bench_kernels" gemm > "$out/bench_s11_gemm.log" 2>&1
+    grep -E "ceilings|M=1 .*gemv rows 1 unroll 4|M=1 .*ksplit 2|silu" "$out/bench_s11_gemm.log" | grep -E "M=1 |ceilings" | sed -E 's/ +/ /g' | cut -c1-120 | head -40
+    timeout 120 "$here/bin/bench_kernels" elementwise > "$out/bench_s11_elem.log" 2>&1
+    grep -E "4096" "$out/bench_s11_elem.log" | grep -v tiling | sed -E 's/ +/ /g' | cut -c1-110 | head -24
+  fi
+  if [ "${S11_KB:-1}" = 1 ]; then
+    for r in a b; do for ks in 1 2; do for tp in 1 2; do
+      kb "tp$tp-b1-ks$ks-$r" KILN_GEMV_KSPLIT=$ks -- --tp $tp -b 1 -s 128 -o 512 --iters 2
+    done; done; done
+    for tp in 1 2; do kb "tp$tp-b32" -- --tp $tp -b 32 -s 128 -o 256 --iters 2; done
+    kb "tp1-b256" -- --tp 1 -b 256 -s 128 -o 256 --iters 2
+  fi
 fi
 if has s10; then # sixth session (nvidia-h200-x2): the GLU GEMV's K split at TP 2
   for f in test_gemv test_all_reduce_one_rank; do

@@ -1023,17 +1023,18 @@ static bool gemv_tested; /* test_gemv runs it on its own kiln_gpu */
  * output row stride, bias, fp32 or act output */
 KT_TEST(test_gemv) {
     NEED_GPU();
-    static const int tiles[][2] = {{KILN_GEMV_ROWS_DEFAULT, KILN_GEMV_UNROLL_DEFAULT}, {1, 2}, {4, 4}, {2, 8}};
-    for (int ti = 0; ti < 4; ti++) {
+    static const int tiles[][3] = {{KILN_GEMV_ROWS_DEFAULT, KILN_GEMV_UNROLL_DEFAULT, KILN_GEMV_KSPLIT_DEFAULT},
+                                   {1, 2, 1}, {4, 4, 1}, {2, 8, 1}, {1, 4, 2}, {2, 4, 2}, {4, 2, 2}};
+    for (int ti = 0; ti < (int)KILN_ARRAY_LEN(tiles); ti++) {
     kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = 8, .gemv_rows = tiles[ti][0],
-                          .gemv_unroll = tiles[ti][1]};
+                          .gemv_unroll = tiles[ti][1], .gemv_ksplit = tiles[ti][2]};
     kiln_gpu *gv = NULL;
     KT_OK(kiln_gpu_create(dev, &gp, &gv));
-    int Ms[] = {1, 2, 3, 8}, Ns[] = {384, 1001}, Ks[] = {512, 4104};
+    int Ms[] = {1, 2, 3, 8}, Ns[] = {384, 1001}, Ks[] = {512, 4104, 40};
     for (int a = 0; a < 2; a++)
         for (int mi = 0; mi < 4; mi++)
             for (int ni = 0; ni < 2; ni++)
-                for (int ki = 0; ki < 2; ki++)
+                for (int ki = 0; ki < 3; ki++)
                     for (int f32out = 0; f32out < 2; f32out++) {
                         kiln_dtype dt = acts[a], odt = f32out ? KILN_DTYPE_F32 : dt;
                         int M = Ms[mi], N = Ns[ni], K = Ks[ki], ldo = N + 5, bias = (mi + ni) & 1;
@@ -1047,8 +1048,9 @@ KT_TEST(test_gemv) {
                         float *got = down_act(dout, (size_t)M * ldo, odt);
                         for (int m = 0; m < M; m++) /* the stride's gap is not compared */
                             for (int n = N; n < ldo; n++) got[m * ldo + n] = ref[m * ldo + n] = 0;
-                        CHECK_CLOSE(got, ref, (size_t)M * ldo, dt, "gemv %s M=%d N=%d K=%d out=%s rows %d unroll %d",
-                                    kiln_dtype_name(dt), M, N, K, kiln_dtype_name(odt), tiles[ti][0], tiles[ti][1]);
+                        CHECK_CLOSE(got, ref, (size_t)M * ldo, dt, "gemv %s M=%d N=%d K=%d out=%s rows %d unroll %d ksplit %d",
+                                    kiln_dtype_name(dt), M, N, K, kiln_dtype_name(odt), tiles[ti][0], tiles[ti][1],
+                                    tiles[ti][2]);
                         free(x), free(w), free(b), free(ref), free(got);
                         dfree(dx), dfree(dw), dfree(db), dfree(dout);
                     }

@@ -21,7 +21,7 @@ struct kiln_gpu {
     kiln_devptr blas_ws, ws, sample_ws, counts;
     size_t blas_ws_bytes, ws_bytes;
     int max_rows, vocab;
-    int gemv_max_m, gemv_rows, gemv_unroll, gemv_silu, gemv_silu_ksplit, gemv_silu_unroll;
+    int gemv_max_m, gemv_rows, gemv_unroll, gemv_ksplit, gemv_silu, gemv_silu_ksplit, gemv_silu_unroll;
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int elem_wide_min; /* rows / tokens from which the elementwise ops take their wide kernels (0: never) */
 };
@@ -53,9 +53,11 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->gemv_unroll = knob(p ? p->gemv_unroll : 0, "KILN_GEMV_UNROLL", KILN_GEMV_UNROLL_DEFAULT);
     if (g->gemv_unroll != 2 && g->gemv_unroll != 4 && g->gemv_unroll != 8) g->gemv_unroll = KILN_GEMV_UNROLL_DEFAULT;
     if (g->gemv_rows * g->gemv_unroll > 16) g->gemv_unroll = 16 / g->gemv_rows; /* registers (no spills) */
+    g->gemv_ksplit = knob(p ? p->gemv_ksplit : 0, "KILN_GEMV_KSPLIT", KILN_GEMV_KSPLIT_DEFAULT);
+    if (g->gemv_ksplit != 1 && g->gemv_ksplit != 2) g->gemv_ksplit = KILN_GEMV_KSPLIT_DEFAULT;
     g->gemv_silu = knob(p ? p->gemv_silu : 0, "KILN_GEMV_SILU", KILN_GEMV_SILU_DEFAULT) > 0;
     g->gemv_silu_ksplit = knob(p ? p->gemv_silu_ksplit : 0, "KILN_GEMV_SILU_KSPLIT", KILN_GEMV_SILU_KSPLIT_DEFAULT);
-    if (g->gemv_silu_ksplit != 1 && g->gemv_silu_ksplit != 2) g->gemv_silu_ksplit = 0; /* by I at launch */
+    if (g->gemv_silu_ksplit != 1 && g->gemv_silu_ksplit != 2) g->gemv_silu_ksplit = KILN_GEMV_SILU_KSPLIT_DEFAULT;
     g->gemv_silu_unroll = knob(p ? p->gemv_silu_unroll : 0, "KILN_GEMV_SILU_UNROLL", KILN_GEMV_SILU_UNROLL_DEFAULT);
     if (g->gemv_silu_unroll != 2 && g->gemv_silu_unroll != 4 && g->gemv_silu_unroll != 8)
         g->gemv_silu_unroll = KILN_GEMV_SILU_UNROLL_DEFAULT;
@@ -315,11 +317,12 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
         kiln_status st = KILN_OK;
         kiln_rt_func *f;
         int maxm = M == 1 ? 1 : M == 2 ? 2 : M <= 4 ? 4 : 8;
-        KILN_TRY(get(g, "gemv", &f, "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d GLU=0 KSPLIT=1", dt(in_dt), dt(out_dt),
-                     maxm, g->gemv_rows, g->gemv_unroll));
+        KILN_TRY(get(g, "gemv", &f, "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d GLU=0 KSPLIT=%d", dt(in_dt), dt(out_dt),
+                     maxm, g->gemv_rows, g->gemv_unroll, g->gemv_ksplit));
         int64_t ld = ldo ? ldo : N;
         int m = (int)M, n = (int)N, k = (int)K;
-        unsigned blocks = (unsigned)((N + g->gemv_rows * 8 - 1) / (g->gemv_rows * 8)); /* ROWS x WARPS 8 per block */
+        const int per_block = g->gemv_rows * 8 / g->gemv_ksplit; /* ROWS x WARPS 8 / KSPLIT rows a block */
+        unsigned blocks = (unsigned)((N + per_block - 1) / per_block);
         LAUNCH(f, blocks, 1, 1, 256, 0, s, &out, &ld, &x, &w, &bias, &m, &n, &k);
     fail:
         return st;
@@ -344,7 +347,7 @@ kiln_status kiln_gpu_gemm_silu(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, 
                (long long)N, (long long)K, dt(in_dt));
     {
         int maxm = M == 1 ? 1 : M == 2 ? 2 : M <= 4 ? 4 : 8;
-        int ks = g->gemv_silu_ksplit ? g->gemv_silu_ksplit : N / 2 < KILN_GEMV_SILU_KSPLIT2_BELOW_I ? 2 : 1;
+        int ks = g->gemv_silu_ksplit;
         KILN_TRY(get(g, "gemv", &f, "ACT=%s OUT=%s MAXM=%d ROWS=2 UNROLL=%d GLU=1 KSPLIT=%d", dt(in_dt), dt(in_dt),
                      maxm, g->gemv_silu_unroll, ks));
         int64_t ld = ldo ? ldo : N / 2;

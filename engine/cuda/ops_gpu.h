@@ -37,12 +37,14 @@ typedef struct kiln_gpu_params {
     int gemv_silu_ksplit, gemv_silu_unroll; /* its warps per output splitting K (1|2)
                                 and 16-byte loads per row in flight (2|4|8); 0:
                                 $KILN_GEMV_SILU_KSPLIT / _UNROLL, else
-                                KILN_GEMV_SILU_KSPLIT_DEFAULT (0: by I) /
+                                KILN_GEMV_SILU_KSPLIT_DEFAULT /
                                 KILN_GEMV_SILU_UNROLL_DEFAULT (runtime/kiln_rt.h) */
     int gemv_rows, gemv_unroll; /* its W rows per warp (1|2|4) and 16-byte loads per
                                 row in flight (2|4|8); 0: $KILN_GEMV_ROWS /
                                 $KILN_GEMV_UNROLL, else KILN_GEMV_ROWS_DEFAULT /
                                 KILN_GEMV_UNROLL_DEFAULT (runtime/kiln_rt.h)     */
+    int gemv_ksplit;         /* warps splitting K per row group (1|2; 0:
+                                $KILN_GEMV_KSPLIT, else KILN_GEMV_KSPLIT_DEFAULT)  */
     int tcgemm_max_m;        /* GEMMs with 2 <= M <= this (and M above gemv_max_m) use
                                 kernel_src/gemm_tc.cu (0: $KILN_TCGEMM_MAX_M, else
                                 KILN_TCGEMM_MAX_M_DEFAULT = 0; negative, or 0 in

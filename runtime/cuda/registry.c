@@ -109,7 +109,8 @@ static const kiln_jit_kernel_def registry[] = {
      "ACT=bf16 OUT=bf16 MAXM=1 ROWS=2 UNROLL=2 GLU=1 KSPLIT=2;ACT=bf16 OUT=bf16 MAXM=1 ROWS=2 UNROLL=4 GLU=1 KSPLIT=2;"
      "ACT=bf16 OUT=bf16 MAXM=1 ROWS=2 UNROLL=8 GLU=1 KSPLIT=2;ACT=fp16 OUT=fp16 MAXM=8 ROWS=2 UNROLL=2 GLU=1 KSPLIT=2;"
      "ACT=fp16 OUT=fp16 MAXM=8 ROWS=2 UNROLL=4 GLU=1 KSPLIT=2;ACT=fp16 OUT=fp16 MAXM=8 ROWS=2 UNROLL=8 GLU=1 KSPLIT=2;"
-     "ACT=fp16 OUT=fp16 MAXM=8 ROWS=2 UNROLL=8 GLU=1 KSPLIT=1"},
+     "ACT=fp16 OUT=fp16 MAXM=8 ROWS=2 UNROLL=8 GLU=1 KSPLIT=1;ACT=bf16 OUT=bf16 MAXM=1 ROWS=1 UNROLL=4 GLU=0 KSPLIT=2;"
+     "ACT=bf16 OUT=fp32 MAXM=8 ROWS=2 UNROLL=4 GLU=0 KSPLIT=2;ACT=fp16 OUT=fp16 MAXM=4 ROWS=4 UNROLL=4 GLU=0 KSPLIT=2"},
     /* the tensor-core small-M GEMM and its split-K reduction (one module);
      * MAXM x RT x STAGES combinations that spill are not launched (engine/cuda/ops_gpu.c) */
     {"gemm_tc", "kernel_src/gemm_tc.cu", "kiln_gemm_tc", "ptr,i64,ptr,ptr,ptr,ptr,i32,i32,i32,i32,i32",
@@ -261,14 +262,12 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
      * a larger $KILN_GEMV_MAX_M compiles the others on first use */
     for (int mm = 1; mm <= KILN_GEMV_MAX_M_DEFAULT; mm *= 2)
         for (int o = 0; o < 2; o++)
-            KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d GLU=0 KSPLIT=1", a, o ? "fp32" : a,
-                              mm, KILN_GEMV_ROWS_DEFAULT, KILN_GEMV_UNROLL_DEFAULT));
-    if (KILN_GEMV_SILU_DEFAULT) /* the gate/up GEMV with its SiLU-and-mul (KSPLIT default 0: either, by I) */
+            KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d GLU=0 KSPLIT=%d", a, o ? "fp32" : a,
+                              mm, KILN_GEMV_ROWS_DEFAULT, KILN_GEMV_UNROLL_DEFAULT, KILN_GEMV_KSPLIT_DEFAULT));
+    if (KILN_GEMV_SILU_DEFAULT) /* the gate/up GEMV with its SiLU-and-mul */
         for (int mm = 1; mm <= KILN_GEMV_MAX_M_DEFAULT; mm *= 2)
-            for (int ks = 1; ks <= 2; ks++)
-                if (!KILN_GEMV_SILU_KSPLIT_DEFAULT || ks == KILN_GEMV_SILU_KSPLIT_DEFAULT)
-                    KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=%d ROWS=2 UNROLL=%d GLU=1 KSPLIT=%d", a, a, mm,
-                                      KILN_GEMV_SILU_UNROLL_DEFAULT, ks));
+            KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=%d ROWS=2 UNROLL=%d GLU=1 KSPLIT=%d", a, a, mm,
+                              KILN_GEMV_SILU_UNROLL_DEFAULT, KILN_GEMV_SILU_KSPLIT_DEFAULT));
     /* the tensor-core GEMM (kernel_src/gemm_tc.cu) for 2 <= M <= the default
      * KILN_TCGEMM_MAX_M, in its default tiling with each number of warps
      * along K (picked by N at launch), act and fp32 out (its split-K
