@@ -84,6 +84,8 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s11:    sixth session, last call (nvidia-h200-x2): the whole test_gpu_ops (one process, beside test_gpu_tp),
 #           then test_gpu_engine alone; gemm and elementwise rows; kiln bench TP 1 / 2 -b 1 with KILN_GEMV_KSPLIT
 #           1 / 2 alternating, -b 32 both, -b 256 (S11_TESTS=0 / S11_ROWS=0 / S11_KB=0 skip parts)
+#   s12:    sixth session (nvidia-h200-x2): test_gemv; kiln bench TP 1 / 2 -b 1 under each KILN_GEMV_RULE (0-4),
+#           0 and 3 twice; test_gpu_engine and test_gpu_tp with KILN_GEMV_RULE=3
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -316,6 +318,17 @@ if has fin5; then # fifth session, last call (nvidia-h200-x2): op tests by case,
     kb "tp1-$tag" -- --tp 1 $args --iters 2
     kb "tp2-$tag" -- --tp 2 $args --iters 2
   done
+fi
+if has s12; then # sixth session (nvidia-h200-x2): GEMV tiling by weight shape
+  t0=$(date +%s); KT_VERBOSE=1 timeout 200 "$here/bin/test_gpu_ops" test_gemv > "$out/ops_test_gemv.log" 2>&1
+  echo "test_gpu_ops test_gemv rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/ops_test_gemv.log" | head -4
+  for rule in 0 3 4 1 2 0 3; do for tp in 1 2; do
+    kb "tp$tp-b1-rule$rule" KILN_GEMV_RULE=$rule -- --tp $tp -b 1 -s 128 -o 512 --iters 2
+  done; done
+  t0=$(date +%s); KILN_GEMV_RULE=3 timeout 200 "$here/bin/test_gpu_engine" > "$out/test_gpu_engine.log" 2>&1
+  echo "test_gpu_engine (rule 3) rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/test_gpu_engine.log" | head -8
+  t0=$(date +%s); KILN_GEMV_RULE=3 timeout 200 "$here/bin/test_gpu_tp" > "$out/test_gpu_tp.log" 2>&1
+  echo "test_gpu_tp (rule 3) rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/test_gpu_tp.log" | head -8
 fi
 if has s11; then # sixth session, last call (nvidia-h200-x2)
   if [ "${S11_TESTS:-1}" = 1 ]; then

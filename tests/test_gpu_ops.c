@@ -1024,7 +1024,7 @@ static bool gemv_tested; /* test_gemv runs it on its own kiln_gpu */
 KT_TEST(test_gemv) {
     NEED_GPU();
     static const int tiles[][3] = {{KILN_GEMV_ROWS_DEFAULT, KILN_GEMV_UNROLL_DEFAULT, KILN_GEMV_KSPLIT_DEFAULT},
-                                   {1, 2, 1}, {4, 4, 1}, {2, 8, 1}, {1, 4, 2}, {2, 4, 2}, {4, 2, 2}};
+                                   {1, 2, 1}, {4, 4, 1}, {2, 8, 1}, {1, 4, 2}, {2, 4, 2}, {4, 2, 2}, {1, 2, 2}};
     for (int ti = 0; ti < (int)KILN_ARRAY_LEN(tiles); ti++) {
     kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = 8, .gemv_rows = tiles[ti][0],
                           .gemv_unroll = tiles[ti][1], .gemv_ksplit = tiles[ti][2]};

@@ -21,7 +21,7 @@ struct kiln_gpu {
     kiln_devptr blas_ws, ws, sample_ws, counts;
     size_t blas_ws_bytes, ws_bytes;
     int max_rows, vocab;
-    int gemv_max_m, gemv_rows, gemv_unroll, gemv_ksplit, gemv_silu, gemv_silu_ksplit, gemv_silu_unroll;
+    int gemv_max_m, gemv_rows, gemv_unroll, gemv_ksplit, gemv_rule, gemv_silu, gemv_silu_ksplit, gemv_silu_unroll;
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int elem_wide_min; /* rows / tokens from which the elementwise ops take their wide kernels (0: never) */
 };
@@ -55,6 +55,8 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->gemv_rows * g->gemv_unroll > 16) g->gemv_unroll = 16 / g->gemv_rows; /* registers (no spills) */
     g->gemv_ksplit = knob(p ? p->gemv_ksplit : 0, "KILN_GEMV_KSPLIT", KILN_GEMV_KSPLIT_DEFAULT);
     if (g->gemv_ksplit != 1 && g->gemv_ksplit != 2) g->gemv_ksplit = KILN_GEMV_KSPLIT_DEFAULT;
+    g->gemv_rule = knob(p ? p->gemv_rule : 0, "KILN_GEMV_RULE", KILN_GEMV_RULE_DEFAULT);
+    if (g->gemv_rule < 0 || g->gemv_rule > 4) g->gemv_rule = 0;
     g->gemv_silu = knob(p ? p->gemv_silu : 0, "KILN_GEMV_SILU", KILN_GEMV_SILU_DEFAULT) > 0;
     g->gemv_silu_ksplit = knob(p ? p->gemv_silu_ksplit : 0, "KILN_GEMV_SILU_KSPLIT", KILN_GEMV_SILU_KSPLIT_DEFAULT);
     if (g->gemv_silu_ksplit != 1 && g->gemv_silu_ksplit != 2) g->gemv_silu_ksplit = KILN_GEMV_SILU_KSPLIT_DEFAULT;
@@ -309,6 +311,27 @@ fail:
     return st;
 }
 
+/* The GEMV tiling (W rows a warp group, loads in flight, warps splitting K)
+ * for an N x K weight under rule (KILN_GEMV_RULE): 0 the knobs as given;
+ * 1 rows 2 unroll 4 K split 2; 2 rows 1 unroll 2 K split 2; 3 by shape (N <=
+ * 4096: 2 / 4 / 2; N >= 16384: 1 / 4 / 2; else 1 / 2 / 2); 4 as 3 with K
+ * split 1 where K <= 2048. From bench_kernels' M = 1 rows on the H200
+ * (2026-11-30): qkv best 1 / 2 / 2, o and down 2 / 4 / 2. */
+static void gemv_tiling(int rule, int64_t N, int64_t K, int *rows, int *unroll, int *ks) {
+    switch (rule) {
+    case 1: *rows = 2, *unroll = 4, *ks = 2; break;
+    case 2: *rows = 1, *unroll = 2, *ks = 2; break;
+    case 3:
+    case 4:
+        if (N <= 4096) *rows = 2, *unroll = 4, *ks = 2;
+        else if (N >= 16384) *rows = 1, *unroll = 4, *ks = 2;
+        else *rows = 1, *unroll = 2, *ks = 2;
+        if (rule == 4 && K <= 2048) *ks = 1;
+        break;
+    default: break;
+    }
+}
+
 kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
                           kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N,
                           int64_t K) {
@@ -317,11 +340,13 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
         kiln_status st = KILN_OK;
         kiln_rt_func *f;
         int maxm = M == 1 ? 1 : M == 2 ? 2 : M <= 4 ? 4 : 8;
+        int rows = g->gemv_rows, unroll = g->gemv_unroll, ks = g->gemv_ksplit;
+        gemv_tiling(g->gemv_rule, N, K, &rows, &unroll, &ks);
         KILN_TRY(get(g, "gemv", &f, "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d GLU=0 KSPLIT=%d", dt(in_dt), dt(out_dt),
-                     maxm, g->gemv_rows, g->gemv_unroll, g->gemv_ksplit));
+                     maxm, rows, unroll, ks));
         int64_t ld = ldo ? ldo : N;
         int m = (int)M, n = (int)N, k = (int)K;
-        const int per_block = g->gemv_rows * 8 / g->gemv_ksplit; /* ROWS x WARPS 8 / KSPLIT rows a block */
+        const int per_block = rows * 8 / ks; /* ROWS x WARPS 8 / KSPLIT rows a block */
         unsigned blocks = (unsigned)((N + per_block - 1) / per_block);
         LAUNCH(f, blocks, 1, 1, 256, 0, s, &out, &ld, &x, &w, &bias, &m, &n, &k);
     fail:

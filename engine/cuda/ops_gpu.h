@@ -45,6 +45,9 @@ typedef struct kiln_gpu_params {
                                 KILN_GEMV_UNROLL_DEFAULT (runtime/kiln_rt.h)     */
     int gemv_ksplit;         /* warps splitting K per row group (1|2; 0:
                                 $KILN_GEMV_KSPLIT, else KILN_GEMV_KSPLIT_DEFAULT)  */
+    int gemv_rule;           /* the tiling by weight shape (ops_gpu.c gemv_tiling;
+                                0: $KILN_GEMV_RULE, else KILN_GEMV_RULE_DEFAULT;
+                                rule 0 = the three knobs above for every shape)   */
     int tcgemm_max_m;        /* GEMMs with 2 <= M <= this (and M above gemv_max_m) use
                                 kernel_src/gemm_tc.cu (0: $KILN_TCGEMM_MAX_M, else
                                 KILN_TCGEMM_MAX_M_DEFAULT = 0; negative, or 0 in

@@ -110,7 +110,8 @@ static const kiln_jit_kernel_def registry[] = {
      "ACT=bf16 OUT=bf16 MAXM=1 ROWS=2 UNROLL=8 GLU=1 KSPLIT=2;ACT=fp16 OUT=fp16 MAXM=8 ROWS=2 UNROLL=2 GLU=1 KSPLIT=2;"
      "ACT=fp16 OUT=fp16 MAXM=8 ROWS=2 UNROLL=4 GLU=1 KSPLIT=2;ACT=fp16 OUT=fp16 MAXM=8 ROWS=2 UNROLL=8 GLU=1 KSPLIT=2;"
      "ACT=fp16 OUT=fp16 MAXM=8 ROWS=2 UNROLL=8 GLU=1 KSPLIT=1;ACT=bf16 OUT=bf16 MAXM=1 ROWS=1 UNROLL=4 GLU=0 KSPLIT=2;"
-     "ACT=bf16 OUT=fp32 MAXM=8 ROWS=2 UNROLL=4 GLU=0 KSPLIT=2;ACT=fp16 OUT=fp16 MAXM=4 ROWS=4 UNROLL=4 GLU=0 KSPLIT=2"},
+     "ACT=bf16 OUT=fp32 MAXM=8 ROWS=2 UNROLL=4 GLU=0 KSPLIT=2;ACT=fp16 OUT=fp16 MAXM=4 ROWS=4 UNROLL=4 GLU=0 KSPLIT=2;"
+     "ACT=bf16 OUT=bf16 MAXM=1 ROWS=1 UNROLL=2 GLU=0 KSPLIT=2;ACT=bf16 OUT=bf16 MAXM=1 ROWS=2 UNROLL=4 GLU=0 KSPLIT=2"},
     /* the tensor-core small-M GEMM and its split-K reduction (one module);
      * MAXM x RT x STAGES combinations that spill are not launched (engine/cuda/ops_gpu.c) */
     {"gemm_tc", "kernel_src/gemm_tc.cu", "kiln_gemm_tc", "ptr,i64,ptr,ptr,ptr,ptr,i32,i32,i32,i32,i32",
