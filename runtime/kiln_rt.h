@@ -209,8 +209,10 @@ typedef struct kiln_jit_kernel_def {
 /* Warps per W row group splitting K (1|2, $KILN_GEMV_KSPLIT): 2 doubles the
  * warps of the small decode GEMVs (tensor-parallel half shapes). */
 #define KILN_GEMV_KSPLIT_DEFAULT 1
-/* engine/cuda/ops_gpu.c gemv_tiling: 0 = the knobs above for every shape */
-#define KILN_GEMV_RULE_DEFAULT 0
+/* engine/cuda/ops_gpu.c gemv_tiling: 3 = by weight shape (H200 x2, 2026-11-30: -b 1
+ * step 4.353 vs 4.644 ms at TP 1, 2.771 vs 2.949 at TP 2); 0 = the knobs above
+ * for every shape */
+#define KILN_GEMV_RULE_DEFAULT 3
 /* The batch-1 gate/up GEMV with the SiLU-and-mul as its epilogue
  * (kernel_src/gemv.cu GLU=1, rows 2; $KILN_GEMV_SILU=0 turns it off). Its
  * tiling: UNROLL 16-byte loads per row in flight (2|4|8,

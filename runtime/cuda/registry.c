@@ -240,6 +240,9 @@ static kiln_status add_spec(kiln_jit_spec_list *l, const char *name, const char 
     return KILN_OK;
 }
 
+/* kiln_jit_model_specs lists the GEMV tilings of rule 0 (the knobs) or 3 (engine/cuda/ops_gpu.c) */
+_Static_assert(KILN_GEMV_RULE_DEFAULT == 0 || KILN_GEMV_RULE_DEFAULT == 3, "kiln_jit_model_specs: GEMV tilings");
+
 kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l) {
     kiln_status st = KILN_OK;
     l->n = 0;
@@ -263,8 +266,16 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
      * a larger $KILN_GEMV_MAX_M compiles the others on first use */
     for (int mm = 1; mm <= KILN_GEMV_MAX_M_DEFAULT; mm *= 2)
         for (int o = 0; o < 2; o++)
-            KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d GLU=0 KSPLIT=%d", a, o ? "fp32" : a,
-                              mm, KILN_GEMV_ROWS_DEFAULT, KILN_GEMV_UNROLL_DEFAULT, KILN_GEMV_KSPLIT_DEFAULT));
+            if (!KILN_GEMV_RULE_DEFAULT) {
+                KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d GLU=0 KSPLIT=%d", a,
+                                  o ? "fp32" : a, mm, KILN_GEMV_ROWS_DEFAULT, KILN_GEMV_UNROLL_DEFAULT,
+                                  KILN_GEMV_KSPLIT_DEFAULT));
+            } else { /* the tilings engine/cuda/ops_gpu.c gemv_tiling's rule 3 picks by shape */
+                static const int rule3[3][3] = {{2, 4, 2}, {1, 4, 2}, {1, 2, 2}};
+                for (int t = 0; t < 3; t++)
+                    KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d GLU=0 KSPLIT=%d", a,
+                                      o ? "fp32" : a, mm, rule3[t][0], rule3[t][1], rule3[t][2]));
+            }
     if (KILN_GEMV_SILU_DEFAULT) /* the gate/up GEMV with its SiLU-and-mul */
         for (int mm = 1; mm <= KILN_GEMV_MAX_M_DEFAULT; mm *= 2)
             KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=%d ROWS=2 UNROLL=%d GLU=1 KSPLIT=%d", a, a, mm,
