@@ -185,10 +185,48 @@ kiln_all_reduce(act_t *io, i64 n, char *b0, char *b1, char *b2, char *b3, char *
     }
 }
 
+#define ARN_MAXV 4
+
+// The fused kernels' row after the rank sum of one vector (acc): the sum
+// rounded to ACT (the all-reduce's output) stored to io[at], added to the
+// residual (rounded, stored back, kept in r), its squares added to ss.
+KILN_DEV void arn_store_sum(const float *acc, act_t *io, act_t *residual, size_t at, V &r, float &ss) {
+    V s, res;
+#pragma unroll
+    for (int j = 0; j < V::N; j++) s.set(j, acc[j]);
+    st16(io + at, s.v);
+    res.v = ld16(residual + at);
+#pragma unroll
+    for (int j = 0; j < V::N; j++) r.set(j, res.get(j) + s.get(j));
+    st16(residual + at, r.v);
+#pragma unroll
+    for (int j = 0; j < V::N; j++) {
+        const float f = r.get(j);
+        ss += f * f;
+    }
+}
+// ... then the norm of the row: out = r * rsqrt(mean square + eps) * w over
+// this thread's vectors (ss reduced over the block first).
+KILN_DEV void arn_norm_out(const V *r, float ss, float *scratch, act_t *out, const act_t *w, size_t base, int nv,
+                           int dim, float eps) {
+    ss = block_sum(ss, scratch);
+    const float rr = rsqrtf(ss / (float)dim + eps);
+#pragma unroll
+    for (int k = 0; k < ARN_MAXV; k++) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i < nv) {
+            V wv, o;
+            wv.v = ld16(w + (size_t)i * V::N);
+#pragma unroll
+            for (int j = 0; j < V::N; j++) o.set(j, r[k].get(j) * rr * wv.get(j));
+            st16(out + base + (size_t)i * V::N, o.v);
+        }
+    }
+}
+
 // The fused all-reduce + residual add + RMSNorm (see the top). Grid: rows
 // blocks (<= AR_MAX_BLOCKS, the same on every rank), blockDim a multiple of
 // 32 with dim / V::N <= ARN_MAXV * blockDim.x.
-#define ARN_MAXV 4
 extern "C" __global__ void __launch_bounds__(512)
 kiln_all_reduce_add_rmsnorm(act_t *io, act_t *residual, act_t *out, const act_t *w, int rows, int dim, float eps,
                             char *b0, char *b1, char *b2, char *b3, char *b4, char *b5, char *b6, char *b7, int rank,
@@ -232,34 +270,10 @@ kiln_all_reduce_add_rmsnorm(act_t *io, act_t *residual, act_t *out, const act_t 
 #pragma unroll
                 for (int j = 0; j < V::N; j++) acc[j] += x.get(j);
             }
-            V s, res;
-#pragma unroll
-            for (int j = 0; j < V::N; j++) s.set(j, acc[j]);
-            st16(io + base + (size_t)i * V::N, s.v);
-            res.v = ld16(residual + base + (size_t)i * V::N);
-#pragma unroll
-            for (int j = 0; j < V::N; j++) r[k].set(j, res.get(j) + s.get(j));
-            st16(residual + base + (size_t)i * V::N, r[k].v);
-#pragma unroll
-            for (int j = 0; j < V::N; j++) {
-                const float f = r[k].get(j);
-                ss += f * f;
-            }
+            arn_store_sum(acc, io, residual, base + (size_t)i * V::N, r[k], ss);
         }
     }
-    ss = block_sum(ss, scratch);
-    const float rr = rsqrtf(ss / (float)dim + eps);
-#pragma unroll
-    for (int k = 0; k < ARN_MAXV; k++) {
-        const int i = threadIdx.x + k * blockDim.x;
-        if (i < nv) {
-            V wv, o;
-            wv.v = ld16(w + (size_t)i * V::N);
-#pragma unroll
-            for (int j = 0; j < V::N; j++) o.set(j, r[k].get(j) * rr * wv.get(j));
-            st16(out + base + (size_t)i * V::N, o.v);
-        }
-    }
+    arn_norm_out(r, ss, scratch, out, w, base, nv, dim, eps);
 }
 
 // ---------------------------------------------------------------- push mode
@@ -472,32 +486,8 @@ kiln_all_reduce_push_add_rmsnorm(act_t *io, act_t *residual, act_t *out, const a
 #pragma unroll
                 for (int j = 0; j < V::N; j++) acc[j] += x.get(j);
             }
-            V s, res;
-#pragma unroll
-            for (int j = 0; j < V::N; j++) s.set(j, acc[j]);
-            st16(io + base + (size_t)i * V::N, s.v);
-            res.v = ld16(residual + base + (size_t)i * V::N);
-#pragma unroll
-            for (int j = 0; j < V::N; j++) r[k].set(j, res.get(j) + s.get(j));
-            st16(residual + base + (size_t)i * V::N, r[k].v);
-#pragma unroll
-            for (int j = 0; j < V::N; j++) {
-                const float f = r[k].get(j);
-                ss += f * f;
-            }
+            arn_store_sum(acc, io, residual, base + (size_t)i * V::N, r[k], ss);
         }
     }
-    ss = block_sum(ss, scratch);
-    const float rr = rsqrtf(ss / (float)dim + eps);
-#pragma unroll
-    for (int k = 0; k < ARN_MAXV; k++) {
-        const int i = threadIdx.x + k * blockDim.x;
-        if (i < nv) {
-            V wv, o;
-            wv.v = ld16(w + (size_t)i * V::N);
-#pragma unroll
-            for (int j = 0; j < V::N; j++) o.set(j, r[k].get(j) * rr * wv.get(j));
-            st16(out + base + (size_t)i * V::N, o.v);
-        }
-    }
+    arn_norm_out(r, ss, scratch, out, w, base, nv, dim, eps);
 }

@@ -26,15 +26,7 @@ typedef ACT act_t;
 typedef vec16<act_t> AV;
 #define RU 4 /* rope: tokens per thread in flight */
 
-struct rope_args {
-    const int *pos;
-    int nq, nkv, hd, rot;
-    const float *inv_freq;
-    float mscale;
-    const int *dyn_seq_len;
-    int dyn_max;
-    float dyn_base, dyn_factor;
-};
+#include "rope_args.cuh"
 
 template <bool ILV>
 __device__ __forceinline__ void rope_body(act_t *qkv, i64 row_stride, int t0, int ntok, const rope_args &a, float2 *cs) {

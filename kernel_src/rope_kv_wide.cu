@@ -62,15 +62,7 @@ typedef vec16<act_t> AV;
 template <class A, class B> struct same_type { static constexpr bool value = false; };
 template <class A> struct same_type<A, A> { static constexpr bool value = true; };
 
-struct rope_args {
-    const int *pos;
-    int nq, nkv, hd, rot;
-    const float *inv_freq;
-    float mscale;
-    const int *dyn_seq_len;
-    int dyn_max;
-    float dyn_base, dyn_factor;
-};
+#include "rope_args.cuh"
 
 // Dynamic NTK base of token t (0: the plain inv_freq), and the cos / sin
 // (times mscale) of frequency i at position pos.
