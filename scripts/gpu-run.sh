@@ -86,6 +86,7 @@ cat > "$out/remote.sh" <<'REMOTE'
 #           1 / 2 alternating, -b 32 both, -b 256 (S11_TESTS=0 / S11_ROWS=0 / S11_KB=0 skip parts)
 #   s12:    sixth session (nvidia-h200-x2): test_gemv; kiln bench TP 1 / 2 -b 1 under each KILN_GEMV_RULE (0-4),
 #           0 and 3 twice; test_gpu_engine and test_gpu_tp with KILN_GEMV_RULE=3
+#   s13:    sixth session (nvidia-h200-x2): kiln bench --profile at -b 1, TP 1 and TP 2 (per-op time of decode steps)
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -317,6 +318,13 @@ if has fin5; then # fifth session, last call (nvidia-h200-x2): op tests by case,
     tag=${cfg%%:*}; args=${cfg#*:}
     kb "tp1-$tag" -- --tp 1 $args --iters 2
     kb "tp2-$tag" -- --tp 2 $args --iters 2
+  done
+fi
+if has s13; then # sixth session: where the batch-1 step goes at TP 1 and TP 2 (eager, an event per op)
+  for tp in 1 2; do
+    timeout 150 "$here/bin/kiln" bench --model llama3-8b --load-format dummy --tp $tp -b 1 -s 128 -o 64 --iters 1 --profile \
+      > "$out/profile_tp${tp}_b1.log" 2>&1
+    echo "== profile --tp $tp -b 1"; grep -E "profile|  [a-z_0-9]+ .*per step|mean decode step" "$out/profile_tp${tp}_b1.log" | sed 's/kiln: info: //' | head -40
   done
 fi
 if has s12; then # sixth session (nvidia-h200-x2): GEMV tiling by weight shape
