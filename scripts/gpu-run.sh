@@ -87,6 +87,8 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s12:    sixth session (nvidia-h200-x2): test_gemv; kiln bench TP 1 / 2 -b 1 under each KILN_GEMV_RULE (0-4),
 #           0 and 3 twice; test_gpu_engine and test_gpu_tp with KILN_GEMV_RULE=3
 #   s13:    sixth session (nvidia-h200-x2): kiln bench --profile at -b 1, TP 1 and TP 2 (per-op time of decode steps)
+#   s14:    sixth session (nvidia-h200-x2): test_gpu_ops test_attention_decode (split-K forced to 64 too); kiln bench
+#           -b 1 at TP 1 with KILN_DECODE_PARTITION 0 / 128 / 64, at TP 2 with 0 / 64
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -318,6 +320,14 @@ if has fin5; then # fifth session, last call (nvidia-h200-x2): op tests by case,
     tag=${cfg%%:*}; args=${cfg#*:}
     kb "tp1-$tag" -- --tp 1 $args --iters 2
     kb "tp2-$tag" -- --tp 2 $args --iters 2
+  done
+fi
+if has s14; then # sixth session: decode attention's split-K partition at batch 1
+  t0=$(date +%s); KT_VERBOSE=1 timeout 120 "$here/bin/test_gpu_ops" test_attention_decode > "$out/ops_attn.log" 2>&1
+  echo "test_gpu_ops test_attention_decode rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/ops_attn.log" | head -4
+  for c in "1:0" "1:128" "1:64" "2:0" "2:64"; do
+    tp=${c%%:*}; P=${c#*:}
+    kb "tp$tp-b1-P$P" KILN_DECODE_PARTITION=$P -- --tp $tp -b 1 -s 128 -o 512 --iters 1
   done
 fi
 if has s13; then # sixth session: where the batch-1 step goes at TP 1 and TP 2 (eager, an event per op)

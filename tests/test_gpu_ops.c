@@ -733,11 +733,11 @@ static void run_attention(const attn_case *c) {
 KT_TEST(test_attention_decode) {
     NEED_GPU();
     int hds[] = {64, 128, 72}, gqa[][2] = {{8, 8}, {16, 4}, {32, 4}}, ctxs[] = {1, 15, 16, 17, 100, 1000, 3001};
-    int forces[] = {0, -1, 256};
+    int forces[] = {0, -1, 256, 64};
     for (int a = 0; a < 2; a++)
         for (int hi = 0; hi < 3; hi++)
             for (int gi = 0; gi < 3; gi++)
-                for (int fi = 0; fi < 3; fi++)
+                for (int fi = 0; fi < 4; fi++)
                     for (int w = 0; w < 2; w++) {
                         attn_case c = {acts[a], 0, hds[hi], gqa[gi][0], gqa[gi][1], hi == 2 ? 32 : 16, w ? 64 : 0,
                                        forces[fi], 0, {0}, {0}, 0};

@@ -107,6 +107,7 @@ typedef struct exec_gpu {
     kiln_rt_comm *nccl;
     kiln_rt_p2p *p2p; /* one-shot all-reduce over peer memory, or NULL (NCCL) */
     bool fuse_ar_norm; /* all-reduce + add + rmsnorm in one kernel ($KILN_FUSE_AR_NORM=0: off) */
+    int decode_partition; /* $KILN_DECODE_PARTITION: decode attention's split-K partition (0: by shape) */
     /* profiling mode: an event before every op and after the last */
     kiln_profile prof;
     kiln_rt_event **ev;
@@ -349,7 +350,8 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
                 .out = Dp, .q = Sp, .q_stride = sw, .kcache = x->kc[o->kv_layer], .vcache = x->vc[o->kv_layer],
                 .l = kv_layout(x, o->kv_layer), .nq = o->n_heads, .qstart = D(x, qstart, int32_t), .ctx_len = D(x, ctx, int32_t),
                 .block_tables = D(x, tables, int32_t), .n_seqs = S, .max_blocks = x->max_blocks, .scale = o->scale,
-                .window = o->window, .max_q_len = max_q, .max_ctx_len = max_ctx, .force_partition = 0,
+                .window = o->window, .max_q_len = max_q, .max_ctx_len = max_ctx,
+                .force_partition = max_q <= 1 ? x->decode_partition : 0,
             };
             KILN_TRY(kiln_gpu_attention(g, s, x->act, &a));
             break;
@@ -1205,6 +1207,10 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     x->base.kv_dtype = kvd;
     x->base.act_dtype = x->act;
     x->prof.on = kiln_profile_enabled();
+    { /* decode attention split-K partition, tokens (0: by shape; a multiple of 64; < 0: never split) */
+        const char *dp = getenv("KILN_DECODE_PARTITION");
+        x->decode_partition = dp && *dp ? atoi(dp) : 0;
+    }
     if (x->prof.on) { /* time every op: eager steps, an event per op */
         x->ev = calloc((size_t)p->n_ops + 1, sizeof *x->ev);
         KILN_CHECK_ALLOC(x->ev);
