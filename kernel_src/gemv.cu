@@ -24,6 +24,12 @@
 // ceil(N / (ROWS * WARPS / KSPLIT)) blocks).
 #include "kiln_common.cuh"
 
+#if defined(ROPE) && ROPE // kiln_gemv_rope's fixed shape (below)
+#define OUT ACT
+#define MAXM 1
+#define ROWS 2
+#define GLU 0
+#endif
 typedef ACT act_t;
 typedef OUT out_t;
 #ifndef MAXM
@@ -44,35 +50,25 @@ typedef OUT out_t;
 #endif
 static_assert(!GLU || ROWS == 2, "GLU: a gate row and an up row a warp");
 static_assert(KSPLIT == 1 || KSPLIT == 2, "KSPLIT: 1 or 2");
-
-extern "C" __global__ void __launch_bounds__(WARPS * 32, 2)
-kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const act_t *__restrict__ w,
-          const out_t *__restrict__ bias, int M, int N, int K) {
-    typedef vec16<act_t> V;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    // W row of this warp's row r: consecutive rows, or (GLU) gate row n0 and up row n0 + N / 2
-    // (with KSPLIT 2, the two warps of a pair share them)
-    const int n0 = (blockIdx.x * (WARPS / KSPLIT) + warp / KSPLIT) * (GLU ? 1 : ROWS), nrow_step = GLU ? N / 2 : 1;
-#if KSPLIT == 1
-    if (n0 >= (GLU ? N / 2 : N)) return; // whole warps; no block barrier below
-    const int nv = K / V::N; // vectors per row
-    const int ib = 0, ie = nv; // this warp's vectors [ib, ie)
-#else
-    // every thread reaches the block barrier of the epilogue: a warp past the
-    // end (the whole group is) takes no vectors
-    const bool live = n0 < (GLU ? N / 2 : N);
-    const int nv = K / V::N, nvs = (nv + 8 * KSPLIT - 1) / (8 * KSPLIT) * 8; // vectors per row, per warp
-    const int ib = min(nv, warp % KSPLIT * nvs), ie = live ? min(nv, ib + nvs) : ib;
+#ifndef ROPE
+#define ROPE 0
 #endif
-    float acc[ROWS][MAXM];
+
+// The dot products of this warp's W rows (row r: n0 + r * nrow_step; rows
+// past N read as zeros) with the M rows of x over the vectors [ib, ie) of K,
+// lane-strided, into acc (per lane; the caller reduces across the warp).
+// W is not written by earlier kernels: the first loads of this warp's rows
+// are issued before waiting for the kernel that writes x (programmatic
+// dependent launch). (Prefetching the rest of the rows into L2 here as
+// well made the batch-1 step 19% slower on the H200.)
+__device__ __forceinline__ void gemv_rows(float (&acc)[ROWS][MAXM], const act_t *__restrict__ x,
+                                          const act_t *__restrict__ w, int M, int N, int K, int n0, int nrow_step,
+                                          int ib, int ie, int lane) {
+    typedef vec16<act_t> V;
 #pragma unroll
     for (int r = 0; r < ROWS; r++)
 #pragma unroll
         for (int m = 0; m < MAXM; m++) acc[r][m] = 0.0f;
-    // W is not written by earlier kernels: the first loads of this warp's rows
-    // are issued before waiting for the kernel that writes x (programmatic
-    // dependent launch). (Prefetching the rest of the rows into L2 here as
-    // well made the batch-1 step 19% slower on the H200.)
     V wv[ROWS][UNROLL];
     auto load_w = [&](int i0) {
 #pragma unroll
@@ -106,6 +102,30 @@ kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const a
             }
         }
     }
+}
+
+#if !ROPE
+extern "C" __global__ void __launch_bounds__(WARPS * 32, 2)
+kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const act_t *__restrict__ w,
+          const out_t *__restrict__ bias, int M, int N, int K) {
+    typedef vec16<act_t> V;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    // W row of this warp's row r: consecutive rows, or (GLU) gate row n0 and up row n0 + N / 2
+    // (with KSPLIT 2, the two warps of a pair share them)
+    const int n0 = (blockIdx.x * (WARPS / KSPLIT) + warp / KSPLIT) * (GLU ? 1 : ROWS), nrow_step = GLU ? N / 2 : 1;
+#if KSPLIT == 1
+    if (n0 >= (GLU ? N / 2 : N)) return; // whole warps; no block barrier below
+    const int nv = K / V::N; // vectors per row
+    const int ib = 0, ie = nv; // this warp's vectors [ib, ie)
+#else
+    // every thread reaches the block barrier of the epilogue: a warp past the
+    // end (the whole group is) takes no vectors
+    const bool live = n0 < (GLU ? N / 2 : N);
+    const int nv = K / V::N, nvs = (nv + 8 * KSPLIT - 1) / (8 * KSPLIT) * 8; // vectors per row, per warp
+    const int ib = min(nv, warp % KSPLIT * nvs), ie = live ? min(nv, ib + nvs) : ib;
+#endif
+    float acc[ROWS][MAXM];
+    gemv_rows(acc, x, w, M, N, K, n0, nrow_step, ib, ie, lane);
 #if GLU
 #if KSPLIT > 1
     // the group's warp sums: each warp's in shared memory, the first warp adds them in warp order
@@ -171,3 +191,79 @@ kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const a
     }
 #endif
 }
+#endif // !ROPE
+
+#if ROPE
+// ROPE=1: kiln_gemv_rope, the qkv GEMV of a batch-1 decode step with the
+// rotary embedding (rotate-half over the whole head, no dynamic NTK) and the
+// KV-cache write (a 16-bit cache of ACT) as its epilogue
+// (kiln_gpu_gemm_rope_kv): one kernel instead of the GEMV and
+// kiln_rope_kv_write. out [N = (nq + 2 nkv) * HD] = x [K] @ W^T (+ bias), the
+// q and k heads rotated at position pos[0] as rope_kv.cu rotates them (the
+// dot products rounded to ACT as the GEMV stores them, cos / sin from the
+// precise sincosf of (float)pos * inv_freq[d] times mscale, fp32 math,
+// rounded to ACT); the rotated k and the v heads also into the caches at
+// slots[0] (< 0: not written; layouts as rope_kv.cu). A group of KSPLIT
+// warps takes the rows d and d + HD / 2 of one head (ROWS 2), so the pair a
+// rotation mixes meets in one lane. Grid: ceil(N / 2 / (WARPS / KSPLIT)).
+static_assert(ROWS == 2 && !GLU && MAXM == 1, "ROPE: rows d and d + HD / 2 of a head, batch 1");
+typedef KV kv_t;
+static_assert(sizeof(kv_t) == sizeof(act_t), "ROPE: a cache of the activation type");
+#define KV_X (16 / (int)sizeof(kv_t))
+static_assert(HD % (2 * KV_X) == 0, "ROPE: HD");
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32, 2)
+kiln_gemv_rope(act_t *__restrict__ out, const act_t *__restrict__ x, const act_t *__restrict__ w,
+               const act_t *__restrict__ bias, int N, int K, int nq, int nkv, const int *__restrict__ pos,
+               const float *__restrict__ inv_freq, float mscale, kv_t *__restrict__ kc, kv_t *__restrict__ vc,
+               const int *__restrict__ slots, int bs) {
+    typedef vec16<act_t> V;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = HD / 2;
+    const int j = blockIdx.x * (WARPS / KSPLIT) + warp / KSPLIT; // the row pair
+    const int h = j / half, d = j - h * half, n0 = h * HD + d;   // rows n0 and n0 + half
+    const bool live = j < N / 2;
+#if KSPLIT == 1
+    if (!live) return; // whole warps; no block barrier below
+    const int ib = 0, ie = K / V::N;
+#else
+    const int nv = K / V::N, nvs = (nv + 8 * KSPLIT - 1) / (8 * KSPLIT) * 8;
+    const int ib = min(nv, warp % KSPLIT * nvs), ie = live ? min(nv, ib + nvs) : ib;
+#endif
+    float acc[ROWS][MAXM];
+    gemv_rows(acc, x, w, 1, live ? N : 0, K, n0, half, ib, ie, lane);
+    float g0 = warp_sum(acc[0][0]), g1 = warp_sum(acc[1][0]);
+#if KSPLIT > 1
+    __shared__ float part[WARPS][2];
+    if (lane == 0) part[warp][0] = g0, part[warp][1] = g1;
+    __syncthreads();
+    if (warp % KSPLIT || !live) return;
+    g0 = part[warp][0], g1 = part[warp][1];
+#pragma unroll
+    for (int k = 1; k < KSPLIT; k++) g0 += part[warp + k][0], g1 += part[warp + k][1];
+#endif
+    if (lane) return;
+    if (bias) g0 += to_f32(bias[n0]), g1 += to_f32(bias[n0 + half]);
+    float x0 = to_f32(from_f32<act_t>(g0)), x1 = to_f32(from_f32<act_t>(g1)); // as the GEMV stores them
+    if (h < nq + nkv) { // a q or k head: rotate
+        float sn, cs;
+        sincosf((float)pos[0] * inv_freq[d], &sn, &cs);
+        const float c = cs * mscale, s = sn * mscale;
+        const float y0 = x0 * c - x1 * s, y1 = x1 * c + x0 * s;
+        x0 = to_f32(from_f32<act_t>(y0)), x1 = to_f32(from_f32<act_t>(y1));
+    }
+    out[n0] = from_f32<act_t>(x0);
+    out[n0 + half] = from_f32<act_t>(x1);
+    const int slot = slots[0];
+    if (h < nq || slot < 0) return;
+    const int b = slot / bs, o = slot - b * bs;
+    if (h < nq + nkv) { // key [blocks, nkv, HD / x, bs, x]
+        const size_t kb = ((size_t)b * nkv + (h - nq)) * (HD / KV_X);
+        kc[((kb + d / KV_X) * bs + o) * KV_X + d % KV_X] = from_f32<kv_t>(x0);
+        kc[((kb + (d + half) / KV_X) * bs + o) * KV_X + (d + half) % KV_X] = from_f32<kv_t>(x1);
+    } else { // value [blocks, nkv, HD, bs]
+        const size_t vb = ((size_t)b * nkv + (h - nq - nkv)) * HD;
+        vc[(vb + d) * bs + o] = from_f32<kv_t>(x0);
+        vc[(vb + d + half) * bs + o] = from_f32<kv_t>(x1);
+    }
+}
+#endif // ROPE

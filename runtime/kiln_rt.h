@@ -222,6 +222,12 @@ typedef struct kiln_jit_kernel_def {
  * 93.0% of copy at I = 14336 / 7168 against GEMV + silu_mul's 89.3% / 79.9%;
  * a decode step at -b 1 4.675 vs 4.814 ms (TP 1), 2.944 vs 2.988 (TP 2). */
 #define KILN_GEMV_SILU_DEFAULT 1
+/* The batch-1 qkv GEMV with rope and the KV-cache write as its epilogue
+ * (kernel_src/gemv.cu ROPE=1, rows d and d + hd / 2 a warp group): 0 = off
+ * until measured on a GPU ($KILN_GEMV_ROPE=1 on); its tiling. */
+#define KILN_GEMV_ROPE_DEFAULT 0
+#define KILN_GEMV_ROPE_UNROLL 2
+#define KILN_GEMV_ROPE_KSPLIT 2
 #define KILN_GEMV_SILU_UNROLL_DEFAULT 2
 #define KILN_GEMV_SILU_KSPLIT_DEFAULT 2
 

@@ -89,6 +89,8 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s13:    sixth session (nvidia-h200-x2): kiln bench --profile at -b 1, TP 1 and TP 2 (per-op time of decode steps)
 #   s14:    sixth session (nvidia-h200-x2): test_gpu_ops test_attention_decode (split-K forced to 64 too); kiln bench
 #           -b 1 at TP 1 with KILN_DECODE_PARTITION 0 / 128 / 64, at TP 2 with 0 / 64
+#   s16:    (branch rope-gemv, nvidia-h200-x2) test_gpu_ops test_gemv_rope, test_gpu_engine and test_gpu_tp with
+#           KILN_GEMV_ROPE=1; kiln bench TP 1 / 2 -b 1 with KILN_GEMV_ROPE 0 / 1 alternating
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -321,6 +323,17 @@ if has fin5; then # fifth session, last call (nvidia-h200-x2): op tests by case,
     kb "tp1-$tag" -- --tp 1 $args --iters 2
     kb "tp2-$tag" -- --tp 2 $args --iters 2
   done
+fi
+if has s16; then # the qkv GEMV with rope + KV write as its epilogue (branch rope-gemv)
+  t0=$(date +%s); KT_VERBOSE=1 timeout 120 "$here/bin/test_gpu_ops" test_gemv_rope > "$out/ops_gemv_rope.log" 2>&1
+  echo "test_gpu_ops test_gemv_rope rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/ops_gemv_rope.log" | head -6
+  t0=$(date +%s); KILN_GEMV_ROPE=1 timeout 200 "$here/bin/test_gpu_engine" > "$out/test_gpu_engine.log" 2>&1
+  echo "test_gpu_engine (rope epilogue) rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed|logits rel err" "$out/test_gpu_engine.log" | head -14
+  t0=$(date +%s); KILN_GEMV_ROPE=1 timeout 200 "$here/bin/test_gpu_tp" > "$out/test_gpu_tp.log" 2>&1
+  echo "test_gpu_tp (rope epilogue) rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/test_gpu_tp.log" | head -6
+  for r in a b; do for rp in 0 1; do for tp in 1 2; do
+    kb "tp$tp-b1-rope$rp-$r" KILN_GEMV_ROPE=$rp -- --tp $tp -b 1 -s 128 -o 512 --iters 2
+  done; done; done
 fi
 if has s14; then # sixth session: decode attention's split-K partition at batch 1
   t0=$(date +%s); KT_VERBOSE=1 timeout 120 "$here/bin/test_gpu_ops" test_attention_decode > "$out/ops_attn.log" 2>&1

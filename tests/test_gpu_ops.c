@@ -1110,6 +1110,81 @@ KT_TEST(test_gemv) {
     }
 }
 
+static bool gemv_rope_tested; /* test_gemv_rope runs it on its own kiln_gpu */
+
+/* The batch-1 qkv GEMV with rope and the KV-cache write as its epilogue
+ * (kernel_src/gemv.cu ROPE=1) against the CPU: gemm (+ bias), rounded to act
+ * as the GEMV stores it, kiln_cpu_rope, rounded again, kiln_cpu_kv_write into
+ * caches that start with the same random bytes; bf16 / fp16, head dims 64 /
+ * 128, GQA and MHA, positions 0 / 7 / 1000 (mscale 1 and 1.25), a slot in
+ * the middle of a block, slot 0 and a skipped token (-1). */
+KT_TEST(test_gemv_rope) {
+    NEED_GPU();
+    kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = 1, .gemv_rope = 1};
+    kiln_gpu *gv = NULL;
+    KT_OK(kiln_gpu_create(dev, &gp, &gv));
+    static const int hds[] = {64, 128}, heads[][2] = {{8, 2}, {4, 4}}, Ks[] = {512, 4104}, poss[] = {0, 7, 1000},
+                     slotv[] = {21, 0, -1};
+    for (int a = 0; a < 2; a++)
+        for (int hi = 0; hi < 2; hi++)
+            for (int gi = 0; gi < 2; gi++)
+                for (int ki = 0; ki < 2; ki++)
+                    for (int pi = 0; pi < 3; pi++) {
+                        const kiln_dtype dt = acts[a];
+                        const int hd = hds[hi], nq = heads[gi][0], nkv = heads[gi][1], K = Ks[ki], bs = 16, nb = 4;
+                        const int N = (nq + 2 * nkv) * hd, bias = (hi + pi) & 1;
+                        int32_t pos = poss[pi], slot = slotv[pi];
+                        kiln_kv_layout l;
+                        size_t cbytes = kiln_kv_layout_init(&l, nb, bs, nkv, hd, dt);
+                        float *x = rand_act((size_t)K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.05f),
+                              *b = rand_act((size_t)N, dt, 1), *ref = malloc(sizeof(float) * (size_t)N);
+                        kiln_cpu_gemm(NULL, ref, N, x, w, KILN_DTYPE_F32, bias ? b : NULL, KILN_DTYPE_F32, 1, N, K);
+                        void *tmp = malloc((size_t)N * 2);
+                        kiln_from_f32(tmp, dt, ref, (size_t)N), kiln_to_f32(ref, tmp, dt, (size_t)N);
+                        float inv[128], ms = 1;
+                        make_inv_freq(hd, true, inv, &ms);
+                        ms = pi == 2 ? 1.25f : 1.0f;
+                        kiln_rope_params rp = {hd, hd, false, inv, ms, NULL, 0, 0, 0};
+                        kiln_cpu_rope(ref, N, &pos, 1, nq, nkv, &rp);
+                        kiln_from_f32(tmp, dt, ref, (size_t)N), kiln_to_f32(ref, tmp, dt, (size_t)N);
+                        void *kc = rand_bytes(cbytes), *vc = rand_bytes(cbytes);
+                        kiln_devptr dkc = dupload(kc, cbytes), dvc = dupload(vc, cbytes);
+                        kiln_cpu_kv_write(kc, vc, &l, ref + (size_t)nq * hd, ref + (size_t)(nq + nkv) * hd, N, &slot, 1);
+                        kiln_devptr dx = up_act(x, (size_t)K, dt), dw = up_act(w, (size_t)N * K, dt),
+                                    db = up_act(b, (size_t)N, dt), dout = dmalloc((size_t)N * 2),
+                                    dp = dupload(&pos, sizeof pos), ds = dupload(&slot, sizeof slot),
+                                    dinv = dupload(inv, sizeof(float) * (size_t)hd / 2);
+                        kiln_gpu_rope_params grp = {hd, hd, false, dinv, ms, 0, 0, 0, 0};
+                        KT_REQUIRE(kiln_gpu_gemm_rope_kv_ok(gv, dt, 1, N, K, nq, &grp, &l));
+                        KT_OK(kiln_gpu_gemm_rope_kv(gv, st, dout, dx, dw, dt, bias ? db : 0, N, K, nq, dp, &grp, dkc,
+                                                    dvc, &l, ds));
+                        float *got = down_act(dout, (size_t)N, dt);
+                        CHECK_CLOSE(got, ref, (size_t)N, dt, "gemv+rope %s hd=%d nq=%d nkv=%d K=%d pos=%d: qkv",
+                                    kiln_dtype_name(dt), hd, nq, nkv, K, pos);
+                        void *gk = ddown(dkc, cbytes), *gvv = ddown(dvc, cbytes);
+                        size_t ne = cbytes / 2;
+                        float *a1 = malloc(sizeof(float) * ne * 4), *b1 = a1 + ne, *a2 = b1 + ne, *b2 = a2 + ne;
+                        for (size_t i = 0; i < ne; i++) {
+                            a1[i] = kiln_cpu_kv_read(gk, &l, (int64_t)i, 1.0f), b1[i] = kiln_cpu_kv_read(kc, &l, (int64_t)i, 1.0f);
+                            a2[i] = kiln_cpu_kv_read(gvv, &l, (int64_t)i, 1.0f), b2[i] = kiln_cpu_kv_read(vc, &l, (int64_t)i, 1.0f);
+                        }
+                        CHECK_CLOSE(a1, b1, ne, dt, "gemv+rope %s hd=%d nq=%d nkv=%d slot=%d: key cache",
+                                    kiln_dtype_name(dt), hd, nq, nkv, slot);
+                        CHECK_CLOSE(a2, b2, ne, dt, "gemv+rope %s hd=%d nq=%d nkv=%d slot=%d: value cache",
+                                    kiln_dtype_name(dt), hd, nq, nkv, slot);
+                        if (slot < 0) /* nothing written: the caches keep their bytes */
+                            KT_CHECKF(!memcmp(gk, kc, cbytes) && !memcmp(gvv, vc, cbytes),
+                                      "gemv+rope %s hd=%d: a skipped slot changed the caches", kiln_dtype_name(dt), hd);
+                        free(x), free(w), free(b), free(ref), free(tmp), free(kc), free(vc), free(got), free(gk),
+                            free(gvv), free(a1);
+                        dfree(dkc), dfree(dvc), dfree(dx), dfree(dw), dfree(db), dfree(dout), dfree(dp), dfree(ds),
+                            dfree(dinv);
+                    }
+    gemv_rope_tested = kiln_rt_kernels_was_used(kiln_gpu_kernels(gv), "gemv_rope");
+    KT_CHECK(gemv_rope_tested);
+    kiln_gpu_destroy(gv);
+}
+
 /* test_gemm_tc runs the tensor-core GEMM and its split-K reduction on its own kiln_gpu's */
 static bool tc_tested, tc_reduce_tested;
 
@@ -1357,6 +1432,7 @@ KT_TEST(test_every_kernel_tested) {
     for (int i = 0; i < n; i++)
         KT_CHECKF(kiln_rt_kernels_was_used(kiln_gpu_kernels(gpu), reg[i].name) ||
                       (!strcmp(reg[i].name, "gemv") && gemv_tested) ||
+                      (!strcmp(reg[i].name, "gemv_rope") && gemv_rope_tested) ||
                       (!strcmp(reg[i].name, "gemm_tc") && tc_tested) ||
                       (!strcmp(reg[i].name, "gemm_tc_reduce") && tc_reduce_tested),
                   "registry kernel %s has no GPU test", reg[i].name);
@@ -1366,5 +1442,5 @@ KT_TEST(test_every_kernel_tested) {
 KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_cast), KT_CASE(test_rope),
         KT_CASE(test_kv_write_and_fused_rope), KT_CASE(test_fp8_cast), KT_CASE(test_attention_decode),
         KT_CASE(test_attention_prefill), KT_CASE(test_attention_prefill_shapes), KT_CASE(test_attention_fp8),
-        KT_CASE(test_sampling), KT_CASE(test_gemv), KT_CASE(test_gemm_tc), KT_CASE(test_gemm), KT_CASE(test_graph_replay),
+        KT_CASE(test_sampling), KT_CASE(test_gemv), KT_CASE(test_gemv_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm), KT_CASE(test_graph_replay),
         KT_CASE(test_all_reduce_one_rank), KT_CASE(test_every_kernel_tested))

@@ -262,6 +262,20 @@ static bool ar_norm_follows(const exec_gpu *x, int i, int T, int n_out) {
                                  (int)sw, dt);
 }
 
+/* Is op i the qkv GEMM (M = rows) whose output the next op, a rope + KV
+ * write of it, reads first, and can kiln_gpu_gemm_rope_kv do both? */
+static bool rope_follows(const exec_gpu *x, int i, int64_t rows) {
+    const kiln_program *p = x->p;
+    const kiln_op *o = &p->ops[i], *nx = i + 1 < p->n_ops ? &p->ops[i + 1] : NULL;
+    if (!nx || nx->kind != KILN_OP_ROPE_KV_WRITE || nx->src != o->dst || o->dst_col != 0 || o->w < 0 || x->calib ||
+        x->slot_dt[o->dst] != x->act)
+        return false;
+    const kiln_weight_desc *W = &p->weights[o->w];
+    const kiln_kv_layout *l = kv_layout(x, nx->kv_layer);
+    return p->slots[o->dst].width == W->rows && nx->n_kv_heads == l->n_kv_heads &&
+           kiln_gpu_gemm_rope_kv_ok(x->g, x->act, rows, W->rows, W->cols, nx->n_heads, &x->rope, l);
+}
+
 /* Is op i a GEMM (M = rows) whose whole output only the next op, a
  * SiLU-and-mul, reads, and can kiln_gpu_gemm_silu do both? */
 static bool silu_follows(const exec_gpu *x, int i, int64_t rows) {
@@ -315,6 +329,15 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
         case KILN_OP_ADD: KILN_TRY(kiln_gpu_add(g, s, Dp, Sp, S2, x->act, rows * dw)); break;
         case KILN_OP_GEMM: {
             kiln_devptr bias = o->bias >= 0 ? x->w[o->bias] : 0;
+            if (!x->prof.on && rope_follows(x, i, rows)) {
+                /* the qkv GEMV with rope + KV write as its epilogue (the rope op after it is done) */
+                const kiln_op *nx = &p->ops[i + 1];
+                KILN_TRY(kiln_gpu_gemm_rope_kv(g, s, Dp, Sp, Wp, x->act, bias, W->rows, W->cols, nx->n_heads,
+                                               D(x, pos, int32_t), &x->rope, x->kc[nx->kv_layer], x->vc[nx->kv_layer],
+                                               kv_layout(x, nx->kv_layer), D(x, slots, int32_t)));
+                i++;
+                break;
+            }
             if (!x->prof.on && silu_follows(x, i, rows)) {
                 /* the gate/up GEMV with the SiLU-and-mul as its epilogue, into
                  * the SiLU's output; the GEMM's own output is never read */

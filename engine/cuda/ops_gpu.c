@@ -21,7 +21,7 @@ struct kiln_gpu {
     kiln_devptr blas_ws, ws, sample_ws, counts;
     size_t blas_ws_bytes, ws_bytes;
     int max_rows, vocab;
-    int gemv_max_m, gemv_rows, gemv_unroll, gemv_ksplit, gemv_rule, gemv_silu, gemv_silu_ksplit, gemv_silu_unroll;
+    int gemv_max_m, gemv_rows, gemv_unroll, gemv_ksplit, gemv_rule, gemv_rope, gemv_silu, gemv_silu_ksplit, gemv_silu_unroll;
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int elem_wide_min; /* rows / tokens from which the elementwise ops take their wide kernels (0: never) */
 };
@@ -58,6 +58,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->gemv_rule = knob(p ? p->gemv_rule : 0, "KILN_GEMV_RULE", KILN_GEMV_RULE_DEFAULT);
     if (g->gemv_rule < 0 || g->gemv_rule > 4) g->gemv_rule = 0;
     g->gemv_silu = knob(p ? p->gemv_silu : 0, "KILN_GEMV_SILU", KILN_GEMV_SILU_DEFAULT) > 0;
+    g->gemv_rope = knob(p ? p->gemv_rope : 0, "KILN_GEMV_ROPE", KILN_GEMV_ROPE_DEFAULT) > 0;
     g->gemv_silu_ksplit = knob(p ? p->gemv_silu_ksplit : 0, "KILN_GEMV_SILU_KSPLIT", KILN_GEMV_SILU_KSPLIT_DEFAULT);
     if (g->gemv_silu_ksplit != 1 && g->gemv_silu_ksplit != 2) g->gemv_silu_ksplit = KILN_GEMV_SILU_KSPLIT_DEFAULT;
     g->gemv_silu_unroll = knob(p ? p->gemv_silu_unroll : 0, "KILN_GEMV_SILU_UNROLL", KILN_GEMV_SILU_UNROLL_DEFAULT);
@@ -380,6 +381,39 @@ kiln_status kiln_gpu_gemm_silu(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, 
         int per_block = 8 / ks; /* a gate/up row pair a group of ks warps, WARPS 8 */
         unsigned blocks = (unsigned)((N / 2 + per_block - 1) / per_block);
         LAUNCH(f, blocks, 1, 1, 256, 0, s, &out, &ld, &x, &w, &bias, &m, &n, &k);
+    }
+fail:
+    return st;
+}
+
+bool kiln_gpu_gemm_rope_kv_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K, int nq,
+                              const kiln_gpu_rope_params *rp, const kiln_kv_layout *l) {
+    const int hd = rp->head_dim;
+    return g->gemv_rope && M == 1 && M <= g->gemv_max_m && (act == KILN_DTYPE_BF16 || act == KILN_DTYPE_F16) &&
+           l->dtype == act && !rp->interleaved && rp->rot_dim == hd && !rp->dyn_seq_len && l->head_dim == hd &&
+           (hd == 64 || hd == 96 || hd == 128 || hd == 256) && nq >= 0 &&
+           N == (int64_t)(nq + 2 * l->n_kv_heads) * hd && K % vec_elems(act) == 0 && K <= INT32_MAX;
+}
+
+kiln_status kiln_gpu_gemm_rope_kv(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_devptr w,
+                                  kiln_dtype act, kiln_devptr bias, int64_t N, int64_t K, int nq, kiln_devptr pos,
+                                  const kiln_gpu_rope_params *rp, kiln_devptr kcache, kiln_devptr vcache,
+                                  const kiln_kv_layout *l, kiln_devptr slots) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    KILN_CHECK(kiln_gpu_gemm_rope_kv_ok(g, act, 1, N, K, nq, rp, l), KILN_ERR_INTERNAL,
+               "qkv GEMV with rope + KV write: N %lld, K %lld, %s (off, or not its shape)", (long long)N, (long long)K,
+               dt(act));
+    {
+        const int ks = KILN_GEMV_ROPE_KSPLIT, per_block = 8 / ks; /* a row pair a group of ks warps, WARPS 8 */
+        KILN_TRY(get(g, "gemv_rope", &f, "ACT=%s UNROLL=%d KSPLIT=%d ROPE=1 HD=%d KV=%s", dt(act), KILN_GEMV_ROPE_UNROLL,
+                     ks, rp->head_dim, dt(act)));
+        int n = (int)N, k = (int)K, nkv = l->n_kv_heads, bs = l->block_size;
+        float ms = rp->mscale;
+        kiln_devptr inv = rp->inv_freq;
+        unsigned blocks = (unsigned)((N / 2 + per_block - 1) / per_block);
+        LAUNCH(f, blocks, 1, 1, 256, 0, s, &out, &x, &w, &bias, &n, &k, &nq, &nkv, &pos, &inv, &ms, &kcache, &vcache,
+               &slots, &bs);
     }
 fail:
     return st;

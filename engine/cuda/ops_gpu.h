@@ -45,6 +45,9 @@ typedef struct kiln_gpu_params {
                                 KILN_GEMV_UNROLL_DEFAULT (runtime/kiln_rt.h)     */
     int gemv_ksplit;         /* warps splitting K per row group (1|2; 0:
                                 $KILN_GEMV_KSPLIT, else KILN_GEMV_KSPLIT_DEFAULT)  */
+    int gemv_rope;           /* the qkv GEMV with rope + KV write as its epilogue (1 on,
+                                negative off; 0: $KILN_GEMV_ROPE, else
+                                KILN_GEMV_ROPE_DEFAULT)                            */
     int gemv_rule;           /* the tiling by weight shape (ops_gpu.c gemv_tiling;
                                 0: $KILN_GEMV_RULE, else KILN_GEMV_RULE_DEFAULT;
                                 rule 0 = the three knobs above for every shape)   */
@@ -111,6 +114,21 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
 bool kiln_gpu_gemm_silu_ok(const kiln_gpu *g, kiln_dtype in_dt, int64_t M, int64_t N, int64_t K);
 kiln_status kiln_gpu_gemm_silu(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_devptr x,
                                kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N, int64_t K);
+/* The batch-1 qkv GEMV with the rotary embedding and the KV-cache write as
+ * its epilogue (kernel_src/gemv.cu ROPE=1): out [N = (nq + 2 nkv) * hd] =
+ * x @ W^T (+ bias) with the q and k heads rotated at pos[0] and the rotated
+ * k and the v heads written into the caches at slots[0], as kiln_gpu_gemm
+ * followed by kiln_gpu_rope_kv_write leave them (within fp32 contraction
+ * differences of the rotation). Only where kiln_gpu_gemm_rope_kv_ok: the
+ * knob on, M = 1 on the GEMV, a 16-bit cache of act, rotate-half over the
+ * whole head, no dynamic NTK, head dim 64 / 96 / 128 / 256. */
+typedef struct kiln_gpu_rope_params kiln_gpu_rope_params;
+bool kiln_gpu_gemm_rope_kv_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K, int nq,
+                              const kiln_gpu_rope_params *rp, const kiln_kv_layout *l);
+kiln_status kiln_gpu_gemm_rope_kv(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_devptr w,
+                                  kiln_dtype act, kiln_devptr bias, int64_t N, int64_t K, int nq, kiln_devptr pos,
+                                  const kiln_gpu_rope_params *rp, kiln_devptr kcache, kiln_devptr vcache,
+                                  const kiln_kv_layout *l, kiln_devptr slots);
 /* out[T, I] = silu(x[:, :I]) * x[:, I:]  (x [T, 2I]); gelu_tanh variant. */
 kiln_status kiln_gpu_silu_mul(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_dtype act, int T,
                               int I);

@@ -99,6 +99,12 @@ static const kiln_jit_kernel_def registry[] = {
     {"all_reduce_push_norm", "kernel_src/allreduce.cu", "kiln_all_reduce_push_add_rmsnorm",
      "ptr,ptr,ptr,ptr,i32,i32,f32,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i32,i32,i64,i64", {{"ACT", ACT3}},
      "ACT=bf16;ACT=fp16;ACT=fp32"},
+    /* the batch-1 qkv GEMV with rope and the KV-cache write as its epilogue (engine/cuda/ops_gpu.c
+     * kiln_gpu_gemm_rope_kv): out, x, w, bias, N, K, nq, nkv, pos, inv_freq, mscale, kcache, vcache, slots,
+     * block size */
+    {"gemv_rope", "kernel_src/gemv.cu", "kiln_gemv_rope", "ptr,ptr,ptr,ptr,i32,i32,i32,i32,ptr,ptr,f32,ptr,ptr,ptr,i32",
+     {{"ACT", ACT2}, {"UNROLL", "2|4|8"}, {"KSPLIT", "1|2"}, {"ROPE", "1"}, {"HD", "64|96|128|256"}, {"KV", ACT2}},
+     "ACT=bf16 UNROLL=2 KSPLIT=2 ROPE=1 HD=128 KV=bf16;ACT=fp16 UNROLL=4 KSPLIT=1 ROPE=1 HD=64 KV=fp16"},
     {"gemv", "kernel_src/gemv.cu", "kiln_gemv", "ptr,i64,ptr,ptr,ptr,i32,i32,i32",
      {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "1|2|4|8"}, {"ROWS", "1|2|4"}, {"UNROLL", "2|4|8"}, {"GLU", "0|1"},
       {"KSPLIT", "1|2"}},
