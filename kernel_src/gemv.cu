@@ -24,6 +24,11 @@
 // ceil(N / (ROWS * WARPS / KSPLIT)) blocks).
 #include "kiln_common.cuh"
 
+#if defined(AR) && AR // kiln_gemv_ar_norm's fixed shape (below)
+#define OUT ACT
+#define MAXM 1
+#define GLU 0
+#endif
 #if defined(ROPE) && ROPE // kiln_gemv_rope's fixed shape (below)
 #define OUT ACT
 #define MAXM 1
@@ -52,6 +57,9 @@ static_assert(!GLU || ROWS == 2, "GLU: a gate row and an up row a warp");
 static_assert(KSPLIT == 1 || KSPLIT == 2, "KSPLIT: 1 or 2");
 #ifndef ROPE
 #define ROPE 0
+#endif
+#ifndef AR
+#define AR 0
 #endif
 
 // The dot products of this warp's W rows (row r: n0 + r * nrow_step; rows
@@ -104,7 +112,7 @@ __device__ __forceinline__ void gemv_rows(float (&acc)[ROWS][MAXM], const act_t 
     }
 }
 
-#if !ROPE
+#if !ROPE && !AR
 extern "C" __global__ void __launch_bounds__(WARPS * 32, 2)
 kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const act_t *__restrict__ w,
           const out_t *__restrict__ bias, int M, int N, int K) {
@@ -191,7 +199,7 @@ kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const a
     }
 #endif
 }
-#endif // !ROPE
+#endif // !ROPE && !AR
 
 #if ROPE
 // ROPE=1: kiln_gemv_rope, the qkv GEMV of a batch-1 decode step with the
@@ -267,3 +275,139 @@ kiln_gemv_rope(act_t *__restrict__ out, const act_t *__restrict__ x, const act_t
     }
 }
 #endif // ROPE
+
+#if AR
+// AR=1: kiln_gemv_ar_norm, a row-parallel batch-1 GEMV (the o or down
+// projection of a tensor-parallel rank) with the push all-reduce of its
+// output and the residual add + RMSNorm after it as its epilogue: one kernel
+// instead of the GEMV and kiln_all_reduce_push_add_rmsnorm, with the same
+// results (this rank's outputs rounded to ACT as the GEMV stores them, summed
+// over the ranks in rank order in fp32, rounded; residual += sum; nout =
+// rmsnorm(residual) * nw). Every block computes its rows (ROWS a warp group,
+// KSPLIT warps a group), stores them, cleaned, into io and into every peer's
+// Lamport slot of this call (allreduce_common.cuh); the block that finishes
+// last (a grid counter in ctl[1]) empties the previous call's slot, waits for
+// the peers' rows, sums, adds, normalises the whole row and advances the
+// epoch. N * sizeof(ACT) <= the slot's bytes; N / V::N <= ARN_MAXV * 256.
+typedef vec16<act_t> V;
+#include "allreduce_common.cuh"
+static_assert(!GLU && MAXM == 1, "AR: batch 1");
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32, 2)
+kiln_gemv_ar_norm(act_t *__restrict__ io, const act_t *__restrict__ x, const act_t *__restrict__ w, int N, int K,
+                  act_t *__restrict__ residual, const act_t *__restrict__ nw, act_t *__restrict__ nout, float eps,
+                  char *b0, char *b1, char *b2, char *b3, char *b4, char *b5, char *b6, char *b7, int rank, int n_ranks,
+                  i64 buf_bytes, i64 timeout_ns) {
+    __shared__ float scratch[32];
+    __shared__ __align__(16) act_t rows_out[(WARPS / KSPLIT) * ROWS];
+    __shared__ bool last;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, BR = (WARPS / KSPLIT) * ROWS;
+    const int nb0 = blockIdx.x * BR, n0 = nb0 + warp / KSPLIT * ROWS; // this block's and this group's first row
+    const bool live = n0 < N;
+#if KSPLIT == 1
+    const int ib = 0, ie = live ? K / V::N : 0;
+#else
+    const int nv = K / V::N, nvs = (nv + 8 * KSPLIT - 1) / (8 * KSPLIT) * 8;
+    const int ib = min(nv, warp % KSPLIT * nvs), ie = live ? min(nv, ib + nvs) : ib;
+#endif
+    float acc[ROWS][MAXM];
+    gemv_rows(acc, x, w, 1, live ? N : 0, K, n0, 1, ib, ie, lane); // waits for the predecessor (PDL)
+    char *self = pick(rank, b0, b1, b2, b3, b4, b5, b6, b7);
+    u32 *ctl = reinterpret_cast<u32 *>(self);
+    const u32 e = ld_volatile(ctl) + 1u, slot = e % 3u;
+    // the group's sums (in warp order), rounded as the GEMV stores them, cleaned
+    __shared__ float part[WARPS][ROWS];
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) {
+        const float v = warp_sum(acc[r][0]);
+        if (lane == 0) part[warp][r] = v;
+    }
+    __syncthreads();
+    if (warp % KSPLIT == 0 && lane < ROWS) {
+        float v = part[warp][lane];
+#pragma unroll
+        for (int k = 1; k < KSPLIT; k++) v += part[warp + k][lane];
+        act_t a = from_f32<act_t>(v);
+        unsigned short bits = *reinterpret_cast<unsigned short *>(&a);
+        if (bits == 0x8000u) a = from_f32<act_t>(0.0f); // -0.0 is the empty pattern (allreduce_common.cuh)
+        rows_out[warp / KSPLIT * ROWS + lane] = a;
+    }
+    __syncthreads();
+    // this block's rows: into io and every peer's slot (16-byte vectors where the block's rows are whole
+    // vectors, else element by element)
+    const int nrows = min(BR, N - nb0);
+    if (BR % V::N == 0 && nrows == BR) {
+        for (int t = threadIdx.x; t < BR / V::N * n_ranks; t += blockDim.x) {
+            const int vi = t % (BR / V::N), q = t / (BR / V::N);
+            const uint4 val = reinterpret_cast<const uint4 *>(rows_out)[vi];
+            if (q == rank) st16(io + nb0 + vi * V::N, val);
+            else
+                st16_volatile(lp_slot(pick(q, b0, b1, b2, b3, b4, b5, b6, b7), slot, rank, n_ranks, buf_bytes) +
+                                  (size_t)(nb0 + vi * V::N) * sizeof(act_t),
+                              val);
+        }
+    } else {
+        for (int t = threadIdx.x; t < nrows * n_ranks; t += blockDim.x) {
+            const int r = t % nrows, q = t / nrows;
+            if (q == rank) io[nb0 + r] = rows_out[r];
+            else
+                *reinterpret_cast<volatile unsigned short *>(
+                    lp_slot(pick(q, b0, b1, b2, b3, b4, b5, b6, b7), slot, rank, n_ranks, buf_bytes) +
+                    (size_t)(nb0 + r) * sizeof(act_t)) = *reinterpret_cast<const unsigned short *>(&rows_out[r]);
+        }
+    }
+    // the last block of the grid does the rest
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(&ctl[1], 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    {   // empty the previous call's slot (every sender's part) in this rank's buffer
+        const u32 old = (e + 2u) % 3u, old_bytes = ld_volatile(ctl + 2 + old);
+        const uint4 E = make_uint4(LP_EMPTY, LP_EMPTY, LP_EMPTY, LP_EMPTY);
+        for (int q = 0; q < n_ranks; q++) {
+            if (q == rank) continue;
+            char *sl = lp_slot(self, old, q, n_ranks, buf_bytes);
+            for (int c = threadIdx.x; c < (int)(old_bytes / 16u); c += blockDim.x) st16(sl + (size_t)c * 16, E);
+        }
+    }
+    const int nvr = N / V::N;
+    // wait for the peers' rows this thread sums (a loop of its own: see allreduce.cu)
+#pragma unroll 1
+    for (int k = 0; k < ARN_MAXV; k++) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i >= nvr) break;
+        for (int q = 0; q < n_ranks; q++)
+            if (q != rank) (void)lp_receive(lp_slot(self, slot, q, n_ranks, buf_bytes) + (size_t)i * 16, rank, q, e, timeout_ns);
+    }
+    V r[ARN_MAXV];
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < ARN_MAXV; k++) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i < nvr) {
+            float a[V::N];
+#pragma unroll
+            for (int j = 0; j < V::N; j++) a[j] = 0.0f;
+            for (int q = 0; q < n_ranks; q++) {
+                V xq;
+                xq.v = q == rank ? ld16_volatile(io + (size_t)i * V::N)
+                                 : ld16_volatile(lp_slot(self, slot, q, n_ranks, buf_bytes) + (size_t)i * 16);
+#pragma unroll
+                for (int j = 0; j < V::N; j++) a[j] += xq.get(j);
+            }
+            arn_store_sum(a, io, residual, (size_t)i * V::N, r[k], ss);
+        }
+    }
+    arn_norm_out(r, ss, scratch, nout, nw, 0, nvr, N, eps);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        ctl[1] = 0;
+        ctl[2 + slot] = (u32)(nvr * 16);
+        ctl[0] = e;
+    }
+}
+#endif // AR

@@ -226,6 +226,10 @@ typedef struct kiln_jit_kernel_def {
  * (kernel_src/gemv.cu ROPE=1, rows d and d + hd / 2 a warp group): 0 = off
  * until measured on a GPU ($KILN_GEMV_ROPE=1 on); its tiling. */
 #define KILN_GEMV_ROPE_DEFAULT 0
+/* The row-parallel batch-1 GEMV with the push all-reduce + add + RMSNorm as
+ * its epilogue (kernel_src/gemv.cu AR=1): 0 = off until measured on GPUs
+ * ($KILN_GEMV_AR=1 on). */
+#define KILN_GEMV_AR_DEFAULT 0
 #define KILN_GEMV_ROPE_UNROLL 2
 #define KILN_GEMV_ROPE_KSPLIT 2
 #define KILN_GEMV_SILU_UNROLL_DEFAULT 2
@@ -451,6 +455,13 @@ kiln_status kiln_rt_p2p_all_reduce_sum(kiln_rt_p2p *p, kiln_devptr buf, size_t n
  * ranks must call the same sequence). */
 bool kiln_rt_p2p_fits_norm(const kiln_rt_p2p *p, kiln_devptr io, kiln_devptr residual, kiln_devptr out, kiln_devptr w,
                            int rows, int dim, kiln_dtype dt);
+/* The push exchange's launch arguments for a kernel outside allreduce.cu
+ * that takes part in it (engine/cuda/ops_gpu.c kiln_gpu_gemm_ar_norm, the
+ * same collective sequence): every rank's buffer (0 past n_ranks), this
+ * rank, the rank count, the bytes of a slot, the timeout in ns, the largest
+ * message in bytes. False when the push exchange is not set up. */
+bool kiln_rt_p2p_push_args(const kiln_rt_p2p *p, kiln_devptr bufs[KILN_RT_P2P_MAX_RANKS], int *rank, int *n_ranks,
+                           int64_t *slot_bytes, int64_t *timeout_ns, size_t *max_msg);
 kiln_status kiln_rt_p2p_all_reduce_add_rmsnorm(kiln_rt_p2p *p, kiln_devptr io, kiln_devptr residual, kiln_devptr out,
                                                kiln_devptr w, int rows, int dim, float eps, kiln_dtype dt,
                                                kiln_rt_stream *s);

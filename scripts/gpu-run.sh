@@ -91,6 +91,8 @@ cat > "$out/remote.sh" <<'REMOTE'
 #           -b 1 at TP 1 with KILN_DECODE_PARTITION 0 / 128 / 64, at TP 2 with 0 / 64
 #   s16:    (branch rope-gemv, nvidia-h200-x2) test_gpu_ops test_gemv_rope, test_gpu_engine and test_gpu_tp with
 #           KILN_GEMV_ROPE=1; kiln bench TP 1 / 2 -b 1 with KILN_GEMV_ROPE 0 / 1 alternating
+#   s17:    (branch gemv-ar, nvidia-h200-x2) test_gpu_ops test_all_reduce_one_rank / test_gemv_rope, test_gpu_tp with
+#           KILN_GEMV_AR=1 (and ROPE), kiln bench --tp 2 -b 1 with KILN_GEMV_AR 0 / 1 (and KILN_GEMV_ROPE=1), TP 1 beside
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -323,6 +325,20 @@ if has fin5; then # fifth session, last call (nvidia-h200-x2): op tests by case,
     kb "tp1-$tag" -- --tp 1 $args --iters 2
     kb "tp2-$tag" -- --tp 2 $args --iters 2
   done
+fi
+if has s17; then # the row-parallel GEMV with the push all-reduce + add + RMSNorm as its epilogue (branch gemv-ar)
+  for f in test_all_reduce_one_rank test_gemv_rope; do
+    t0=$(date +%s); KT_VERBOSE=1 timeout 120 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1
+    echo "test_gpu_ops $f rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/ops_$f.log" | head -6
+  done
+  t0=$(date +%s); KILN_GEMV_AR=1 KILN_GEMV_ROPE=1 KT_VERBOSE=1 timeout 240 "$here/bin/test_gpu_tp" > "$out/test_gpu_tp.log" 2>&1
+  echo "test_gpu_tp (AR + ROPE epilogues) rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed|ranks, rank" "$out/test_gpu_tp.log" | head -12
+  kb "tp1-b1" -- --tp 1 -b 1 -s 128 -o 512 --iters 2
+  kb "tp1-b1-rope" KILN_GEMV_ROPE=1 -- --tp 1 -b 1 -s 128 -o 512 --iters 2
+  for r in a b; do for c in "0:0" "1:0" "1:1"; do
+    ar=${c%%:*}; rp=${c#*:}
+    kb "tp2-b1-ar$ar-rope$rp-$r" KILN_GEMV_AR=$ar KILN_GEMV_ROPE=$rp -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+  done; done
 fi
 if has s16; then # the qkv GEMV with rope + KV write as its epilogue (branch rope-gemv)
   t0=$(date +%s); KT_VERBOSE=1 timeout 120 "$here/bin/test_gpu_ops" test_gemv_rope > "$out/ops_gemv_rope.log" 2>&1

@@ -1111,6 +1111,7 @@ KT_TEST(test_gemv) {
 }
 
 static bool gemv_rope_tested; /* test_gemv_rope runs it on its own kiln_gpu */
+static bool gemv_ar_tested; /* test_all_reduce_one_rank runs it on its own kiln_gpu */
 
 /* The batch-1 qkv GEMV with rope and the KV-cache write as its epilogue
  * (kernel_src/gemv.cu ROPE=1) against the CPU: gemm (+ bias), rounded to act
@@ -1419,6 +1420,41 @@ KT_TEST(test_all_reduce_one_rank) {
             free(x), free(tmp), free(got);
         }
         kiln_rt_graph_destroy(g);
+        if (push) { /* the GEMV with the push all-reduce + add + RMSNorm on one rank: GEMV, add, norm */
+            kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = 1, .gemv_ar = 1};
+            kiln_gpu *gv = NULL;
+            KT_OK(kiln_gpu_create(dev, &gp, &gv));
+            static const int Ns[] = {4096, 5000};
+            for (int ni = 0; ni < 2; ni++) {
+                const int N = Ns[ni], K = 520;
+                KT_REQUIRE(kiln_gpu_gemm_ar_norm_ok(gv, p, dt, 1, N, K));
+                float *x = rand_act((size_t)K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.05f),
+                      *res = rand_act((size_t)N, dt, 1), *nw = rand_act((size_t)N, dt, 1),
+                      *y = malloc(sizeof(float) * (size_t)N), *o = malloc(sizeof(float) * (size_t)N);
+                kiln_devptr dx = up_act(x, (size_t)K, dt), dw = up_act(w, (size_t)N * K, dt),
+                            dres = up_act(res, (size_t)N, dt), dnw = up_act(nw, (size_t)N, dt),
+                            dio = dmalloc((size_t)N * 2), dout = dmalloc((size_t)N * 2);
+                KT_OK(kiln_gpu_gemm_ar_norm(gv, st, p, dio, dx, dw, dt, N, K, dres, dnw, dout, 1e-5f));
+                kiln_cpu_gemm(NULL, y, N, x, w, KILN_DTYPE_F32, NULL, KILN_DTYPE_F32, 1, N, K);
+                void *tmp = malloc((size_t)N * 2);
+                kiln_from_f32(tmp, dt, y, (size_t)N), kiln_to_f32(y, tmp, dt, (size_t)N);
+                float *gio = down_act(dio, (size_t)N, dt), *gres = down_act(dres, (size_t)N, dt),
+                      *gout = down_act(dout, (size_t)N, dt);
+                CHECK_CLOSE(gio, y, (size_t)N, dt, "gemv + all-reduce + norm, one rank, N %d: io", N);
+                double ss = 0;
+                for (int j = 0; j < N; j++) res[j] += y[j];
+                kiln_from_f32(tmp, dt, res, (size_t)N), kiln_to_f32(res, tmp, dt, (size_t)N);
+                for (int j = 0; j < N; j++) ss += (double)res[j] * res[j];
+                for (int j = 0; j < N; j++) o[j] = res[j] * (float)(1.0 / sqrt(ss / N + 1e-5)) * nw[j];
+                CHECK_CLOSE(gres, res, (size_t)N, dt, "gemv + all-reduce + norm, one rank, N %d: residual", N);
+                CHECK_CLOSE(gout, o, (size_t)N, dt, "gemv + all-reduce + norm, one rank, N %d: out", N);
+                free(x), free(w), free(res), free(nw), free(y), free(o), free(tmp), free(gio), free(gres), free(gout);
+                dfree(dx), dfree(dw), dfree(dres), dfree(dnw), dfree(dio), dfree(dout);
+            }
+            gemv_ar_tested = kiln_rt_kernels_was_used(kiln_gpu_kernels(gv), "gemv_ar_norm");
+            KT_CHECK(gemv_ar_tested);
+            kiln_gpu_destroy(gv);
+        }
         dfree(src), dfree(io);
         kiln_rt_p2p_destroy(p);
     }
@@ -1433,6 +1469,7 @@ KT_TEST(test_every_kernel_tested) {
         KT_CHECKF(kiln_rt_kernels_was_used(kiln_gpu_kernels(gpu), reg[i].name) ||
                       (!strcmp(reg[i].name, "gemv") && gemv_tested) ||
                       (!strcmp(reg[i].name, "gemv_rope") && gemv_rope_tested) ||
+                      (!strcmp(reg[i].name, "gemv_ar_norm") && gemv_ar_tested) ||
                       (!strcmp(reg[i].name, "gemm_tc") && tc_tested) ||
                       (!strcmp(reg[i].name, "gemm_tc_reduce") && tc_reduce_tested),
                   "registry kernel %s has no GPU test", reg[i].name);

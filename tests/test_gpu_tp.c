@@ -10,6 +10,7 @@
  * one-shot all-reduce equals TP=2 with NCCL's the same way; a failing rank
  * stops every rank with one clear error. */
 #include "comm.h"
+#include "cuda/ops_gpu.h"
 #include "engine_internal.h"
 #include "kiln_rt.h"
 #include "kt.h"
@@ -256,6 +257,105 @@ done:
             AR_TRY(kiln_rt_stream_sync(s), out);
             ar_check(a, got, want, n, dt, "signed zeros");
         }
+    }
+
+    /* the row-parallel batch-1 GEMV with the push all-reduce + add + RMSNorm as
+     * its epilogue (kernel_src/gemv.cu AR=1) against the host: each rank's x_r @
+     * W_r^T rounded to dt, summed in rank order, rounded (io); residual += io
+     * (rounded); out = rmsnorm(residual) * w; N 4096 (16-byte row vectors a
+     * block) and 5000 (element stores); alternating with plain all-reduces */
+    if (g->push) {
+        kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = 1, .gemv_ar = 1};
+        kiln_gpu *gg = NULL;
+        AR_TRY(kiln_gpu_create(d, &gp, &gg), out);
+        static const int gN[] = {4096, 5000};
+        const int K = 512;
+        for (int di = 0; di < 2; di++)
+            for (int ni = 0; ni < 2; ni++, seed += 4) {
+                const kiln_dtype dt = di ? KILN_DTYPE_F16 : KILN_DTYPE_BF16;
+                const int N = gN[ni];
+                const size_t es = 2;
+                if (!kiln_gpu_gemm_ar_norm_ok(gg, p, dt, 1, N, K)) {
+                    snprintf(a->first_bad, sizeof a->first_bad, "gemm_ar_norm_ok false for N %d", N);
+                    a->bad++;
+                    continue;
+                }
+                float *xs = malloc(sizeof(float) * (size_t)K), *ws = malloc(sizeof(float) * (size_t)N * K),
+                      *y = malloc(sizeof(float) * (size_t)N), *sum = calloc((size_t)N, sizeof(float)),
+                      *res = malloc(sizeof(float) * (size_t)N), *nwv = malloc(sizeof(float) * (size_t)N),
+                      *fo = malloc(sizeof(float) * (size_t)N);
+                uint8_t *tmp = malloc((size_t)N * K * es);
+                kiln_devptr dx = 0, dw = 0, dres = 0, dnw = 0, dout = 0, dio = 0;
+                for (int r = 0; r < g->n; r++) { /* every rank's product, as the GEMV stores it */
+                    for (int i = 0; i < K; i++) xs[i] = ar_value(r, seed, (size_t)i);
+                    for (size_t i = 0; i < (size_t)N * K; i++) ws[i] = ar_value(r, seed + 1, i) / 64.0f;
+                    kiln_from_f32(tmp, dt, xs, (size_t)K), kiln_to_f32(xs, tmp, dt, (size_t)K);
+                    if (r == a->rank) {
+                        AR_TRY(kiln_rt_malloc(d, (size_t)K * es, &dx), gfail);
+                        AR_TRY(kiln_rt_memcpy_htod(dx, tmp, (size_t)K * es, s), gfail);
+                    }
+                    kiln_from_f32(tmp, dt, ws, (size_t)N * K), kiln_to_f32(ws, tmp, dt, (size_t)N * K);
+                    if (r == a->rank) {
+                        AR_TRY(kiln_rt_malloc(d, (size_t)N * K * es, &dw), gfail);
+                        AR_TRY(kiln_rt_memcpy_htod(dw, tmp, (size_t)N * K * es, s), gfail);
+                    }
+                    for (int n = 0; n < N; n++) {
+                        double acc = 0;
+                        for (int c = 0; c < K; c++) acc += (double)xs[c] * ws[(size_t)n * K + c];
+                        y[n] = (float)acc;
+                    }
+                    kiln_from_f32(tmp, dt, y, (size_t)N), kiln_to_f32(y, tmp, dt, (size_t)N);
+                    for (int n = 0; n < N; n++) sum[n] += y[n];
+                }
+                kiln_from_f32(tmp, dt, sum, (size_t)N), kiln_to_f32(sum, tmp, dt, (size_t)N); /* io */
+                for (int n = 0; n < N; n++) res[n] = ar_value(97, seed, (size_t)n), nwv[n] = ar_value(96, seed, (size_t)n) / 4.0f;
+                kiln_from_f32(tmp, dt, res, (size_t)N), kiln_to_f32(res, tmp, dt, (size_t)N);
+                AR_TRY(kiln_rt_malloc(d, (size_t)N * es, &dres), gfail);
+                AR_TRY(kiln_rt_memcpy_htod(dres, tmp, (size_t)N * es, s), gfail);
+                kiln_from_f32(tmp, dt, nwv, (size_t)N), kiln_to_f32(nwv, tmp, dt, (size_t)N);
+                AR_TRY(kiln_rt_malloc(d, (size_t)N * es, &dnw), gfail);
+                AR_TRY(kiln_rt_memcpy_htod(dnw, tmp, (size_t)N * es, s), gfail);
+                AR_TRY(kiln_rt_malloc(d, (size_t)N * es, &dout), gfail);
+                AR_TRY(kiln_rt_malloc(d, (size_t)N * es, &dio), gfail);
+                AR_TRY(kiln_gpu_gemm_ar_norm(gg, s, p, dio, dx, dw, dt, N, K, dres, dnw, dout, 1e-5f), gfail);
+                for (int n = 0; n < N; n++) res[n] += sum[n];
+                kiln_from_f32(tmp, dt, res, (size_t)N), kiln_to_f32(res, tmp, dt, (size_t)N);
+                double ss = 0;
+                for (int n = 0; n < N; n++) ss += (double)res[n] * res[n];
+                const float inv = (float)(1.0 / sqrt(ss / N + 1e-5));
+                for (int n = 0; n < N; n++) fo[n] = res[n] * inv * nwv[n];
+                const kiln_devptr dev3[3] = {dio, dres, dout};
+                const float *ref3[3] = {sum, res, fo};
+                static const char *what3[3] = {"io", "residual", "out"};
+                for (int v = 0; v < 3; v++) {
+                    AR_TRY(kiln_rt_memcpy_dtoh(tmp, dev3[v], (size_t)N * es, s), gfail);
+                    AR_TRY(kiln_rt_stream_sync(s), gfail);
+                    kiln_to_f32(y, tmp, dt, (size_t)N);
+                    for (int n = 0; n < N; n++) {
+                        const float tol = (dt == KILN_DTYPE_BF16 ? 2e-2f : 4e-3f) * fabsf(ref3[v][n]) + 2e-2f;
+                        a->checked++;
+                        if (!(fabsf(y[n] - ref3[v][n]) <= tol)) {
+                            if (!a->bad)
+                                snprintf(a->first_bad, sizeof a->first_bad, "gemv + all-reduce + norm %s N %d: %s[%d] is %g, want %g",
+                                         kiln_dtype_name(dt), N, what3[v], n, (double)y[n], (double)ref3[v][n]);
+                            a->bad++;
+                        }
+                    }
+                }
+                ar_make(g->n, a->rank, seed + 3, 4097, dt, in, want); /* a plain all-reduce between */
+                AR_TRY(kiln_rt_memcpy_htod(io, in, 4097 * es, s), gfail);
+                AR_TRY(kiln_rt_p2p_all_reduce_sum(p, io, 4097, dt, s), gfail);
+                AR_TRY(kiln_rt_memcpy_dtoh(got, io, 4097 * es, s), gfail);
+                AR_TRY(kiln_rt_stream_sync(s), gfail);
+                ar_check(a, got, want, 4097, dt, "all-reduce between fused GEMVs");
+            gfail:
+                kiln_rt_free(d, dx), kiln_rt_free(d, dw), kiln_rt_free(d, dres), kiln_rt_free(d, dnw),
+                    kiln_rt_free(d, dout), kiln_rt_free(d, dio);
+                free(xs), free(ws), free(y), free(sum), free(res), free(nwv), free(fo), free(tmp);
+                if (a->st) break;
+            }
+        kiln_gpu_destroy(gg);
+        if (a->st) goto out;
     }
 
     /* the all-reduce fused with the residual add + RMSNorm after it: io is

@@ -262,6 +262,19 @@ static bool ar_norm_follows(const exec_gpu *x, int i, int T, int n_out) {
                                  (int)sw, dt);
 }
 
+/* Is op i a GEMM (M = rows, no bias) whose output the next op all-reduces,
+ * that all-reduce one kiln_all_reduce_push_add_rmsnorm would fuse with the
+ * add + RMSNorm after it, and can kiln_gpu_gemm_ar_norm do all three? */
+static bool gemv_ar_follows(const exec_gpu *x, int i, int64_t rows, int T, int n_out) {
+    const kiln_program *p = x->p;
+    const kiln_op *o = &p->ops[i], *nx = i + 1 < p->n_ops ? &p->ops[i + 1] : NULL;
+    if (!nx || nx->kind != KILN_OP_ALL_REDUCE || nx->src != o->dst || o->dst_col != 0 || o->w < 0 || o->bias >= 0 ||
+        x->slot_dt[o->dst] != x->act || !ar_norm_follows(x, i + 1, T, n_out))
+        return false;
+    const kiln_weight_desc *W = &p->weights[o->w];
+    return p->slots[o->dst].width == W->rows && kiln_gpu_gemm_ar_norm_ok(x->g, x->p2p, x->act, rows, W->rows, W->cols);
+}
+
 /* Is op i the qkv GEMM (M = rows) whose output the next op, a rope + KV
  * write of it, reads first, and can kiln_gpu_gemm_rope_kv do both? */
 static bool rope_follows(const exec_gpu *x, int i, int64_t rows) {
@@ -329,6 +342,14 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
         case KILN_OP_ADD: KILN_TRY(kiln_gpu_add(g, s, Dp, Sp, S2, x->act, rows * dw)); break;
         case KILN_OP_GEMM: {
             kiln_devptr bias = o->bias >= 0 ? x->w[o->bias] : 0;
+            if (!x->prof.on && gemv_ar_follows(x, i, rows, T, n_out)) {
+                /* the GEMV with the all-reduce + add + RMSNorm as its epilogue (both ops after it done) */
+                const kiln_op *nn = &p->ops[i + 2];
+                KILN_TRY(kiln_gpu_gemm_ar_norm(g, s, x->p2p, Dp, Sp, Wp, x->act, W->rows, W->cols, x->slot[nn->src2],
+                                               x->w[nn->w], x->slot[nn->dst], nn->eps));
+                i += 2;
+                break;
+            }
             if (!x->prof.on && rope_follows(x, i, rows)) {
                 /* the qkv GEMV with rope + KV write as its epilogue (the rope op after it is done) */
                 const kiln_op *nx = &p->ops[i + 1];

@@ -21,7 +21,7 @@ struct kiln_gpu {
     kiln_devptr blas_ws, ws, sample_ws, counts;
     size_t blas_ws_bytes, ws_bytes;
     int max_rows, vocab;
-    int gemv_max_m, gemv_rows, gemv_unroll, gemv_ksplit, gemv_rule, gemv_rope, gemv_silu, gemv_silu_ksplit, gemv_silu_unroll;
+    int gemv_max_m, gemv_rows, gemv_unroll, gemv_ksplit, gemv_rule, gemv_rope, gemv_ar, gemv_silu, gemv_silu_ksplit, gemv_silu_unroll;
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int elem_wide_min; /* rows / tokens from which the elementwise ops take their wide kernels (0: never) */
 };
@@ -59,6 +59,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->gemv_rule < 0 || g->gemv_rule > 4) g->gemv_rule = 0;
     g->gemv_silu = knob(p ? p->gemv_silu : 0, "KILN_GEMV_SILU", KILN_GEMV_SILU_DEFAULT) > 0;
     g->gemv_rope = knob(p ? p->gemv_rope : 0, "KILN_GEMV_ROPE", KILN_GEMV_ROPE_DEFAULT) > 0;
+    g->gemv_ar = knob(p ? p->gemv_ar : 0, "KILN_GEMV_AR", KILN_GEMV_AR_DEFAULT) > 0;
     g->gemv_silu_ksplit = knob(p ? p->gemv_silu_ksplit : 0, "KILN_GEMV_SILU_KSPLIT", KILN_GEMV_SILU_KSPLIT_DEFAULT);
     if (g->gemv_silu_ksplit != 1 && g->gemv_silu_ksplit != 2) g->gemv_silu_ksplit = KILN_GEMV_SILU_KSPLIT_DEFAULT;
     g->gemv_silu_unroll = knob(p ? p->gemv_silu_unroll : 0, "KILN_GEMV_SILU_UNROLL", KILN_GEMV_SILU_UNROLL_DEFAULT);
@@ -381,6 +382,43 @@ kiln_status kiln_gpu_gemm_silu(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, 
         int per_block = 8 / ks; /* a gate/up row pair a group of ks warps, WARPS 8 */
         unsigned blocks = (unsigned)((N / 2 + per_block - 1) / per_block);
         LAUNCH(f, blocks, 1, 1, 256, 0, s, &out, &ld, &x, &w, &bias, &m, &n, &k);
+    }
+fail:
+    return st;
+}
+
+bool kiln_gpu_gemm_ar_norm_ok(const kiln_gpu *g, const kiln_rt_p2p *p, kiln_dtype act, int64_t M, int64_t N,
+                              int64_t K) {
+    kiln_devptr bufs[KILN_RT_P2P_MAX_RANKS];
+    int rank, nr;
+    int64_t sb, to;
+    size_t mm;
+    const int ve = vec_elems(act);
+    return g->gemv_ar && M == 1 && M <= g->gemv_max_m && (act == KILN_DTYPE_BF16 || act == KILN_DTYPE_F16) &&
+           K % ve == 0 && K <= INT32_MAX && N % ve == 0 && N / ve <= 4 * 256 &&
+           kiln_rt_p2p_push_args(p, bufs, &rank, &nr, &sb, &to, &mm) && (size_t)N * 2 <= mm;
+}
+
+kiln_status kiln_gpu_gemm_ar_norm(kiln_gpu *g, kiln_rt_stream *s, kiln_rt_p2p *p, kiln_devptr io, kiln_devptr x,
+                                  kiln_devptr w, kiln_dtype act, int64_t N, int64_t K, kiln_devptr residual,
+                                  kiln_devptr nw, kiln_devptr nout, float eps) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    kiln_devptr b[KILN_RT_P2P_MAX_RANKS];
+    int rank = 0, nr = 0;
+    int64_t sb = 0, to = 0;
+    size_t mm = 0;
+    KILN_CHECK(kiln_gpu_gemm_ar_norm_ok(g, p, act, 1, N, K) && kiln_rt_p2p_push_args(p, b, &rank, &nr, &sb, &to, &mm),
+               KILN_ERR_INTERNAL, "GEMV with the all-reduce + add + RMSNorm: N %lld, K %lld, %s (off, or not its shape)",
+               (long long)N, (long long)K, dt(act));
+    {
+        int rows = g->gemv_rows, unroll = g->gemv_unroll, ks = g->gemv_ksplit;
+        gemv_tiling(g->gemv_rule, N, K, &rows, &unroll, &ks);
+        KILN_TRY(get(g, "gemv_ar_norm", &f, "ACT=%s ROWS=%d UNROLL=%d KSPLIT=%d AR=1", dt(act), rows, unroll, ks));
+        const int per_block = rows * 8 / ks;
+        int n = (int)N, k = (int)K;
+        LAUNCH(f, (unsigned)((N + per_block - 1) / per_block), 1, 1, 256, 0, s, &io, &x, &w, &n, &k, &residual, &nw,
+               &nout, &eps, &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &b[6], &b[7], &rank, &nr, &sb, &to);
     }
 fail:
     return st;

@@ -45,6 +45,9 @@ typedef struct kiln_gpu_params {
                                 KILN_GEMV_UNROLL_DEFAULT (runtime/kiln_rt.h)     */
     int gemv_ksplit;         /* warps splitting K per row group (1|2; 0:
                                 $KILN_GEMV_KSPLIT, else KILN_GEMV_KSPLIT_DEFAULT)  */
+    int gemv_ar;             /* the row-parallel GEMV with the all-reduce + add + RMSNorm
+                                as its epilogue (1 on, negative off; 0:
+                                $KILN_GEMV_AR, else KILN_GEMV_AR_DEFAULT)          */
     int gemv_rope;           /* the qkv GEMV with rope + KV write as its epilogue (1 on,
                                 negative off; 0: $KILN_GEMV_ROPE, else
                                 KILN_GEMV_ROPE_DEFAULT)                            */
@@ -122,6 +125,18 @@ kiln_status kiln_gpu_gemm_silu(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, 
  * differences of the rotation). Only where kiln_gpu_gemm_rope_kv_ok: the
  * knob on, M = 1 on the GEMV, a 16-bit cache of act, rotate-half over the
  * whole head, no dynamic NTK, head dim 64 / 96 / 128 / 256. */
+/* The row-parallel batch-1 GEMV with the push all-reduce of its output and
+ * the residual add + RMSNorm after it as its epilogue (kernel_src/gemv.cu
+ * AR=1): io [N] = sum over the ranks of x @ W^T (each rank's rounded to act
+ * first); residual += io; nout = rmsnorm(residual) * nw. The same
+ * collective as kiln_rt_p2p_all_reduce_add_rmsnorm. Only where
+ * kiln_gpu_gemm_ar_norm_ok: the knob on, M = 1 on the GEMV, 16-bit act, the
+ * push exchange set up, N of at most 1,024 vectors within its messages. */
+bool kiln_gpu_gemm_ar_norm_ok(const kiln_gpu *g, const kiln_rt_p2p *p, kiln_dtype act, int64_t M, int64_t N,
+                              int64_t K);
+kiln_status kiln_gpu_gemm_ar_norm(kiln_gpu *g, kiln_rt_stream *s, kiln_rt_p2p *p, kiln_devptr io, kiln_devptr x,
+                                  kiln_devptr w, kiln_dtype act, int64_t N, int64_t K, kiln_devptr residual,
+                                  kiln_devptr nw, kiln_devptr nout, float eps);
 typedef struct kiln_gpu_rope_params kiln_gpu_rope_params;
 bool kiln_gpu_gemm_rope_kv_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K, int nq,
                               const kiln_gpu_rope_params *rp, const kiln_kv_layout *l);

@@ -238,3 +238,12 @@ kiln_status kiln_rt_p2p_all_reduce_add_rmsnorm(kiln_rt_p2p *p, kiln_devptr io, k
 fail:
     return st;
 }
+
+bool kiln_rt_p2p_push_args(const kiln_rt_p2p *p, kiln_devptr bufs[KILN_RT_P2P_MAX_RANKS], int *rank, int *n_ranks,
+                           int64_t *slot_bytes, int64_t *timeout_ns, size_t *max_msg) {
+    if (!p || !p->ready || !p->push) return false;
+    memcpy(bufs, p->peers, sizeof p->peers);
+    *rank = p->rank, *n_ranks = p->n_ranks, *slot_bytes = (int64_t)p->max_bytes, *timeout_ns = AR_TIMEOUT_NS;
+    *max_msg = p->limit;
+    return true;
+}

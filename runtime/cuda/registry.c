@@ -105,6 +105,13 @@ static const kiln_jit_kernel_def registry[] = {
     {"gemv_rope", "kernel_src/gemv.cu", "kiln_gemv_rope", "ptr,ptr,ptr,ptr,i32,i32,i32,i32,ptr,ptr,f32,ptr,ptr,ptr,i32",
      {{"ACT", ACT2}, {"UNROLL", "2|4|8"}, {"KSPLIT", "1|2"}, {"ROPE", "1"}, {"HD", "64|96|128|256"}, {"KV", ACT2}},
      "ACT=bf16 UNROLL=2 KSPLIT=2 ROPE=1 HD=128 KV=bf16;ACT=fp16 UNROLL=4 KSPLIT=1 ROPE=1 HD=64 KV=fp16"},
+    /* the row-parallel batch-1 GEMV with the push all-reduce + add + RMSNorm as its epilogue
+     * (engine/cuda/ops_gpu.c kiln_gpu_gemm_ar_norm): io, x, w, N, K, residual, norm weight, norm out, eps,
+     * the ranks' buffers b0..b7, rank, n_ranks, bytes per slot, timeout */
+    {"gemv_ar_norm", "kernel_src/gemv.cu", "kiln_gemv_ar_norm",
+     "ptr,ptr,ptr,i32,i32,ptr,ptr,ptr,f32,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i32,i32,i64,i64",
+     {{"ACT", ACT2}, {"ROWS", "1|2|4"}, {"UNROLL", "2|4|8"}, {"KSPLIT", "1|2"}, {"AR", "1"}},
+     "ACT=bf16 ROWS=2 UNROLL=4 KSPLIT=2 AR=1;ACT=fp16 ROWS=1 UNROLL=2 KSPLIT=1 AR=1"},
     {"gemv", "kernel_src/gemv.cu", "kiln_gemv", "ptr,i64,ptr,ptr,ptr,i32,i32,i32",
      {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "1|2|4|8"}, {"ROWS", "1|2|4"}, {"UNROLL", "2|4|8"}, {"GLU", "0|1"},
       {"KSPLIT", "1|2"}},
