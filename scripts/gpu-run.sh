@@ -89,6 +89,8 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s13:    sixth session (nvidia-h200-x2): kiln bench --profile at -b 1, TP 1 and TP 2 (per-op time of decode steps)
 #   s14:    sixth session (nvidia-h200-x2): test_gpu_ops test_attention_decode (split-K forced to 64 too); kiln bench
 #           -b 1 at TP 1 with KILN_DECODE_PARTITION 0 / 128 / 64, at TP 2 with 0 / 64
+#   s15:    (branch ag, nvidia-h200-x2) test_gpu_tp, test_gpu_ops test_all_reduce_one_rank, kiln bench --tp 2 -b 1 / 4
+#           with the push all-gather on / off (KILN_P2P_GATHER), TP 1 -b 1 beside
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -321,6 +323,17 @@ if has fin5; then # fifth session, last call (nvidia-h200-x2): op tests by case,
     kb "tp1-$tag" -- --tp 1 $args --iters 2
     kb "tp2-$tag" -- --tp 2 $args --iters 2
   done
+fi
+if has s15; then # the logits all-gather over the push exchange (branch ag)
+  t0=$(date +%s); KT_VERBOSE=1 timeout 120 "$here/bin/test_gpu_ops" test_all_reduce_one_rank > "$out/ops_ar1.log" 2>&1
+  echo "test_gpu_ops test_all_reduce_one_rank rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/ops_ar1.log" | head -4
+  t0=$(date +%s); KT_VERBOSE=1 timeout 240 "$here/bin/test_gpu_tp" > "$out/test_gpu_tp.log" 2>&1
+  echo "test_gpu_tp rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed|ranks, rank" "$out/test_gpu_tp.log" | head -12
+  kb "tp1-b1" -- --tp 1 -b 1 -s 128 -o 512 --iters 2
+  for r in a b; do for ag in 1 0; do
+    kb "tp2-b1-gather$ag-$r" KILN_P2P_GATHER=$ag -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+  done; done
+  for ag in 1 0; do kb "tp2-b4-gather$ag" KILN_P2P_GATHER=$ag -- --tp 2 -b 4 -s 128 -o 256 --iters 2; done
 fi
 if has s14; then # sixth session: decode attention's split-K partition at batch 1
   t0=$(date +%s); KT_VERBOSE=1 timeout 120 "$here/bin/test_gpu_ops" test_attention_decode > "$out/ops_attn.log" 2>&1
