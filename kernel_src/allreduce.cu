@@ -336,3 +336,44 @@ kiln_all_reduce_push_add_rmsnorm(act_t *io, act_t *residual, act_t *out, const a
     }
     arn_norm_out(r, ss, scratch, out, w, base, nv, dim, eps);
 }
+
+// The push all-gather (kiln_all_gather_push): out [rows, n_ranks * width] =
+// every rank's send [rows, width] side by side in rank order (rank q's row r
+// at out[r, q * width ..]), the layout the vocabulary-parallel LM head's
+// logits need. The same exchange, slots, epoch and emptying as the push
+// all-reduce (one collective sequence): each rank stores its send into
+// every peer's slot, copies its own part into out, and copies each peer's
+// part from its own slot when it is there. Values are cleaned as above
+// (-0.0 -> +0.0 in 16-bit types; the fp32 word 0x80008000 -> -0.0), the same
+// on every rank. width * sizeof(ACT) % 16 == 0 (vectors stay in a row).
+extern "C" __global__ void __launch_bounds__(512)
+kiln_all_gather_push(const act_t *send, act_t *out, i64 rows, i64 width, char *b0, char *b1, char *b2, char *b3,
+                     char *b4, char *b5, char *b6, char *b7, int rank, int n_ranks, i64 buf_bytes, i64 timeout_ns) {
+    pdl_wait();
+    char *self = pick(rank, b0, b1, b2, b3, b4, b5, b6, b7);
+    u32 *ctl = reinterpret_cast<u32 *>(self);
+    const u32 e = ld_volatile(ctl) + 1u, slot = e % 3u;
+    const i64 wv = width / V::N, nvec = rows * wv;
+    const i64 stride = (i64)gridDim.x * blockDim.x;
+    const i64 first = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    // vector v of a sender's part: row v / wv, vector v % wv of it
+    auto out_at = [&](i64 v, int q) { return out + ((v / wv) * n_ranks + q) * width + (v % wv) * V::N; };
+    // 1. store into every peer's slot; this rank's part straight into out
+    for (i64 v = first; v < nvec; v += stride) {
+        const uint4 x = lp_clean(ld16(send + v * V::N));
+        for (int q = 0; q < n_ranks; q++)
+            if (q != rank)
+                st16_volatile(lp_slot(pick(q, b0, b1, b2, b3, b4, b5, b6, b7), slot, rank, n_ranks, buf_bytes) + v * 16,
+                              x);
+        st16(out_at(v, rank), x);
+    }
+    // 2. empty the previous call's slot, advance
+    lp_empty_and_advance(self, ctl, e, rank, n_ranks, buf_bytes, (u32)(nvec * 16));
+    pdl_launch();
+    // 3. the peers' parts, as they arrive
+    for (int q = 0; q < n_ranks; q++) {
+        if (q == rank) continue;
+        const char *src = lp_slot(self, slot, q, n_ranks, buf_bytes);
+        for (i64 v = first; v < nvec; v += stride) st16(out_at(v, q), lp_receive(src + v * 16, rank, q, e, timeout_ns));
+    }
+}

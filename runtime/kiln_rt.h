@@ -462,6 +462,18 @@ bool kiln_rt_p2p_fits_norm(const kiln_rt_p2p *p, kiln_devptr io, kiln_devptr res
  * message in bytes. False when the push exchange is not set up. */
 bool kiln_rt_p2p_push_args(const kiln_rt_p2p *p, kiln_devptr bufs[KILN_RT_P2P_MAX_RANKS], int *rank, int *n_ranks,
                            int64_t *slot_bytes, int64_t *timeout_ns, size_t *max_msg);
+/* The all-gather over the push exchange (kernel_src/allreduce.cu
+ * kiln_all_gather_push): out [rows, n_ranks * width] = every rank's send
+ * [rows, width] side by side in rank order (a vocabulary-parallel LM head's
+ * logits). fits_gather: the push exchange, rows * width * size within
+ * kiln_rt_p2p_max_bytes, width * size a multiple of 16, send / out 16-byte
+ * aligned, dt F32 / F16 / BF16. A -0.0 arrives as +0.0 (16-bit types) and
+ * the fp32 word 0x80008000 as -0.0, on every rank alike. Same collective
+ * sequence as the all-reduces. */
+bool kiln_rt_p2p_fits_gather(const kiln_rt_p2p *p, kiln_devptr send, kiln_devptr out, size_t rows, size_t width,
+                             kiln_dtype dt);
+kiln_status kiln_rt_p2p_all_gather(kiln_rt_p2p *p, kiln_devptr send, kiln_devptr out, size_t rows, size_t width,
+                                   kiln_dtype dt, kiln_rt_stream *s);
 kiln_status kiln_rt_p2p_all_reduce_add_rmsnorm(kiln_rt_p2p *p, kiln_devptr io, kiln_devptr residual, kiln_devptr out,
                                                kiln_devptr w, int rows, int dim, float eps, kiln_dtype dt,
                                                kiln_rt_stream *s);

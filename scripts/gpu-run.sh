@@ -93,6 +93,8 @@ cat > "$out/remote.sh" <<'REMOTE'
 #           KILN_GEMV_ROPE=1; kiln bench TP 1 / 2 -b 1 with KILN_GEMV_ROPE 0 / 1 alternating
 #   s17:    (branch gemv-ar, nvidia-h200-x2) test_gpu_ops test_all_reduce_one_rank / test_gemv_rope, test_gpu_tp with
 #           KILN_GEMV_AR=1 (and ROPE), kiln bench --tp 2 -b 1 with KILN_GEMV_AR 0 / 1 (and KILN_GEMV_ROPE=1), TP 1 beside
+#   s15:    (branch ag, nvidia-h200-x2) test_gpu_tp, test_gpu_ops test_all_reduce_one_rank, kiln bench --tp 2 -b 1 / 4
+#           with the push all-gather on / off (KILN_P2P_GATHER), TP 1 -b 1 beside
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -350,6 +352,16 @@ if has s16; then # the qkv GEMV with rope + KV write as its epilogue (branch rop
   for r in a b; do for rp in 0 1; do for tp in 1 2; do
     kb "tp$tp-b1-rope$rp-$r" KILN_GEMV_ROPE=$rp -- --tp $tp -b 1 -s 128 -o 512 --iters 2
   done; done; done
+if has s15; then # the logits all-gather over the push exchange (branch ag)
+  t0=$(date +%s); KT_VERBOSE=1 timeout 120 "$here/bin/test_gpu_ops" test_all_reduce_one_rank > "$out/ops_ar1.log" 2>&1
+  echo "test_gpu_ops test_all_reduce_one_rank rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/ops_ar1.log" | head -4
+  t0=$(date +%s); KT_VERBOSE=1 timeout 240 "$here/bin/test_gpu_tp" > "$out/test_gpu_tp.log" 2>&1
+  echo "test_gpu_tp rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed|ranks, rank" "$out/test_gpu_tp.log" | head -12
+  kb "tp1-b1" -- --tp 1 -b 1 -s 128 -o 512 --iters 2
+  for r in a b; do for ag in 1 0; do
+    kb "tp2-b1-gather$ag-$r" KILN_P2P_GATHER=$ag -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+  done; done
+  for ag in 1 0; do kb "tp2-b4-gather$ag" KILN_P2P_GATHER=$ag -- --tp 2 -b 4 -s 128 -o 256 --iters 2; done
 fi
 if has s14; then # sixth session: decode attention's split-K partition at batch 1
   t0=$(date +%s); KT_VERBOSE=1 timeout 120 "$here/bin/test_gpu_ops" test_attention_decode > "$out/ops_attn.log" 2>&1

@@ -1455,6 +1455,23 @@ KT_TEST(test_all_reduce_one_rank) {
             KT_CHECK(gemv_ar_tested);
             kiln_gpu_destroy(gv);
         }
+        /* the push all-gather of one rank: out = send, rows of a width whose bytes are whole vectors */
+        if (push) {
+            const size_t rows = 3, width = 1000;
+            KT_CHECK(kiln_rt_p2p_fits_gather(p, src, io, rows, width, dt));
+            KT_CHECK(!kiln_rt_p2p_fits_gather(p, src, io, rows, 1001, dt)); /* 2002 bytes a row */
+            float *x = rand_act(rows * width, dt, 1);
+            kiln_devptr d = up_act(x, rows * width, dt);
+            KT_OK(kiln_rt_p2p_all_gather(p, d, io, rows, width, dt, st));
+            float *got = down_act(io, rows * width, dt);
+            size_t bad = 0;
+            for (size_t i = 0; i < rows * width; i++) bad += got[i] != x[i];
+            KT_CHECKF(!bad, "all-gather of one rank: %zu of %zu differ", bad, rows * width);
+            free(x), free(got);
+            dfree(d);
+        } else {
+            KT_CHECK(!kiln_rt_p2p_fits_gather(p, src, io, 1, 1000, dt));
+        }
         dfree(src), dfree(io);
         kiln_rt_p2p_destroy(p);
     }

@@ -358,6 +358,46 @@ done:
         if (a->st) goto out;
     }
 
+    /* the push all-gather: out [rows, R * width] = every rank's [rows, width]
+     * side by side in rank order (bit for bit), alternating with all-reduces
+     * (one epoch, one set of slots); the pull exchange has none */
+    if (!g->push) {
+        if (kiln_rt_p2p_fits_gather(p, src, io2, 1, 1024, KILN_DTYPE_F32)) {
+            snprintf(a->first_bad, sizeof a->first_bad, "kiln_rt_p2p_fits_gather is true for the pull exchange");
+            a->bad++;
+        }
+    } else {
+        static const size_t grows[] = {1, 3, 2}, gwidths[] = {64128, 1000, 8};
+        for (int di = 0; di < 3; di++)
+            for (size_t gi = 0; gi < KILN_ARRAY_LEN(grows); gi++, seed += 2) {
+                const kiln_dtype dt = dts[di];
+                const size_t es = kiln_dtype_size(dt), rows = grows[gi], width = gwidths[gi], n = rows * width;
+                if (n * (size_t)g->n * es > cap || !kiln_rt_p2p_fits_gather(p, src, io2, rows, width, dt)) continue;
+                float *f = malloc(sizeof(float) * n);
+                uint8_t *bits = malloc(n * es);
+                for (int r = 0; r < g->n; r++) {
+                    for (size_t i = 0; i < n; i++) f[i] = ar_value(r, seed, i);
+                    kiln_from_f32(bits, dt, f, n);
+                    if (r == a->rank) memcpy(in, bits, n * es);
+                    for (size_t row = 0; row < rows; row++)
+                        memcpy((uint8_t *)want + ((row * (size_t)g->n + (size_t)r) * width) * es,
+                               bits + row * width * es, width * es);
+                }
+                free(f), free(bits);
+                AR_TRY(kiln_rt_memcpy_htod(src, in, n * es, s), out);
+                AR_TRY(kiln_rt_p2p_all_gather(p, src, io2, rows, width, dt, s), out);
+                AR_TRY(kiln_rt_memcpy_dtoh(got, io2, n * (size_t)g->n * es, s), out);
+                AR_TRY(kiln_rt_stream_sync(s), out);
+                ar_check(a, got, want, n * (size_t)g->n, dt, "all-gather");
+                ar_make(g->n, a->rank, seed + 1, 4097, dt, in, want); /* a plain all-reduce between */
+                AR_TRY(kiln_rt_memcpy_htod(io, in, 4097 * es, s), out);
+                AR_TRY(kiln_rt_p2p_all_reduce_sum(p, io, 4097, dt, s), out);
+                AR_TRY(kiln_rt_memcpy_dtoh(got, io, 4097 * es, s), out);
+                AR_TRY(kiln_rt_stream_sync(s), out);
+                ar_check(a, got, want, 4097, dt, "all-reduce between all-gathers");
+            }
+    }
+
     /* the all-reduce fused with the residual add + RMSNorm after it: io is
      * the plain all-reduce's result and the residual its exact sum (bit for
      * bit); out within a unit in the last place of the host's norm (the sum

@@ -108,6 +108,7 @@ typedef struct exec_gpu {
     kiln_rt_p2p *p2p; /* one-shot all-reduce over peer memory, or NULL (NCCL) */
     bool fuse_ar_norm; /* all-reduce + add + rmsnorm in one kernel ($KILN_FUSE_AR_NORM=0: off) */
     int decode_partition; /* $KILN_DECODE_PARTITION: decode attention's split-K partition (0: by shape) */
+    bool p2p_gather; /* the logits all-gather over the push exchange where it fits ($KILN_P2P_GATHER=0: NCCL) */
     /* profiling mode: an event before every op and after the last */
     kiln_profile prof;
     kiln_rt_event **ev;
@@ -449,8 +450,13 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
             break;
         }
         case KILN_OP_ALL_GATHER: {
-            /* NCCL gathers rank-major [R, rows, sw]; a row gather makes it [rows, R * sw] */
+            /* the push all-gather writes [rows, R * sw] directly; NCCL gathers rank-major
+             * [R, rows, sw] and a row gather makes it [rows, R * sw] */
             int R = p->tp_size;
+            if (x->p2p_gather && kiln_rt_p2p_fits_gather(x->p2p, Sp, Dp, (size_t)rows, (size_t)sw, x->slot_dt[o->src])) {
+                KILN_TRY(kiln_rt_p2p_all_gather(x->p2p, Sp, Dp, (size_t)rows, (size_t)sw, x->slot_dt[o->src], s));
+                break;
+            }
             KILN_TRY(kiln_rt_all_gather(x->nccl, Sp, x->gather_tmp, (size_t)(rows * sw), x->slot_dt[o->src], s));
             KILN_TRY(kiln_gpu_gather_rows(g, s, Dp, x->gather_tmp, x->slot_dt[o->src], D(x, gidx, int32_t),
                                           (int)rows * R, (int)sw));
@@ -1018,6 +1024,8 @@ static kiln_status setup_p2p(exec_gpu *x, kiln_comm *comm) {
     }
     const char *fe = getenv("KILN_FUSE_AR_NORM"); /* the same environment on every rank */
     x->fuse_ar_norm = !(fe && !strcmp(fe, "0"));
+    const char *ge = getenv("KILN_P2P_GATHER"); /* the same environment on every rank */
+    x->p2p_gather = !(ge && !strcmp(ge, "0"));
     p2p_msg m = {0};
     p2p_msg *all = calloc((size_t)R, sizeof *all);
     uint8_t *handles = calloc((size_t)R, KILN_RT_P2P_HANDLE_BYTES);

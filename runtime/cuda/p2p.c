@@ -60,6 +60,7 @@ struct kiln_rt_p2p {
     bool push;                           /* the push exchange (a third region of 3 * n_ranks slots) */
     kiln_rt_func *fn[3];                 /* bf16, fp16, fp32 */
     kiln_rt_func *fn_norm[3];            /* all-reduce + add + rmsnorm, same types */
+    kiln_rt_func *fn_gather[3];          /* the push all-gather (push only), same types */
 };
 
 static int dt_index(kiln_dtype dt) {
@@ -95,12 +96,15 @@ kiln_status kiln_rt_p2p_create(kiln_rt_device *d, kiln_rt_kernels *kernels, int 
     static const char *const defs[3] = {"ACT=bf16", "ACT=fp16", "ACT=fp32"};
     const char *plain = p->push ? "all_reduce_push" : "all_reduce",
                *norm = p->push ? "all_reduce_push_norm" : "all_reduce_norm";
-    kiln_jit_spec specs[6];
+    kiln_jit_spec specs[9];
     for (int i = 0; i < 3; i++) specs[i] = (kiln_jit_spec){plain, defs[i]};
     for (int i = 0; i < 3; i++) specs[3 + i] = (kiln_jit_spec){norm, defs[i]};
-    KILN_TRY(kiln_rt_kernels_prepare(kernels, specs, 6));
+    for (int i = 0; i < 3; i++) specs[6 + i] = (kiln_jit_spec){"all_gather_push", defs[i]};
+    KILN_TRY(kiln_rt_kernels_prepare(kernels, specs, p->push ? 9 : 6));
     for (int i = 0; i < 3; i++) KILN_TRY(kiln_rt_kernels_get(kernels, plain, defs[i], &p->fn[i]));
     for (int i = 0; i < 3; i++) KILN_TRY(kiln_rt_kernels_get(kernels, norm, defs[i], &p->fn_norm[i]));
+    for (int i = 0; p->push && i < 3; i++)
+        KILN_TRY(kiln_rt_kernels_get(kernels, "all_gather_push", defs[i], &p->fn_gather[i]));
     KILN_TRY(kiln_rt_device_make_current(d));
     const size_t push_bytes = p->push ? 3 * (size_t)n_ranks * p->max_bytes : 0;
     KILN_TRY(kiln_rt_malloc(d, AR_DATA_OFF + 2 * p->max_bytes + push_bytes, &p->base));
@@ -246,4 +250,32 @@ bool kiln_rt_p2p_push_args(const kiln_rt_p2p *p, kiln_devptr bufs[KILN_RT_P2P_MA
     *rank = p->rank, *n_ranks = p->n_ranks, *slot_bytes = (int64_t)p->max_bytes, *timeout_ns = AR_TIMEOUT_NS;
     *max_msg = p->limit;
     return true;
+}
+
+bool kiln_rt_p2p_fits_gather(const kiln_rt_p2p *p, kiln_devptr send, kiln_devptr out, size_t rows, size_t width,
+                             kiln_dtype dt) {
+    if (!p || !p->push || !kiln_rt_p2p_fits(p, send, rows * width, dt) || rows < 1 || out % 16) return false;
+    return (width * kiln_dtype_size(dt)) % 16 == 0;
+}
+
+kiln_status kiln_rt_p2p_all_gather(kiln_rt_p2p *p, kiln_devptr send, kiln_devptr out, size_t rows, size_t width,
+                                   kiln_dtype dt, kiln_rt_stream *s) {
+    kiln_status st = KILN_OK;
+    KILN_CHECK(kiln_rt_p2p_fits_gather(p, send, out, rows, width, dt), KILN_ERR_INTERNAL,
+               "one-shot all-gather of %zu x %zu %s: not the push exchange, too large (max %zu bytes) or misaligned",
+               rows, width, kiln_dtype_name(dt), p ? p->limit : 0);
+    {
+        int64_t nvec = (int64_t)(rows * width * kiln_dtype_size(dt) / 16);
+        int64_t threads = KILN_MIN((int64_t)AR_THREADS, (nvec + 31) / 32 * 32);
+        int64_t blocks = KILN_MIN((nvec + threads - 1) / threads, (int64_t)p->grid_cap);
+        int64_t r64 = (int64_t)rows, w64 = (int64_t)width, half = (int64_t)p->max_bytes, timeout = AR_TIMEOUT_NS;
+        int32_t rank = p->rank, nr = p->n_ranks;
+        kiln_devptr *b = p->peers;
+        void *args[] = {&send, &out, &r64, &w64, &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &b[6], &b[7], &rank, &nr,
+                        &half, &timeout};
+        KILN_TRY(kiln_rt_launch(p->fn_gather[dt_index(dt)], (kiln_rt_dim3){(unsigned)blocks, 1, 1},
+                                (kiln_rt_dim3){(unsigned)threads, 1, 1}, 0, s, args));
+    }
+fail:
+    return st;
 }

@@ -112,6 +112,9 @@ static const kiln_jit_kernel_def registry[] = {
      "ptr,ptr,ptr,i32,i32,ptr,ptr,ptr,f32,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i32,i32,i64,i64",
      {{"ACT", ACT2}, {"ROWS", "1|2|4"}, {"UNROLL", "2|4|8"}, {"KSPLIT", "1|2"}, {"AR", "1"}},
      "ACT=bf16 ROWS=2 UNROLL=4 KSPLIT=2 AR=1;ACT=fp16 ROWS=1 UNROLL=2 KSPLIT=1 AR=1"},
+    /* the push all-gather: send, out, rows, width, the buffers b0..b7, rank, n_ranks, bytes per slot, timeout */
+    {"all_gather_push", "kernel_src/allreduce.cu", "kiln_all_gather_push",
+     "ptr,ptr,i64,i64,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i32,i32,i64,i64", {{"ACT", ACT3}}, "ACT=bf16;ACT=fp16;ACT=fp32"},
     {"gemv", "kernel_src/gemv.cu", "kiln_gemv", "ptr,i64,ptr,ptr,ptr,i32,i32,i32",
      {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "1|2|4|8"}, {"ROWS", "1|2|4"}, {"UNROLL", "2|4|8"}, {"GLU", "0|1"},
       {"KSPLIT", "1|2"}},
