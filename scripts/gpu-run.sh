@@ -95,6 +95,9 @@ cat > "$out/remote.sh" <<'REMOTE'
 #           KILN_GEMV_AR=1 (and ROPE), kiln bench --tp 2 -b 1 with KILN_GEMV_AR 0 / 1 (and KILN_GEMV_ROPE=1), TP 1 beside
 #   s15:    (branch ag, nvidia-h200-x2) test_gpu_tp, test_gpu_ops test_all_reduce_one_rank, kiln bench --tp 2 -b 1 / 4
 #           with the push all-gather on / off (KILN_P2P_GATHER), TP 1 -b 1 beside
+#   s18:    (branch next = ag + rope-gemv + gemv-ar, nvidia-h200-x2) the whole test_gpu_ops beside test_gpu_tp with
+#           KILN_GEMV_AR=1 KILN_GEMV_ROPE=1, then test_gpu_engine with KILN_GEMV_ROPE=1; kiln bench -b 1 at TP 1 with
+#           KILN_GEMV_ROPE 0 / 1 and at TP 2 with nothing / AR / AR + ROPE / AR + ROPE + NCCL gather, twice
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -326,6 +329,24 @@ if has fin5; then # fifth session, last call (nvidia-h200-x2): op tests by case,
     tag=${cfg%%:*}; args=${cfg#*:}
     kb "tp1-$tag" -- --tp 1 $args --iters 2
     kb "tp2-$tag" -- --tp 2 $args --iters 2
+  done
+fi
+if has s18; then # branch next: the three epilogue / exchange changes in one call
+  if [ "${S18_TESTS:-1}" = 1 ]; then
+    t0=$(date +%s)
+    ( KT_VERBOSE=1 CUDA_VISIBLE_DEVICES=0 timeout 400 "$here/bin/test_gpu_ops" > "$out/test_gpu_ops.log" 2>&1; echo "rc=$?" >> "$out/test_gpu_ops.log" ) &
+    KILN_GEMV_AR=1 KILN_GEMV_ROPE=1 KT_VERBOSE=1 timeout 240 "$here/bin/test_gpu_tp" > "$out/test_gpu_tp.log" 2>&1
+    echo "test_gpu_tp (AR + ROPE) rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed|ranks, rank" "$out/test_gpu_tp.log" | head -12
+    wait; echo "test_gpu_ops $(tail -1 "$out/test_gpu_ops.log") ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/test_gpu_ops.log" | head -12
+    t0=$(date +%s); KILN_GEMV_ROPE=1 timeout 200 "$here/bin/test_gpu_engine" > "$out/test_gpu_engine.log" 2>&1
+    echo "test_gpu_engine (ROPE) rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed|logits rel err" "$out/test_gpu_engine.log" | head -16
+  fi
+  for r in a b; do
+    for rp in 0 1; do kb "tp1-b1-rope$rp-$r" KILN_GEMV_ROPE=$rp -- --tp 1 -b 1 -s 128 -o 512 --iters 2; done
+    for c in "0:0:1" "1:0:1" "1:1:1" "1:1:0"; do
+      IFS=: read -r ar rp ga <<< "$c"
+      kb "tp2-b1-ar$ar-rope$rp-ga$ga-$r" KILN_GEMV_AR=$ar KILN_GEMV_ROPE=$rp KILN_P2P_GATHER=$ga -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+    done
   done
 fi
 if has s17; then # the row-parallel GEMV with the push all-reduce + add + RMSNorm as its epilogue (branch gemv-ar)
