@@ -175,29 +175,16 @@ kiln_all_reduce_add_rmsnorm(act_t *io, act_t *residual, act_t *out, const act_t 
     ar_meet(self, ctl, e, rank, n_ranks, b0, b1, b2, b3, b4, b5, b6, b7, timeout_ns);
     pdl_launch();
 
-    // sum in rank order (fp32), round to ACT (the all-reduce's output), add
-    // the residual, round again (the stored residual), sum of squares
-    V r[ARN_MAXV];
-    float ss = 0.0f;
+    arn_row(io, residual, out, w, base, nv, dim, eps, scratch, [&](float *acc, int i) {
 #pragma unroll
-    for (int k = 0; k < ARN_MAXV; k++) {
-        const int i = threadIdx.x + k * blockDim.x;
-        if (i < nv) {
-            float acc[V::N];
+        for (int q = 0; q < AR_MAX_RANKS; q++) {
+            if (q >= n_ranks) break;
+            V x;
+            x.v = ld16(pick(q, b0, b1, b2, b3, b4, b5, b6, b7) + half + (base + (size_t)i * V::N) * sizeof(act_t));
 #pragma unroll
-            for (int j = 0; j < V::N; j++) acc[j] = 0.0f;
-#pragma unroll
-            for (int q = 0; q < AR_MAX_RANKS; q++) {
-                if (q >= n_ranks) break;
-                V x;
-                x.v = ld16(pick(q, b0, b1, b2, b3, b4, b5, b6, b7) + half + (base + (size_t)i * V::N) * sizeof(act_t));
-#pragma unroll
-                for (int j = 0; j < V::N; j++) acc[j] += x.get(j);
-            }
-            arn_store_sum(acc, io, residual, base + (size_t)i * V::N, r[k], ss);
+            for (int j = 0; j < V::N; j++) acc[j] += x.get(j);
         }
-    }
-    arn_norm_out(r, ss, scratch, out, w, base, nv, dim, eps);
+    });
 }
 
 // ---------------------------------------------------------------- push mode
@@ -315,26 +302,15 @@ kiln_all_reduce_push_add_rmsnorm(act_t *io, act_t *residual, act_t *out, const a
                 (void)lp_receive(lp_slot(self, slot, q, n_ranks, buf_bytes) + (base + (size_t)i * V::N) * sizeof(act_t),
                                  rank, q, e, timeout_ns);
     }
-    V r[ARN_MAXV];
-    float ss = 0.0f;
+    arn_row(io, residual, out, w, base, nv, dim, eps, scratch, [&](float *acc, int i) {
+        for (int q = 0; q < n_ranks; q++) {
+            V x;
+            if (q == rank) x.v = lp_clean(ld16(io + base + (size_t)i * V::N)); // this rank's, read again
+            else x.v = ld16_volatile(lp_slot(self, slot, q, n_ranks, buf_bytes) + (base + (size_t)i * V::N) * sizeof(act_t));
 #pragma unroll
-    for (int k = 0; k < ARN_MAXV; k++) {
-        const int i = threadIdx.x + k * blockDim.x;
-        if (i < nv) {
-            float acc[V::N];
-#pragma unroll
-            for (int j = 0; j < V::N; j++) acc[j] = 0.0f;
-            for (int q = 0; q < n_ranks; q++) {
-                V x;
-                if (q == rank) x.v = lp_clean(ld16(io + base + (size_t)i * V::N)); // this rank's, read again
-                else x.v = ld16_volatile(lp_slot(self, slot, q, n_ranks, buf_bytes) + (base + (size_t)i * V::N) * sizeof(act_t));
-#pragma unroll
-                for (int j = 0; j < V::N; j++) acc[j] += x.get(j);
-            }
-            arn_store_sum(acc, io, residual, base + (size_t)i * V::N, r[k], ss);
+            for (int j = 0; j < V::N; j++) acc[j] += x.get(j);
         }
-    }
-    arn_norm_out(r, ss, scratch, out, w, base, nv, dim, eps);
+    });
 }
 
 // The push all-gather (kiln_all_gather_push): out [rows, n_ranks * width] =

@@ -163,3 +163,25 @@ KILN_DEV void arn_norm_out(const V *r, float ss, float *scratch, act_t *out, con
         }
     }
 }
+
+// A fused kernel's row: for each of this thread's vectors i, sum_ranks(acc,
+// i) adds every rank's vector i to acc (zeros) in rank order; the sum is
+// stored as above, then the row normalised into out.
+template <class SumRanks>
+KILN_DEV void arn_row(act_t *io, act_t *residual, act_t *out, const act_t *w, size_t base, int nv, int dim, float eps,
+                      float *scratch, SumRanks sum_ranks) {
+    V r[ARN_MAXV];
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < ARN_MAXV; k++) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i < nv) {
+            float acc[V::N];
+#pragma unroll
+            for (int j = 0; j < V::N; j++) acc[j] = 0.0f;
+            sum_ranks(acc, i);
+            arn_store_sum(acc, io, residual, base + (size_t)i * V::N, r[k], ss);
+        }
+    }
+    arn_norm_out(r, ss, scratch, out, w, base, nv, dim, eps);
+}

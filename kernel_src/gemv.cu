@@ -383,26 +383,15 @@ kiln_gemv_ar_norm(act_t *__restrict__ io, const act_t *__restrict__ x, const act
         for (int q = 0; q < n_ranks; q++)
             if (q != rank) (void)lp_receive(lp_slot(self, slot, q, n_ranks, buf_bytes) + (size_t)i * 16, rank, q, e, timeout_ns);
     }
-    V r[ARN_MAXV];
-    float ss = 0.0f;
+    arn_row(io, residual, nout, nw, 0, nvr, N, eps, scratch, [&](float *a, int i) {
+        for (int q = 0; q < n_ranks; q++) {
+            V xq;
+            xq.v = q == rank ? ld16_volatile(io + (size_t)i * V::N)
+                             : ld16_volatile(lp_slot(self, slot, q, n_ranks, buf_bytes) + (size_t)i * 16);
 #pragma unroll
-    for (int k = 0; k < ARN_MAXV; k++) {
-        const int i = threadIdx.x + k * blockDim.x;
-        if (i < nvr) {
-            float a[V::N];
-#pragma unroll
-            for (int j = 0; j < V::N; j++) a[j] = 0.0f;
-            for (int q = 0; q < n_ranks; q++) {
-                V xq;
-                xq.v = q == rank ? ld16_volatile(io + (size_t)i * V::N)
-                                 : ld16_volatile(lp_slot(self, slot, q, n_ranks, buf_bytes) + (size_t)i * 16);
-#pragma unroll
-                for (int j = 0; j < V::N; j++) a[j] += xq.get(j);
-            }
-            arn_store_sum(a, io, residual, (size_t)i * V::N, r[k], ss);
+            for (int j = 0; j < V::N; j++) a[j] += xq.get(j);
         }
-    }
-    arn_norm_out(r, ss, scratch, nout, nw, 0, nvr, N, eps);
+    });
     __syncthreads();
     if (threadIdx.x == 0) {
         ctl[1] = 0;
