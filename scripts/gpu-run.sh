@@ -110,6 +110,15 @@ what="${1:-all}"; filter="${2:-}"
 [ "$what" = all ] && what=tests,engine,bench
 has() { case ",$what," in *",$1,"*) return 0;; esac; return 1; }
 out="${OUT:-/tmp/out}"; mkdir -p "$out"
+# gt LOG TIMEOUT PATTERN [VAR=VALUE...] -- BIN [ARGS]: a test binary of the
+# bundle (KT_VERBOSE=1 and the environment given) under a timeout, its output
+# in $out/LOG.log; prints "LOG rc=N (S s)" and up to 16 lines matching PATTERN
+gt() {
+  local log="$1" to="$2" pat="$3"; shift 3; local envs=(KT_VERBOSE=1); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+  local bin="$1"; shift; local t0; t0=$(date +%s)
+  env "${envs[@]}" timeout "$to" "$here/bin/$bin" "$@" > "$out/$log.log" 2>&1; local r=$?
+  echo "$log rc=$r ($(( $(date +%s) - t0 )) s)"; grep -E "$pat" "$out/$log.log" | head -16
+}
 # kb TAG [VAR=VALUE...] -- ARGS: kiln bench on the Llama-3-8B shape (dummy
 # weights) with ARGS and the environment given, its JSON in $out/kb_TAG.json
 # (stderr appended to $out/kb.err), one line printed
@@ -385,8 +394,7 @@ if has s15; then # the logits all-gather over the push exchange (branch ag)
   for ag in 1 0; do kb "tp2-b4-gather$ag" KILN_P2P_GATHER=$ag -- --tp 2 -b 4 -s 128 -o 256 --iters 2; done
 fi
 if has s14; then # sixth session: decode attention's split-K partition at batch 1
-  t0=$(date +%s); KT_VERBOSE=1 timeout 120 "$here/bin/test_gpu_ops" test_attention_decode > "$out/ops_attn.log" 2>&1
-  echo "test_gpu_ops test_attention_decode rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/ops_attn.log" | head -4
+  gt ops_test_attention_decode 120 "FAIL|passed" -- test_gpu_ops test_attention_decode
   for c in "1:0" "1:128" "1:64" "2:0" "2:64"; do
     tp=${c%%:*}; P=${c#*:}
     kb "tp$tp-b1-P$P" KILN_DECODE_PARTITION=$P -- --tp $tp -b 1 -s 128 -o 512 --iters 1
@@ -400,15 +408,12 @@ if has s13; then # sixth session: where the batch-1 step goes at TP 1 and TP 2 (
   done
 fi
 if has s12; then # sixth session (nvidia-h200-x2): GEMV tiling by weight shape
-  t0=$(date +%s); KT_VERBOSE=1 timeout 200 "$here/bin/test_gpu_ops" test_gemv > "$out/ops_test_gemv.log" 2>&1
-  echo "test_gpu_ops test_gemv rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/ops_test_gemv.log" | head -4
+  gt ops_test_gemv 200 "FAIL|passed" -- test_gpu_ops test_gemv
   for rule in 0 3 4 1 2 0 3; do for tp in 1 2; do
     kb "tp$tp-b1-rule$rule" KILN_GEMV_RULE=$rule -- --tp $tp -b 1 -s 128 -o 512 --iters 2
   done; done
-  t0=$(date +%s); KILN_GEMV_RULE=3 timeout 200 "$here/bin/test_gpu_engine" > "$out/test_gpu_engine.log" 2>&1
-  echo "test_gpu_engine (rule 3) rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/test_gpu_engine.log" | head -8
-  t0=$(date +%s); KILN_GEMV_RULE=3 timeout 200 "$here/bin/test_gpu_tp" > "$out/test_gpu_tp.log" 2>&1
-  echo "test_gpu_tp (rule 3) rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/test_gpu_tp.log" | head -8
+  gt test_gpu_engine 200 "FAIL|passed" KILN_GEMV_RULE=3 -- test_gpu_engine
+  gt test_gpu_tp 200 "FAIL|passed" KILN_GEMV_RULE=3 -- test_gpu_tp
 fi
 if has s11; then # sixth session, last call (nvidia-h200-x2)
   if [ "${S11_TESTS:-1}" = 1 ]; then
@@ -436,12 +441,8 @@ if has s11; then # sixth session, last call (nvidia-h200-x2)
   fi
 fi
 if has s10; then # sixth session (nvidia-h200-x2): the GLU GEMV's K split at TP 2
-  for f in test_gemv test_all_reduce_one_rank; do
-    t0=$(date +%s); KT_VERBOSE=1 timeout 200 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1
-    echo "test_gpu_ops $f rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/ops_$f.log" | head -4
-  done
-  t0=$(date +%s); KT_VERBOSE=1 timeout 240 "$here/bin/test_gpu_tp" > "$out/test_gpu_tp.log" 2>&1
-  echo "test_gpu_tp rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed|ranks, rank" "$out/test_gpu_tp.log" | head -16
+  for f in test_gemv test_all_reduce_one_rank; do gt ops_$f 200 "FAIL|passed" -- test_gpu_ops $f; done
+  gt test_gpu_tp 240 "FAIL|passed|ranks, rank" -- test_gpu_tp
   timeout 150 "$here/bin/bench_kernels" gemm > "$out/bench_s10_gemm.log" 2>&1
   grep -E "ceilings|silu" "$out/bench_s10_gemm.log" | sed -E 's/ +/ /g' | cut -c1-120
   for c in "silu0:KILN_GEMV_SILU=0" "k1u4:KILN_GEMV_SILU=1 KILN_GEMV_SILU_KSPLIT=1 KILN_GEMV_SILU_UNROLL=4" \
@@ -455,12 +456,8 @@ if has s10; then # sixth session (nvidia-h200-x2): the GLU GEMV's K split at TP 
 fi
 if has s9; then # sixth session (nvidia-h200-x2): the push all-reduce
   if [ "${S9_TESTS:-1}" = 1 ]; then
-    for f in test_all_reduce_one_rank test_gemv; do
-      t0=$(date +%s); KT_VERBOSE=1 timeout 200 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1
-      echo "test_gpu_ops $f rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/ops_$f.log" | head -4
-    done
-    t0=$(date +%s); KT_VERBOSE=1 timeout 240 "$here/bin/test_gpu_tp" > "$out/test_gpu_tp.log" 2>&1
-    echo "test_gpu_tp rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed|ranks, rank|vs NCCL" "$out/test_gpu_tp.log" | head -16
+    for f in test_all_reduce_one_rank test_gemv; do gt ops_$f 200 "FAIL|passed" -- test_gpu_ops $f; done
+    gt test_gpu_tp 240 "FAIL|passed|ranks, rank|vs NCCL" -- test_gpu_tp
   fi
   kb "tp1-b1" -- --tp 1 -b 1 -s 128 -o 512 --iters 2
   for r in a b; do for ps in 0 1; do
