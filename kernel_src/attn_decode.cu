@@ -7,7 +7,10 @@
 //
 // One block handles GROUP query heads that share a KV head, one sequence, and
 // one partition of its context (blockIdx.z; partition_size tokens, a multiple
-// of 64; 0 means the whole context). Each KV tile is read once for the whole
+// of 64; 0 means the whole context; negative (16-bit caches only): each
+// sequence's context cut into n_parts parts of whole 64-token multiples, at
+// least 64 (part_size below), so that a decode step captured in a graph for
+// the longest context still splits the short contexts it replays on). Each KV tile is read once for the whole
 // group. Its 4 warps each stream their own 16-token tiles through a private
 // cp.async pipeline and keep their own online-softmax state; the warps are
 // merged through shared memory at the end.
@@ -31,6 +34,12 @@
 #if !KV_FP8
 #define STAGES 3
 #endif
+
+// The partition of a sequence of ctx tokens (see above; the reduction uses the same).
+__device__ __forceinline__ int part_size(int ctx, int partition_size, int n_parts) {
+    if (partition_size >= 0) return partition_size;
+    return max(64, ((ctx + n_parts - 1) / n_parts + 63) / 64 * 64);
+}
 
 #if !KV_FP8
 // Scale the scores of tile t (token of sc[k] = t*16 + sc_tok(k, tig)), mask
@@ -119,6 +128,7 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
     // alongside ctx_len instead of after it. Indices are clamped into the
     // sequence's row; entries past its context are never used.
     const int *bt = block_tables + (size_t)s * max_blocks;
+    // (FP8 caches always get a fixed partition_size >= 0 from the host: this runs before ctx is known)
     const int t_part = partition_size > 0 ? part * partition_size / 16 : 0;
     int bpre[ST_MAX - 2];
 #pragma unroll
@@ -128,10 +138,15 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
     const int ctx = ctx_len[s];
     const int pos = ctx - 1;
     const int lo = window > 0 ? max(0, pos - window + 1) : 0;
+#if KV_FP8
+    const int psz = partition_size; // fixed for FP8 caches (the host's decode_fp8_plan)
+#else
+    const int psz = part_size(ctx, partition_size, n_parts);
+#endif
     int beg = 0, end = ctx;
-    if (partition_size > 0) {
-        beg = part * partition_size;
-        end = min(ctx, beg + partition_size);
+    if (psz > 0) {
+        beg = part * psz;
+        end = min(ctx, beg + psz);
         if (beg >= ctx) return; // this partition is past the context: the reduction ignores it
     }
     const int t_first = max(beg, lo) / 16, t_end = (end + 15) / 16; // 16-token tiles [t_first, t_end)
@@ -436,7 +451,7 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
         acc *= vs;
 #endif
         int qh = qh0 + row;
-        if (partition_size > 0) {
+        if (partition_size != 0) { // split: this partition's unnormalized part
             size_t idx = ((size_t)s * nq + qh) * n_parts + part;
             part_o[idx * HD + d] = acc;
             if (d == 0) {
@@ -456,7 +471,8 @@ extern "C" __global__ void kiln_attn_reduce(act_t *__restrict__ out, const float
     pdl_wait();
     pdl_launch();
     const int qh = blockIdx.x, s = blockIdx.y;
-    const int np = min(n_parts, (ctx_len[s] + partition_size - 1) / partition_size);
+    const int ctx = ctx_len[s], psz = part_size(ctx, partition_size, n_parts);
+    const int np = min(n_parts, (ctx + psz - 1) / psz);
     const size_t base = ((size_t)s * nq + qh) * n_parts;
     float M = -KILN_INF;
     for (int p = 0; p < np; p++) M = fmaxf(M, part_ml[(base + p) * 2]);

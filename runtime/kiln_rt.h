@@ -223,12 +223,16 @@ typedef struct kiln_jit_kernel_def {
  * a decode step at -b 1 4.675 vs 4.814 ms (TP 1), 2.944 vs 2.988 (TP 2). */
 #define KILN_GEMV_SILU_DEFAULT 1
 /* The batch-1 qkv GEMV with rope and the KV-cache write as its epilogue
- * (kernel_src/gemv.cu ROPE=1, rows d and d + hd / 2 a warp group): 0 = off
- * until measured on a GPU ($KILN_GEMV_ROPE=1 on); its tiling. */
-#define KILN_GEMV_ROPE_DEFAULT 0
+ * (kernel_src/gemv.cu ROPE=1, rows d and d + hd / 2 a warp group;
+ * $KILN_GEMV_ROPE=0 off); its tiling. Measured on the H200 (2026-11-30,
+ * remote.sh s18, -b 1): TP 1 4.303 vs 4.388 ms a step, TP 2 (with the AR
+ * epilogue) 3.028 vs 3.072 ms. */
+#define KILN_GEMV_ROPE_DEFAULT 1
 /* The row-parallel batch-1 GEMV with the push all-reduce + add + RMSNorm as
- * its epilogue (kernel_src/gemv.cu AR=1): 0 = off until measured on GPUs
- * ($KILN_GEMV_AR=1 on). */
+ * its epilogue (kernel_src/gemv.cu AR=1; $KILN_GEMV_AR=1 on): off, it is
+ * slower. Measured on 2 H200s (2026-11-30, remote.sh s18, TP 2 -b 1, twice):
+ * 3.072 ms a step against 2.771 / 2.768 for the GEMV + the fused push
+ * all-reduce kernel (its results are right: test_gpu_tp). */
 #define KILN_GEMV_AR_DEFAULT 0
 #define KILN_GEMV_ROPE_UNROLL 2
 #define KILN_GEMV_ROPE_KSPLIT 2

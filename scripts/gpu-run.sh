@@ -97,7 +97,11 @@ cat > "$out/remote.sh" <<'REMOTE'
 #           with the push all-gather on / off (KILN_P2P_GATHER), TP 1 -b 1 beside
 #   s18:    (branch next = ag + rope-gemv + gemv-ar, nvidia-h200-x2) the whole test_gpu_ops beside test_gpu_tp with
 #           KILN_GEMV_AR=1 KILN_GEMV_ROPE=1, then test_gpu_engine with KILN_GEMV_ROPE=1; kiln bench -b 1 at TP 1 with
-#           KILN_GEMV_ROPE 0 / 1 and at TP 2 with nothing / AR / AR + ROPE / AR + ROPE + NCCL gather, twice
+#           KILN_GEMV_ROPE 0 / 1 and at TP 2 with nothing / AR / AR + ROPE / AR + ROPE + NCCL gather, twice;
+#           the first round also with KILN_DECODE_PARTITION=64 (both sizes, everything on)
+#   s19:    seventh session (nvidia-h200-x2): the whole test_gpu_ops beside test_gpu_tp, then test_gpu_engine (defaults:
+#           the rope epilogue, the push logits gather, the adaptive decode split); kiln bench -b 1 at TP 1 / 2 with
+#           KILN_DECODE_ADAPTIVE 1 / 0 twice, KILN_GEMV_ROPE=0 once; -b 32 at TP 1 / 2
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -356,6 +360,10 @@ if has s18; then # branch next: the three epilogue / exchange changes in one cal
       IFS=: read -r ar rp ga <<< "$c"
       kb "tp2-b1-ar$ar-rope$rp-ga$ga-$r" KILN_GEMV_AR=$ar KILN_GEMV_ROPE=$rp KILN_P2P_GATHER=$ga -- --tp 2 -b 1 -s 128 -o 512 --iters 2
     done
+    if [ "$r" = a ]; then # decode attention's split-K partition of 64 tokens with everything else on (s14's question)
+      kb "tp1-b1-rope1-P64" KILN_GEMV_ROPE=1 KILN_DECODE_PARTITION=64 -- --tp 1 -b 1 -s 128 -o 512 --iters 2
+      kb "tp2-b1-ar1-rope1-ga1-P64" KILN_GEMV_AR=1 KILN_GEMV_ROPE=1 KILN_DECODE_PARTITION=64 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+    fi
   done
 fi
 if has s17; then # the row-parallel GEMV with the push all-reduce + add + RMSNorm as its epilogue (branch gemv-ar)
@@ -382,6 +390,25 @@ if has s16; then # the qkv GEMV with rope + KV write as its epilogue (branch rop
   for r in a b; do for rp in 0 1; do for tp in 1 2; do
     kb "tp$tp-b1-rope$rp-$r" KILN_GEMV_ROPE=$rp -- --tp $tp -b 1 -s 128 -o 512 --iters 2
   done; done; done
+fi
+if has s19; then # seventh session: next's defaults (rope epilogue, push gather, adaptive decode split) tested and timed
+  if [ "${S19_TESTS:-1}" = 1 ]; then
+    t0=$(date +%s)
+    ( KT_VERBOSE=1 CUDA_VISIBLE_DEVICES=0 timeout 400 "$here/bin/test_gpu_ops" > "$out/test_gpu_ops.log" 2>&1; echo "rc=$?" >> "$out/test_gpu_ops.log" ) &
+    KT_VERBOSE=1 timeout 240 "$here/bin/test_gpu_tp" > "$out/test_gpu_tp.log" 2>&1
+    echo "test_gpu_tp rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/test_gpu_tp.log" | head -8
+    wait; echo "test_gpu_ops $(tail -1 "$out/test_gpu_ops.log") ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/test_gpu_ops.log" | head -12
+    gt test_gpu_engine 200 "FAIL|passed|logits rel err" -- test_gpu_engine
+  fi
+  for r in a b; do
+    for ad in 1 0; do for tp in 1 2; do
+      kb "tp$tp-b1-adaptive$ad-$r" KILN_DECODE_ADAPTIVE=$ad -- --tp $tp -b 1 -s 128 -o 512 --iters 2
+    done; done
+  done
+  kb "tp1-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 1 -b 1 -s 128 -o 512 --iters 2
+  kb "tp2-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+  for tp in 1 2; do kb "tp$tp-b32" -- --tp $tp -b 32 -s 128 -o 256 --iters 2; done
+fi
 if has s15; then # the logits all-gather over the push exchange (branch ag)
   t0=$(date +%s); KT_VERBOSE=1 timeout 120 "$here/bin/test_gpu_ops" test_all_reduce_one_rank > "$out/ops_ar1.log" 2>&1
   echo "test_gpu_ops test_all_reduce_one_rank rc=$? ($(( $(date +%s) - t0 )) s)"; grep -E "FAIL|passed" "$out/ops_ar1.log" | head -4

@@ -604,6 +604,8 @@ typedef struct attn_case {
     int q_len[8], ctx[8];
     int both; /* prefill: run the current and the first kernel (prefill_v1) against one reference, and bound
                  every output row's error too */
+    int graph_ctx; /* > 0: the launch's max_ctx_len (as a decode graph captured for the model's longest
+                      context passes it) instead of the longest ctx[] */
 } attn_case;
 
 /* worst relative L2 error of one hd-long output row (rows with a tiny
@@ -633,10 +635,11 @@ static void run_attention(const attn_case *c) {
     }
     int max_blocks = (max_ctx + c->bs - 1) / c->bs, nb = max_blocks * c->n_seqs + 3;
     kiln_dtype kvdt = c->kv ? c->kv : c->dt;
+    const int launch_ctx = KILN_MAX(max_ctx, c->graph_ctx);
     if (getenv("KT_VERBOSE"))
-        fprintf(stderr, "  attention %s kv %s hd=%d nq=%d nkv=%d bs=%d window=%d force=%d seqs=%d max_q=%d max_ctx=%d\n",
+        fprintf(stderr, "  attention %s kv %s hd=%d nq=%d nkv=%d bs=%d window=%d force=%d seqs=%d max_q=%d max_ctx=%d (launch %d)\n",
                 kiln_dtype_name(c->dt), kiln_dtype_name(kvdt), c->hd, c->nq, c->nkv, c->bs, c->window, c->force,
-                c->n_seqs, max_q, max_ctx);
+                c->n_seqs, max_q, max_ctx, launch_ctx);
     size_t cbytes = kiln_kv_layout_init(&l, nb, c->bs, c->nkv, c->hd, kvdt);
     size_t ne = cbytes / kiln_dtype_size(kvdt);
     float *kf = NULL, *vf = NULL;
@@ -709,15 +712,16 @@ static void run_attention(const attn_case *c) {
                 dout = dmalloc((size_t)T * c->nq * c->hd * 2);
     for (int v1 = 0; v1 < (c->both ? 2 : 1); v1++) {
         kiln_gpu_attn a = {dout, dq, q_stride, dkc, dvc, &l, c->nq, dqs, dcl, dbt, c->n_seqs, max_blocks, scale,
-                           c->window, max_q, max_ctx, c->force, v1};
+                           c->window, max_q, launch_ctx, c->force, v1};
         KT_OK(kiln_rt_memset8(dout, 0xff, (size_t)T * c->nq * c->hd * 2, st)); /* NaNs where nothing is written */
         KT_OK(kiln_gpu_attention(gpu, st, c->dt, &a));
         float *got = down_act(dout, (size_t)T * c->nq * c->hd, c->dt);
         CHECK_CLOSE(got, ref, (size_t)T * c->nq * c->hd, c->dt,
-                    "attention%s %s kv %s hd=%d nq=%d nkv=%d bs=%d window=%d force=%d seqs=%d (q,ctx)=(%d,%d)(%d,%d)..",
+                    "attention%s %s kv %s hd=%d nq=%d nkv=%d bs=%d window=%d force=%d seqs=%d launch ctx %d "
+                    "(q,ctx)=(%d,%d)(%d,%d)..",
                     v1 ? " (prefill v1)" : "", kiln_dtype_name(c->dt), kiln_dtype_name(kvdt), c->hd, c->nq, c->nkv,
-                    c->bs, c->window, c->force, c->n_seqs, c->q_len[0], c->ctx[0], c->q_len[c->n_seqs - 1],
-                    c->ctx[c->n_seqs - 1]);
+                    c->bs, c->window, c->force, c->n_seqs, launch_ctx, c->q_len[0], c->ctx[0],
+                    c->q_len[c->n_seqs - 1], c->ctx[c->n_seqs - 1]);
         if (c->both) {
             double w = worst_row_err(got, ref, (size_t)T * c->nq, c->hd);
             KT_CHECKF(w <= 10 * tol_for(c->dt), "worst row rel err %.3g (tol %.2g)%s hd=%d nq=%d nkv=%d bs=%d window=%d",
@@ -740,7 +744,7 @@ KT_TEST(test_attention_decode) {
                 for (int fi = 0; fi < 4; fi++)
                     for (int w = 0; w < 2; w++) {
                         attn_case c = {acts[a], 0, hds[hi], gqa[gi][0], gqa[gi][1], hi == 2 ? 32 : 16, w ? 64 : 0,
-                                       forces[fi], 0, {0}, {0}, 0};
+                                       forces[fi], 0, {0}, {0}, 0, 0};
                         c.n_seqs = 1 + (int)(next_u64() % 8);
                         for (int s = 0; s < c.n_seqs; s++) {
                             c.q_len[s] = 1;
@@ -748,6 +752,12 @@ KT_TEST(test_attention_decode) {
                         }
                         c.ctx[0] = ctxs[(hi * 3 + gi + fi) % 7];
                         run_attention(&c);
+                        /* as a decode graph launches it: max_ctx_len the model's (8192), the contexts
+                         * short (small batches split each context adaptively: ops_gpu.c decode_partition) */
+                        if (fi == 0) {
+                            c.graph_ctx = 8192;
+                            run_attention(&c);
+                        }
                     }
 }
 
@@ -759,7 +769,7 @@ KT_TEST(test_attention_prefill) {
             for (int gi = 0; gi < 3; gi++)
                 for (int w = 0; w < 2; w++) {
                     attn_case c = {acts[a], 0, hds[hi], gqa[gi][0], gqa[gi][1], hi == 2 ? 32 : 16, w ? 100 : 0, 0, 0,
-                                   {0}, {0}, 1};
+                                   {0}, {0}, 1, 0};
                     c.n_seqs = 1 + (int)(next_u64() % 6);
                     for (int s = 0; s < c.n_seqs; s++) {
                         c.q_len[s] = 1 + (int)(next_u64() % 300);
@@ -784,7 +794,7 @@ KT_TEST(test_attention_prefill_shapes) {
               {128, 8, 2, 16, 0},  {72, 16, 2, 8, 129}};
     for (int a = 0; a < 2; a++)
         for (int i = 0; i < (int)(sizeof sh / sizeof sh[0]); i++) {
-            attn_case c = {acts[a], 0, sh[i].hd, sh[i].nq, sh[i].nkv, sh[i].bs, sh[i].window, 0, 0, {0}, {0}, 1};
+            attn_case c = {acts[a], 0, sh[i].hd, sh[i].nq, sh[i].nkv, sh[i].bs, sh[i].window, 0, 0, {0}, {0}, 1, 0};
             c.n_seqs = 1 + (int)(next_u64() % 3);
             for (int s = 0; s < c.n_seqs; s++) {
                 c.q_len[s] = 1 + (int)(next_u64() % 700);
@@ -811,7 +821,7 @@ KT_TEST(test_attention_fp8) {
                 for (int gi = 0; gi < 4; gi++) {
                     for (int fi = 0; fi < 3; fi++) { /* decode */
                         attn_case c = {acts[a], kvs[k], hds[hi], gqa[gi][0], gqa[gi][1], (gi & 1) ? 32 : 16,
-                                       (fi == 1) ? 64 : 0, forces[fi], 0, {0}, {0}, 0};
+                                       (fi == 1) ? 64 : 0, forces[fi], 0, {0}, {0}, 0, 0};
                         c.n_seqs = 1 + (int)(next_u64() % 8);
                         for (int s = 0; s < c.n_seqs; s++) c.q_len[s] = 1, c.ctx[s] = ctxs[next_u64() % 7];
                         c.ctx[0] = ctxs[(hi * 3 + gi + fi + k) % 7];
@@ -819,7 +829,7 @@ KT_TEST(test_attention_fp8) {
                     }
                     for (int w = 0; w < 2; w++) { /* prefill over cached context */
                         attn_case c = {acts[a], kvs[k], hds[hi], gqa[gi][0], gqa[gi][1], (gi & 1) ? 16 : 32,
-                                       w ? 100 : 0, 0, 0, {0}, {0}, 0};
+                                       w ? 100 : 0, 0, 0, {0}, {0}, 0, 0};
                         c.n_seqs = 1 + (int)(next_u64() % 6);
                         for (int s = 0; s < c.n_seqs; s++) {
                             c.q_len[s] = 1 + (int)(next_u64() % 300);
@@ -840,7 +850,7 @@ KT_TEST(test_attention_fp8) {
             setenv("KILN_DECODE_STAGES", depths[di], 1);
             for (int k = 0; k < 2; k++) {
                 attn_case c = {acts[(di + k) & 1], kvs[k], 128, 32, (di + k) % 2 ? 2 : 4, 16, di == 2 ? 64 : 0,
-                               di % 3 == 1 ? 256 : 0, 0, {0}, {0}, 0};
+                               di % 3 == 1 ? 256 : 0, 0, {0}, {0}, 0, 0};
                 c.n_seqs = 1 + (int)(next_u64() % 8);
                 for (int s = 0; s < c.n_seqs; s++) c.q_len[s] = 1, c.ctx[s] = ctxs[next_u64() % 7];
                 c.ctx[0] = 3001 - di;
@@ -1067,8 +1077,11 @@ KT_TEST(test_gemv) {
     static const int glu_tiles[][2] = {{1, 2}, {1, 4}, {1, 8}, {2, 2}, {2, 4}, {2, 8}};
     for (int ti = 0; ti < 6; ti++) {
         const int ksplit = glu_tiles[ti][0], unroll = glu_tiles[ti][1];
+        /* the plain GEMV of the bit comparison sums K in one warp as the GLU GEMV with K split 1 does:
+         * K split 1 for every shape (rule -1 = 0: the knobs as given, not the tiling by shape) */
         kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = 8, .gemv_silu = 1,
-                              .gemv_silu_ksplit = ksplit, .gemv_silu_unroll = unroll};
+                              .gemv_silu_ksplit = ksplit, .gemv_silu_unroll = unroll, .gemv_ksplit = 1,
+                              .gemv_rule = -1};
         kiln_gpu *gv = NULL;
         KT_OK(kiln_gpu_create(dev, &gp, &gv));
         int Ms[] = {1, 3, 8}, Is[] = {384, 1001}, Ks[] = {512, 4104, 40};

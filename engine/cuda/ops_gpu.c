@@ -24,6 +24,7 @@ struct kiln_gpu {
     int gemv_max_m, gemv_rows, gemv_unroll, gemv_ksplit, gemv_rule, gemv_rope, gemv_ar, gemv_silu, gemv_silu_ksplit, gemv_silu_unroll;
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int elem_wide_min; /* rows / tokens from which the elementwise ops take their wide kernels (0: never) */
+    bool decode_adaptive; /* $KILN_DECODE_ADAPTIVE (default 1): decode_partition */
 };
 
 /* A tuning knob: the parameter when set (non-zero), else $env when set,
@@ -68,6 +69,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     tc_knobs(g, p);
     g->elem_wide_min = knob(p ? p->elem_wide_min : 0, "KILN_ELEM_WIDE_MIN", KILN_ELEM_WIDE_MIN_DEFAULT);
     if (g->elem_wide_min < 0) g->elem_wide_min = 0;
+    g->decode_adaptive = knob(0, "KILN_DECODE_ADAPTIVE", 1) > 0;
     size_t sample_bytes = (size_t)g->max_rows * (size_t)g->vocab * 4;
     size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * 256;
     KILN_TRY(kiln_rt_pool_create(d, "workspace", total, &g->pool));
@@ -767,8 +769,16 @@ static int decode_blocks_per_sm(int regs, const kiln_rt_device_info *di, unsigne
  * blocks (sequences x head groups) would not fill the slots (blocks resident
  * at once): 16-bit caches take at least enough partitions to fill them, FP8
  * ones at most as many as fill one wave (more would start a second, mostly
- * empty wave). force_partition > 0 forces P, < 0 forbids splitting. */
-static int decode_partition(const kiln_gpu_attn *a, int base, int slots, bool kv8) {
+ * empty wave). force_partition > 0 forces P, < 0 forbids splitting.
+ * 16-bit caches whose base blocks fill under a quarter of the slots (small
+ * batches) split adaptively instead (P = -1, kernel_src/attn_decode.cu
+ * part_size): each sequence's own context in *n_parts parts of 64-token
+ * multiples, as many parts as fill the slots. max_ctx_len is the longest
+ * context the launch may see (a captured graph's: the model's), so a fixed P
+ * from it left a batch-1 step at a few hundred tokens one partition of 256+
+ * per head group: 8 blocks on 132 SMs. $KILN_DECODE_ADAPTIVE=0: the fixed P
+ * always. */
+static int decode_partition_fixed(const kiln_gpu_attn *a, int base, int slots, bool kv8) {
     if (a->force_partition > 0) return (a->force_partition + 63) / 64 * 64;
     if (a->force_partition < 0 || base >= slots || a->max_ctx_len <= 512) return 0;
     int want = kv8 ? slots / base : (slots + base - 1) / base;
@@ -776,6 +786,16 @@ static int decode_partition(const kiln_gpu_attn *a, int base, int slots, bool kv
     int P = (a->max_ctx_len + want - 1) / want;
     P = KILN_MAX(256, (P + 63) / 64 * 64);
     return P >= a->max_ctx_len ? 0 : P;
+}
+static int decode_partition(const kiln_gpu_attn *a, int base, int slots, bool kv8, bool adaptive, int *n_parts) {
+    *n_parts = 1;
+    int P = decode_partition_fixed(a, base, slots, kv8);
+    if (P > 0) *n_parts = (a->max_ctx_len + P - 1) / P;
+    if (!adaptive || a->force_partition || kv8 || base >= slots || a->max_ctx_len <= 64) return P;
+    int want = (slots + base - 1) / base;
+    if (want < 4) return P;
+    *n_parts = KILN_MIN(want, (a->max_ctx_len + 63) / 64);
+    return -1;
 }
 /* The FP8 decode pipeline: the kernel takes as many tile slots a warp (4 to
  * 8) as the launch's shared memory holds. $KILN_DECODE_STAGES fixes the
@@ -796,7 +816,7 @@ static void decode_fp8_plan(kiln_rt_func *f, const kiln_rt_device_info *di, cons
         int st = cand[i];
         while (st > 4 && (int)decode_smem(st, tb, hd) > di->smem_per_block_optin) st--;
         int occ = decode_blocks_per_sm(fa.regs, di, decode_smem(st, tb, hd)), slots = di->n_sms * occ;
-        int p = decode_partition(a, base, slots, true);
+        int p = decode_partition_fixed(a, base, slots, true);
         int64_t blocks = (int64_t)base * (p ? (a->max_ctx_len + p - 1) / p : 1);
         double est = (double)((blocks + slots - 1) / slots) * (p ? p : a->max_ctx_len) * occ;
         if (i == 0 || est < 0.95 * best) *stages = st, *P = p, best = est;
@@ -858,11 +878,12 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
         KILN_TRY(kiln_rt_kernels_get(g->k, "attn_decode", defs, &f));
         /* 16-bit caches: 3 stages (kernel_src/attn_decode.cu STAGES), split
          * for 2 blocks an SM */
-        int base = n_seqs * (nq / grp), stages = 3, P = 0;
-        if (kv8) decode_fp8_plan(f, di, a, hd, base, &stages, &P);
-        else P = decode_partition(a, base, 2 * n_sms, false);
+        int base = n_seqs * (nq / grp), stages = 3, P = 0, n_parts = 1;
+        if (kv8) {
+            decode_fp8_plan(f, di, a, hd, base, &stages, &P);
+            n_parts = P ? (a->max_ctx_len + P - 1) / P : 1;
+        } else P = decode_partition(a, base, 2 * n_sms, false, g->decode_adaptive, &n_parts);
         unsigned smem = decode_smem(stages, tile_bytes(hd, kv8), hd);
-        int n_parts = P ? (a->max_ctx_len + P - 1) / P : 1;
         kiln_devptr part_o = 0, part_ml = 0;
         if (P) {
             size_t need_o = (size_t)n_seqs * nq * n_parts * hd * 4, need_ml = (size_t)n_seqs * nq * n_parts * 2 * 4;
