@@ -217,7 +217,7 @@ cli_opt *cli_engine_opts(kiln_engine_params *p) {
 cli_opt *cli_sampling_opts(kiln_sampling_params *p) {
     static cli_opt o[24];
     cli_opt t[] = {
-        {"max-tokens", CLI_INT, &p->max_tokens, "N", "tokens to generate per prompt"},
+        {"max-tokens", CLI_INT, &p->max_tokens, "N", "tokens to generate per prompt (negative: until the context limit)"},
         {"min-tokens", CLI_INT, &p->min_tokens, "N", "suppress EOS before N tokens"},
         {"temperature", CLI_FLOAT, &p->temperature, "T", "0 = greedy"},
         {"top-p", CLI_FLOAT, &p->top_p, "P", "nucleus sampling"},

@@ -154,6 +154,10 @@ kiln_status kiln_engine_create(const kiln_engine_params *params, kiln_engine **o
     KILN_CHECK(p->max_model_len >= 0, KILN_ERR_INVALID_ARGUMENT, "max_model_len must be >= 0");
     KILN_CHECK(p->tensor_parallel_size >= 1, KILN_ERR_INVALID_ARGUMENT, "tensor_parallel_size must be >= 1");
     KILN_CHECK(p->prefill_ratio >= 0, KILN_ERR_INVALID_ARGUMENT, "prefill_ratio must be >= 0");
+    KILN_CHECK(p->gpu_memory_utilization >= 0 && p->gpu_memory_utilization <= 1, KILN_ERR_INVALID_ARGUMENT,
+               "gpu_memory_utilization must be in (0, 1] (0: the default 0.9), got %g", p->gpu_memory_utilization);
+    KILN_CHECK(p->num_kv_blocks >= 0, KILN_ERR_INVALID_ARGUMENT, "num_kv_blocks must be >= 0 (0: from memory), got %d",
+               p->num_kv_blocks);
     const char *sm = p->speculative_method;
     int method = sm && *sm ? -1 : KILN_SPEC_NONE;
     for (int i = 0; i < KILN_SPEC_COUNT && method < 0; i++)

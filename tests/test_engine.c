@@ -9,9 +9,11 @@
 #include "kt.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static kiln_engine *make(int max_model_len) {
     kiln_engine_params p;
@@ -101,6 +103,73 @@ static int on_event(void *u, const kiln_stream_event *ev) {
         x->finals++;
     }
     return x->cancel_after > 0 && x->tokens >= x->cancel_after;
+}
+
+/* Engine parameters out of range: a clear error naming the parameter, no
+ * engine, nothing leaked (the sanitizer pass checks that). */
+KT_TEST(test_bad_engine_params) {
+    static const struct {
+        int field;
+        double v;
+        const char *want;
+    } cases[] = {
+        {0, 0, "block_size must be in [1, 1024]"},
+        {0, 4096, "block_size must be in [1, 1024]"},
+        {1, 0, "max_num_seqs must be in [1, 65536]"},
+        {2, 0, "max_num_batched_tokens must be >= 1"},
+        {3, -1, "max_model_len must be >= 0"},
+        {4, 0, "tensor_parallel_size must be >= 1"},
+        {5, -0.5, "prefill_ratio must be >= 0"},
+        {5, NAN, "prefill_ratio must be >= 0"},
+        {6, 7, "gpu_memory_utilization must be in (0, 1]"},
+        {6, -0.1, "gpu_memory_utilization must be in (0, 1]"},
+        {6, NAN, "gpu_memory_utilization must be in (0, 1]"},
+        {7, -3, "num_kv_blocks must be >= 0"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kiln_engine_params p;
+        kiln_engine_default_params(&p);
+        p.model = KT_DATA "/models/llama3-gqa";
+        p.device = "cpu";
+        p.tokenizer = "none";
+        const double v = cases[i].v;
+        switch (cases[i].field) {
+        case 0: p.block_size = (int)v; break;
+        case 1: p.max_num_seqs = (int)v; break;
+        case 2: p.max_num_batched_tokens = (int)v; break;
+        case 3: p.max_model_len = (int)v; break;
+        case 4: p.tensor_parallel_size = (int)v; break;
+        case 5: p.prefill_ratio = v; break;
+        case 6: p.gpu_memory_utilization = v; break;
+        default: p.num_kv_blocks = (int)v; break;
+        }
+        kiln_engine *e = NULL;
+        KT_ERR(kiln_engine_create(&p, &e), KILN_ERR_INVALID_ARGUMENT, cases[i].want);
+        KT_CHECKF(e == NULL, "case %zu: an engine despite the error", i);
+    }
+    /* names of things that do not exist */
+    static const struct {
+        const char *dtype, *kv, *load, *want;
+    } names[] = {
+        {"int4", NULL, NULL, "unknown dtype \"int4\""},
+        {NULL, "int3", NULL, "unknown kv cache dtype \"int3\""},
+        {NULL, NULL, "gguf", "unknown load format \"gguf\""},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        kiln_engine_params p;
+        kiln_engine_default_params(&p);
+        p.model = KT_DATA "/models/llama3-gqa";
+        p.device = "cpu";
+        p.tokenizer = "none";
+        if (names[i].dtype) p.dtype = names[i].dtype;
+        if (names[i].kv) p.kv_cache_dtype = names[i].kv;
+        if (names[i].load) p.load_format = names[i].load;
+        kiln_engine *e = NULL;
+        kiln_status st = kiln_engine_create(&p, &e);
+        KT_CHECKF(st != KILN_OK && e == NULL, "case %zu: created", i);
+        KT_CHECKF(strstr(kiln_last_error(), names[i].want), "case %zu: error \"%s\", want \"%s\"", i,
+                  kiln_last_error(), names[i].want);
+    }
 }
 
 KT_TEST(test_cancel) {
@@ -405,5 +474,6 @@ KT_TEST(test_pipelined_decode) {
     KT_CHECK(a.ev[7].finish == KILN_FINISH_ABORT);
 }
 
-KT_MAIN(KT_CASE(test_pipelined_decode), KT_CASE(test_text_and_stop_strings), KT_CASE(test_bad_requests), KT_CASE(test_cancel), KT_CASE(test_stop_ids_and_length),
+KT_MAIN(KT_CASE(test_pipelined_decode), KT_CASE(test_text_and_stop_strings), KT_CASE(test_bad_requests),
+        KT_CASE(test_bad_engine_params), KT_CASE(test_cancel), KT_CASE(test_stop_ids_and_length),
         KT_CASE(test_seeded_sampling), KT_CASE(test_threads))
