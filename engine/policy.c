@@ -19,8 +19,9 @@
 #include <stdlib.h>
 
 #define POLICY_MEM_LIMIT (64u << 20)
-#define POLICY_INSN_LIMIT 200000000ull /* ~1-2 s of Lua */
+#define POLICY_INSN_LIMIT 200000000ull /* ~1-2 s of straight-line Lua; a tight loop's line hooks make it ~15 s */
 #define POLICY_HOOK_EVERY 10000
+#define POLICY_TIME_LIMIT_S 10.0 /* wall clock of one sandbox ($KILN_POLICY_TIME_LIMIT seconds) */
 
 typedef struct host {
     size_t mem_used, mem_limit;
@@ -28,6 +29,7 @@ typedef struct host {
     bool mem_exceeded;
     uint64_t insns;
     bool insn_exceeded;
+    double t_start, t_limit; /* kiln_now_sec() at the sandbox's creation, the time limit */
     const char *policy_dir;
     char *policy_path; /* the file the policy came from (for messages) */
 } host;
@@ -70,6 +72,19 @@ static void insn_hook(lua_State *L, lua_Debug *ar) {
         luaL_error(L, "policy exceeded the instruction limit (%d instructions): an infinite loop?",
                    (int)POLICY_INSN_LIMIT);
     }
+    if (kiln_now_sec() - h->t_start > h->t_limit) {
+        char lim[32];
+        snprintf(lim, sizeof lim, "%g", h->t_limit); /* lua_pushfstring has no %g */
+        luaL_error(L, "policy exceeded its time limit (%s s): an infinite loop?", lim);
+    }
+}
+
+/* $KILN_POLICY_TIME_LIMIT (seconds, > 0) or POLICY_TIME_LIMIT_S */
+static double policy_time_limit(void) {
+    const char *v = getenv("KILN_POLICY_TIME_LIMIT");
+    char *end = NULL;
+    double t = v && *v ? strtod(v, &end) : 0;
+    return end && !*end && t > 0 ? t : POLICY_TIME_LIMIT_S;
 }
 
 /* ------------------------------------------------------------ module source */
@@ -828,6 +843,8 @@ static int l_convert(lua_State *L) {
 /* ------------------------------------------------------------ the driver */
 
 static lua_State *new_sandbox(host *h) {
+    h->t_start = kiln_now_sec();
+    h->t_limit = policy_time_limit();
     lua_State *L = lua_newstate(host_alloc, h);
     if (!L) return NULL;
     static const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base}, {LUA_TABLIBNAME, luaopen_table},

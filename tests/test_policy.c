@@ -91,9 +91,21 @@ KT_TEST(test_policy_errors) {
     f = policy_file("runtime.lua", "return function(facts)\n  local t = nil\n  return t.x\nend\n");
     KT_ERR(build(f, 1, NULL, &p), KILN_ERR_POLICY, "runtime.lua:3:");
     KT_CHECK(strstr(kiln_last_error(), "attempt to index") != NULL);
-    f = policy_file("loop.lua", "return function(facts)\n  while true do end\nend\n");
-    KT_ERR(build(f, 1, NULL, &p), KILN_ERR_POLICY, "loop.lua:2:");
+    /* an endless loop: the instruction limit (many instructions a line, so few line hooks; the time limit
+     * out of the way), then the time limit of a tight loop (a line hook each turn) */
+    setenv("KILN_POLICY_TIME_LIMIT", "600", 1);
+    f = policy_file("loop.lua", "return function(facts)\n  local a, b = 0, 1\n"
+                                "  while true do a = a + b; b = a - b; a = a * 1; b = b * 1; a = a + 0; b = b + 0; a = a % 7 end\n"
+                                "end\n");
+    KT_ERR(build(f, 1, NULL, &p), KILN_ERR_POLICY, "loop.lua:3:");
     KT_CHECK(strstr(kiln_last_error(), "instruction limit") != NULL);
+    setenv("KILN_POLICY_TIME_LIMIT", "0.3", 1);
+    f = policy_file("spin.lua", "return function(facts)\n  while true do end\nend\n");
+    double t0 = kiln_now_sec();
+    KT_ERR(build(f, 1, NULL, &p), KILN_ERR_POLICY, "spin.lua:2:");
+    KT_CHECK(strstr(kiln_last_error(), "time limit (0.3 s)") != NULL);
+    KT_CHECKF(kiln_now_sec() - t0 < 30, "the time limit took %.1f s", kiln_now_sec() - t0);
+    unsetenv("KILN_POLICY_TIME_LIMIT");
     f = policy_file("bomb.lua",
                     "return function(facts)\n  local t = {}\n  for i = 1, 1e9 do t[i] = string.rep('x', 64) .. i end\nend\n");
     KT_ERR(build(f, 1, NULL, &p), KILN_ERR_POLICY, "bomb.lua:3");
