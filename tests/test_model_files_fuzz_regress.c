@@ -14,30 +14,7 @@
 #include "fuzz/fuzz_config.c"
 #include "fuzz/fuzz_safetensors.c"
 
-#include <dirent.h>
-
-static int replay(const char *target, int (*fn)(const uint8_t *, size_t)) {
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s/fuzz/%s", KT_DATA, target);
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.' || !strcmp(e->d_name, "README.md")) continue;
-        char path[2048];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        char *data = NULL;
-        size_t len = 0;
-        if (kiln_read_file(path, &data, &len)) continue;
-        fprintf(stderr, "  %s/%s\n", target, e->d_name);
-        fn((const uint8_t *)data, len);
-        free(data);
-        n++;
-    }
-    closedir(d);
-    return n;
-}
+#include "fuzz/fuzz_replay.h"
 
 static char *read_seed(const char *target, const char *name, size_t *len) {
     char path[1024];

@@ -14,6 +14,7 @@
  */
 #include "kiln.h"
 #include "model.h"
+#include "fuzz_files.h"
 
 #include <limits.h>
 #include <math.h>
@@ -36,15 +37,7 @@ static void kiln_fuzz_cfg_cleanup(void) {
 }
 
 static void kiln_fuzz_cfg_write(const char *name, const char *data, size_t size) {
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s", kiln_fuzz_cfg_dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        fprintf(stderr, "fuzz_config: cannot write %s\n", path);
-        abort(); /* the harness, not the parser */
-    }
-    if (size && fwrite(data, 1, size, f) != size) abort();
-    fclose(f);
+    kiln_fuzz_write("fuzz_config", kiln_fuzz_cfg_dir, name, data, size);
 }
 
 static void kiln_fuzz_cfg_failed(kiln_status st) {

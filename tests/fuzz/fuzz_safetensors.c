@@ -16,6 +16,7 @@
 #define _GNU_SOURCE /* memmem */
 #include "kiln.h"
 #include "model.h"
+#include "fuzz_files.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,15 +41,7 @@ static void kiln_fuzz_st_cleanup(void) {
 }
 
 static void kiln_fuzz_st_write(const char *name, const uint8_t *data, size_t size) {
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s", kiln_fuzz_st_dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        fprintf(stderr, "fuzz_safetensors: cannot write %s\n", path);
-        abort(); /* the harness, not the parser */
-    }
-    if (size && fwrite(data, 1, size, f) != size) abort();
-    fclose(f);
+    kiln_fuzz_write("fuzz_safetensors", kiln_fuzz_st_dir, name, data, size);
 }
 
 static void kiln_fuzz_st_check(const kiln_checkpoint *ck) {
