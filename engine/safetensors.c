@@ -41,8 +41,8 @@ kiln_status kiln_checkpoint_add_file(kiln_checkpoint *ck, const char *path) {
     KILN_CHECK(sh.map.len >= 8, KILN_ERR_FORMAT,
                "%s: truncated safetensors file (%zu bytes, the 8-byte header length is missing)", path,
                sh.map.len);
-    uint64_t hlen;
-    memcpy(&hlen, sh.map.data, 8);
+    uint64_t hlen = 0; /* little-endian u64, whatever this machine's order */
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | ((const unsigned char *)sh.map.data)[i];
     KILN_CHECK(hlen <= sh.map.len - 8, KILN_ERR_FORMAT,
                "%s: header length %llu is larger than the file (%zu bytes): truncated or not safetensors", path,
                (unsigned long long)hlen, sh.map.len);
