@@ -19,6 +19,7 @@
  */
 #include "engine_internal.h"
 
+#include <float.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -131,6 +132,17 @@ fail:
 
 /* ------------------------------------------------------------------ JSON */
 
+/* One scale of a file into *out: a number from FLT_MIN (the smallest
+ * normal float) to 1e30. Positive as a double is not enough: 1e-50 becomes
+ * the float 0, and dividing by a subnormal float overflows. */
+#define KV_SCALE_RANGE "1.2e-38 to 1e30"
+static bool json_scale(const json_t *e, float *out) {
+    double x = json_is_number(e) ? json_number_value(e) : -1;
+    if (!(x >= FLT_MIN && x < 1e30)) return false;
+    *out = (float)x;
+    return true;
+}
+
 /* x | [per layer] | [[per head] per layer] into s[l * 2 * G + which * G + h]. */
 static kiln_status json_scales(json_t *j, const char *key, const char *what, int L, int G, int which, float *s) {
     json_t *v = json_object_get(j, key);
@@ -150,11 +162,9 @@ static kiln_status json_scales(json_t *j, const char *key, const char *what, int
                     e = json_array_get(e, (size_t)h);
                 }
             }
-            double x = json_is_number(e) ? json_number_value(e) : -1;
-            if (!(x > 0 && x < 1e30))
-                return KILN_FAIL(KILN_ERR_FORMAT, "%s: \"%s\" of layer %d head %d is not a positive number", what, key,
-                                 l, h);
-            s[((size_t)l * 2 + (size_t)which) * (size_t)G + (size_t)h] = (float)x;
+            if (!json_scale(e, &s[((size_t)l * 2 + (size_t)which) * (size_t)G + (size_t)h]))
+                return KILN_FAIL(KILN_ERR_FORMAT, "%s: \"%s\" of layer %d head %d is not a positive number (%s)",
+                                 what, key, l, h, KV_SCALE_RANGE);
         }
     return KILN_OK;
 }
@@ -163,8 +173,9 @@ kiln_status kiln_kv_scales_parse_json(const char *text, const char *what, int L,
     kiln_status st = KILN_OK;
     json_error_t jerr;
     json_t *root = json_loads(text, 0, &jerr);
-    KILN_CHECK(root && json_is_object(root), KILN_ERR_FORMAT, "%s: not a JSON object (%s, line %d)", what,
-               root ? "" : jerr.text, root ? 0 : jerr.line);
+    KILN_CHECK(root, KILN_ERR_FORMAT, "%s: not a JSON object (%s, line %d)", what, jerr.text, jerr.line);
+    KILN_CHECK(json_is_object(root), KILN_ERR_FORMAT, "%s: not a JSON object (the top level is %s)", what,
+               json_is_array(root) ? "an array" : json_is_string(root) ? "a string" : "a number or a literal");
     json_t *kvc = json_object_get(root, "kv_cache");
     if (kvc) {
         /* vLLM's quantization-param file: scaling_factor {tp rank: {layer: x}},
@@ -181,14 +192,14 @@ kiln_status kiln_kv_scales_parse_json(const char *text, const char *what, int L,
             for (int l = 0; l < L; l++) {
                 char key[16];
                 snprintf(key, sizeof key, "%d", l);
-                json_t *e = json_object_get(layers, key);
-                double x = json_is_number(e) ? json_number_value(e) : -1;
-                KILN_CHECK(x > 0 && x < 1e30, KILN_ERR_FORMAT,
-                           "%s: scaling_factor[\"%s\"][\"%d\"] is missing or not a positive number", what, rank, l);
+                float x = 0;
+                KILN_CHECK(json_scale(json_object_get(layers, key), &x), KILN_ERR_FORMAT,
+                           "%s: scaling_factor[\"%s\"][\"%d\"] is missing or not a positive number (%s)", what,
+                           rank, l, KV_SCALE_RANGE);
                 for (int w = 0; w < 2; w++)
                     for (int h = 0; h < G; h++) {
                         float *o = &s[((size_t)l * 2 + (size_t)w) * (size_t)G + (size_t)h];
-                        if ((float)x > *o) *o = (float)x;
+                        if (x > *o) *o = x;
                     }
             }
         }

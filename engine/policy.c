@@ -12,6 +12,7 @@
 
 #include "embed.h"
 
+#include <float.h>
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
@@ -761,9 +762,9 @@ static void conv_kv_scales(lua_State *L, conv *c, int plan) {
                 if (m > 1) lua_rawgeti(L, -1, i + 1);
                 else lua_pushvalue(L, -1);
                 double v = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : -1;
-                if (!(v > 0 && v < 1e30))
-                    luaL_error(L, "%s: plan field 'kv_scales.%s' entry %d must be a positive number", c->policy_where,
-                               key, i + 1);
+                if (!(v >= FLT_MIN && v < 1e30)) /* 1e-50 would be the float 0 */
+                    luaL_error(L, "%s: plan field 'kv_scales.%s' entry %d must be a positive number (1.2e-38 to 1e30)",
+                               c->policy_where, key, i + 1);
                 a[i] = (float)v;
                 lua_pop(L, 1);
             }

@@ -212,6 +212,12 @@ KT_TEST(sandbox_limits) {
     /* output size */
     KT_ERR(render_src("{% set s = 'x' * 1000000 %}{% for i in range(100) %}{{ s }}{% endfor %}", "{}", &out),
            KILN_ERR_LIMIT, "output exceeds");
+    /* an empty string or list repeated is empty at once ('' * 2**63-1 used
+     * to loop that many times; [] * 9 offset a NULL item array) */
+    KT_OK(render_src("{{ '' * 9223372036854775807 }}|{{ ([] * 9223372036854775807)|length }}|{{ 9 * [] }}|{{ () * 3 }}",
+                     "{}", &out));
+    KT_CHECKF(!strcmp(out, "|0|[]|()"), "got %s", out);
+    kiln_free(out);
     /* recursion */
     KT_ERR(render_src("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "{}", &out), KILN_ERR_LIMIT,
            "nesting deeper");

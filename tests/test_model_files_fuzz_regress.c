@@ -1,9 +1,10 @@
 // label: unit
 /*
  * test_model_files_fuzz_regress.c -- replays every input kept under
- * tests/data/fuzz/safetensors/ and tests/data/fuzz/config/ (crashers found
- * by scripts/fuzz.sh and a few seeds) through the fuzz targets
- * tests/fuzz/fuzz_safetensors.c and tests/fuzz/fuzz_config.c. A regression
+ * tests/data/fuzz/safetensors/, tests/data/fuzz/config/ and
+ * tests/data/fuzz/kv_scales/ (crashers found by scripts/fuzz.sh and a few
+ * seeds) through the fuzz targets tests/fuzz/fuzz_safetensors.c,
+ * tests/fuzz/fuzz_config.c and tests/fuzz/fuzz_kv_scales.c. A regression
  * crashes or trips an invariant check (abort), failing this test. Also
  * checks that each seed is still accepted, so the targets keep reaching
  * past the first validation step.
@@ -12,6 +13,7 @@
 #include "kt.h"
 
 #include "fuzz/fuzz_config.c"
+#include "fuzz/fuzz_kv_scales.c"
 #include "fuzz/fuzz_safetensors.c"
 
 #include "fuzz/fuzz_replay.h"
@@ -26,6 +28,7 @@ static char *read_seed(const char *target, const char *name, size_t *len) {
 
 KT_TEST(replay_safetensors) { KT_CHECK(replay("safetensors", kiln_fuzz_safetensors_one) >= 3); }
 KT_TEST(replay_config) { KT_CHECK(replay("config", kiln_fuzz_config_one) >= 3); }
+KT_TEST(replay_kv_scales) { KT_CHECK(replay("kv_scales", kiln_fuzz_kv_scales_one) >= 4); }
 
 /* the seeds are valid: the single file and the sharded index both open */
 KT_TEST(seeds_safetensors_open) {
@@ -63,6 +66,60 @@ KT_TEST(seeds_config_parse) {
         if (st == KILN_OK) kiln_model_config_free(&cfg);
         free(data);
     }
+}
+
+/* the seeds are valid for 3 KV layers x 2 heads (the scalar one for any
+ * shape), and the values land where the file puts them */
+KT_TEST(seeds_kv_scales_parse) {
+    static const struct {
+        const char *name;
+        float k[3][2], v[3][2];
+    } seeds[] = {
+        {"seed-scalar", {{0.05f, 0.05f}, {0.05f, 0.05f}, {0.05f, 0.05f}},
+         {{0.0125f, 0.0125f}, {0.0125f, 0.0125f}, {0.0125f, 0.0125f}}},
+        {"seed-per-layer", {{0.1f, 0.1f}, {0.2f, 0.2f}, {0.3f, 0.3f}}, {{1, 1}, {2.5f, 2.5f}, {3e-2f, 3e-2f}}},
+        {"seed-per-head", {{0.1f, 0.11f}, {0.2f, 0.21f}, {0.3f, 0.31f}}, {{1, 1.5f}, {2, 2.5f}, {3, 3.5f}}},
+        /* vLLM: one scale for keys and values, the largest over the ranks */
+        {"seed-vllm", {{0.15f, 0.15f}, {0.2f, 0.2f}, {0.3f, 0.3f}}, {{0.15f, 0.15f}, {0.2f, 0.2f}, {0.3f, 0.3f}}},
+    };
+    for (size_t i = 0; i < KILN_ARRAY_LEN(seeds); i++) {
+        size_t len = 0;
+        char *data = read_seed("kv_scales", seeds[i].name, &len);
+        KT_CHECK(data != NULL);
+        if (!data) continue;
+        float s[3 * 2 * 2];
+        kiln_status st = kiln_kv_scales_parse_json(data, seeds[i].name, 3, 2, s);
+        if (st) fprintf(stderr, "  %s: %s\n", seeds[i].name, kiln_last_error());
+        KT_CHECK(st == KILN_OK);
+        for (int l = 0; st == KILN_OK && l < 3; l++)
+            for (int h = 0; h < 2; h++)
+                KT_CHECKF(s[(l * 2 + 0) * 2 + h] == seeds[i].k[l][h] && s[(l * 2 + 1) * 2 + h] == seeds[i].v[l][h],
+                          "%s layer %d head %d", seeds[i].name, l, h);
+        free(data);
+    }
+}
+
+KT_TEST(kv_scales_errors_named) {
+    static const char *const bad[][2] = {
+        /* a double above 0 that is the float 0 (or a subnormal one) used to be accepted */
+        {"{\"k_scale\": 1e-50, \"v_scale\": 1}",
+         "\"k_scale\" of layer 0 head 0 is not a positive number (1.2e-38 to 1e30)"},
+        {"{\"k_scale\": 1, \"v_scale\": [1, 1e-40]}", "\"v_scale\" of layer 1 head 0 is not a positive number"},
+        {"{\"kv_cache\": {\"scaling_factor\": {\"0\": {\"0\": 1, \"1\": 1e-300}}}}",
+         "scaling_factor[\"0\"][\"1\"] is missing or not a positive number (1.2e-38 to 1e30)"},
+        {"{\"k_scale\": 1e30, \"v_scale\": 1}", "\"k_scale\" of layer 0 head 0 is not a positive number"},
+        {"[1, 2]", "t.json: not a JSON object (the top level is an array)"},
+        {"{\"k_scale\": 1,", "t.json: not a JSON object ("},
+    };
+    for (size_t i = 0; i < KILN_ARRAY_LEN(bad); i++) {
+        float s[2 * 2 * 1];
+        kiln_clear_error();
+        KT_ERR(kiln_kv_scales_parse_json(bad[i][0], "t.json", 2, 1, s), KILN_ERR_FORMAT, bad[i][1]);
+    }
+    /* the smallest normal float is a scale */
+    float s[2];
+    KT_OK(kiln_kv_scales_parse_json("{\"k_scale\": 1.2e-38, \"v_scale\": 9.9e29}", "t.json", 1, 1, s));
+    KT_CHECK(s[0] == 1.2e-38f && s[1] == 9.9e29f);
 }
 
 /* Write the files of one fuzz input (first byte: layout, see
@@ -204,5 +261,6 @@ KT_TEST(config_errors_named) {
     kiln_model_config_free(&cfg);
 }
 
-KT_MAIN(KT_CASE(replay_safetensors), KT_CASE(replay_config), KT_CASE(seeds_safetensors_open),
-        KT_CASE(seeds_config_parse), KT_CASE(safetensors_errors_named), KT_CASE(config_errors_named))
+KT_MAIN(KT_CASE(replay_safetensors), KT_CASE(replay_config), KT_CASE(replay_kv_scales), KT_CASE(seeds_safetensors_open),
+        KT_CASE(seeds_config_parse), KT_CASE(seeds_kv_scales_parse), KT_CASE(safetensors_errors_named),
+        KT_CASE(config_errors_named), KT_CASE(kv_scales_errors_named))

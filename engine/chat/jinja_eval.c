@@ -121,7 +121,10 @@ static const char *op_text(int op) {
 
 static kiln_status repeat(kiln_jctx *c, const kiln_jv *seq, int64_t times, kiln_jv *out) {
     kiln_status st;
-    if (times < 0) times = 0;
+    /* an empty sequence repeated is empty, without `times` copies of
+     * nothing ("" * (2**63 - 1) looped that many times; [] * 9 offset the
+     * NULL items of an empty list) */
+    if (times < 0 || (seq->type == KILN_JV_STR ? seq->n : seq->u.l->n) == 0) times = 0;
     if (seq->type == KILN_JV_STR) {
         if (seq->n && (uint64_t)times > KILN_CHAT_MAX_OUTPUT / seq->n) return out_limit(c);
         size_t n = seq->n * (size_t)times;
