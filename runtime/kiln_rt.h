@@ -213,6 +213,9 @@ typedef struct kiln_jit_kernel_def {
  * step 4.353 vs 4.644 ms at TP 1, 2.771 vs 2.949 at TP 2); 0 = the knobs above
  * for every shape */
 #define KILN_GEMV_RULE_DEFAULT 3
+/* Rule 3's tilings {rows, unroll, K split}: N <= 4096, N >= 16384, the rest
+ * (gemv_tiling picks; kiln_jit_model_specs compiles all three) */
+#define KILN_GEMV_RULE3_TILINGS {{2, 4, 2}, {1, 4, 2}, {1, 2, 2}}
 /* The batch-1 gate/up GEMV with the SiLU-and-mul as its epilogue
  * (kernel_src/gemv.cu GLU=1, rows 2; $KILN_GEMV_SILU=0 turns it off). Its
  * tiling: UNROLL 16-byte loads per row in flight (2|4|8,

@@ -316,22 +316,25 @@ fail:
 }
 
 /* The GEMV tiling (W rows a warp group, loads in flight, warps splitting K)
- * for an N x K weight under rule (KILN_GEMV_RULE): 0 the knobs as given;
+ * for an N x K weight under g's rule (KILN_GEMV_RULE): 0 the knobs as given;
  * 1 rows 2 unroll 4 K split 2; 2 rows 1 unroll 2 K split 2; 3 by shape (N <=
  * 4096: 2 / 4 / 2; N >= 16384: 1 / 4 / 2; else 1 / 2 / 2); 4 as 3 with K
  * split 1 where K <= 2048. From bench_kernels' M = 1 rows on the H200
  * (2026-11-30): qkv best 1 / 2 / 2, o and down 2 / 4 / 2. */
-static void gemv_tiling(int rule, int64_t N, int64_t K, int *rows, int *unroll, int *ks) {
+static void gemv_tiling(const kiln_gpu *g, int64_t N, int64_t K, int *rows, int *unroll, int *ks) {
+    *rows = g->gemv_rows, *unroll = g->gemv_unroll, *ks = g->gemv_ksplit;
+    const int rule = g->gemv_rule;
     switch (rule) {
     case 1: *rows = 2, *unroll = 4, *ks = 2; break;
     case 2: *rows = 1, *unroll = 2, *ks = 2; break;
     case 3:
-    case 4:
-        if (N <= 4096) *rows = 2, *unroll = 4, *ks = 2;
-        else if (N >= 16384) *rows = 1, *unroll = 4, *ks = 2;
-        else *rows = 1, *unroll = 2, *ks = 2;
+    case 4: {
+        static const int t3[3][3] = KILN_GEMV_RULE3_TILINGS;
+        const int *t = t3[N <= 4096 ? 0 : N >= 16384 ? 1 : 2];
+        *rows = t[0], *unroll = t[1], *ks = t[2];
         if (rule == 4 && K <= 2048) *ks = 1;
         break;
+    }
     default: break;
     }
 }
@@ -344,8 +347,8 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
         kiln_status st = KILN_OK;
         kiln_rt_func *f;
         int maxm = M == 1 ? 1 : M == 2 ? 2 : M <= 4 ? 4 : 8;
-        int rows = g->gemv_rows, unroll = g->gemv_unroll, ks = g->gemv_ksplit;
-        gemv_tiling(g->gemv_rule, N, K, &rows, &unroll, &ks);
+        int rows, unroll, ks;
+        gemv_tiling(g, N, K, &rows, &unroll, &ks);
         KILN_TRY(get(g, "gemv", &f, "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d GLU=0 KSPLIT=%d", dt(in_dt), dt(out_dt),
                      maxm, rows, unroll, ks));
         int64_t ld = ldo ? ldo : N;
@@ -389,16 +392,22 @@ fail:
     return st;
 }
 
+/* kiln_gpu_gemm_ar_norm_ok, with the push exchange's launch arguments */
+static bool gemm_ar_norm_args(const kiln_gpu *g, const kiln_rt_p2p *p, kiln_dtype act, int64_t M, int64_t N, int64_t K,
+                              kiln_devptr bufs[KILN_RT_P2P_MAX_RANKS], int *rank, int *nr, int64_t *sb, int64_t *to) {
+    size_t mm = 0;
+    const int ve = vec_elems(act);
+    return g->gemv_ar && M == 1 && M <= g->gemv_max_m && (act == KILN_DTYPE_BF16 || act == KILN_DTYPE_F16) &&
+           K % ve == 0 && K <= INT32_MAX && N % ve == 0 && N / ve <= 4 * 256 &&
+           kiln_rt_p2p_push_args(p, bufs, rank, nr, sb, to, &mm) && (size_t)N * 2 <= mm;
+}
+
 bool kiln_gpu_gemm_ar_norm_ok(const kiln_gpu *g, const kiln_rt_p2p *p, kiln_dtype act, int64_t M, int64_t N,
                               int64_t K) {
     kiln_devptr bufs[KILN_RT_P2P_MAX_RANKS];
     int rank, nr;
     int64_t sb, to;
-    size_t mm;
-    const int ve = vec_elems(act);
-    return g->gemv_ar && M == 1 && M <= g->gemv_max_m && (act == KILN_DTYPE_BF16 || act == KILN_DTYPE_F16) &&
-           K % ve == 0 && K <= INT32_MAX && N % ve == 0 && N / ve <= 4 * 256 &&
-           kiln_rt_p2p_push_args(p, bufs, &rank, &nr, &sb, &to, &mm) && (size_t)N * 2 <= mm;
+    return gemm_ar_norm_args(g, p, act, M, N, K, bufs, &rank, &nr, &sb, &to);
 }
 
 kiln_status kiln_gpu_gemm_ar_norm(kiln_gpu *g, kiln_rt_stream *s, kiln_rt_p2p *p, kiln_devptr io, kiln_devptr x,
@@ -409,13 +418,11 @@ kiln_status kiln_gpu_gemm_ar_norm(kiln_gpu *g, kiln_rt_stream *s, kiln_rt_p2p *p
     kiln_devptr b[KILN_RT_P2P_MAX_RANKS];
     int rank = 0, nr = 0;
     int64_t sb = 0, to = 0;
-    size_t mm = 0;
-    KILN_CHECK(kiln_gpu_gemm_ar_norm_ok(g, p, act, 1, N, K) && kiln_rt_p2p_push_args(p, b, &rank, &nr, &sb, &to, &mm),
-               KILN_ERR_INTERNAL, "GEMV with the all-reduce + add + RMSNorm: N %lld, K %lld, %s (off, or not its shape)",
+    KILN_CHECK(gemm_ar_norm_args(g, p, act, 1, N, K, b, &rank, &nr, &sb, &to), KILN_ERR_INTERNAL, "GEMV with the all-reduce + add + RMSNorm: N %lld, K %lld, %s (off, or not its shape)",
                (long long)N, (long long)K, dt(act));
     {
-        int rows = g->gemv_rows, unroll = g->gemv_unroll, ks = g->gemv_ksplit;
-        gemv_tiling(g->gemv_rule, N, K, &rows, &unroll, &ks);
+        int rows, unroll, ks;
+        gemv_tiling(g, N, K, &rows, &unroll, &ks);
         KILN_TRY(get(g, "gemv_ar_norm", &f, "ACT=%s ROWS=%d UNROLL=%d KSPLIT=%d AR=1", dt(act), rows, unroll, ks));
         const int per_block = rows * 8 / ks;
         int n = (int)N, k = (int)K;
@@ -787,11 +794,10 @@ static int decode_partition_fixed(const kiln_gpu_attn *a, int base, int slots, b
     P = KILN_MAX(256, (P + 63) / 64 * 64);
     return P >= a->max_ctx_len ? 0 : P;
 }
-static int decode_partition(const kiln_gpu_attn *a, int base, int slots, bool kv8, bool adaptive, int *n_parts) {
-    *n_parts = 1;
-    int P = decode_partition_fixed(a, base, slots, kv8);
-    if (P > 0) *n_parts = (a->max_ctx_len + P - 1) / P;
-    if (!adaptive || a->force_partition || kv8 || base >= slots || a->max_ctx_len <= 64) return P;
+/* 16-bit caches: the fixed P, or -1 with *n_parts for the adaptive split */
+static int decode_partition(const kiln_gpu_attn *a, int base, int slots, bool adaptive, int *n_parts) {
+    int P = decode_partition_fixed(a, base, slots, false);
+    if (!adaptive || a->force_partition || base >= slots || a->max_ctx_len <= 64) return P;
     int want = (slots + base - 1) / base;
     if (want < 4) return P;
     *n_parts = KILN_MIN(want, (a->max_ctx_len + 63) / 64);
@@ -879,10 +885,9 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
         /* 16-bit caches: 3 stages (kernel_src/attn_decode.cu STAGES), split
          * for 2 blocks an SM */
         int base = n_seqs * (nq / grp), stages = 3, P = 0, n_parts = 1;
-        if (kv8) {
-            decode_fp8_plan(f, di, a, hd, base, &stages, &P);
-            n_parts = P ? (a->max_ctx_len + P - 1) / P : 1;
-        } else P = decode_partition(a, base, 2 * n_sms, false, g->decode_adaptive, &n_parts);
+        if (kv8) decode_fp8_plan(f, di, a, hd, base, &stages, &P);
+        else P = decode_partition(a, base, 2 * n_sms, g->decode_adaptive, &n_parts);
+        if (P > 0) n_parts = (a->max_ctx_len + P - 1) / P;
         unsigned smem = decode_smem(stages, tile_bytes(hd, kv8), hd);
         kiln_devptr part_o = 0, part_ml = 0;
         if (P) {

@@ -287,7 +287,7 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
                                   o ? "fp32" : a, mm, KILN_GEMV_ROWS_DEFAULT, KILN_GEMV_UNROLL_DEFAULT,
                                   KILN_GEMV_KSPLIT_DEFAULT));
             } else { /* the tilings engine/cuda/ops_gpu.c gemv_tiling's rule 3 picks by shape */
-                static const int rule3[3][3] = {{2, 4, 2}, {1, 4, 2}, {1, 2, 2}};
+                static const int rule3[3][3] = KILN_GEMV_RULE3_TILINGS;
                 for (int t = 0; t < 3; t++)
                     KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d GLU=0 KSPLIT=%d", a,
                                       o ? "fp32" : a, mm, rule3[t][0], rule3[t][1], rule3[t][2]));
