@@ -18,7 +18,7 @@ int kiln_cmd_kernels(int argc, char **argv) {
     bool list_only = false, no_cache = false;
     cli_opt opts[] = {
         {"arch", CLI_STR, &arch, "SM", "target architecture (default: the GPU's, else sm_90)"},
-        {"model", CLI_STR, &model, "DIR", "compile only what this model needs (from its config.json)"},
+        {"model", CLI_STR, &model, "DIR|NAME", "compile only what this model needs (its config.json, or a built-in config)"},
         {"kv-cache-dtype", CLI_STR, &kv, "T", "KV cache dtype for --model: auto, fp8_e4m3, fp8_e5m2"},
         {"block-size", CLI_INT, &block_size, "N", "KV block size for --model (default 16)"},
         {"cache-dir", CLI_STR, &cache, "DIR", "JIT cache directory (default $KILN_CACHE_DIR or ~/.cache/kiln/jit)"},
@@ -72,11 +72,17 @@ int kiln_cmd_kernels(int argc, char **argv) {
         kiln_model_config cfg;
         char *dir = NULL;
         memset(&cfg, 0, sizeof cfg);
-        if (kiln_model_resolve(model, &dir) != KILN_OK || kiln_model_config_load(dir, &cfg) != KILN_OK) {
-            free(dir);
+        /* a model directory, org/name in the HF cache, or a built-in config name (as kiln bench takes them) */
+        const char *builtin = kiln_path_exists(model) ? NULL : kiln_builtin_config(model);
+        kiln_status st = builtin ? kiln_model_config_parse(builtin, model, &cfg) : kiln_model_resolve(model, &dir);
+        if (!builtin && st == KILN_OK) st = kiln_model_config_load(dir, &cfg);
+        free(dir);
+        if (st != KILN_OK) {
+            if (!builtin && !strchr(model, '/'))
+                kiln_error_context("\"%s\" is neither a model directory nor a built-in config (%s)", model,
+                                   kiln_builtin_config_names());
             return cli_fail("kernels");
         }
-        free(dir);
         kiln_jit_model m = {cfg.dtype == KILN_DTYPE_F16 ? KILN_DTYPE_F16 : KILN_DTYPE_BF16, KILN_DTYPE_INVALID,
                             cfg.head_dim, cfg.num_heads, cfg.num_kv_heads, block_size,
                             cfg.hidden_act && strstr(cfg.hidden_act, "gelu"), false, false};

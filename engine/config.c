@@ -8,6 +8,7 @@
  */
 #include "model.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,8 @@ static kiln_status get_int(json_t *root, const char *what, const char *key, bool
     else
         return KILN_FAIL(KILN_ERR_FORMAT, "%s: field \"%s\" must be an integer", what, key);
     if (d < min || d > 1e9)
-        return KILN_FAIL(KILN_ERR_FORMAT, "%s: field \"%s\" = %.0f is out of range (>= %d)", what, key, d, min);
+        return KILN_FAIL(KILN_ERR_FORMAT, "%s: field \"%s\" = %.0f is out of range (%d to 1000000000)", what, key,
+                         d, min);
     *out = (int)d;
     return KILN_OK;
 }
@@ -56,6 +58,17 @@ static kiln_status get_bool(json_t *root, const char *what, const char *key, boo
     return KILN_OK;
 }
 
+/* A token id field (bos / pad / eos): an integer; negative means none (-1).
+ * Ids past INT_MAX cannot name a token and are an error, not a wrap. */
+static kiln_status token_id(json_t *v, const char *what, const char *key, int *out) {
+    json_int_t id = json_integer_value(v);
+    if (id > INT_MAX)
+        return KILN_FAIL(KILN_ERR_FORMAT, "%s: %s = %lld is out of range (token ids are 0 to %d)", what, key,
+                         (long long)id, INT_MAX);
+    *out = id < 0 ? -1 : (int)id;
+    return KILN_OK;
+}
+
 static void add_eos(kiln_model_config *cfg, int id) {
     if (id < 0) return;
     for (int i = 0; i < cfg->n_eos; i++)
@@ -66,8 +79,11 @@ static void add_eos(kiln_model_config *cfg, int id) {
 static kiln_status parse_eos(kiln_model_config *cfg, json_t *root, const char *what) {
     json_t *v = json_object_get(root, "eos_token_id");
     if (!v || json_is_null(v)) return KILN_OK;
+    int id = -1;
     if (json_is_integer(v)) {
-        add_eos(cfg, (int)json_integer_value(v));
+        kiln_status st = token_id(v, what, "eos_token_id", &id);
+        if (st) return st;
+        add_eos(cfg, id);
         return KILN_OK;
     }
     if (json_is_array(v)) {
@@ -76,7 +92,11 @@ static kiln_status parse_eos(kiln_model_config *cfg, json_t *root, const char *w
         json_array_foreach(v, i, e) {
             if (!json_is_integer(e))
                 return KILN_FAIL(KILN_ERR_FORMAT, "%s: eos_token_id[%zu] must be an integer", what, i);
-            add_eos(cfg, (int)json_integer_value(e));
+            char key[40];
+            snprintf(key, sizeof key, "eos_token_id[%zu]", i);
+            kiln_status st = token_id(e, what, key, &id);
+            if (st) return st;
+            add_eos(cfg, id);
         }
         return KILN_OK;
     }
@@ -98,34 +118,45 @@ static kiln_status parse_rope(kiln_model_config *cfg, json_t *root, const char *
         sc = json_object_get(root, "rope_scaling");
         scname = "rope_scaling";
     }
-    if (!sc || json_is_null(sc)) return KILN_OK;
-    KILN_CHECK(json_is_object(sc), KILN_ERR_FORMAT, "%s: %s must be an object", what, scname);
-    char sub[96];
-    snprintf(sub, sizeof sub, "%s: %s", what, scname);
-    json_t *t = json_object_get(sc, "rope_type");
-    if (!t) t = json_object_get(sc, "type");
-    if (t) {
-        KILN_CHECK(json_is_string(t), KILN_ERR_FORMAT, "%s.rope_type must be a string", sub);
-        snprintf(r->type, sizeof r->type, "%s", json_string_value(t));
+    if (sc && !json_is_null(sc)) {
+        KILN_CHECK(json_is_object(sc), KILN_ERR_FORMAT, "%s: %s must be an object", what, scname);
+        char sub[96];
+        snprintf(sub, sizeof sub, "%s: %s", what, scname);
+        json_t *t = json_object_get(sc, "rope_type");
+        if (!t) t = json_object_get(sc, "type");
+        if (t) {
+            KILN_CHECK(json_is_string(t), KILN_ERR_FORMAT, "%s.rope_type must be a string", sub);
+            static const char *known[] = {"default", "linear", "dynamic", "llama3", "yarn"};
+            bool ok = false;
+            for (size_t i = 0; i < KILN_ARRAY_LEN(known); i++) ok |= !strcmp(json_string_value(t), known[i]);
+            KILN_CHECK(ok, KILN_ERR_UNSUPPORTED,
+                       "%s: rope type \"%.64s\" is not supported (supported: default, linear, dynamic, llama3, "
+                       "yarn)",
+                       sub, json_string_value(t));
+            snprintf(r->type, sizeof r->type, "%s", json_string_value(t));
+        }
+        if (json_object_get(sc, "rope_theta")) KILN_TRY(get_num(sc, sub, "rope_theta", r->theta, &r->theta));
+        if (json_object_get(sc, "partial_rotary_factor"))
+            KILN_TRY(get_num(sc, sub, "partial_rotary_factor", 1.0, &r->partial_rotary_factor));
+        KILN_TRY(get_num(sc, sub, "factor", 1.0, &r->factor));
+        KILN_TRY(get_num(sc, sub, "low_freq_factor", 1.0, &r->low_freq_factor));
+        KILN_TRY(get_num(sc, sub, "high_freq_factor", 4.0, &r->high_freq_factor));
+        KILN_TRY(get_int(sc, sub, "original_max_position_embeddings", false, cfg->max_position_embeddings, 1,
+                         &r->original_max_position));
+        KILN_TRY(get_num(sc, sub, "attention_factor", 0.0, &r->attention_factor));
+        KILN_TRY(get_num(sc, sub, "beta_fast", 32.0, &r->beta_fast));
+        KILN_TRY(get_num(sc, sub, "beta_slow", 1.0, &r->beta_slow));
+        KILN_CHECK(r->factor > 0, KILN_ERR_FORMAT, "%s.factor = %g must be positive", sub, r->factor);
+        /* llama3 smooths between two wavelengths: (x - low) / (high - low) */
+        if (!strcmp(r->type, "llama3"))
+            KILN_CHECK(r->low_freq_factor > 0 && r->high_freq_factor > r->low_freq_factor, KILN_ERR_FORMAT,
+                       "%s: llama3 rope needs 0 < low_freq_factor < high_freq_factor (got %g and %g)", sub,
+                       r->low_freq_factor, r->high_freq_factor);
     }
-    if (json_object_get(sc, "rope_theta")) KILN_TRY(get_num(sc, sub, "rope_theta", r->theta, &r->theta));
-    if (json_object_get(sc, "partial_rotary_factor"))
-        KILN_TRY(get_num(sc, sub, "partial_rotary_factor", 1.0, &r->partial_rotary_factor));
-    KILN_TRY(get_num(sc, sub, "factor", 1.0, &r->factor));
-    KILN_TRY(get_num(sc, sub, "low_freq_factor", 1.0, &r->low_freq_factor));
-    KILN_TRY(get_num(sc, sub, "high_freq_factor", 4.0, &r->high_freq_factor));
-    KILN_TRY(get_int(sc, sub, "original_max_position_embeddings", false, cfg->max_position_embeddings, 1,
-                     &r->original_max_position));
-    KILN_TRY(get_num(sc, sub, "attention_factor", 0.0, &r->attention_factor));
-    KILN_TRY(get_num(sc, sub, "beta_fast", 32.0, &r->beta_fast));
-    KILN_TRY(get_num(sc, sub, "beta_slow", 1.0, &r->beta_slow));
-    KILN_CHECK(r->factor > 0, KILN_ERR_FORMAT, "%s.factor must be positive", sub);
-    static const char *known[] = {"default", "linear", "dynamic", "llama3", "yarn"};
-    bool ok = false;
-    for (size_t i = 0; i < KILN_ARRAY_LEN(known); i++) ok |= !strcmp(r->type, known[i]);
-    KILN_CHECK(ok, KILN_ERR_UNSUPPORTED,
-               "%s: rope type \"%s\" is not supported (supported: default, linear, dynamic, llama3, yarn)",
-               sub, r->type);
+    /* the rotation base and the rotated fraction feed pow() and the rotary width */
+    KILN_CHECK(r->theta > 0, KILN_ERR_FORMAT, "%s: rope_theta = %g must be positive", what, r->theta);
+    KILN_CHECK(r->partial_rotary_factor > 0 && r->partial_rotary_factor <= 1, KILN_ERR_FORMAT,
+               "%s: partial_rotary_factor = %g must be in (0, 1]", what, r->partial_rotary_factor);
 fail:
     return st;
 }
@@ -159,21 +190,31 @@ kiln_status kiln_model_config_parse(const char *text, const char *what, kiln_mod
     KILN_TRY(get_int(root, what, "num_key_value_heads", false, cfg->num_heads, 1, &cfg->num_kv_heads));
     KILN_TRY(get_int(root, what, "vocab_size", true, 0, 1, &cfg->vocab_size));
     KILN_TRY(get_int(root, what, "max_position_embeddings", false, 2048, 1, &cfg->max_position_embeddings));
-    KILN_CHECK(cfg->hidden_size % cfg->num_heads == 0 || json_object_get(root, "head_dim"), KILN_ERR_FORMAT,
+    json_t *hd = json_object_get(root, "head_dim");
+    KILN_CHECK(cfg->hidden_size % cfg->num_heads == 0 || (hd && !json_is_null(hd)), KILN_ERR_FORMAT,
                "%s: hidden_size %d is not divisible by num_attention_heads %d", what, cfg->hidden_size,
                cfg->num_heads);
     KILN_TRY(get_int(root, what, "head_dim", false, cfg->hidden_size / cfg->num_heads, 1, &cfg->head_dim));
     KILN_CHECK(cfg->num_heads % cfg->num_kv_heads == 0, KILN_ERR_FORMAT,
                "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", what,
                cfg->num_heads, cfg->num_kv_heads);
+    /* the fused q/k/v row width is an int everywhere downstream */
+    int64_t qkv_width = ((int64_t)cfg->num_heads + 2 * (int64_t)cfg->num_kv_heads) * cfg->head_dim;
+    KILN_CHECK(qkv_width <= INT_MAX, KILN_ERR_FORMAT,
+               "%s: (num_attention_heads %d + 2 * num_key_value_heads %d) * head_dim %d = %lld is too large "
+               "(at most %d)",
+               what, cfg->num_heads, cfg->num_kv_heads, cfg->head_dim, (long long)qkv_width, INT_MAX);
     KILN_TRY(get_num(root, what, "rms_norm_eps", 1e-6, &cfg->rms_norm_eps));
+    KILN_CHECK(cfg->rms_norm_eps >= 0, KILN_ERR_FORMAT, "%s: rms_norm_eps = %g must not be negative", what,
+               cfg->rms_norm_eps);
     KILN_TRY(get_bool(root, what, "tie_word_embeddings", false, &cfg->tie_word_embeddings));
     KILN_TRY(get_bool(root, what, "attention_bias", false, &cfg->attention_bias));
     KILN_TRY(get_bool(root, what, "mlp_bias", false, &cfg->mlp_bias));
     /* Qwen2 carries q/k/v biases without a flag: its policy decides. */
     json_t *sw = json_object_get(root, "sliding_window");
     json_t *usw = json_object_get(root, "use_sliding_window");
-    if (sw && json_is_integer(sw) && !(usw && json_is_false(usw))) cfg->sliding_window = (int)json_integer_value(sw);
+    if (sw && !json_is_null(sw) && !(usw && json_is_false(usw)))
+        KILN_TRY(get_int(root, what, "sliding_window", false, 0, 0, &cfg->sliding_window));
 
     json_t *act = json_object_get(root, "hidden_act");
     cfg->hidden_act = kiln_strdup(json_is_string(act) ? json_string_value(act) : "silu");
@@ -182,7 +223,8 @@ kiln_status kiln_model_config_parse(const char *text, const char *what, kiln_mod
     json_t *dt = json_object_get(root, "dtype");
     if (!dt || json_is_null(dt)) dt = json_object_get(root, "torch_dtype");
     if (dt && !json_is_null(dt)) {
-        KILN_CHECK(json_is_string(dt), KILN_ERR_FORMAT, "%s: field \"torch_dtype\" must be a string", what);
+        KILN_CHECK(json_is_string(dt), KILN_ERR_FORMAT, "%s: field \"%s\" must be a string", what,
+                   dt == json_object_get(root, "dtype") ? "dtype" : "torch_dtype");
         cfg->dtype = kiln_dtype_from_name(json_string_value(dt));
         KILN_CHECK(cfg->dtype == KILN_DTYPE_BF16 || cfg->dtype == KILN_DTYPE_F16 || cfg->dtype == KILN_DTYPE_F32,
                    KILN_ERR_UNSUPPORTED, "%s: dtype \"%s\" is not supported (bfloat16, float16, float32)", what,
@@ -193,9 +235,9 @@ kiln_status kiln_model_config_parse(const char *text, const char *what, kiln_mod
     KILN_TRY(parse_rope(cfg, root, what));
 
     json_t *bos = json_object_get(root, "bos_token_id");
-    if (json_is_integer(bos)) cfg->bos_token_id = (int)json_integer_value(bos);
+    if (json_is_integer(bos)) KILN_TRY(token_id(bos, what, "bos_token_id", &cfg->bos_token_id));
     json_t *pad = json_object_get(root, "pad_token_id");
-    if (json_is_integer(pad)) cfg->pad_token_id = (int)json_integer_value(pad);
+    if (json_is_integer(pad)) KILN_TRY(token_id(pad, what, "pad_token_id", &cfg->pad_token_id));
     KILN_TRY(parse_eos(cfg, root, what));
     return KILN_OK;
 fail:
@@ -224,11 +266,13 @@ kiln_status kiln_model_config_load(const char *dir, kiln_model_config *cfg) {
         KILN_TRY(kiln_read_file(gpath, &gtext, NULL));
         json_error_t jerr;
         cfg->generation = json_loads(gtext, 0, &jerr);
-        KILN_CHECK(cfg->generation && json_is_object(cfg->generation), KILN_ERR_FORMAT,
-                   "%s is not a valid JSON object: %s (line %d)", gpath, jerr.text, jerr.line);
+        KILN_CHECK(cfg->generation, KILN_ERR_FORMAT, "%s is not valid JSON: %s (line %d, column %d)", gpath,
+                   jerr.text, jerr.line, jerr.column);
+        KILN_CHECK(json_is_object(cfg->generation), KILN_ERR_FORMAT, "%s must contain a JSON object", gpath);
         KILN_TRY(parse_eos(cfg, cfg->generation, gpath));
         json_t *bos = json_object_get(cfg->generation, "bos_token_id");
-        if (json_is_integer(bos) && cfg->bos_token_id < 0) cfg->bos_token_id = (int)json_integer_value(bos);
+        if (json_is_integer(bos) && cfg->bos_token_id < 0)
+            KILN_TRY(token_id(bos, gpath, "bos_token_id", &cfg->bos_token_id));
     }
 fail:
     if (st) kiln_model_config_free(cfg);

@@ -96,8 +96,11 @@ static kiln_status load_weight(exec_cpu *x, int i) {
         const kiln_weight_part *q = &d->parts[0];
         const kiln_tensor_info *t = kiln_checkpoint_find(ck, q->tensor);
         KILN_CHECK_INTERNAL(t);
-        if (q->r_lo == 0 && q->r_n == t->shape[0] && q->c_lo == 0 && (q->ndim == 1 || q->c_n == t->shape[1])) {
-            w->data = t->data; /* zero copy from the mmap */
+        /* zero copy from the mmap, unless the data section leaves the tensor misaligned for its
+         * element type (the format does not require padding): the CPU ops read W through typed pointers */
+        if (q->r_lo == 0 && q->r_n == t->shape[0] && q->c_lo == 0 && (q->ndim == 1 || q->c_n == t->shape[1]) &&
+            (uintptr_t)t->data % kiln_dtype_size(t->dtype) == 0) {
+            w->data = t->data;
             w->dtype = t->dtype;
             return KILN_OK;
         }

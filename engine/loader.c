@@ -26,7 +26,9 @@ static kiln_status open_files(const kiln_engine_params *p, const char *device_ki
         st = kiln_model_resolve(p->model, &mf->dir);
         if (st) {
             if (!strchr(p->model, '/'))
-                kiln_error_context("(built-in configs for --load-format dummy: %s)", kiln_builtin_config_names());
+                kiln_error_context("\"%s\" is neither a model directory nor a built-in config for --load-format "
+                                   "dummy (%s)",
+                                   p->model, kiln_builtin_config_names());
             goto fail;
         }
         KILN_TRY(kiln_model_config_load(mf->dir, &mf->cfg));

@@ -41,8 +41,8 @@ kiln_status kiln_checkpoint_add_file(kiln_checkpoint *ck, const char *path) {
     KILN_CHECK(sh.map.len >= 8, KILN_ERR_FORMAT,
                "%s: truncated safetensors file (%zu bytes, the 8-byte header length is missing)", path,
                sh.map.len);
-    uint64_t hlen;
-    memcpy(&hlen, sh.map.data, 8);
+    uint64_t hlen = 0; /* little-endian u64, whatever this machine's order */
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | ((const unsigned char *)sh.map.data)[i];
     KILN_CHECK(hlen <= sh.map.len - 8, KILN_ERR_FORMAT,
                "%s: header length %llu is larger than the file (%zu bytes): truncated or not safetensors", path,
                (unsigned long long)hlen, sh.map.len);
@@ -57,7 +57,8 @@ kiln_status kiln_checkpoint_add_file(kiln_checkpoint *ck, const char *path) {
     KILN_CHECK(json_is_object(hdr), KILN_ERR_FORMAT, "%s: safetensors header must be a JSON object", path);
 
     size_t n = json_object_size(hdr);
-    kiln_tensor_info *nt = realloc(ck->tensors, (old_n + n) * sizeof *nt);
+    /* never realloc to 0 bytes: that frees the table and returns NULL */
+    kiln_tensor_info *nt = realloc(ck->tensors, (old_n + n + 1) * sizeof *nt);
     KILN_CHECK_ALLOC(nt);
     ck->tensors = nt;
     spans = calloc(n ? n : 1, sizeof *spans);
@@ -91,8 +92,9 @@ kiln_status kiln_checkpoint_add_file(kiln_checkpoint *ck, const char *path) {
                        "%s: tensor \"%s\": shape[%zu] must be a non-negative integer", path, key, d);
             t->shape[d] = json_integer_value(e);
             numel *= (uint64_t)t->shape[d];
-            KILN_CHECK(numel < ((unsigned __int128)1 << 62), KILN_ERR_FORMAT, "%s: tensor \"%s\": shape too large",
-                       path, key);
+            KILN_CHECK(numel < ((unsigned __int128)1 << 62), KILN_ERR_FORMAT,
+                       "%s: tensor \"%s\": shape has 2^62 or more elements (shape[%zu] = %lld)", path, key, d,
+                       (long long)t->shape[d]);
         }
         json_t *b = json_array_get(jo, 0), *e = json_array_get(jo, 1);
         KILN_CHECK(json_is_integer(b) && json_is_integer(e) && json_integer_value(b) >= 0 &&
@@ -118,12 +120,21 @@ kiln_status kiln_checkpoint_add_file(kiln_checkpoint *ck, const char *path) {
         n_added++;
         ck->n_tensors++;
     }
+    /* sorted by begin, a non-empty span overlaps an earlier one exactly when
+     * it begins before the furthest end seen so far (empty spans hold no
+     * bytes and are skipped, so they cannot hide an overlap) */
     qsort(spans, n_added, sizeof *spans, cmp_span);
-    for (size_t i = 1; i < n_added; i++)
-        KILN_CHECK(spans[i].begin >= spans[i - 1].end || spans[i].begin == spans[i].end ||
-                       spans[i - 1].begin == spans[i - 1].end,
-                   KILN_ERR_FORMAT, "%s: tensors \"%s\" and \"%s\" overlap in the data section", path,
-                   spans[i - 1].name, spans[i].name);
+    const span *reach = NULL; /* the non-empty span with the furthest end so far */
+    for (size_t i = 0; i < n_added; i++) {
+        if (spans[i].begin == spans[i].end) continue;
+        KILN_CHECK(!reach || spans[i].begin >= reach->end, KILN_ERR_FORMAT,
+                   "%s: tensors \"%s\" (bytes %llu to %llu) and \"%s\" (bytes %llu to %llu) overlap in the data "
+                   "section",
+                   path, reach ? reach->name : "", reach ? (unsigned long long)reach->begin : 0ull,
+                   reach ? (unsigned long long)reach->end : 0ull, spans[i].name, (unsigned long long)spans[i].begin,
+                   (unsigned long long)spans[i].end);
+        if (!reach || spans[i].end > reach->end) reach = &spans[i];
+    }
     kiln_shard *ns = realloc(ck->shards, (size_t)(ck->n_shards + 1) * sizeof *ns);
     KILN_CHECK_ALLOC(ns);
     ck->shards = ns;
@@ -140,6 +151,17 @@ fail:
     kiln_mmap_close(&sh.map);
     free(sh.path);
     return st;
+}
+
+/* After sorting by name: no tensor may appear twice (in two shards; one
+ * header cannot repeat a name, JSON_REJECT_DUPLICATES sees to that). */
+static kiln_status check_unique(const kiln_checkpoint *ck) {
+    for (int i = 1; i < ck->n_tensors; i++)
+        if (!strcmp(ck->tensors[i - 1].name, ck->tensors[i].name))
+            return KILN_FAIL(KILN_ERR_FORMAT, "tensor \"%s\" appears in more than one shard (%s and %s)",
+                             ck->tensors[i].name, ck->shards[ck->tensors[i - 1].file].path,
+                             ck->shards[ck->tensors[i].file].path);
+    return KILN_OK;
 }
 
 static kiln_status open_index(kiln_checkpoint *ck, const char *dir, const char *index_path) {
@@ -161,7 +183,7 @@ static kiln_status open_index(kiln_checkpoint *ck, const char *dir, const char *
     json_object_foreach(wm, key, val) {
         KILN_CHECK(json_is_string(val), KILN_ERR_FORMAT, "%s: weight_map[\"%s\"] must be a file name", index_path, key);
         const char *f = json_string_value(val);
-        KILN_CHECK(!strchr(f, '/') && strcmp(f, "..") && *f, KILN_ERR_FORMAT,
+        KILN_CHECK(!strchr(f, '/') && strcmp(f, "..") && strcmp(f, ".") && *f, KILN_ERR_FORMAT,
                    "%s: weight_map[\"%s\"] = \"%s\" is not a plain file name", index_path, key, f);
         bool seen = false;
         for (size_t i = 0; i < n_files && !seen; i++) seen = !strcmp(files[i], f);
@@ -178,12 +200,16 @@ static kiln_status open_index(kiln_checkpoint *ck, const char *dir, const char *
         shard_path = NULL;
     }
     qsort(ck->tensors, (size_t)ck->n_tensors, sizeof *ck->tensors, cmp_tensor_name);
-    /* every tensor the index names must be in the shard it names */
+    KILN_TRY(check_unique(ck));
+    /* every tensor the index names must be in the shard it names (shard i
+     * was opened from files[i]: compare names exactly, not by suffix) */
     json_object_foreach(wm, key, val) {
         const kiln_tensor_info *t = kiln_checkpoint_find(ck, key);
         KILN_CHECK(t, KILN_ERR_FORMAT, "%s lists tensor \"%s\" in %s, but that shard does not contain it", index_path,
                    key, json_string_value(val));
-        KILN_CHECK(kiln_str_ends_with(ck->shards[t->file].path, json_string_value(val)), KILN_ERR_FORMAT,
+        KILN_CHECK(t->file >= 0 && (size_t)t->file < n_files, KILN_ERR_INTERNAL,
+                   "internal error: tensor \"%s\" has shard index %d of %zu", key, t->file, n_files);
+        KILN_CHECK(!strcmp(files[t->file], json_string_value(val)), KILN_ERR_FORMAT,
                    "%s lists tensor \"%s\" in %s, but it is in %s", index_path, key, json_string_value(val),
                    ck->shards[t->file].path);
     }
@@ -215,9 +241,7 @@ kiln_status kiln_checkpoint_open(const char *dir, kiln_checkpoint *ck) {
         st = KILN_ERR_NOT_FOUND;
         goto fail;
     }
-    for (int i = 1; i < ck->n_tensors; i++)
-        KILN_CHECK(strcmp(ck->tensors[i - 1].name, ck->tensors[i].name), KILN_ERR_FORMAT,
-                   "tensor \"%s\" appears in more than one shard", ck->tensors[i].name);
+    KILN_TRY(check_unique(ck));
 fail:
     free(single);
     free(index);

@@ -15,12 +15,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* the tiny GQA model on the CPU, without its tokenizer */
+static void tiny_params(kiln_engine_params *p) {
+    kiln_engine_default_params(p);
+    p->model = KT_DATA "/models/llama3-gqa";
+    p->device = "cpu";
+    p->tokenizer = "none";
+}
+
 static kiln_engine *make(int max_model_len) {
     kiln_engine_params p;
-    kiln_engine_default_params(&p);
-    p.model = KT_DATA "/models/llama3-gqa";
-    p.device = "cpu";
-    p.tokenizer = "none";
+    tiny_params(&p);
     p.n_threads = 2;
     p.max_model_len = max_model_len;
     p.block_size = 8;
@@ -128,10 +133,7 @@ KT_TEST(test_bad_engine_params) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         kiln_engine_params p;
-        kiln_engine_default_params(&p);
-        p.model = KT_DATA "/models/llama3-gqa";
-        p.device = "cpu";
-        p.tokenizer = "none";
+        tiny_params(&p);
         const double v = cases[i].v;
         switch (cases[i].field) {
         case 0: p.block_size = (int)v; break;
@@ -157,10 +159,7 @@ KT_TEST(test_bad_engine_params) {
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         kiln_engine_params p;
-        kiln_engine_default_params(&p);
-        p.model = KT_DATA "/models/llama3-gqa";
-        p.device = "cpu";
-        p.tokenizer = "none";
+        tiny_params(&p);
         if (names[i].dtype) p.dtype = names[i].dtype;
         if (names[i].kv) p.kv_cache_dtype = names[i].kv;
         if (names[i].load) p.load_format = names[i].load;

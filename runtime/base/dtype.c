@@ -147,19 +147,26 @@ float kiln_fp8_e5m2_to_f32(uint8_t v) { return fp8_decode(v, 5, 2, 15, true); }
 uint8_t kiln_f32_to_fp8_e4m3(float f) { return fp8_encode(f, 4, 3, 7, 448.0f, 0x7f); }
 uint8_t kiln_f32_to_fp8_e5m2(float f) { return fp8_encode(f, 5, 2, 15, 57344.0f, 0x7f); }
 
+/* src may be misaligned (a checkpoint's data section need not start at an
+ * even offset): 16-bit elements are read through memcpy. */
 void kiln_to_f32(float *dst, const void *src, kiln_dtype t, size_t n) {
+    const unsigned char *b = src;
     switch (t) {
     case KILN_DTYPE_F32: memcpy(dst, src, n * 4); break;
-    case KILN_DTYPE_BF16: {
-        const uint16_t *s = src;
-        for (size_t i = 0; i < n; i++) dst[i] = kiln_bf16_to_f32(s[i]);
+    case KILN_DTYPE_BF16:
+        for (size_t i = 0; i < n; i++) {
+            uint16_t v;
+            memcpy(&v, b + 2 * i, 2);
+            dst[i] = kiln_bf16_to_f32(v);
+        }
         break;
-    }
-    case KILN_DTYPE_F16: {
-        const uint16_t *s = src;
-        for (size_t i = 0; i < n; i++) dst[i] = kiln_f16_to_f32(s[i]);
+    case KILN_DTYPE_F16:
+        for (size_t i = 0; i < n; i++) {
+            uint16_t v;
+            memcpy(&v, b + 2 * i, 2);
+            dst[i] = kiln_f16_to_f32(v);
+        }
         break;
-    }
     case KILN_DTYPE_FP8_E4M3: {
         const uint8_t *s = src;
         for (size_t i = 0; i < n; i++) dst[i] = kiln_fp8_e4m3_to_f32(s[i]);

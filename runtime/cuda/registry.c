@@ -296,6 +296,12 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
         for (int mm = 1; mm <= KILN_GEMV_MAX_M_DEFAULT; mm *= 2)
             KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=%d ROWS=2 UNROLL=%d GLU=1 KSPLIT=%d", a, a, mm,
                               KILN_GEMV_SILU_UNROLL_DEFAULT, KILN_GEMV_SILU_KSPLIT_DEFAULT));
+    /* the batch-1 qkv GEMV with rope + KV write (ops_gpu.c kiln_gpu_gemm_rope_kv_ok: a cache of the
+     * activation dtype, rotate-half, head dims 64 / 96 / 128 / 256) */
+    if (KILN_GEMV_ROPE_DEFAULT && KILN_GEMV_MAX_M_DEFAULT >= 1 && !m->interleaved && !strcmp(kv, a) &&
+        (m->head_dim == 64 || m->head_dim == 96 || m->head_dim == 128 || m->head_dim == 256))
+        KILN_TRY(add_spec(l, "gemv_rope", "ACT=%s UNROLL=%d KSPLIT=%d ROPE=1 HD=%d KV=%s", a, KILN_GEMV_ROPE_UNROLL,
+                          KILN_GEMV_ROPE_KSPLIT, m->head_dim, a));
     /* the tensor-core GEMM (kernel_src/gemm_tc.cu) for 2 <= M <= the default
      * KILN_TCGEMM_MAX_M, in its default tiling with each number of warps
      * along K (picked by N at launch), act and fp32 out (its split-K

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# label: model
+# test_kernels_cli.sh -- `kiln kernels --model`: a built-in config name works
+# as kiln bench takes it, the set holds what a batch-1 decode step launches
+# (the rope-epilogue qkv GEMV, the SiLU-epilogue gate/up GEMV, decode
+# attention for GQA 4 at head dim 128), a second run is all cache hits, and
+# an unknown name is a clear error. Skips (77) without NVRTC.
+set -u
+KILN="${KILN_BIN:?KILN_BIN must point at the kiln binary}"
+cache="$(mktemp -d)"
+trap 'rm -rf "$cache"' EXIT
+fail=0
+out=$(KILN_CACHE_DIR="$cache" "$KILN" kernels --arch sm_90 --model llama3-8b 2>&1); rc=$?
+if [ $rc -ne 0 ] && grep -qi "nvrtc" <<<"$out"; then echo "SKIP: no NVRTC: $out"; exit 77; fi
+[ $rc -eq 0 ] || { echo "kiln kernels --model llama3-8b failed ($rc): $out"; exit 1; }
+for want in "^gemv_rope .*ROPE=1 HD=128 KV=bf16" "^gemv .*GLU=1" "^attn_decode .*GROUP=4 HEAD_DIM=128 KV=bf16" \
+            "^attn_prefill " "^add_rmsnorm "; do
+  grep -qE "$want" <<<"$out" || { echo "missing from the llama3-8b set: $want"; fail=1; }
+done
+n=$(sed -nE 's/^([0-9]+) units.*/\1/p' <<<"$out")
+again=$(KILN_CACHE_DIR="$cache" "$KILN" kernels --arch sm_90 --model llama3-8b 2>&1)
+grep -qE "^$n units \($n from cache\)" <<<"$again" || { echo "second run not all cache hits: $(tail -1 <<<"$again")"; fail=1; }
+if err=$("$KILN" kernels --arch sm_90 --model no-such-model 2>&1); then
+  echo "an unknown model name succeeded"; fail=1
+else
+  grep -q "neither a model directory nor a built-in config" <<<"$err" || { echo "bad error: $err"; fail=1; }
+fi
+exit $fail
