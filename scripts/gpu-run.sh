@@ -102,6 +102,9 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s19:    seventh session (nvidia-h200-x2): the whole test_gpu_ops beside test_gpu_tp, then test_gpu_engine (defaults:
 #           the rope epilogue, the push logits gather, the adaptive decode split); kiln bench -b 1 at TP 1 / 2 with
 #           KILN_DECODE_ADAPTIVE 1 / 0 twice, KILN_GEMV_ROPE=0 once; -b 32 at TP 1 / 2
+#   s21:    (branch fp8cvt, nvidia-h200) test_gpu_ops fp8_cast / kv_write / attention_fp8, then
+#           test_gpu_engine; bench_kernels elementwise (FP8 rope + KV write) and gemm (gemm_tc at M 8..32 beside
+#           cuBLASLt); kiln bench -b 32 / -b 256 with a bf16 and an FP8 E4M3 KV cache
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -408,6 +411,17 @@ if has s19; then # seventh session: next's defaults (rope epilogue, push gather,
   kb "tp1-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 1 -b 1 -s 128 -o 512 --iters 2
   kb "tp2-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   for tp in 1 2; do kb "tp$tp-b32" -- --tp $tp -b 32 -s 128 -o 256 --iters 2; done
+fi
+if has s21; then # branch fp8cvt (nvidia-h200): the hardware f32 -> FP8 conversion; the tensor-core GEMM's rows
+  ops_by_case fp8_cast kv_write attention_fp8
+  timeout 120 "$here/bin/bench_kernels" elementwise > "$out/bench_s21_elem.log" 2>&1
+  grep -E "ceilings|4096" "$out/bench_s21_elem.log" | grep -v tiling | sed -E 's/ +/ /g' | cut -c1-110 | head -24
+  timeout 150 "$here/bin/bench_kernels" gemm > "$out/bench_s21_gemm.log" 2>&1
+  grep -E "ceilings|M=(8|16|32) " "$out/bench_s21_gemm.log" | sed -E 's/ +/ /g' | cut -c1-120 | head -60
+  for kv in auto fp8_e4m3; do
+    kb "b32-kv-$kv" -- -b 32 -s 128 -o 256 --iters 2 --kv-cache-dtype $kv
+    kb "b256-kv-$kv" -- -b 256 -s 128 -o 256 --iters 2 --kv-cache-dtype $kv
+  done
 fi
 if has s15; then # the logits all-gather over the push exchange (branch ag)
   t0=$(date +%s); KT_VERBOSE=1 timeout 120 "$here/bin/test_gpu_ops" test_all_reduce_one_rank > "$out/ops_ar1.log" 2>&1
