@@ -429,7 +429,9 @@ static void bench_elementwise_tilings(void) {
 
 /* -------------------------------------------------------------------- GEMM */
 
-static void bench_gemm(void) {
+/* sk_only (`bench_kernels gemm_sk`): cuBLASLt at M <= 64 and the cluster
+ * split-K GEMM's rows, nothing else */
+static void bench_gemm(bool sk_only) {
     static const struct { const char *name; int N, K; } shapes[] = {
         {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
     int Ms[] = {1, 8, 16, 32, 64, 4096};
@@ -448,11 +450,42 @@ static void bench_gemm(void) {
         CK(kiln_rt_malloc(dev, (size_t)4096 * g.N * 2, &g.out));
         for (size_t mi = 0; mi < KILN_ARRAY_LEN(Ms); mi++) {
             g.M = Ms[mi];
+            if (sk_only && (g.M == 1 || g.M > 64)) continue;
             double t = time_op(op_gemm, &g, sets, g.M == 4096 ? 5 : 20, 20);
             char shape[64];
             snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shapes[si].name, g.M, g.N, g.K);
             if (g.M <= 64) row_bw("gemm (weight bytes)", shape, t, (double)wbytes, 0.85);
             else row_flops("gemm", shape, t, 2.0 * g.M * g.N * g.K, 0.80, 0);
+        }
+        /* the cluster split-K GEMM (kernel_src/gemm_sk.cu) at M 8..64, beside
+         * cuBLASLt: its default and one knob changed at a time */
+        static const struct { const char *name; int warps, rt, stages, split; } sk[] = {
+            {"default", 0, 0, 0, 0}, {"split 1", 0, 0, 0, 1},  {"split 2", 0, 0, 0, 2},
+            {"split 4", 0, 0, 0, 4}, {"split 8", 0, 0, 0, 8},  {"stages 3", 0, 0, 3, 0},
+            {"stages 6", 0, 0, 6, 0}, {"warps 8 rt 1", 8, 1, 0, 0}, {"rt 4", 0, 4, 0, 0}};
+        for (size_t ti = 0; ti < KILN_ARRAY_LEN(sk); ti++) {
+            kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = -1,
+                                  .skgemm_max_m = 64, .skgemm_warps = sk[ti].warps, .skgemm_tiles = sk[ti].rt,
+                                  .skgemm_stages = sk[ti].stages, .skgemm_split = sk[ti].split};
+            kiln_gpu *gs = NULL;
+            CK(kiln_gpu_create(dev, &gp, &gs));
+            g.g = gs;
+            int Mt[] = {8, 16, 32, 64};
+            for (int mi = 0; mi < 4; mi++) {
+                g.M = Mt[mi];
+                double t = time_op(op_gemm, &g, sets, 20, 20);
+                char shape[80], name[64];
+                snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shapes[si].name, g.M, g.N, g.K);
+                snprintf(name, sizeof name, "gemm_sk %s (weight bytes)", sk[ti].name);
+                row_bw(name, shape, t, (double)wbytes, 0.85);
+            }
+            g.g = NULL;
+            kiln_gpu_destroy(gs);
+        }
+        if (sk_only) {
+            for (int s = 0; s < sets; s++) kiln_rt_free(dev, g.w[s]), kiln_rt_free(dev, g.x[s]);
+            kiln_rt_free(dev, g.out);
+            continue;
         }
         /* the same small-M shapes through kernel_src/gemv.cu, beside
          * cuBLASLt, in each tiling (W rows per warp, loads in flight) */
@@ -660,7 +693,8 @@ int main(int argc, char **argv) {
         bench_elementwise(1), bench_elementwise(64), bench_elementwise(256);
         filter = f;
     }
-    if (want("gemm")) bench_gemm();
+    if (filter && !strcmp(filter, "gemm_sk")) bench_gemm(true);
+    else if (want("gemm")) bench_gemm(false);
     if (want("sample")) bench_sampling();
     kiln_gpu_destroy(gpu);
     return 0;

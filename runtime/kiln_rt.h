@@ -263,6 +263,16 @@ typedef struct kiln_jit_kernel_def {
  * grid's resident blocks */
 #define KILN_TCGEMM_PREFETCH_MB_DEFAULT 16
 
+/* The cluster split-K tensor-core GEMM (kernel_src/gemm_sk.cu) for decode-sized M:
+ * W streamed through a shared-memory cp.async ring (STAGES 64-wide K chunks in
+ * flight a block), BN = WARPS x TILES x 16 W rows a block, split-K over a
+ * thread-block cluster reduced in distributed shared memory (sm_90; S = 1
+ * before). KILN_SKGEMM_MAX_M = 0: off (the default until measured). */
+#define KILN_SKGEMM_MAX_M_DEFAULT 0
+#define KILN_SKGEMM_WARPS_DEFAULT 4
+#define KILN_SKGEMM_TILES_DEFAULT(maxm) 2
+#define KILN_SKGEMM_STAGES_DEFAULT 4
+
 /* The registry (static). */
 const kiln_jit_kernel_def *kiln_jit_registry(int *n);
 const kiln_jit_kernel_def *kiln_jit_find(const char *name);

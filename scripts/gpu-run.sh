@@ -105,6 +105,9 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s21:    (branch fp8cvt, nvidia-h200) test_gpu_ops fp8_cast / kv_write / attention_fp8, then
 #           test_gpu_engine; bench_kernels elementwise (FP8 rope + KV write) and gemm (gemm_tc at M 8..32 beside
 #           cuBLASLt); kiln bench -b 32 / -b 256 with a bf16 and an FP8 E4M3 KV cache
+#   s24:    (branch sk) the cluster split-K GEMM: test_gpu_ops gemm_sk, test_gpu_engine with it on for M <= 64,
+#           bench_kernels gemm_sk as a table (% of copy on the weight bytes, cuBLASLt beside), kiln bench -b 8 / 16 /
+#           32 / 64 with KILN_SKGEMM_MAX_M 0 / 64 (-b 32 twice)
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -411,6 +414,27 @@ if has s19; then # seventh session: next's defaults (rope epilogue, push gather,
   kb "tp1-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 1 -b 1 -s 128 -o 512 --iters 2
   kb "tp2-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   for tp in 1 2; do kb "tp$tp-b32" -- --tp $tp -b 32 -s 128 -o 256 --iters 2; done
+fi
+if has s24; then # branch sk: the cluster split-K GEMM
+  ops_by_case gemm_sk
+  gt test_gpu_engine_sk 200 "FAIL|passed|logits rel err" KILN_SKGEMM_MAX_M=64 -- test_gpu_engine
+  timeout 240 "$here/bin/bench_kernels" gemm_sk > "$out/bench_sk.log" 2>&1; echo "bench_kernels gemm_sk rc=$?"
+  grep -E "ceilings" "$out/bench_sk.log" | head -2
+  python3 - "$out/bench_sk.log" <<'PY'
+import re, sys
+rows, cols = {}, []
+for l in open(sys.argv[1]):
+    m = re.match(r"(gemm_sk .*?|gemm) \(weight bytes\) +(\w+) M=(\d+) .*? ([\d.]+)% of copy", l)
+    if not m: continue
+    name = m.group(1).replace("gemm_sk ", "") if m.group(1) != "gemm" else "cublasLt"
+    if name not in cols: cols.append(name)
+    rows.setdefault((m.group(2), int(m.group(3))), {})[name] = m.group(4)
+print("%-12s" % "shape M" + "".join("%9s" % c[:9] for c in cols))
+for k, v in rows.items():
+    print("%-12s" % ("%s %d" % k) + "".join("%9s" % v.get(c, "-") for c in cols))
+PY
+  for r in a b; do for m in 0 64; do kb "b32-sk$m-$r" KILN_SKGEMM_MAX_M=$m -- -b 32 -s 128 -o 256 --iters 2; done; done
+  for b in 8 16 64; do for m in 0 64; do kb "b$b-sk$m" KILN_SKGEMM_MAX_M=$m -- -b $b -s 128 -o 256 --iters 2; done; done
 fi
 if has s21; then # branch fp8cvt (nvidia-h200): the hardware f32 -> FP8 conversion; the tensor-core GEMM's rows
   ops_by_case fp8_cast kv_write attention_fp8

@@ -1250,7 +1250,7 @@ KT_TEST(test_gemm_tc) {
     kiln_pool *pool = NULL;
     KT_OK(kiln_pool_create(8, &pool));
     for (size_t ti = 0; ti < KILN_ARRAY_LEN(tl); ti++) {
-        kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = 64,
+        kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = 64, .skgemm_max_m = -1,
                               .tcgemm_warps = tl[ti].warps,
                               .tcgemm_warps_k = tl[ti].wk, .tcgemm_tiles = tl[ti].rt, .tcgemm_stages = tl[ti].stages,
                               .tcgemm_split = tl[ti].split, .tcgemm_prefetch_mb = tl[ti].pf};
@@ -1290,13 +1290,95 @@ KT_TEST(test_gemm_tc) {
     KT_CHECK(tc_tested && tc_reduce_tested);
 
     /* Llama-3-8B: qkv, o, gate_up, down; bf16 with bf16 out, fp16 o with fp32 out */
-    kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = 64};
+    kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = 64, .skgemm_max_m = -1};
     kiln_gpu *tg = NULL;
     KT_OK(kiln_gpu_create(dev, &gp, &tg));
     static const struct { const char *name; int N, K; kiln_dtype dt, odt; } sh[] = {
         {"qkv", 6144, 4096, KILN_DTYPE_BF16, KILN_DTYPE_BF16},     {"o", 4096, 4096, KILN_DTYPE_BF16, KILN_DTYPE_BF16},
         {"gate_up", 28672, 4096, KILN_DTYPE_BF16, KILN_DTYPE_BF16}, {"down", 4096, 14336, KILN_DTYPE_BF16, KILN_DTYPE_BF16},
         {"o fp16", 4096, 4096, KILN_DTYPE_F16, KILN_DTYPE_F32},
+    };
+    for (size_t si = 0; si < KILN_ARRAY_LEN(sh); si++) {
+        int N = sh[si].N, K = sh[si].K;
+        kiln_dtype dt = sh[si].dt, odt = sh[si].odt;
+        float *x = rand_act((size_t)64 * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.02f),
+              *ref = malloc(sizeof(float) * (size_t)64 * N), *b = rand_act((size_t)N, odt, 1);
+        kiln_cpu_gemm(pool, ref, N, x, w, KILN_DTYPE_F32, NULL, KILN_DTYPE_F32, 64, N, K);
+        kiln_devptr dx = up_act(x, (size_t)64 * K, dt), dw = up_act(w, (size_t)N * K, dt);
+        for (size_t mi = 0; mi < KILN_ARRAY_LEN(Ms); mi++) {
+            int M = Ms[mi];
+            tc_case(tg, dt, odt, dx, dw, si == 0 ? b : NULL, ref, M, N, K, M == 31 ? N + 64 : N, sh[si].name);
+        }
+        free(x), free(w), free(ref), free(b);
+        dfree(dx), dfree(dw);
+    }
+    kiln_gpu_destroy(tg);
+    kiln_pool_destroy(pool);
+}
+
+/* test_gemm_sk: the cluster split-K GEMM ran in every tiling */
+static bool sk_tested;
+
+/* the cluster split-K tensor-core GEMM (kernel_src/gemm_sk.cu) for M 2..64 on
+ * kiln_gpu's with it enabled: small shapes (odd N, K not a multiple of the
+ * 64-wide chunk, tiny K, K long enough for 8 slices) in five tilings (warps a
+ * block, 16-row tiles a warp, stages, forced or automatic split-K up to a
+ * cluster of 8), bf16 and fp16, act or fp32 out, bias, ldo > N, outputs
+ * poisoned; then the four Llama-3-8B projections in the default tiling */
+KT_TEST(test_gemm_sk) {
+    NEED_GPU();
+    static const struct { int warps, rt, stages, split; } tl[] = {
+        {0, 0, 0, 0}, {8, 1, 6, 1}, {4, 4, 2, 3}, {4, 1, 3, 8}, {8, 2, 8, 2},
+    };
+    static const int Ms[] = {2, 3, 8, 9, 16, 31, 32, 64};
+    kiln_pool *pool = NULL;
+    KT_OK(kiln_pool_create(8, &pool));
+    for (size_t ti = 0; ti < KILN_ARRAY_LEN(tl); ti++) {
+        kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1,
+                              .skgemm_max_m = 64, .skgemm_warps = tl[ti].warps, .skgemm_tiles = tl[ti].rt,
+                              .skgemm_stages = tl[ti].stages, .skgemm_split = tl[ti].split};
+        kiln_gpu *tg = NULL;
+        KT_OK(kiln_gpu_create(dev, &gp, &tg));
+        char what[128];
+        snprintf(what, sizeof what, "gemm_sk warps %d rt %d stages %d split %d", tl[ti].warps, tl[ti].rt,
+                 tl[ti].stages, tl[ti].split);
+        static const int NK[][2] = {{200, 512}, {4104, 320}, {1001, 136}, {384, 72}, {24, 8}, {640, 2056}};
+        for (size_t si = 0; si < KILN_ARRAY_LEN(NK); si++)
+            for (int a = 0; a < 2; a++) {
+                kiln_dtype dt = acts[a];
+                int N = NK[si][0], K = NK[si][1];
+                float *x = rand_act((size_t)64 * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.05f),
+                      *ref = malloc(sizeof(float) * (size_t)64 * N);
+                kiln_cpu_gemm(pool, ref, N, x, w, KILN_DTYPE_F32, NULL, KILN_DTYPE_F32, 64, N, K);
+                kiln_devptr dx = up_act(x, (size_t)64 * K, dt), dw = up_act(w, (size_t)N * K, dt);
+                for (size_t mi = 0; mi < KILN_ARRAY_LEN(Ms); mi++)
+                    for (int f32out = 0; f32out < 2; f32out++) {
+                        if (ti > 0 && f32out != a) continue; /* past the default tiling, one output type per dtype */
+                        kiln_dtype odt = f32out ? KILN_DTYPE_F32 : dt;
+                        int M = Ms[mi], ldo = (M + (int)si) & 1 ? N + 5 : N;
+                        float *b = (M + f32out) % 3 ? NULL : rand_act((size_t)N, odt, 1);
+                        tc_case(tg, dt, odt, dx, dw, b, ref, M, N, K, ldo, what);
+                        free(b);
+                    }
+                free(x), free(w), free(ref);
+                dfree(dx), dfree(dw);
+            }
+        bool used = kiln_rt_kernels_was_used(kiln_gpu_kernels(tg), "gemm_sk");
+        KT_CHECKF(used, "gemm_sk did not run in %s", what);
+        sk_tested = ti == 0 ? used : sk_tested && used;
+        kiln_gpu_destroy(tg);
+    }
+    KT_CHECK(sk_tested);
+
+    kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1, .skgemm_max_m = 64};
+    kiln_gpu *tg = NULL;
+    KT_OK(kiln_gpu_create(dev, &gp, &tg));
+    static const struct { const char *name; int N, K; kiln_dtype dt, odt; } sh[] = {
+        {"gemm_sk qkv", 6144, 4096, KILN_DTYPE_BF16, KILN_DTYPE_BF16},
+        {"gemm_sk o", 4096, 4096, KILN_DTYPE_BF16, KILN_DTYPE_BF16},
+        {"gemm_sk gate_up", 28672, 4096, KILN_DTYPE_BF16, KILN_DTYPE_BF16},
+        {"gemm_sk down", 4096, 14336, KILN_DTYPE_BF16, KILN_DTYPE_BF16},
+        {"gemm_sk o fp16", 4096, 4096, KILN_DTYPE_F16, KILN_DTYPE_F32},
     };
     for (size_t si = 0; si < KILN_ARRAY_LEN(sh); si++) {
         int N = sh[si].N, K = sh[si].K;
@@ -1501,6 +1583,7 @@ KT_TEST(test_every_kernel_tested) {
                       (!strcmp(reg[i].name, "gemv_rope") && gemv_rope_tested) ||
                       (!strcmp(reg[i].name, "gemv_ar_norm") && gemv_ar_tested) ||
                       (!strcmp(reg[i].name, "gemm_tc") && tc_tested) ||
+                      (!strcmp(reg[i].name, "gemm_sk") && sk_tested) ||
                       (!strcmp(reg[i].name, "gemm_tc_reduce") && tc_reduce_tested),
                   "registry kernel %s has no GPU test", reg[i].name);
     KT_CHECK(kiln_rt_check_device(dev) == KILN_OK);
@@ -1509,5 +1592,5 @@ KT_TEST(test_every_kernel_tested) {
 KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_cast), KT_CASE(test_rope),
         KT_CASE(test_kv_write_and_fused_rope), KT_CASE(test_fp8_cast), KT_CASE(test_attention_decode),
         KT_CASE(test_attention_prefill), KT_CASE(test_attention_prefill_shapes), KT_CASE(test_attention_fp8),
-        KT_CASE(test_sampling), KT_CASE(test_gemv), KT_CASE(test_gemv_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm), KT_CASE(test_graph_replay),
+        KT_CASE(test_sampling), KT_CASE(test_gemv), KT_CASE(test_gemv_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm_sk), KT_CASE(test_gemm), KT_CASE(test_graph_replay),
         KT_CASE(test_all_reduce_one_rank), KT_CASE(test_every_kernel_tested))

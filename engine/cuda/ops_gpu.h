@@ -71,6 +71,18 @@ typedef struct kiln_gpu_params {
     int tcgemm_prefetch_mb;  /* its L2 prefetch before waiting on the previous kernel
                                 (0: $KILN_TCGEMM_PREFETCH_MB, else
                                 KILN_TCGEMM_PREFETCH_MB_DEFAULT; negative: none) */
+    int skgemm_max_m;        /* GEMMs with 2 <= M <= this (and M above gemv_max_m) use
+                                kernel_src/gemm_sk.cu before gemm_tc (0:
+                                $KILN_SKGEMM_MAX_M, else KILN_SKGEMM_MAX_M_DEFAULT;
+                                negative, or 0 in the environment: never; <= 64) */
+    int skgemm_warps, skgemm_tiles, skgemm_stages; /* its tiling: warps a block (4|8),
+                                16-row W tiles a warp (1|2|4), K chunks in flight
+                                (2..8); 0: $KILN_SKGEMM_WARPS / _TILES / _STAGES, else
+                                KILN_SKGEMM_*_DEFAULT; stages lowered to fit shared
+                                memory */
+    int skgemm_split;        /* its split-K (blocks of a cluster, 1..8; 0:
+                                $KILN_SKGEMM_SPLIT, else enough blocks for the SMs;
+                                1 before sm_90)                                   */
     int elem_wide_min;       /* rmsnorm / add_rmsnorm of at least this many rows and
                                 rope / kv_write / rope_kv_write of at least this many
                                 tokens use kernel_src/rmsnorm_wide.cu and
@@ -105,7 +117,7 @@ kiln_status kiln_gpu_add_rmsnorm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out
                                  kiln_devptr w, kiln_dtype act, kiln_dtype wdt, int rows, int dim, float eps);
 /* out[M, N] (out_dt, row stride ldo >= N, 0: N) = x[M, K] @ W[N, K]^T (+ bias[N]
  * in out_dt); x, W in in_dt. M <= gemv_max_m: kernel_src/gemv.cu; 2 <= M <=
- * tcgemm_max_m: kernel_src/gemm_tc.cu (its split-K partials use the workspace);
+ * skgemm_max_m: kernel_src/gemm_sk.cu; 2 <= M <= tcgemm_max_m: kernel_src/gemm_tc.cu (its split-K partials use the workspace);
  * else, or where those do not apply (fp32, K % 8, unaligned x / W), cuBLASLt. */
 kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
                           kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N,

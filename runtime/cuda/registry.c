@@ -29,6 +29,11 @@
     "ACT=bf16 OUT=bf16 MAXM=64 WARPS=4 WK=2 RT=1 STAGES=1;ACT=bf16 OUT=bf16 MAXM=32 WARPS=4 WK=2 RT=2 STAGES=2;"   \
     "ACT=bf16 OUT=bf16 MAXM=16 WARPS=8 WK=1 RT=4 STAGES=1"
 
+#define GEMM_SK_EX                                                                                              \
+    "ACT=bf16 OUT=bf16 MAXM=32 WARPS=4 RT=2 STAGES=4 CL=1;ACT=bf16 OUT=fp32 MAXM=8 WARPS=8 RT=1 STAGES=6 CL=1;"      \
+    "ACT=fp16 OUT=fp16 MAXM=16 WARPS=4 RT=4 STAGES=2 CL=1;ACT=bf16 OUT=bf16 MAXM=64 WARPS=4 RT=1 STAGES=3 CL=1;"     \
+    "ACT=bf16 OUT=bf16 MAXM=32 WARPS=4 RT=2 STAGES=4 CL=4;ACT=fp16 OUT=fp32 MAXM=16 WARPS=8 RT=2 STAGES=3 CL=3"
+
 static const kiln_jit_kernel_def registry[] = {
     {"embed", "kernel_src/embed.cu", "kiln_embed", "ptr,ptr,i32,ptr,i64,i32,i64",
      {{"ACT", ACT3}, {"W", ACT3}}, "ACT=bf16 W=bf16;ACT=fp16 W=fp16;ACT=fp32 W=bf16"},
@@ -136,6 +141,11 @@ static const kiln_jit_kernel_def registry[] = {
      GEMM_TC_EX},
     {"gemm_tc_reduce", "kernel_src/gemm_tc.cu", "kiln_gemm_tc_reduce", "ptr,i64,ptr,ptr,i32,i32,i32",
      {{"ACT", ACT2}, {"OUT", ACT3}}, GEMM_TC_EX},
+    /* the cluster split-K tensor-core GEMM (S > 1 needs sm_90: the host launches S = 1 before) */
+    {"gemm_sk", "kernel_src/gemm_sk.cu", "kiln_gemm_sk", "ptr,i64,ptr,ptr,ptr,i32,i32,i32,i32",
+     {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "8|16|32|64"}, {"WARPS", "4|8"}, {"RT", "1|2|4"},
+      {"STAGES", "2|3|4|5|6|7|8"}, {"CL", "1|2|3|4|5|6|7|8"}},
+     GEMM_SK_EX},
 };
 
 const kiln_jit_kernel_def *kiln_jit_registry(int *n) {

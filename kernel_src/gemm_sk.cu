@@ -1,0 +1,291 @@
+// gemm_sk.cu -- out[M, N] = x[M, K] @ W[N, K]^T (+ bias[N]) on tensor cores
+// for decode-sized M (2..64), streaming W through a shared-memory pipeline,
+// with split-K over a thread-block cluster reduced through distributed
+// shared memory (no fp32 partials in global memory, no second kernel).
+//
+// Why: at M <= 32 a projection is a read of W (33-235 MB for Llama-3-8B)
+// and cuBLASLt's kernels carry ~6 us of fixed cost each (bench_kernels gemm,
+// 2026-11-30: qkv 61%, o 54% of copy at M = 32); kernel_src/gemm_tc.cu keeps W
+// in registers and needs a reduction kernel for its split-K. Here:
+//
+// - A block owns BN = WARPS * RT * 16 rows of W and one K slice of CPS
+//   64-wide chunks; gridDim.y = CL slices form one cluster (1, CL, 1).
+// - Every stage is W[BN rows][64 k] and x[M rows][64 k] (128 bytes a row;
+//   16-byte segment s of row r stored at s ^ (r & 7), so the 8 rows an
+//   ldmatrix reads hit distinct banks), copied with cp.async by all threads;
+//   STAGES stages in flight. W needs no predecessor: the first STAGES - 1
+//   stages of W are issued before griddepcontrol.wait (programmatic
+//   dependent launch), x after it.
+// - Warp w owns RT 16-row tiles (rows 16 (w RT + r) ..); for each k16 step
+//   its A fragments are one ldmatrix.x4 per tile, x's B fragments one
+//   ldmatrix.x4 per two 8-row n tiles, shared by its RT tiles (the fragments
+//   of KG k16 steps are loaded before their MMAs: one ldmatrix latency a
+//   group, MMAs back to back); mma.sync
+//   m16n8k16 with fp32 accumulation (W rows as the MMA's M side, x rows as
+//   its N side).
+// - CL > 1: every block parks its accumulators in its own shared memory, the
+//   cluster synchronises, and block r of the cluster sums element e (of each
+//   thread's RT x NT x 4) for e % CL == r over the CL blocks in slice order
+//   (ld.shared::cluster, every load issued before the sums; deterministic),
+//   adds the bias and stores; a second
+//   cluster barrier keeps every block's shared memory alive until read.
+//   Needs sm_90; the host launches CL = 1 only on older GPUs.
+//
+// Semantics: engine/ops_cpu.h kiln_cpu_gemm. K % 8 == 0, x and W 16-byte
+// aligned; W rows >= N and k >= K read as zero; x rows M..MAXM are not
+// copied (whatever the ring holds there reaches only output columns that are
+// not stored). OUT: output (and bias) type, act or fp32; out has row stride
+// ldo. Grid: (ceil(N / BN), CL) blocks of WARPS * 32 threads, dynamic shared
+// memory SMEM_BYTES (host: engine/cuda/ops_gpu.c sk_gemm).
+#include "gemm_tc_common.cuh"
+
+#ifndef MAXM
+#define MAXM 32
+#endif
+#ifndef WARPS
+#define WARPS 4
+#endif
+#ifndef RT
+#define RT 2
+#endif
+#ifndef STAGES
+#define STAGES 4
+#endif
+#ifndef CL
+#define CL 1
+#endif
+#define THREADS (WARPS * 32)
+#define NT (MAXM / 8)
+#define BN (WARPS * RT * 16)
+#define WBYTES (BN * 128)               // W part of a stage
+#define STAGE_BYTES ((BN + MAXM) * 128) // W then x
+#define PIPE_BYTES (STAGES * STAGE_BYTES)
+#define ACCN (RT * NT * 4) // accumulators a thread
+#define NTP (NT > 1 ? NT / 2 : 1) // B fragment loads a k16 step (x4: two n tiles; x2 when NT == 1)
+#define KG (MAXM * RT >= 128 ? 2 : 4) // k16 steps whose fragments are held at once (registers)
+#define RED_BYTES (WARPS * ACCN * 32 * 4)
+#define SMEM_BYTES (PIPE_BYTES > RED_BYTES ? PIPE_BYTES : RED_BYTES)
+
+static_assert(MAXM == 8 || MAXM == 16 || MAXM == 32 || MAXM == 64, "MAXM: 8, 16, 32 or 64");
+static_assert(WARPS == 4 || WARPS == 8, "WARPS: 4 or 8");
+static_assert(RT == 1 || RT == 2 || RT == 4, "RT: 1, 2 or 4");
+static_assert(STAGES >= 2 && STAGES <= 8, "STAGES: 2..8");
+static_assert(CL >= 1 && CL <= 8, "CL: 1..8 (a portable cluster)");
+static_assert((BN * 8) % THREADS == 0, "W copies divide among the threads");
+
+#if CL > 1 && __CUDA_ARCH__ >= 900
+#define SK_CLUSTER __cluster_dims__(1, CL, 1)
+#else
+#define SK_CLUSTER
+#endif
+
+KILN_DEV void sk_cp16(u32 saddr, const void *gmem, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(saddr), "l"(gmem), "r"(src_bytes));
+}
+KILN_DEV void sk_ldsm_x4(u32 &r0, u32 &r1, u32 &r2, u32 &r3, u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+KILN_DEV void sk_ldsm_x2(u32 &r0, u32 &r1, u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r0), "=r"(r1) : "r"(addr));
+}
+#if CL > 1 && __CUDA_ARCH__ >= 900
+KILN_DEV void cluster_sync_all() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+KILN_DEV u32 cluster_rank() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+// the shared-window address `a` of this block, in block `rank` of the cluster
+KILN_DEV u32 cluster_map(u32 a, u32 rank) {
+    u32 r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    return r;
+}
+KILN_DEV float cluster_ld(u32 a) {
+    float v; // volatile: stays between the two cluster barriers (asm order)
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a));
+    return v;
+}
+#endif
+
+extern "C" __global__ void __launch_bounds__(THREADS) SK_CLUSTER
+kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const act_t *__restrict__ w,
+             const out_t *__restrict__ bias, int M, int N, int K, int cps) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int n_blk = blockIdx.x * BN;
+    const int nchunks = (K + 63) >> 6;
+    const int c_lo = blockIdx.y * cps, c_hi = min(nchunks, c_lo + cps);
+    const int nst = max(0, c_hi - c_lo);
+    const u32 sbase = smem_addr(smem);
+
+    // this thread's W segments: idx = tid + THREADS * i, row idx / 8, segment idx % 8
+    auto load_w = [&](int i, int slot) {
+        const int k0 = (c_lo + i) * 64;
+        const u32 dst = sbase + slot * STAGE_BYTES;
+#pragma unroll
+        for (int q = 0; q < BN * 8 / THREADS; q++) {
+            const int idx = tid + q * THREADS, row = idx >> 3, seg = idx & 7;
+            const int n = n_blk + row, k = k0 + seg * 8;
+            const bool ok = n < N && k < K;
+            sk_cp16(dst + row * 128 + ((seg ^ (row & 7)) << 4), ok ? w + (size_t)n * K + k : w, ok ? 16 : 0);
+        }
+    };
+    auto load_x = [&](int i, int slot) {
+        const int k0 = (c_lo + i) * 64;
+        const u32 dst = sbase + slot * STAGE_BYTES + WBYTES;
+        for (int idx = tid; idx < M * 8; idx += THREADS) {
+            const int row = idx >> 3, seg = idx & 7, k = k0 + seg * 8;
+            const bool ok = k < K;
+            sk_cp16(dst + row * 128 + ((seg ^ (row & 7)) << 4), ok ? x + (size_t)row * K + k : x, ok ? 16 : 0);
+        }
+    };
+
+    // W of the first STAGES - 1 stages before the wait (they join group 0)
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++)
+        if (s < nst) load_w(s, s);
+    pdl_wait();
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < nst) load_x(s, s);
+        cp_async_commit();
+    }
+
+    float acc[RT][NT][4];
+#pragma unroll
+    for (int r = 0; r < RT; r++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[r][j][e] = 0.0f;
+
+    // ldmatrix lane addresses inside a stage (before the slot and k16 offsets):
+    // A: tile row lane % 16, segment 2 kk + lane / 16; B (x4, n tiles 2jp and
+    // 2jp + 1): row 8 (2jp + q / 2) + lane % 8, segment 2 kk + q % 2 (q = lane / 8)
+    const int a_row0 = warp * RT * 16 + (lane & 15), a_seg = lane >> 4;
+    const int b_q = lane >> 3, b_seg = b_q & 1;
+
+    int slot = 0, fill = STAGES - 1;
+    for (int i = 0; i < nst; i++) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads(); // stage i landed for everyone; slot `fill` (stage i - 1) is free
+        if (i + STAGES - 1 < nst) {
+            load_w(i + STAGES - 1, fill);
+            load_x(i + STAGES - 1, fill);
+        }
+        cp_async_commit();
+        fill = fill == STAGES - 1 ? 0 : fill + 1;
+
+        const u32 ws = sbase + slot * STAGE_BYTES, xs = ws + WBYTES;
+        // KG k16 steps at a time: every fragment first, then the MMAs (the
+        // ldmatrix latency is paid once a group and the MMAs issue back to
+        // back, consecutive ones on different accumulators)
+#pragma unroll
+        for (int k0 = 0; k0 < 4; k0 += KG) {
+            u32 a[KG][RT][4], b[KG][NTP][4];
+#pragma unroll
+            for (int q = 0; q < KG; q++)
+#pragma unroll
+                for (int r = 0; r < RT; r++) {
+                    const int row = a_row0 + r * 16, seg = 2 * (k0 + q) + a_seg;
+                    sk_ldsm_x4(a[q][r][0], a[q][r][1], a[q][r][2], a[q][r][3], ws + row * 128 + ((seg ^ (row & 7)) << 4));
+                }
+#pragma unroll
+            for (int q = 0; q < KG; q++) {
+#if NT == 1
+                const int row = lane & 7, seg = 2 * (k0 + q) + b_seg;
+                sk_ldsm_x2(b[q][0][0], b[q][0][1], xs + row * 128 + ((seg ^ (row & 7)) << 4));
+#else
+#pragma unroll
+                for (int jp = 0; jp < NTP; jp++) {
+                    if (16 * jp >= M) break; // block-uniform: no rows in these n tiles
+                    const int row = 8 * (2 * jp + (b_q >> 1)) + (lane & 7), seg = 2 * (k0 + q) + b_seg;
+                    sk_ldsm_x4(b[q][jp][0], b[q][jp][1], b[q][jp][2], b[q][jp][3],
+                               xs + row * 128 + ((seg ^ (row & 7)) << 4));
+                }
+#endif
+            }
+#pragma unroll
+            for (int q = 0; q < KG; q++)
+#pragma unroll
+                for (int jp = 0; jp < NTP; jp++) {
+                    if (16 * jp >= M) break;
+#pragma unroll
+                    for (int r = 0; r < RT; r++) {
+                        mma_act(acc[r][2 * jp], a[q][r][0], a[q][r][1], a[q][r][2], a[q][r][3], b[q][jp][0], b[q][jp][1]);
+#if NT > 1
+                        if (16 * jp + 8 < M)
+                            mma_act(acc[r][2 * jp + 1], a[q][r][0], a[q][r][1], a[q][r][2], a[q][r][3], b[q][jp][2],
+                                    b[q][jp][3]);
+#endif
+                    }
+                }
+        }
+        slot = slot == STAGES - 1 ? 0 : slot + 1;
+    }
+    pdl_launch();
+
+    // acc[r][j][e] is out[m = 8j + 2t + (e & 1)][n = n_blk + 16 (warp RT + r) + g + 8 (e >> 1)]
+    const int g = lane >> 2, t = lane & 3;
+#if CL > 1
+#if __CUDA_ARCH__ >= 900
+    cp_async_wait<0>();
+    __syncthreads(); // the ring is free (the last groups were empty)
+    float *red = reinterpret_cast<float *>(smem); // [WARPS][ACCN][32]
+#pragma unroll
+    for (int r = 0; r < RT; r++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) red[(warp * ACCN + (r * NT + j) * 4 + e) * 32 + lane] = acc[r][j][e];
+    cluster_sync_all();
+    const u32 me = cluster_rank();
+    // all the remote loads first (CL per owned entry), then the sums in slice order
+    constexpr int PER = (ACCN + CL - 1) / CL;
+    u32 rbase[CL];
+#pragma unroll
+    for (int q = 0; q < CL; q++) rbase[q] = cluster_map(sbase, (u32)q);
+    float v[PER][CL];
+#pragma unroll
+    for (int o = 0; o < PER; o++) {
+        const int ei = (int)me + o * CL;
+        const u32 off = (u32)((warp * ACCN + ei) * 32 + lane) * 4;
+#pragma unroll
+        for (int q = 0; q < CL; q++) v[o][q] = ei < ACCN ? cluster_ld(rbase[q] + off) : 0.0f;
+    }
+#pragma unroll
+    for (int o = 0; o < PER; o++) {
+        const int ei = (int)me + o * CL;
+        if (ei >= ACCN) break;
+        const int r = ei / (NT * 4), j = (ei / 4) % NT, e = ei % 4;
+        const int m = 8 * j + 2 * t + (e & 1), n = n_blk + 16 * (warp * RT + r) + g + 8 * (e >> 1);
+        if (m >= M || n >= N) continue;
+        float sum = 0.0f;
+#pragma unroll
+        for (int q = 0; q < CL; q++) sum += v[o][q];
+        if (bias) sum += to_f32(bias[n]);
+        out[(size_t)m * ldo + n] = from_f32<out_t>(sum);
+    }
+    cluster_sync_all(); // no block leaves while another may still read its shared memory
+#else
+    __trap(); // split-K clusters need sm_90 (the host never launches this)
+#endif
+#else
+#pragma unroll
+    for (int r = 0; r < RT; r++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int m = 8 * j + 2 * t + (e & 1), n = n_blk + 16 * (warp * RT + r) + g + 8 * (e >> 1);
+                if (m >= M || n >= N) continue;
+                const float b = bias ? to_f32(bias[n]) : 0.0f;
+                out[(size_t)m * ldo + n] = from_f32<out_t>(acc[r][j][e] + b);
+            }
+#endif
+}
