@@ -465,7 +465,7 @@ static void bench_gemm(bool sk_only) {
             {"stages 6", 0, 0, 6, 0}, {"warps 8 rt 1", 8, 1, 0, 0}, {"rt 4", 0, 4, 0, 0}};
         for (size_t ti = 0; ti < KILN_ARRAY_LEN(sk); ti++) {
             kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = -1,
-                                  .skgemm_max_m = 64, .skgemm_warps = sk[ti].warps, .skgemm_tiles = sk[ti].rt,
+                                  .skgemm_max_m = 64, .skgemm_max_weight_mb = -1, .skgemm_warps = sk[ti].warps, .skgemm_tiles = sk[ti].rt,
                                   .skgemm_stages = sk[ti].stages, .skgemm_split = sk[ti].split};
             kiln_gpu *gs = NULL;
             CK(kiln_gpu_create(dev, &gp, &gs));

@@ -267,11 +267,47 @@ typedef struct kiln_jit_kernel_def {
  * W streamed through a shared-memory cp.async ring (STAGES 64-wide K chunks in
  * flight a block), BN = WARPS x TILES x 16 W rows a block, split-K over a
  * thread-block cluster reduced in distributed shared memory (sm_90; S = 1
- * before). KILN_SKGEMM_MAX_M = 0: off (the default until measured). */
-#define KILN_SKGEMM_MAX_M_DEFAULT 0
+ * before). On by default for 2 <= M <= 16 on weights of at most 64 MiB
+ * (KILN_SKGEMM_MAX_WEIGHT_MB): there it beats cuBLASLt, whose kernels carry
+ * ~6 us of fixed cost (bench_kernels gemm_sk, H200, 2026-11-30: qkv 67.8 /
+ * 66.3% of copy at M = 8 / 16 against 66.8 / 62.2, o 64.8 / 64.0 against 56.5 /
+ * 56.0); on the larger gate_up / down weights and from M = 32 on it is
+ * slower (M = 32: qkv 59% against 66%; bench/RESULTS.md). */
+#define KILN_SKGEMM_MAX_M_DEFAULT 16
+#define KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT 64
 #define KILN_SKGEMM_WARPS_DEFAULT 4
 #define KILN_SKGEMM_TILES_DEFAULT(maxm) 2
-#define KILN_SKGEMM_STAGES_DEFAULT 4
+#define KILN_SKGEMM_STAGES_DEFAULT(maxm) ((maxm) >= 32 ? 3 : 4)
+/* gemm_sk's launch shape for an N x K weight at MAXM bucket maxm: stages (the
+ * asked ones, lowered until a block's ring fits smem_optin), split (the
+ * cluster's K slices, 1..8: split_knob when > 0, else as many as make about
+ * one wave of at most 2 blocks an SM; 1 before sm_90; at least 2 chunks a
+ * slice, no empty slice), chunks a slice and the block's dynamic shared
+ * memory. Shared by engine/cuda/ops_gpu.c and kiln_jit_model_specs. */
+typedef struct kiln_skgemm_shape { int stages, split, cps, smem, tiles; } kiln_skgemm_shape;
+static inline kiln_skgemm_shape kiln_skgemm_plan(int n_sms, int smem_per_sm, int smem_optin, int cc_major, int N,
+                                                 int K, int maxm, int warps, int rt, int stages, int split_knob) {
+    kiln_skgemm_shape p;
+    const int bn = warps * rt * 16, nchunks = (K + 63) / 64;
+    while (stages > 2 && stages * (bn + maxm) * 128 > smem_optin) stages--;
+    const int pipe = stages * (bn + maxm) * 128, red = warps * rt * (maxm / 8) * 4 * 32 * 4;
+    p.stages = stages;
+    p.smem = pipe > red ? pipe : red;
+    p.tiles = (N + bn - 1) / bn;
+    int split = split_knob;
+    if (split <= 0) {
+        int per_sm = smem_per_sm / (p.smem + 1024); /* 1 KiB a block reserved */
+        per_sm = per_sm < 1 ? 1 : per_sm > 2 ? 2 : per_sm;
+        split = n_sms * per_sm / p.tiles;
+    }
+    if (cc_major < 9) split = 1;
+    if (split > 8) split = 8;
+    if (split > nchunks / 2) split = nchunks / 2;
+    if (split < 1) split = 1;
+    p.cps = (nchunks + split - 1) / split;
+    p.split = (nchunks + p.cps - 1) / p.cps;
+    return p;
+}
 
 /* The registry (static). */
 const kiln_jit_kernel_def *kiln_jit_registry(int *n);
@@ -345,7 +381,7 @@ typedef struct kiln_jit_model {
     bool kv_calib;       /* FP8: also the activation-dtype cache kernels that
                             start-up calibration runs (kv write, prefill)     */
 } kiln_jit_model;
-#define KILN_JIT_MAX_SPECS 48 /* a model set is 36 at most today (8 of them gemm_tc, 7 the wide elementwise) */
+#define KILN_JIT_MAX_SPECS 48 /* a model set is 40 at most today (8 of them gemm_tc, 4 gemm_sk, 7 the wide elementwise) */
 typedef struct kiln_jit_spec_list {
     kiln_jit_spec specs[KILN_JIT_MAX_SPECS];
     char defines[KILN_JIT_MAX_SPECS][128];

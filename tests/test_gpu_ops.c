@@ -1335,7 +1335,7 @@ KT_TEST(test_gemm_sk) {
     KT_OK(kiln_pool_create(8, &pool));
     for (size_t ti = 0; ti < KILN_ARRAY_LEN(tl); ti++) {
         kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1,
-                              .skgemm_max_m = 64, .skgemm_warps = tl[ti].warps, .skgemm_tiles = tl[ti].rt,
+                              .skgemm_max_m = 64, .skgemm_max_weight_mb = -1, .skgemm_warps = tl[ti].warps, .skgemm_tiles = tl[ti].rt,
                               .skgemm_stages = tl[ti].stages, .skgemm_split = tl[ti].split};
         kiln_gpu *tg = NULL;
         KT_OK(kiln_gpu_create(dev, &gp, &tg));
@@ -1370,7 +1370,7 @@ KT_TEST(test_gemm_sk) {
     }
     KT_CHECK(sk_tested);
 
-    kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1, .skgemm_max_m = 64};
+    kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1, .skgemm_max_m = 64, .skgemm_max_weight_mb = -1};
     kiln_gpu *tg = NULL;
     KT_OK(kiln_gpu_create(dev, &gp, &tg));
     static const struct { const char *name; int N, K; kiln_dtype dt, odt; } sh[] = {

@@ -23,7 +23,7 @@ struct kiln_gpu {
     int max_rows, vocab;
     int gemv_max_m, gemv_rows, gemv_unroll, gemv_ksplit, gemv_rule, gemv_rope, gemv_ar, gemv_silu, gemv_silu_ksplit, gemv_silu_unroll;
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
-    int sk_max_m, sk_warps, sk_rt, sk_stages, sk_split;                          /* gemm_sk knobs */
+    int sk_max_m, sk_max_mb, sk_warps, sk_rt, sk_stages, sk_split;               /* gemm_sk knobs */
     int elem_wide_min; /* rows / tokens from which the elementwise ops take their wide kernels (0: never) */
     bool decode_adaptive; /* $KILN_DECODE_ADAPTIVE (default 1): decode_partition */
 };
@@ -74,8 +74,9 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->sk_warps != 4 && g->sk_warps != 8) g->sk_warps = KILN_SKGEMM_WARPS_DEFAULT;
     g->sk_rt = knob(p ? p->skgemm_tiles : 0, "KILN_SKGEMM_TILES", 0); /* 0: by MAXM */
     if (g->sk_rt != 1 && g->sk_rt != 2 && g->sk_rt != 4) g->sk_rt = 0;
-    g->sk_stages = knob(p ? p->skgemm_stages : 0, "KILN_SKGEMM_STAGES", KILN_SKGEMM_STAGES_DEFAULT);
-    if (g->sk_stages < 2 || g->sk_stages > 8) g->sk_stages = KILN_SKGEMM_STAGES_DEFAULT;
+    g->sk_max_mb = knob(p ? p->skgemm_max_weight_mb : 0, "KILN_SKGEMM_MAX_WEIGHT_MB", KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT);
+    g->sk_stages = knob(p ? p->skgemm_stages : 0, "KILN_SKGEMM_STAGES", 0); /* 0: by MAXM */
+    if (g->sk_stages < 2 || g->sk_stages > 8) g->sk_stages = 0;
     g->sk_split = knob(p ? p->skgemm_split : 0, "KILN_SKGEMM_SPLIT", 0); /* 0: auto */
     if (g->sk_split < 0 || g->sk_split > 8) g->sk_split = 0;
     g->elem_wide_min = knob(p ? p->elem_wide_min : 0, "KILN_ELEM_WIDE_MIN", KILN_ELEM_WIDE_MIN_DEFAULT);
@@ -327,9 +328,7 @@ fail:
 }
 
 /* The cluster split-K GEMM (kernel_src/gemm_sk.cu): the tiling from the
- * knobs, stages lowered until a block's ring fits the shared memory a block
- * may opt into, and the split: as many K slices as make about one block an
- * SM (at least 2 chunks a slice), 1 before sm_90 (no clusters). */
+ * knobs, the stages, split and shared memory from kiln_skgemm_plan. */
 static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ld, kiln_dtype out_dt,
                            kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int M, int N, int K) {
     kiln_status st = KILN_OK;
@@ -337,26 +336,14 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
     const int maxm = M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64;
     const int warps = g->sk_warps, rt = g->sk_rt ? g->sk_rt : KILN_SKGEMM_TILES_DEFAULT(maxm);
-    const int bn = warps * rt * 16;
-    int stages = g->sk_stages;
-    while (stages > 2 && stages * (bn + maxm) * 128 > di->smem_per_block_optin) stages--;
-    const int nchunks = (K + 63) / 64, tiles = (N + bn - 1) / bn;
-    int smem = KILN_MAX(stages * (bn + maxm) * 128, warps * rt * (maxm / 8) * 4 * 32 * 4);
-    int split = g->sk_split;
-    if (!split) {
-        /* as many blocks as the SMs hold at once by shared memory (1 KiB a
-         * block reserved), at most 2 an SM: one wave */
-        int per_sm = KILN_MAX(1, KILN_MIN(2, di->smem_per_sm / (smem + 1024)));
-        split = KILN_MAX(1, di->n_sms * per_sm / tiles);
-    }
-    if (di->cc_major < 9) split = 1;
-    split = KILN_MAX(1, KILN_MIN(KILN_MIN(split, 8), nchunks / 2));
-    int cps = (nchunks + split - 1) / split;
-    split = (nchunks + cps - 1) / cps; /* no empty slices */
+    const kiln_skgemm_shape p = kiln_skgemm_plan(di->n_sms, di->smem_per_sm, di->smem_per_block_optin, di->cc_major, N, K,
+                                                 maxm, warps, rt,
+                                                 g->sk_stages ? g->sk_stages : KILN_SKGEMM_STAGES_DEFAULT(maxm), g->sk_split);
+    int cps = p.cps;
     KILN_TRY(get(g, "gemm_sk", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d", dt(in_dt), dt(out_dt), maxm,
-                 warps, rt, stages, split));
-    LAUNCH(f, (unsigned)tiles, (unsigned)split, 1, (unsigned)(warps * 32), (unsigned)smem, s, &out, &ld, &x, &w, &bias,
-           &M, &N, &K, &cps);
+                 warps, rt, p.stages, p.split));
+    LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)(warps * 32), (unsigned)p.smem, s, &out, &ld, &x, &w,
+           &bias, &M, &N, &K, &cps);
 fail:
     return st;
 }
@@ -405,7 +392,8 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
     fail:
         return st;
     }
-    if (M >= 2 && M <= g->sk_max_m && (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) && act_ok(out_dt) &&
+    if (M >= 2 && M <= g->sk_max_m && (g->sk_max_mb <= 0 || N * K * 2 <= ((int64_t)g->sk_max_mb << 20)) &&
+        (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) && act_ok(out_dt) &&
         K % 8 == 0 && (x | w) % 16 == 0 && N <= INT32_MAX && K <= INT32_MAX)
         return sk_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K);
     if (M >= 2 && M <= g->tc_max_m && (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) && act_ok(out_dt) &&

@@ -75,6 +75,9 @@ typedef struct kiln_gpu_params {
                                 kernel_src/gemm_sk.cu before gemm_tc (0:
                                 $KILN_SKGEMM_MAX_M, else KILN_SKGEMM_MAX_M_DEFAULT;
                                 negative, or 0 in the environment: never; <= 64) */
+    int skgemm_max_weight_mb; /* ... and only on weights of at most this many MiB (0:
+                                $KILN_SKGEMM_MAX_WEIGHT_MB, else
+                                KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT = 64; negative: any) */
     int skgemm_warps, skgemm_tiles, skgemm_stages; /* its tiling: warps a block (4|8),
                                 16-row W tiles a warp (1|2|4), K chunks in flight
                                 (2..8); 0: $KILN_SKGEMM_WARPS / _TILES / _STAGES, else

@@ -324,6 +324,23 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
                 KILN_TRY(add_spec(l, "gemm_tc", "ACT=%s OUT=%s MAXM=%d WARPS=%d WK=%d RT=%d STAGES=%d", a,
                                   o ? "fp32" : a, mm, KILN_TCGEMM_WARPS_DEFAULT, wk, KILN_TCGEMM_TILES_DEFAULT(mm), ns));
             }
+    /* the cluster split-K GEMM (kernel_src/gemm_sk.cu) for 2 <= M <= the default
+     * KILN_SKGEMM_MAX_M on the qkv and o projections of one GPU (their weights are
+     * within KILN_SKGEMM_MAX_WEIGHT_MB), split as an H100 / H200 (132 SMs, 228 KiB
+     * shared memory an SM) plans it; other GPUs and TP shards compile on first use */
+    {
+        const int hid = m->n_heads * m->head_dim, qkv = (m->n_heads + 2 * m->n_kv_heads) * m->head_dim;
+        const int nk[2][2] = {{qkv, hid}, {hid, hid}};
+        for (int mm = 8; mm / 2 < KILN_SKGEMM_MAX_M_DEFAULT && mm <= 64; mm *= 2)
+            for (int i = 0; i < 2; i++) {
+                if ((int64_t)nk[i][0] * nk[i][1] * 2 > ((int64_t)KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT << 20)) continue;
+                const int rt = KILN_SKGEMM_TILES_DEFAULT(mm);
+                kiln_skgemm_shape p = kiln_skgemm_plan(132, 233472, 232448, 9, nk[i][0], nk[i][1], mm,
+                                                       KILN_SKGEMM_WARPS_DEFAULT, rt, KILN_SKGEMM_STAGES_DEFAULT(mm), 0);
+                KILN_TRY(add_spec(l, "gemm_sk", "ACT=%s OUT=%s MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d", a, a, mm,
+                                  KILN_SKGEMM_WARPS_DEFAULT, rt, p.stages, p.split));
+            }
+    }
     KILN_TRY(add_spec(l, "rmsnorm", "ACT=%s W=%s", a, a));
     KILN_TRY(add_spec(l, "add_rmsnorm", "ACT=%s W=%s", a, a));
     KILN_TRY(add_spec(l, "rmsnorm_wide", "ACT=%s W=%s", a, a));
