@@ -105,6 +105,11 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s21:    (branch fp8cvt, nvidia-h200) test_gpu_ops fp8_cast / kv_write / attention_fp8, then
 #           test_gpu_engine; bench_kernels elementwise (FP8 rope + KV write) and gemm (gemm_tc at M 8..32 beside
 #           cuBLASLt); kiln bench -b 32 / -b 256 with a bf16 and an FP8 E4M3 KV cache
+#   s23:    (branch kvw, nvidia-h200) the tile KV write ($KILN_KV_TILE): test_gpu_ops kv_write / test_rope and the
+#           whole test_gpu_ops (test_every_kernel_tested) in parallel; bench_kernels kv_write (rope_kv.cu, "wide" =
+#           the KV blocks, "tile" rows); kiln bench -b 256 and an 8 x 2048 prefill with KILN_KV_TILE 1 / 0;
+#           S23_ENGINE=1 adds test_gpu_engine with KILN_ELEM_WIDE_MIN=1 (every prefill and decode step through
+#           the wide kernels and the tiles; up to 200 s more)
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -422,6 +427,28 @@ if has s21; then # branch fp8cvt (nvidia-h200): the hardware f32 -> FP8 conversi
     kb "b32-kv-$kv" -- -b 32 -s 128 -o 256 --iters 2 --kv-cache-dtype $kv
     kb "b256-kv-$kv" -- -b 256 -s 128 -o 256 --iters 2 --kv-cache-dtype $kv
   done
+fi
+if has s23; then # branch kvw (nvidia-h200): the KV-cache write in tiles of 16 tokens x one KV head, a warp each
+  t0=$(date +%s)
+  for f in kv_write test_rope; do
+    ( KT_VERBOSE=1 timeout 200 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1; echo "rc=$?" >> "$out/ops_$f.log" ) &
+  done
+  ( timeout 230 "$here/bin/test_gpu_ops" > "$out/test_gpu_ops_full.log" 2>&1; echo "rc=$?" >> "$out/test_gpu_ops_full.log" ) &
+  wait
+  echo "test_gpu_ops (kv_write, test_rope, all cases in parallel) $(( $(date +%s) - t0 )) s:"
+  for f in ops_kv_write ops_test_rope test_gpu_ops_full; do
+    printf "  %-22s %s %s\n" "$f" "$(grep -E 'passed' "$out/$f.log" | tail -1)" "$(tail -1 "$out/$f.log")"
+    grep -E "FAIL" "$out/$f.log" | head -4
+  done
+  timeout 120 "$here/bin/bench_kernels" kv_write > "$out/bench_s23_kv.log" 2>&1
+  grep -E "ceilings|4096" "$out/bench_s23_kv.log" | sed -E 's/ +/ /g' | cut -c1-110 | head -16
+  for tile in 1 0; do
+    kb "b256-tile$tile" KILN_KV_TILE=$tile -- -b 256 -s 128 -o 64 --iters 1
+    kb "p8x2048-tile$tile" KILN_KV_TILE=$tile -- -b 8 -s 2048 -o 4 --iters 2
+  done
+  if [ "${S23_ENGINE:-0}" = 1 ]; then
+    gt test_gpu_engine_wide 200 "FAIL|passed|logits rel err" KILN_ELEM_WIDE_MIN=1 -- test_gpu_engine
+  fi
 fi
 if has s15; then # the logits all-gather over the push exchange (branch ag)
   t0=$(date +%s); KT_VERBOSE=1 timeout 120 "$here/bin/test_gpu_ops" test_all_reduce_one_rank > "$out/ops_ar1.log" 2>&1
