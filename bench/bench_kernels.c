@@ -272,17 +272,20 @@ static void op_ew(void *vc, int s) {
  * one row each: the kernels decode takes (rmsnorm.cu, rope_kv.cu; row
  * "rmsnorm") and the wide ones (rmsnorm_wide.cu, rope_kv_wide.cu; row
  * "rmsnorm wide"), forced at every T (engine/cuda/ops_gpu.c picks the wide
- * ones from $KILN_ELEM_WIDE_MIN, default 1024, tokens up). A filter naming
- * an op gives both rows; "wide" the wide rows only. */
+ * ones from $KILN_ELEM_WIDE_MIN, default 1024, tokens up). The KV writes
+ * (kv_write, rope_kv_write) a third row, "tile": rope_kv_wide.cu's tile
+ * kernels (the engine's default; the "wide" rows are its KV blocks,
+ * $KILN_KV_TILE=0). A filter naming an op gives all its rows; "wide" the
+ * wide rows only, "tile" the tile rows. */
 static void bench_elementwise(int T) {
     /* 6: slots shifted by 5 (runs cross cache blocks; value stores element by
      * element); 7: an FP8 E4M3 cache with per-head scales */
     static const char *names[] = {"rmsnorm", "add_rmsnorm", "silu_mul",      "rope",
                                   "kv_write", "rope_kv_write", "rope_kv_write", "rope_kv_write"};
     for (int kind = 0; kind < 8; kind++)
-        for (int wide = 0; wide < (kind == 2 ? 1 : 2); wide++) {
+        for (int wide = 0; wide < (kind == 2 ? 1 : kind >= 4 ? 3 : 2); wide++) {
             char name[32];
-            snprintf(name, sizeof name, "%s%s", names[kind], wide ? " wide" : "");
+            snprintf(name, sizeof name, "%s%s", names[kind], wide == 2 ? " tile" : wide ? " wide" : "");
             if (!want(names[kind]) && !want(name) && !(filter && !strcmp(filter, "elementwise"))) continue;
             ew_ctx c;
             memset(&c, 0, sizeof c);
@@ -321,9 +324,11 @@ static void bench_elementwise(int T) {
                 CK(kiln_rt_memcpy_htod(hsc, hs, sizeof hs, NULL));
                 c.l.head_scales = (const void *)(uintptr_t)hsc;
             }
-            int was = kiln_gpu_set_elem_wide_min(gpu, wide); /* 0: never wide, 1: always */
+            int was = kiln_gpu_set_elem_wide_min(gpu, wide ? 1 : 0); /* 0: never wide, 1: always */
+            bool was_tile = kiln_gpu_set_kv_tile(gpu, wide == 2);     /* KV writes: the tiles or the KV blocks */
             double t = time_op(op_ew, &c, NSETS, 20, 25);
             kiln_gpu_set_elem_wide_min(gpu, was);
+            kiln_gpu_set_kv_tile(gpu, was_tile);
             double bytes = 0;
             char shape[64];
             switch (kind) {

@@ -20,6 +20,9 @@
 //   kiln_rope_kv_write_wide
 //                      both: rotate q and k in place, write the rotated k and
 //                      v = qkv[:, (nq + nkv) * hd ...] into the cache
+//   kiln_kv_write_tile, kiln_rope_kv_write_tile
+//                      the same two with the KV part in tiles (see "KV
+//                      tiles" below; the engine's default, $KILN_KV_TILE)
 // Cache layout (x = 16 / sizeof(KV)):
 //   key   [num_blocks, nkv, head_dim / x, block_size, x]
 //   value [num_blocks, nkv, head_dim, block_size]
@@ -398,6 +401,245 @@ extern "C" __global__ void RKV_BOUNDS kiln_kv_write_wide(kv_t *kc, kv_t *vc, con
     const rope_args a = {};
     kv_block<false, false>((act_t *)k, v, row_stride, T, (int)blockIdx.x, hg, a, kv);
 }
+
+// ------------------------------------------------------------ KV tiles
+
+// The tile variant of the KV blocks (kiln_kv_write_tile, the KV part of
+// kiln_rope_kv_write_tile; engine/cuda/ops_gpu.c launches it instead of the
+// KV blocks unless $KILN_KV_TILE=0). One warp = one tile: the 16 tokens
+// [t0, t0 + 16) of the launch and one KV head h. A block = TILE_WARPS
+// tiles: one chunk of 16 tokens and TILE_WARPS consecutive heads (warps past
+// the last head idle). The warps of a block share no data and never wait on
+// each other, except in the fused kernel: one barrier after the block's cos /
+// sin table (computed while the warps' loads are in flight). A warp:
+//   1. issues every load of its tile before it stores anything: values (and
+//      in the fused kernel keys) as 16-byte vectors along the rows into its
+//      shared memory; the plain kernel loads its key cells into registers
+//      (16 lanes = the 16 tokens of one cell column, so 32 bytes of a row per
+//      pair of lanes) and stores them straight away
+//   2. (fused) rotates k in shared memory with the block's table and writes
+//      the rotated columns back to qkv (16-byte vectors along the rows)
+//   3. key cells (KV_X elements, 16 bytes): tokens fastest, any slots
+//   4. values: each run of 8 tokens with consecutive slots starting at a
+//      multiple of 8 (anywhere in the 16 tokens: at most two) as one 8-slot
+//      vector per dim (16 bytes, FP8 8), the other tokens (slot < 0: skipped)
+//      one element a lane, tokens fastest
+// Shared memory: (fused) the table, 16 x rot / 2 float2; then per warp
+// tile_warp_bytes: 16 slots, a 16-entry token list, 16 value rows of VPITCH
+// and (fused) 16 key rows of KPITCH (the host's kv_tile_smem: the same sum).
+#define TILE_WARPS 4 /* tiles a block (RKV_THREADS threads) */
+#define TV 8         /* value vectors (fused: and key vectors) a lane in flight */
+#define TILE_BOUNDS __launch_bounds__(RKV_THREADS, 4) /* 4 blocks an SM: 128 registers */
+
+KILN_DEV int tile_warp_bytes(bool rope, int hd) { return 128 + 16 * vpitch(hd) + (rope ? 16 * kpitch(hd) : 0); }
+
+// KC activation vectors -> one key cell of KV_X elements
+template <int KC> KILN_DEV uint4 key_cell(const uint4 (&y)[KC], float sc) {
+    if (same_type<act_t, kv_t>::value) return y[0];
+    constexpr int N = AV::N;
+    union { uint4 u; kv_t el[KV_X]; } out;
+#pragma unroll
+    for (int c = 0; c < KC; c++) {
+        AV av;
+        av.v = y[c];
+#pragma unroll
+        for (int q = 0; q < N; q++) out.el[c * N + q] = from_f32<kv_t>(kv_in(av.get(q), sc));
+    }
+    return out.u;
+}
+
+// Loads of items [e0, e0 + 32 * TL) step 32 of a tile (value vectors [0, nv),
+// then keys [nv, ni)): row j, column c; tokens whose slot is < 0 load no
+// value. at: the item's byte offset in the warp's rows (from sv), or -1.
+template <int TL>
+KILN_DEV void tile_issue(uint4 (&x)[TL], int (&at)[TL], int e0, int nv, int ni, int nvh, const act_t *k,
+                         const act_t *v, i64 row_stride, int t0, int h, int hd, const int *sslot, int VP, int KP) {
+    constexpr int N = AV::N;
+#pragma unroll
+    for (int i = 0; i < TL; i++) {
+        const int e = e0 + i * 32;
+        at[i] = -1;
+        if (e < ni) {
+            const bool key = e >= nv;
+            const int f = key ? e - nv : e, j = f / nvh, c = f - j * nvh;
+            if (key || sslot[j] >= 0) {
+                x[i] = ld16((key ? k : v) + (size_t)(t0 + j) * row_stride + (size_t)h * hd + c * N);
+                at[i] = key ? 16 * VP + j * KP + c * 16 : j * VP + c * 16;
+            }
+        }
+    }
+}
+// ... and into shared memory: key rows are 16-byte aligned (KPITCH), value
+// rows 4-byte aligned (VPITCH)
+template <int TL> KILN_DEV void tile_stage(const uint4 (&x)[TL], const int (&at)[TL], int nvb, char *sv) {
+#pragma unroll
+    for (int i = 0; i < TL; i++) {
+        if (at[i] < 0) continue;
+        if (at[i] >= nvb) {
+            *(uint4 *)(sv + at[i]) = x[i];
+        } else {
+            u32 *d = (u32 *)(sv + at[i]);
+            d[0] = x[i].x, d[1] = x[i].y, d[2] = x[i].z, d[3] = x[i].w;
+        }
+    }
+}
+
+// Tile block kb (ceil(T / 16) chunks x ceil(nkv / TILE_WARPS) head groups,
+// head group fastest). ROPE: k rotated (written back to qkv) before its cells
+// are written.
+template <bool ROPE, bool ILV>
+KILN_DEV void kv_tile(act_t *k, const act_t *v, i64 row_stride, int T, int kb, const rope_args &a,
+                      const kv_args &kv) {
+    extern __shared__ float4 smem4[];
+    constexpr int N = AV::N, KC = KV_X / N;
+    constexpr int TL = ROPE ? 2 * TV : TV; // loads a lane in flight per round
+    const int hd = kv.hd, nvh = hd / N, VP = vpitch(hd), KP = kpitch(hd), G = hd / KV_X, bs = kv.bs;
+    const int lane = (int)threadIdx.x & 31, w = (int)threadIdx.x >> 5;
+    const int ngr = (kv.nkv + TILE_WARPS - 1) / TILE_WARPS, chunk = kb / ngr;
+    const int h = (kb - chunk * ngr) * TILE_WARPS + w;
+    const int t0 = chunk * 16, ntok = min(16, T - t0);
+    const bool active = h < kv.nkv; // the same for the whole warp
+    const int half = ROPE ? a.rot / 2 : 1; // (1: no table)
+    float2 *cs = (float2 *)smem4; // fused: [16][half]
+    char *ws = (char *)smem4 + (ROPE ? 16 * half * 8 : 0) + (size_t)w * tile_warp_bytes(ROPE, hd);
+    int *sslot = (int *)ws, *ulist = sslot + 16;
+    char *sv = ws + 128, *sk = sv + 16 * VP;
+    const size_t bstride = (size_t)kv.nkv * hd * bs; // one cache block
+    if (!ROPE && !active) return;
+
+    int s = -1; // lane j < 16: the slot of token t0 + j (-1: none)
+    if (active && lane < ntok) s = kv.slots[t0 + lane];
+    if (lane < 16) sslot[lane] = s;
+    __syncwarp();
+
+    if (ROPE) {
+        // 0. (fused) the block's cos / sin table first: nothing live across
+        // the calls of sincosf's slow path (loads in flight there spilled)
+        for (int e = (int)threadIdx.x; e < ntok * half; e += (int)blockDim.x) {
+            const int j = e / half, i = e - j * half, t = t0 + j;
+            float c, sn;
+            cos_sin(a, token_base(a, t), (float)a.pos[t], i, c, sn);
+            cs[e] = make_float2(c, sn);
+        }
+        __syncthreads();
+        if (!active) return;
+    }
+    // 1. loads: the first round of values (fused: and keys) in flight ...
+    const int nv = ntok * nvh, ni = ROPE ? 2 * nv : nv;
+    uint4 x[TL];
+    int at[TL];
+    tile_issue<TL>(x, at, lane, nv, ni, nvh, k, v, row_stride, t0, h, hd, sslot, VP, KP);
+    if (!ROPE) {
+        // ... while the key cells go straight from registers to the cache
+        constexpr int TK = TV / KC; // cells a lane in flight (KC <= 4)
+        const float sc = head_scale(kv.scales, kv.ks, h);
+        for (int e0 = lane; e0 < 16 * G; e0 += 32 * TK) {
+            uint4 y[TK][KC];
+            int sl[TK];
+#pragma unroll
+            for (int i = 0; i < TK; i++) {
+                const int e = e0 + i * 32, j = e & 15, g = e >> 4;
+                sl[i] = e < 16 * G ? sslot[j] : -1;
+                if (sl[i] >= 0) {
+                    const act_t *src = k + (size_t)(t0 + j) * row_stride + (size_t)h * hd + g * KV_X;
+#pragma unroll
+                    for (int c = 0; c < KC; c++) y[i][c] = ld16(src + c * N);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < TK; i++) {
+                if (sl[i] < 0) continue;
+                const int g = (e0 + i * 32) >> 4, b = sl[i] / bs, o = sl[i] - b * bs;
+                st16(kv.kc + b * bstride + (((size_t)h * G + g) * bs + o) * KV_X, key_cell<KC>(y[i], sc));
+            }
+        }
+    }
+    tile_stage<TL>(x, at, 16 * VP, sv);
+    for (int e0 = lane + 32 * TL; e0 < ni; e0 += 32 * TL) { // more rounds (head dims past 128 in 16 bits)
+        tile_issue<TL>(x, at, e0, nv, ni, nvh, k, v, row_stride, t0, h, hd, sslot, VP, KP);
+        tile_stage<TL>(x, at, 16 * VP, sv);
+    }
+    __syncwarp();
+
+    if (ROPE) {
+        // 2. rotate k in shared memory: (token j, frequency i) pairs
+        // (rotate-half: elements i and i + half; interleaved: 2i and 2i + 1)
+        for (int e = lane; e < ntok * half; e += 32) {
+            const int j = e / half, i = e - j * half;
+            const float2 q = cs[e];
+            act_t *row = (act_t *)(sk + j * KP);
+            const int i0 = ILV ? 2 * i : i, i1 = ILV ? 2 * i + 1 : i + half;
+            const float x0 = to_f32(row[i0]), x1 = to_f32(row[i1]);
+            row[i0] = from_f32<act_t>(x0 * q.x - x1 * q.y);
+            row[i1] = from_f32<act_t>(x1 * q.x + x0 * q.y);
+        }
+        __syncwarp();
+        // the rotated columns back to qkv
+        const int nr = max(a.rot / N, 1); // (rot >= N: check_rope)
+        for (int e = lane; e < ntok * nr; e += 32) {
+            const int j = e / nr, c = e - j * nr;
+            st16(k + (size_t)(t0 + j) * row_stride + (size_t)h * hd + c * N, *(const uint4 *)(sk + j * KP + c * 16));
+        }
+        // 3. key cells from the rows, tokens fastest
+        const float sc = head_scale(kv.scales, kv.ks, h);
+        for (int e = lane; e < 16 * G; e += 32) {
+            const int j = e & 15, g = e >> 4, slot = sslot[j];
+            if (slot < 0) continue; // also past the tokens
+            uint4 y[KC];
+#pragma unroll
+            for (int c = 0; c < KC; c++) y[c] = *(const uint4 *)(sk + j * KP + (g * KC + c) * 16);
+            const int b = slot / bs, o = slot - b * bs;
+            st16(kv.kc + b * bstride + (((size_t)h * G + g) * bs + o) * KV_X, key_cell<KC>(y, sc));
+        }
+    }
+
+    // 4. values: leaders of 8-slot runs (lanes 0..8), the tokens they cover,
+    // the rest listed in ulist
+    const float sc = head_scale(kv.scales, kv.vs, kv.nkv + h);
+    bool lead = (bs & 7) == 0 && lane <= 8 && s >= 0 && (s & 7) == 0;
+#pragma unroll
+    for (int q = 1; q < 8; q++) {
+        const int sq = __shfl_sync(0xffffffffu, s, (lane + q) & 31);
+        lead = lead && sq == s + q;
+    }
+    const unsigned leadm = __ballot_sync(0xffffffffu, lead), validm = __ballot_sync(0xffffffffu, s >= 0);
+    unsigned covm = 0;
+#pragma unroll
+    for (int q = 0; q < 8; q++) covm |= leadm << q;
+    const unsigned uncm = validm & ~covm & 0xffffu;
+    if (lane < 16 && ((uncm >> lane) & 1u)) ulist[__popc(uncm & ((1u << lane) - 1u))] = lane;
+    __syncwarp();
+    const int nl = __popc(leadm), l0 = __ffs(leadm) - 1, l1 = __ffs(leadm & (leadm - 1u)) - 1;
+    for (int e = lane; e < nl * hd; e += 32) { // (run fastest, dim): 8 slots a vector
+        const int li = nl == 2 ? (e & 1) : 0, d = nl == 2 ? e >> 1 : e, jl = li ? l1 : l0;
+        const int slot = sslot[jl], b = slot / bs, o = slot - b * bs;
+        const char *src = sv + jl * VP + d * (int)sizeof(act_t);
+        union { uint4 u; kv_t el[16 / sizeof(kv_t)]; } pk;
+#pragma unroll
+        for (int q = 0; q < 8; q++) pk.el[q] = from_f32<kv_t>(kv_in(to_f32(*(const act_t *)(src + q * VP)), sc));
+        kv_t *dst = kv.vc + b * bstride + ((size_t)h * hd + d) * bs + o;
+        if (sizeof(kv_t) == 2) st16(dst, pk.u);
+        else *(uint2 *)dst = make_uint2(pk.u.x, pk.u.y);
+    }
+    const int nu = __popc(uncm);
+    for (int e = lane; e < nu * hd; e += 32) { // (listed token fastest, dim): one element
+        const int d = e / nu, j = ulist[e - d * nu], slot = sslot[j], b = slot / bs, o = slot - b * bs;
+        const act_t xv = *(const act_t *)(sv + j * VP + d * (int)sizeof(act_t));
+        kv.vc[b * bstride + ((size_t)h * hd + d) * bs + o] = from_f32<kv_t>(kv_in(to_f32(xv), sc));
+    }
+}
+
+// Tile blocks (see above; dynamic shared memory: the host's kv_tile_smem)
+extern "C" __global__ void TILE_BOUNDS kiln_kv_write_tile(kv_t *kc, kv_t *vc, const act_t *k, const act_t *v,
+                                                         i64 row_stride, const int *slots, int T, int nkv,
+                                                         int head_dim, int block_size, float k_scale, float v_scale,
+                                                         const float *kv_scales) {
+    pdl_wait();
+    pdl_launch();
+    const kv_args kv = {kc, vc, slots, nkv, head_dim, block_size, k_scale, v_scale, kv_scales};
+    const rope_args a = {};
+    kv_tile<false, false>((act_t *)k, v, row_stride, T, (int)blockIdx.x, a, kv);
+}
 #endif
 
 #ifdef INTERLEAVED
@@ -434,6 +676,27 @@ extern "C" __global__ void RKV_BOUNDS
     } else {
         kv_block<true, INTERLEAVED != 0>(qkv + (size_t)nq * head_dim, qkv + (size_t)(nq + nkv) * head_dim, row_stride,
                                          T, b - nb_rope, hg, a, kv);
+    }
+}
+
+// Blocks [0, nb_rope): rope rows of the q heads (hs head slots); the rest:
+// tile blocks (rotate k in place, write k and v to the cache; the dynamic
+// shared memory is theirs: kv_tile_smem).
+extern "C" __global__ void TILE_BOUNDS
+    kiln_rope_kv_write_tile(act_t *qkv, i64 row_stride, const int *pos, int T, int nq, int nkv, int head_dim,
+                            int rot_dim, const float *inv_freq, float mscale, const int *dyn_seq_len, int dyn_max,
+                            float dyn_base, float dyn_factor, kv_t *kc, kv_t *vc, const int *slots, int block_size,
+                            float k_scale, float v_scale, int hs, const float *kv_scales, int nb_rope) {
+    pdl_wait();
+    pdl_launch();
+    const rope_args a = {pos, nq, nkv, head_dim, rot_dim, inv_freq, mscale, dyn_seq_len, dyn_max, dyn_base, dyn_factor};
+    const kv_args kv = {kc, vc, slots, nkv, head_dim, block_size, k_scale, v_scale, kv_scales};
+    const int b = (int)blockIdx.x;
+    if (b < nb_rope) {
+        rope_rows<INTERLEAVED != 0>(qkv, row_stride, T, a, nq, hs, b * RKV_THREADS + (int)threadIdx.x);
+    } else {
+        kv_tile<true, INTERLEAVED != 0>(qkv + (size_t)nq * head_dim, qkv + (size_t)(nq + nkv) * head_dim, row_stride,
+                                        T, b - nb_rope, a, kv);
     }
 }
 #endif

@@ -108,6 +108,15 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s24:    (branch sk) the cluster split-K GEMM: test_gpu_ops gemm_sk, test_gpu_engine with it on for M <= 64,
 #           bench_kernels gemm_sk as a table (% of copy on the weight bytes, cuBLASLt beside), kiln bench -b 8 / 16 /
 #           32 / 64 with KILN_SKGEMM_MAX_M 0 / 64 (-b 32 twice)
+#   s23:    (branch kvw, nvidia-h200) the tile KV write ($KILN_KV_TILE): test_gpu_ops kv_write / test_rope and the
+#           whole test_gpu_ops (test_every_kernel_tested) in parallel; bench_kernels kv_write (rope_kv.cu, "wide" =
+#           the KV blocks, "tile" rows); kiln bench -b 256 and an 8 x 2048 prefill with KILN_KV_TILE 1 / 0;
+#           S23_ENGINE=1 adds test_gpu_engine with KILN_ELEM_WIDE_MIN=1 (every prefill and decode step through
+#           the wide kernels and the tiles; up to 200 s more)
+#   s25:    eighth session, last call (branch next3 = gemm_sk on for M <= 16 + the tile KV write; nvidia-h200-x2):
+#           test_gpu_ops gemm_sk / kv_write / test_rope and the whole test_gpu_ops, test_gpu_tp, in parallel;
+#           test_gpu_engine (defaults, and KILN_ELEM_WIDE_MIN=1); bench_kernels kv_write; kiln bench -b 8 / 16 with
+#           KILN_SKGEMM_MAX_M 16 / 0, an 8 x 2048 prefill and -b 256 with KILN_KV_TILE 1 / 0, -b 1, -b 32, TP 2 -b 8
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -415,6 +424,30 @@ if has s19; then # seventh session: next's defaults (rope epilogue, push gather,
   kb "tp2-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   for tp in 1 2; do kb "tp$tp-b32" -- --tp $tp -b 32 -s 128 -o 256 --iters 2; done
 fi
+if has s25; then # eighth session, last call
+  t0=$(date +%s)
+  for f in gemm_sk kv_write test_rope; do
+    ( KT_VERBOSE=1 timeout 240 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1; echo "rc=$?" >> "$out/ops_$f.log" ) &
+  done
+  ( timeout 300 "$here/bin/test_gpu_ops" > "$out/test_gpu_ops_full.log" 2>&1; echo "rc=$?" >> "$out/test_gpu_ops_full.log" ) &
+  ( KT_VERBOSE=1 timeout 240 "$here/bin/test_gpu_tp" > "$out/test_gpu_tp.log" 2>&1; echo "rc=$?" >> "$out/test_gpu_tp.log" ) &
+  wait
+  echo "tests in parallel: $(( $(date +%s) - t0 )) s"
+  for f in ops_gemm_sk ops_kv_write ops_test_rope test_gpu_ops_full test_gpu_tp; do
+    printf "  %-22s %s %s\n" "$f" "$(grep -E 'passed' "$out/$f.log" | tail -1)" "$(tail -1 "$out/$f.log")"
+    grep -E "FAIL" "$out/$f.log" | head -4
+  done
+  gt test_gpu_engine 200 "FAIL|passed" -- test_gpu_engine
+  gt test_gpu_engine_wide 200 "FAIL|passed" KILN_ELEM_WIDE_MIN=1 -- test_gpu_engine
+  timeout 120 "$here/bin/bench_kernels" kv_write > "$out/bench_s25_kv.log" 2>&1
+  grep -E "ceilings|4096" "$out/bench_s25_kv.log" | sed -E 's/ +/ /g' | cut -c1-110 | head -16
+  for b in 8 16; do for m in 16 0; do kb "b$b-sk$m" KILN_SKGEMM_MAX_M=$m -- -b $b -s 128 -o 256 --iters 2; done; done
+  for tile in 1 0; do kb "p8x2048-tile$tile" KILN_KV_TILE=$tile -- -b 8 -s 2048 -o 4 --iters 2; done
+  for tile in 1 0; do kb "b256-tile$tile" KILN_KV_TILE=$tile -- -b 256 -s 128 -o 64 --iters 1; done
+  kb "b1" -- -b 1 -s 128 -o 512 --iters 2
+  kb "b32" -- -b 32 -s 128 -o 256 --iters 2
+  for m in 16 0; do kb "tp2-b8-sk$m" KILN_SKGEMM_MAX_M=$m -- --tp 2 -b 8 -s 128 -o 256 --iters 2; done
+fi
 if has s24; then # branch sk: the cluster split-K GEMM
   ops_by_case gemm_sk
   gt test_gpu_engine_sk 200 "FAIL|passed|logits rel err" KILN_SKGEMM_MAX_M=64 -- test_gpu_engine
@@ -446,6 +479,28 @@ if has s21; then # branch fp8cvt (nvidia-h200): the hardware f32 -> FP8 conversi
     kb "b32-kv-$kv" -- -b 32 -s 128 -o 256 --iters 2 --kv-cache-dtype $kv
     kb "b256-kv-$kv" -- -b 256 -s 128 -o 256 --iters 2 --kv-cache-dtype $kv
   done
+fi
+if has s23; then # branch kvw (nvidia-h200): the KV-cache write in tiles of 16 tokens x one KV head, a warp each
+  t0=$(date +%s)
+  for f in kv_write test_rope; do
+    ( KT_VERBOSE=1 timeout 200 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1; echo "rc=$?" >> "$out/ops_$f.log" ) &
+  done
+  ( timeout 230 "$here/bin/test_gpu_ops" > "$out/test_gpu_ops_full.log" 2>&1; echo "rc=$?" >> "$out/test_gpu_ops_full.log" ) &
+  wait
+  echo "test_gpu_ops (kv_write, test_rope, all cases in parallel) $(( $(date +%s) - t0 )) s:"
+  for f in ops_kv_write ops_test_rope test_gpu_ops_full; do
+    printf "  %-22s %s %s\n" "$f" "$(grep -E 'passed' "$out/$f.log" | tail -1)" "$(tail -1 "$out/$f.log")"
+    grep -E "FAIL" "$out/$f.log" | head -4
+  done
+  timeout 120 "$here/bin/bench_kernels" kv_write > "$out/bench_s23_kv.log" 2>&1
+  grep -E "ceilings|4096" "$out/bench_s23_kv.log" | sed -E 's/ +/ /g' | cut -c1-110 | head -16
+  for tile in 1 0; do
+    kb "b256-tile$tile" KILN_KV_TILE=$tile -- -b 256 -s 128 -o 64 --iters 1
+    kb "p8x2048-tile$tile" KILN_KV_TILE=$tile -- -b 8 -s 2048 -o 4 --iters 2
+  done
+  if [ "${S23_ENGINE:-0}" = 1 ]; then
+    gt test_gpu_engine_wide 200 "FAIL|passed|logits rel err" KILN_ELEM_WIDE_MIN=1 -- test_gpu_engine
+  fi
 fi
 if has s15; then # the logits all-gather over the push exchange (branch ag)
   t0=$(date +%s); KT_VERBOSE=1 timeout 120 "$here/bin/test_gpu_ops" test_all_reduce_one_rank > "$out/ops_ar1.log" 2>&1

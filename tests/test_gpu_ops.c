@@ -156,7 +156,7 @@ static const kiln_dtype acts[] = {KILN_DTYPE_BF16, KILN_DTYPE_F16};
  * rope_kv.cu at every size (elem_wide_min 0: never wide), pass 1 with those
  * of rmsnorm_wide.cu and rope_kv_wide.cu at every size (1: always); then
  * the configured threshold is restored. */
-static const char *const elem_pass[] = {"", " (wide)"};
+static const char *const elem_pass[] = {"", " (wide)", " (tile)"};
 
 /* ------------------------------------------------------------ elementwise */
 
@@ -462,6 +462,8 @@ typedef struct kv_case {
     int hd, bs, T, nq, nkv, base;
     bool fused, head_scales, ilv, dyn;
     int rot;
+    bool scramble; /* slots: random distinct ones, every 7th token -1, tokens 19-34 slots 0-15 (an 8-slot run
+                      from the middle of a 16-token chunk) */
 } kv_case;
 
 static void run_kv_case(const kv_case *c, int wide) {
@@ -492,6 +494,18 @@ static void run_kv_case(const kv_case *c, int wide) {
         dyn[t] = t + 1;
     }
     if (T > 3) slots[2] = -1;
+    if (c->scramble) { /* a shuffle of the slots from bs on (the first cache block: the run below) */
+        int ns = nb * bs - bs;
+        int32_t *perm = malloc(sizeof(int32_t) * (size_t)ns);
+        for (int i = 0; i < ns; i++) perm[i] = bs + i;
+        for (int i = ns - 1; i > 0; i--) {
+            int j = (int)(next_u64() % (uint64_t)(i + 1)), t = perm[i];
+            perm[i] = perm[j], perm[j] = t;
+        }
+        for (int t = 0; t < T; t++) slots[t] = t % 7 == 3 ? -1 : perm[t];
+        for (int t = 19; t < 35 && t < T; t++) slots[t] = t - 19;
+        free(perm);
+    }
     void *kc = rand_bytes(cbytes), *vc = rand_bytes(cbytes);
     kiln_devptr dkc = dupload(kc, cbytes), dvc = dupload(vc, cbytes), dx = up_act(x, n, dt),
                 ds = dupload(slots, sizeof(int32_t) * (size_t)T), dp = dupload(pos, sizeof(int32_t) * (size_t)T),
@@ -519,8 +533,8 @@ static void run_kv_case(const kv_case *c, int wide) {
     void *gk = ddown(dkc, cbytes), *gv = ddown(dvc, cbytes);
     if (!c->fused) {
         KT_CHECKF(!memcmp(gk, kc, cbytes) && !memcmp(gv, vc, cbytes),
-                  "kv_write%s %s hd=%d nkv=%d bs=%d T=%d base=%d scales=%d: caches differ", elem_pass[wide],
-                  kiln_dtype_name(kvdt), hd, nkv, bs, T, c->base, c->head_scales);
+                  "kv_write%s %s hd=%d nkv=%d bs=%d T=%d base=%d%s scales=%d: caches differ", elem_pass[wide],
+                  kiln_dtype_name(kvdt), hd, nkv, bs, T, c->base, c->scramble ? " scrambled" : "", c->head_scales);
     } else {
         /* rotated k may differ by one rounding step: compare values */
         size_t ne = cbytes / kiln_dtype_size(kvdt);
@@ -530,10 +544,11 @@ static void run_kv_case(const kv_case *c, int wide) {
             b1[i] = kiln_cpu_kv_read(kc, &l, (int64_t)i, 1.0f);
         }
         CHECK_CLOSE(a1, b1, ne, kiln_dtype_size(kvdt) == 1 ? KILN_DTYPE_BF16 : dt,
-                    "rope_kv_write%s k %s hd=%d rot=%d ilv=%d dyn=%d nkv=%d bs=%d T=%d base=%d", elem_pass[wide],
-                    kiln_dtype_name(kvdt), hd, rot, c->ilv, c->dyn, nkv, bs, T, c->base);
-        KT_CHECKF(!memcmp(gv, vc, cbytes), "rope_kv_write%s v %s hd=%d nkv=%d bs=%d T=%d base=%d scales=%d",
-                  elem_pass[wide], kiln_dtype_name(kvdt), hd, nkv, bs, T, c->base, c->head_scales);
+                    "rope_kv_write%s k %s hd=%d rot=%d ilv=%d dyn=%d nkv=%d bs=%d T=%d base=%d%s", elem_pass[wide],
+                    kiln_dtype_name(kvdt), hd, rot, c->ilv, c->dyn, nkv, bs, T, c->base, c->scramble ? " scrambled" : "");
+        KT_CHECKF(!memcmp(gv, vc, cbytes), "rope_kv_write%s v %s hd=%d nkv=%d bs=%d T=%d base=%d%s scales=%d",
+                  elem_pass[wide], kiln_dtype_name(kvdt), hd, nkv, bs, T, c->base, c->scramble ? " scrambled" : "",
+                  c->head_scales);
         float *gq = down_act(dx, n, dt);
         CHECK_CLOSE(gq, x, n, dt, "rope_kv_write%s qkv %s hd=%d rot=%d ilv=%d dyn=%d T=%d", elem_pass[wide],
                     kiln_dtype_name(kvdt), hd, rot, c->ilv, c->dyn, T);
@@ -554,13 +569,16 @@ KT_TEST(test_kv_write_and_fused_rope) {
      * cache blocks), the plain KV write, fp16 interleaved with dynamic NTK */
     const int n_sms = kiln_rt_device_get_info(dev)->n_sms, T_big = 3 * n_sms * 2048 / (32 * 8) + 37;
     const kv_case big[] = {
-        {KILN_DTYPE_BF16, 128, 16, T_big, 32, 8, 0, true, false, false, false, 128},
-        {KILN_DTYPE_FP8_E4M3, 128, 16, T_big, 32, 8, 3, true, true, false, false, 128},
-        {KILN_DTYPE_BF16, 128, 16, T_big, 32, 8, 0, false, false, false, false, 128},
-        {KILN_DTYPE_F16, 128, 16, T_big, 32, 8, 0, true, false, true, true, 128},
+        {KILN_DTYPE_BF16, 128, 16, T_big, 32, 8, 0, true, false, false, false, 128, false},
+        {KILN_DTYPE_FP8_E4M3, 128, 16, T_big, 32, 8, 3, true, true, false, false, 128, false},
+        {KILN_DTYPE_BF16, 128, 16, T_big, 32, 8, 0, false, false, false, false, 128, false},
+        {KILN_DTYPE_F16, 128, 16, T_big, 32, 8, 0, true, false, true, true, 128, false},
     };
-    for (int wide = 0; wide < 2; wide++) {
-        int was = kiln_gpu_set_elem_wide_min(gpu, wide);
+    /* three passes: rope_kv.cu (decode sizes), rope_kv_wide.cu's KV blocks
+     * ($KILN_KV_TILE=0) and its tiles (the default), each forced at every T */
+    for (int wide = 0; wide < 3; wide++) {
+        int was = kiln_gpu_set_elem_wide_min(gpu, wide ? 1 : 0);
+        bool was_tile = kiln_gpu_set_kv_tile(gpu, wide == 2);
         for (int ki = 0; ki < 4; ki++)
             for (int hi = 0; hi < 2; hi++)
                 for (int bi = 0; bi < 2; bi++)
@@ -590,7 +608,20 @@ KT_TEST(test_kv_write_and_fused_rope) {
                             run_kv_case(&c, wide);
                         }
         for (size_t i = 0; i < KILN_ARRAY_LEN(big); i++) run_kv_case(&big[i], wide);
+        /* scrambled slots (see kv_case), 300 tokens (the last chunk of 16
+         * partial), 3 KV heads (a tile block of rope_kv_wide.cu has a warp
+         * past the heads), every cache dtype, plain and fused */
+        for (int ki = 0; ki < 4; ki++)
+            for (int fused = 0; fused < 2; fused++) {
+                kv_case c;
+                memset(&c, 0, sizeof c);
+                c.kvdt = kvs[ki], c.hd = 128, c.bs = 16, c.T = 300, c.nq = 4, c.nkv = 3, c.base = 0;
+                c.fused = fused != 0, c.head_scales = ki == 3, c.ilv = fused && kvs[ki] == KILN_DTYPE_F16;
+                c.rot = 128, c.scramble = true;
+                run_kv_case(&c, wide);
+            }
         kiln_gpu_set_elem_wide_min(gpu, was);
+        kiln_gpu_set_kv_tile(gpu, was_tile);
     }
 }
 

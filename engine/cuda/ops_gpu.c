@@ -26,6 +26,7 @@ struct kiln_gpu {
     int sk_max_m, sk_max_mb, sk_warps, sk_rt, sk_stages, sk_split;               /* gemm_sk knobs */
     int elem_wide_min; /* rows / tokens from which the elementwise ops take their wide kernels (0: never) */
     bool decode_adaptive; /* $KILN_DECODE_ADAPTIVE (default 1): decode_partition */
+    bool kv_tile;         /* $KILN_KV_TILE (default KILN_KV_TILE_DEFAULT): the wide KV writes in tiles */
 };
 
 /* A tuning knob: the parameter when set (non-zero), else $env when set,
@@ -82,6 +83,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->elem_wide_min = knob(p ? p->elem_wide_min : 0, "KILN_ELEM_WIDE_MIN", KILN_ELEM_WIDE_MIN_DEFAULT);
     if (g->elem_wide_min < 0) g->elem_wide_min = 0;
     g->decode_adaptive = knob(0, "KILN_DECODE_ADAPTIVE", 1) > 0;
+    g->kv_tile = knob(0, "KILN_KV_TILE", KILN_KV_TILE_DEFAULT) > 0;
     size_t sample_bytes = (size_t)g->max_rows * (size_t)g->vocab * 4;
     size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * 256;
     KILN_TRY(kiln_rt_pool_create(d, "workspace", total, &g->pool));
@@ -115,6 +117,12 @@ kiln_rt_device *kiln_gpu_device(kiln_gpu *g) { return g->dev; }
 int kiln_gpu_set_elem_wide_min(kiln_gpu *g, int n) {
     int was = g->elem_wide_min;
     g->elem_wide_min = n > 0 ? n : 0;
+    return was;
+}
+
+bool kiln_gpu_set_kv_tile(kiln_gpu *g, bool on) {
+    bool was = g->kv_tile;
+    g->kv_tile = on;
     return was;
 }
 
@@ -625,6 +633,29 @@ static unsigned kv_block_smem(int hg, int hd, kiln_dtype act) {
 }
 static int64_t kv_blocks(int T, int nkv, int hg) { return (int64_t)((T + 15) / 16) * ((nkv + hg - 1) / hg); }
 
+/* Tile blocks (kernel_src/rope_kv_wide.cu kv_tile): a warp per 16 tokens
+ * and KV head, KV_TILE_WARPS heads a block (RKV_THREADS threads); shared
+ * memory: the fused kernel's cos / sin table (16 x rot / 2 float2), then per
+ * warp 128 bytes (slots, token list), 16 value rows of hd * act + 4 bytes
+ * and (fused) 16 key rows of hd * act + 16 (42 KiB fused, 17 KiB plain at
+ * head dim 128 in bf16). At most KV_TILE_SMEM_MAX (within a block's opt-in
+ * limit on every GPU from sm_80 on: 99 KiB on sm_86 / sm_89), else the KV
+ * blocks run. */
+#define KV_TILE_WARPS 4
+#define KV_TILE_SMEM_MAX (96 * 1024)
+static int64_t kv_tile_smem(bool rope, int rot, int hd, kiln_dtype act) {
+    int64_t row = (int64_t)hd * (int64_t)kiln_dtype_size(act);
+    int64_t warp = 128 + 16 * (row + 4) + (rope ? 16 * (row + 16) : 0);
+    return (rope ? 16 * (int64_t)(rot / 2) * 8 : 0) + KV_TILE_WARPS * warp;
+}
+static int64_t kv_tile_blocks(int T, int nkv) {
+    return (int64_t)((T + 15) / 16) * ((nkv + KV_TILE_WARPS - 1) / KV_TILE_WARPS);
+}
+static bool kv_tile_ok(const kiln_gpu *g, const kiln_kv_layout *l, bool rope, int rot, kiln_dtype act) {
+    return g->kv_tile && l->n_kv_heads > 0 && l->block_size > 0 &&
+           kv_tile_smem(rope, rot, l->head_dim, act) <= KV_TILE_SMEM_MAX;
+}
+
 /* What the wide kernels need beyond check_rope / check_kv (else the others
  * run): a KV head of a KV block within its 40 KiB of shared memory, and
  * fewer blocks than their 32-bit thread indices reach */
@@ -711,6 +742,40 @@ fail:
     return st;
 }
 
+static kiln_status kv_write_tile(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr kcache, kiln_devptr vcache,
+                                 const kiln_kv_layout *l, kiln_devptr k, kiln_devptr v, kiln_dtype act,
+                                 int64_t row_stride, kiln_devptr slots, int T, int64_t nb) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    KILN_TRY(get(g, "kv_write_tile", &f, "ACT=%s KV=%s", dt(act), dt(l->dtype)));
+    int nkv = l->n_kv_heads, hd = l->head_dim, bs = l->block_size;
+    float ks = l->k_scale, vs = l->v_scale;
+    kiln_devptr hsc = (kiln_devptr)(uintptr_t)l->head_scales;
+    LAUNCH(f, (unsigned)nb, 1, 1, RKV_THREADS, (unsigned)kv_tile_smem(false, 0, hd, act), s, &kcache, &vcache, &k,
+           &v, &row_stride, &slots, &T, &nkv, &hd, &bs, &ks, &vs, &hsc);
+fail:
+    return st;
+}
+
+static kiln_status rope_kv_write_tile(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr qkv, kiln_dtype act,
+                                      int64_t row_stride, kiln_devptr pos, int T, int nq,
+                                      const kiln_gpu_rope_params *rp, kiln_devptr kcache, kiln_devptr vcache,
+                                      const kiln_kv_layout *l, kiln_devptr slots, int hs, int nbr, int64_t nb) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    KILN_TRY(get(g, "rope_kv_write_tile", &f, "ACT=%s INTERLEAVED=%d KV=%s", dt(act), rp->interleaved ? 1 : 0,
+                 dt(l->dtype)));
+    int nkv = l->n_kv_heads, hd = l->head_dim, rot = rp->rot_dim, dmax = rp->dyn_max, bs = l->block_size;
+    kiln_devptr inv = rp->inv_freq, dyn = rp->dyn_seq_len;
+    float ms = rp->mscale, db = rp->dyn_base, df = rp->dyn_factor, ks = l->k_scale, vs = l->v_scale;
+    kiln_devptr hsc = (kiln_devptr)(uintptr_t)l->head_scales;
+    LAUNCH(f, (unsigned)nb, 1, 1, RKV_THREADS, (unsigned)kv_tile_smem(true, rot, hd, act), s, &qkv, &row_stride, &pos,
+           &T, &nq, &nkv, &hd, &rot, &inv, &ms, &dyn, &dmax, &db, &df, &kcache, &vcache, &slots, &bs, &ks, &vs, &hs,
+           &hsc, &nbr);
+fail:
+    return st;
+}
+
 kiln_status kiln_gpu_rope(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr qkv, kiln_dtype act, int64_t row_stride,
                           kiln_devptr pos, int T, int nq, int nkv, const kiln_gpu_rope_params *rp) {
     kiln_status st = KILN_OK;
@@ -741,6 +806,10 @@ kiln_status kiln_gpu_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr kcache
     kiln_rt_func *f;
     KILN_CHECK(act_ok(act), KILN_ERR_UNSUPPORTED, "kv_write: %s", dt(act));
     KILN_TRY(check_kv(l, act));
+    if (wide(g, T) && kv_tile_ok(g, l, false, 0, act)) {
+        int64_t nb = kv_tile_blocks(T, l->n_kv_heads);
+        if (blocks_ok(nb)) return kv_write_tile(g, s, kcache, vcache, l, k, v, act, row_stride, slots, T, nb);
+    }
     if (wide(g, T) && kv_wide_ok(l, act)) {
         int hg = kv_heads_per_block(l->n_kv_heads, l->head_dim, act);
         int64_t nb = kv_blocks(T, l->n_kv_heads, hg);
@@ -767,6 +836,16 @@ kiln_status kiln_gpu_rope_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr q
     KILN_TRY(check_rope(rp, act));
     KILN_TRY(check_kv(l, act));
     KILN_CHECK(rp->head_dim == l->head_dim, KILN_ERR_INVALID_ARGUMENT, "rope_kv_write: head_dim mismatch");
+    if (wide(g, T) && kv_tile_ok(g, l, true, rp->rot_dim, act)) {
+        /* rope rows over the q heads; tile blocks (k rotated; k and v into
+         * the cache) */
+        int vpr = rope_cols(rp, act);
+        int hs = nq > 0 ? head_slots(T, nq, vpr, kiln_rt_device_get_info(g->dev)->n_sms) : 1;
+        int64_t nbr = nq > 0 ? rkv_blocks((int64_t)T * hs * vpr) : 0, nb = nbr + kv_tile_blocks(T, l->n_kv_heads);
+        if (blocks_ok(nb))
+            return rope_kv_write_tile(g, s, qkv, act, row_stride, pos, T, nq, rp, kcache, vcache, l, slots, hs,
+                                      (int)nbr, nb);
+    }
     if (wide(g, T) && kv_wide_ok(l, act)) {
         /* rope rows over the q heads; KV blocks (k rotated; k and v into the
          * cache) */

@@ -95,6 +95,7 @@ typedef struct kiln_gpu_params {
                                 = 1024; negative, or 0 in the environment: never) */
 } kiln_gpu_params;
 
+#define KILN_KV_TILE_DEFAULT 1 /* not yet measured against the KV blocks (branch kvw) */
 #define KILN_ELEM_WIDE_MIN_DEFAULT 1024 /* -b 256 decode steps were 2% slower with the wide kernels (H200, 2026-11-30) */
 
 kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gpu **out);
@@ -108,6 +109,11 @@ kiln_status kiln_gpu_prepare(kiln_gpu *g, const kiln_jit_model *m);
  * kernels (kiln_gpu_params.elem_wide_min; <= 0: never) and returns the
  * previous value (0: never). For tests and benchmarks, between launches. */
 int kiln_gpu_set_elem_wide_min(kiln_gpu *g, int n);
+/* Whether kv_write / rope_kv_write of elem_wide_min tokens or more take the
+ * tile kernels of kernel_src/rope_kv_wide.cu (a warp per 16 tokens and KV
+ * head; default on, $KILN_KV_TILE=0 off: its KV blocks instead); returns
+ * the previous setting. For tests and benchmarks, between launches. */
+bool kiln_gpu_set_kv_tile(kiln_gpu *g, bool on);
 
 /* out[T, H] (act) = W[ids[t] - vocab_start] or 0 (kiln_cpu_embed). */
 kiln_status kiln_gpu_embed(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_dtype act, kiln_devptr ids, int T,

@@ -79,6 +79,17 @@ static const kiln_jit_kernel_def registry[] = {
      {{"ACT", ACT3}, {"KV", KVT}, {"INTERLEAVED", "0|1"}},
      "ACT=bf16 INTERLEAVED=0 KV=bf16;ACT=fp16 INTERLEAVED=1 KV=fp16;ACT=bf16 INTERLEAVED=0 KV=fp8_e5m2;"
      "ACT=bf16 INTERLEAVED=0 KV=fp8_e4m3"},
+    /* the tile variants of the two above (same file and defines, one compile; $KILN_KV_TILE):
+     * no heads-per-block argument; the fused one takes its blocks of rope rows last */
+    {"kv_write_tile", "kernel_src/rope_kv_wide.cu", "kiln_kv_write_tile",
+     "ptr,ptr,ptr,ptr,i64,ptr,i32,i32,i32,i32,f32,f32,ptr", {{"ACT", ACT3}, {"KV", KVT}},
+     "ACT=bf16 KV=bf16;ACT=fp16 KV=fp16;ACT=bf16 KV=fp8_e5m2;ACT=bf16 KV=fp8_e4m3;ACT=fp16 KV=fp8_e4m3;"
+     "ACT=fp32 KV=bf16;ACT=fp32 KV=fp8_e4m3"},
+    {"rope_kv_write_tile", "kernel_src/rope_kv_wide.cu", "kiln_rope_kv_write_tile",
+     "ptr,i64,ptr,i32,i32,i32,i32,i32,ptr,f32,ptr,i32,f32,f32,ptr,ptr,ptr,i32,f32,f32,i32,ptr,i32",
+     {{"ACT", ACT3}, {"KV", KVT}, {"INTERLEAVED", "0|1"}},
+     "ACT=bf16 INTERLEAVED=0 KV=bf16;ACT=fp16 INTERLEAVED=1 KV=fp16;ACT=bf16 INTERLEAVED=0 KV=fp8_e5m2;"
+     "ACT=bf16 INTERLEAVED=0 KV=fp8_e4m3;ACT=fp32 INTERLEAVED=0 KV=fp8_e4m3"},
     {"attn_decode", "kernel_src/attn_decode.cu", "kiln_attn_decode",
      "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,i32,i32,ptr,ptr,ptr", ATTN_PARAMS, ATTN_EX},
     {"attn_reduce", "kernel_src/attn_decode.cu", "kiln_attn_reduce", "ptr,ptr,ptr,ptr,ptr,i32,i32,i32",
@@ -353,6 +364,8 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
     KILN_TRY(add_spec(l, "rope_wide", "ACT=%s INTERLEAVED=%d", a, m->interleaved ? 1 : 0));
     KILN_TRY(add_spec(l, "kv_write_wide", "ACT=%s KV=%s", a, kv));
     KILN_TRY(add_spec(l, "rope_kv_write_wide", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, kv));
+    KILN_TRY(add_spec(l, "kv_write_tile", "ACT=%s KV=%s", a, kv));
+    KILN_TRY(add_spec(l, "rope_kv_write_tile", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, kv));
     KILN_TRY(add_spec(l, "attn_decode", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", a, bs, grp, m->head_dim, kv));
     KILN_TRY(add_spec(l, "attn_reduce", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", a, bs, grp, m->head_dim, kv));
     KILN_TRY(add_spec(l, "attn_prefill", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", a, bs, grp, m->head_dim,
@@ -362,6 +375,8 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
         KILN_TRY(add_spec(l, "rope_kv_write", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, a));
         KILN_TRY(add_spec(l, "kv_write_wide", "ACT=%s KV=%s", a, a));
         KILN_TRY(add_spec(l, "rope_kv_write_wide", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, a));
+        KILN_TRY(add_spec(l, "kv_write_tile", "ACT=%s KV=%s", a, a));
+        KILN_TRY(add_spec(l, "rope_kv_write_tile", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, a));
         KILN_TRY(add_spec(l, "attn_prefill", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", a, bs, grp,
                           m->head_dim, a));
     }
