@@ -325,7 +325,7 @@ static void bench_elementwise(int T) {
                 c.l.head_scales = (const void *)(uintptr_t)hsc;
             }
             int was = kiln_gpu_set_elem_wide_min(gpu, wide ? 1 : 0); /* 0: never wide, 1: always */
-            bool was_tile = kiln_gpu_set_kv_tile(gpu, wide == 2);     /* KV writes: the tiles or the KV blocks */
+            int was_tile = kiln_gpu_set_kv_tile(gpu, wide == 2 ? 1 : 0);     /* KV writes: the tiles or the KV blocks */
             double t = time_op(op_ew, &c, NSETS, 20, 25);
             kiln_gpu_set_elem_wide_min(gpu, was);
             kiln_gpu_set_kv_tile(gpu, was_tile);

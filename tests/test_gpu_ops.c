@@ -578,7 +578,7 @@ KT_TEST(test_kv_write_and_fused_rope) {
      * ($KILN_KV_TILE=0) and its tiles (the default), each forced at every T */
     for (int wide = 0; wide < 3; wide++) {
         int was = kiln_gpu_set_elem_wide_min(gpu, wide ? 1 : 0);
-        bool was_tile = kiln_gpu_set_kv_tile(gpu, wide == 2);
+        int was_tile = kiln_gpu_set_kv_tile(gpu, wide == 2 ? 1 : 0);
         for (int ki = 0; ki < 4; ki++)
             for (int hi = 0; hi < 2; hi++)
                 for (int bi = 0; bi < 2; bi++)

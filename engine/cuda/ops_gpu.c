@@ -26,7 +26,7 @@ struct kiln_gpu {
     int sk_max_m, sk_max_mb, sk_warps, sk_rt, sk_stages, sk_split;               /* gemm_sk knobs */
     int elem_wide_min; /* rows / tokens from which the elementwise ops take their wide kernels (0: never) */
     bool decode_adaptive; /* $KILN_DECODE_ADAPTIVE (default 1): decode_partition */
-    bool kv_tile;         /* $KILN_KV_TILE (default KILN_KV_TILE_DEFAULT): the wide KV writes in tiles */
+    int kv_tile;          /* $KILN_KV_TILE (default KILN_KV_TILE_DEFAULT): the wide KV writes in tiles (1 both, 2 kv_write only) */
 };
 
 /* A tuning knob: the parameter when set (non-zero), else $env when set,
@@ -83,7 +83,8 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->elem_wide_min = knob(p ? p->elem_wide_min : 0, "KILN_ELEM_WIDE_MIN", KILN_ELEM_WIDE_MIN_DEFAULT);
     if (g->elem_wide_min < 0) g->elem_wide_min = 0;
     g->decode_adaptive = knob(0, "KILN_DECODE_ADAPTIVE", 1) > 0;
-    g->kv_tile = knob(0, "KILN_KV_TILE", KILN_KV_TILE_DEFAULT) > 0;
+    g->kv_tile = knob(0, "KILN_KV_TILE", KILN_KV_TILE_DEFAULT);
+    if (g->kv_tile < 0 || g->kv_tile > 2) g->kv_tile = KILN_KV_TILE_DEFAULT;
     size_t sample_bytes = (size_t)g->max_rows * (size_t)g->vocab * 4;
     size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * 256;
     KILN_TRY(kiln_rt_pool_create(d, "workspace", total, &g->pool));
@@ -120,9 +121,9 @@ int kiln_gpu_set_elem_wide_min(kiln_gpu *g, int n) {
     return was;
 }
 
-bool kiln_gpu_set_kv_tile(kiln_gpu *g, bool on) {
-    bool was = g->kv_tile;
-    g->kv_tile = on;
+int kiln_gpu_set_kv_tile(kiln_gpu *g, int mode) {
+    int was = g->kv_tile;
+    g->kv_tile = mode >= 0 && mode <= 2 ? mode : KILN_KV_TILE_DEFAULT;
     return was;
 }
 
@@ -652,7 +653,7 @@ static int64_t kv_tile_blocks(int T, int nkv) {
     return (int64_t)((T + 15) / 16) * ((nkv + KV_TILE_WARPS - 1) / KV_TILE_WARPS);
 }
 static bool kv_tile_ok(const kiln_gpu *g, const kiln_kv_layout *l, bool rope, int rot, kiln_dtype act) {
-    return g->kv_tile && l->n_kv_heads > 0 && l->block_size > 0 &&
+    return (g->kv_tile == 1 || (g->kv_tile == 2 && !rope)) && l->n_kv_heads > 0 && l->block_size > 0 &&
            kv_tile_smem(rope, rot, l->head_dim, act) <= KV_TILE_SMEM_MAX;
 }
 

@@ -95,7 +95,12 @@ typedef struct kiln_gpu_params {
                                 = 1024; negative, or 0 in the environment: never) */
 } kiln_gpu_params;
 
-#define KILN_KV_TILE_DEFAULT 1 /* not yet measured against the KV blocks (branch kvw) */
+/* The tile KV writes (kernel_src/rope_kv_wide.cu kv_tile) from elem_wide_min tokens:
+ * 1 for kv_write and rope_kv_write, 2 for kv_write only, 0 never ($KILN_KV_TILE).
+ * bench_kernels on the H200 (2026-11-30, 4096 tokens, % of copy): kv_write
+ * tile 63.9 against the KV blocks 46.0 and rope_kv.cu 53.8; rope_kv_write tile
+ * 66.4 against the blocks 72.5 (58.1 / 52.7 with slots off the block start). */
+#define KILN_KV_TILE_DEFAULT 2
 #define KILN_ELEM_WIDE_MIN_DEFAULT 1024 /* -b 256 decode steps were 2% slower with the wide kernels (H200, 2026-11-30) */
 
 kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gpu **out);
@@ -109,11 +114,12 @@ kiln_status kiln_gpu_prepare(kiln_gpu *g, const kiln_jit_model *m);
  * kernels (kiln_gpu_params.elem_wide_min; <= 0: never) and returns the
  * previous value (0: never). For tests and benchmarks, between launches. */
 int kiln_gpu_set_elem_wide_min(kiln_gpu *g, int n);
-/* Whether kv_write / rope_kv_write of elem_wide_min tokens or more take the
+/* Where kv_write / rope_kv_write of elem_wide_min tokens or more take the
  * tile kernels of kernel_src/rope_kv_wide.cu (a warp per 16 tokens and KV
- * head; default on, $KILN_KV_TILE=0 off: its KV blocks instead); returns
- * the previous setting. For tests and benchmarks, between launches. */
-bool kiln_gpu_set_kv_tile(kiln_gpu *g, bool on);
+ * head) instead of its KV blocks: mode 1 both, 2 kv_write only, 0 neither
+ * (KILN_KV_TILE_DEFAULT); returns the previous mode. For tests and
+ * benchmarks, between launches. */
+int kiln_gpu_set_kv_tile(kiln_gpu *g, int mode);
 
 /* out[T, H] (act) = W[ids[t] - vocab_start] or 0 (kiln_cpu_embed). */
 kiln_status kiln_gpu_embed(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_dtype act, kiln_devptr ids, int T,
