@@ -435,12 +435,15 @@ static void bench_elementwise_tilings(void) {
 /* -------------------------------------------------------------------- GEMM */
 
 /* sk_only (`bench_kernels gemm_sk`): cuBLASLt at M <= 64 and the cluster
- * split-K GEMM's rows, nothing else */
+ * split-K GEMM's rows, nothing else; quick (`gemm_sk_quick`): of those, qkv,
+ * o and down at M = 16 and 32 in four tilings */
+static bool sk_quick;
 static void bench_gemm(bool sk_only) {
     static const struct { const char *name; int N, K; } shapes[] = {
         {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
     int Ms[] = {1, 8, 16, 32, 64, 4096};
     for (size_t si = 0; si < 4; si++) {
+        if (sk_quick && !strcmp(shapes[si].name, "gate_up")) continue;
         gemm_ctx g;
         memset(&g, 0, sizeof g);
         g.N = shapes[si].N;
@@ -456,6 +459,7 @@ static void bench_gemm(bool sk_only) {
         for (size_t mi = 0; mi < KILN_ARRAY_LEN(Ms); mi++) {
             g.M = Ms[mi];
             if (sk_only && (g.M == 1 || g.M > 64)) continue;
+            if (sk_quick && g.M != 16 && g.M != 32) continue;
             double t = time_op(op_gemm, &g, sets, g.M == 4096 ? 5 : 20, 20);
             char shape[64];
             snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shapes[si].name, g.M, g.N, g.K);
@@ -468,20 +472,26 @@ static void bench_gemm(bool sk_only) {
             {"default", 0, 0, 0, 0}, {"split 1", 0, 0, 0, 1},  {"split 2", 0, 0, 0, 2},
             {"split 4", 0, 0, 0, 4}, {"split 8", 0, 0, 0, 8},  {"stages 3", 0, 0, 3, 0},
             {"stages 6", 0, 0, 6, 0}, {"warps 8 rt 1", 8, 1, 0, 0}, {"rt 4", 0, 4, 0, 0}};
-        for (size_t ti = 0; ti < KILN_ARRAY_LEN(sk); ti++) {
+        static const struct { const char *name; int warps, rt, stages, split; } skq[] = {
+            {"default", 0, 0, 0, 0}, {"stages 4", 0, 0, 4, 0}, {"split 4", 0, 0, 0, 4}, {"stages 4 split 4", 0, 0, 4, 4}};
+        for (size_t ti = 0; ti < (sk_quick ? KILN_ARRAY_LEN(skq) : KILN_ARRAY_LEN(sk)); ti++) {
+            const char *sk_name = sk_quick ? skq[ti].name : sk[ti].name;
+            const int skw = sk_quick ? skq[ti].warps : sk[ti].warps, skr = sk_quick ? skq[ti].rt : sk[ti].rt,
+                      sks = sk_quick ? skq[ti].stages : sk[ti].stages, skp = sk_quick ? skq[ti].split : sk[ti].split;
             kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = -1,
-                                  .skgemm_max_m = 64, .skgemm_max_weight_mb = -1, .skgemm_warps = sk[ti].warps, .skgemm_tiles = sk[ti].rt,
-                                  .skgemm_stages = sk[ti].stages, .skgemm_split = sk[ti].split};
+                                  .skgemm_max_m = 64, .skgemm_max_weight_mb = -1, .skgemm_warps = skw, .skgemm_tiles = skr,
+                                  .skgemm_stages = sks, .skgemm_split = skp};
             kiln_gpu *gs = NULL;
             CK(kiln_gpu_create(dev, &gp, &gs));
             g.g = gs;
             int Mt[] = {8, 16, 32, 64};
             for (int mi = 0; mi < 4; mi++) {
                 g.M = Mt[mi];
+                if (sk_quick && g.M != 16 && g.M != 32) continue;
                 double t = time_op(op_gemm, &g, sets, 20, 20);
                 char shape[80], name[64];
                 snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shapes[si].name, g.M, g.N, g.K);
-                snprintf(name, sizeof name, "gemm_sk %s (weight bytes)", sk[ti].name);
+                snprintf(name, sizeof name, "gemm_sk %s (weight bytes)", sk_name);
                 row_bw(name, shape, t, (double)wbytes, 0.85);
             }
             g.g = NULL;
@@ -698,7 +708,8 @@ int main(int argc, char **argv) {
         bench_elementwise(1), bench_elementwise(64), bench_elementwise(256);
         filter = f;
     }
-    if (filter && !strcmp(filter, "gemm_sk")) bench_gemm(true);
+    if (filter && !strcmp(filter, "gemm_sk_quick")) sk_quick = true, bench_gemm(true);
+    else if (filter && !strcmp(filter, "gemm_sk")) bench_gemm(true);
     else if (want("gemm")) bench_gemm(false);
     if (want("sample")) bench_sampling();
     kiln_gpu_destroy(gpu);

@@ -170,6 +170,12 @@ void kiln_rt_func_set_pdl(kiln_rt_func *f, bool on);
  * memory above 48 KiB is opted into automatically. */
 kiln_status kiln_rt_launch(kiln_rt_func *f, kiln_rt_dim3 grid, kiln_rt_dim3 block, unsigned smem_bytes,
                            kiln_rt_stream *s, void **args);
+/* The most clusters of f (compiled with its cluster shape) the device runs
+ * at once with this block and dynamic shared memory (the driver's
+ * occupancy calculator: SMs grouped by GPC); grid must be a multiple of the
+ * cluster shape. Opts f into smem_bytes above 48 KiB as a launch would. */
+kiln_status kiln_rt_func_max_clusters(kiln_rt_func *f, kiln_rt_dim3 grid, kiln_rt_dim3 block, unsigned smem_bytes,
+                                      int *out);
 /* Check for an asynchronous device fault (sticky errors make the device
  * unusable; the engine must go to its fatal state). */
 kiln_status kiln_rt_check_device(kiln_rt_device *d);

@@ -117,6 +117,9 @@ cat > "$out/remote.sh" <<'REMOTE'
 #           test_gpu_ops gemm_sk / kv_write / test_rope and the whole test_gpu_ops, test_gpu_tp, in parallel;
 #           test_gpu_engine (defaults, and KILN_ELEM_WIDE_MIN=1); bench_kernels kv_write; kiln bench -b 8 / 16 with
 #           KILN_SKGEMM_MAX_M 16 / 0, an 8 x 2048 prefill and -b 256 with KILN_KV_TILE 1 / 0, -b 1, -b 32, TP 2 -b 8
+#   s26:    eighth session: gemm_sk's split checked against the occupancy calculator: test_gpu_engine, bench_kernels
+#           gemm_sk_quick (qkv / o / down at M = 16 / 32, four tilings, cuBLASLt beside), kiln bench -b 32 with
+#           KILN_SKGEMM_MAX_M 32 / 16, -b 16 with 16 / 0
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -423,6 +426,13 @@ if has s19; then # seventh session: next's defaults (rope epilogue, push gather,
   kb "tp1-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 1 -b 1 -s 128 -o 512 --iters 2
   kb "tp2-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   for tp in 1 2; do kb "tp$tp-b32" -- --tp $tp -b 32 -s 128 -o 256 --iters 2; done
+fi
+if has s26; then # eighth session: gemm_sk with the occupancy-checked split
+  gt test_gpu_engine 200 "FAIL|passed" -- test_gpu_engine
+  timeout 150 "$here/bin/bench_kernels" gemm_sk_quick > "$out/bench_sk26.log" 2>&1; echo "bench_kernels gemm_sk_quick rc=$?"
+  grep -E "ceilings|M=(16|32) " "$out/bench_sk26.log" | sed -E 's/ +/ /g; s/ \(weight bytes\)//; s/ of copy target 85%//; s/ (ok|MISS)$//' | cut -c1-100
+  for m in 32 16; do kb "b32-sk$m" KILN_SKGEMM_MAX_M=$m -- -b 32 -s 128 -o 256 --iters 2; done
+  for m in 16 0; do kb "b16-sk$m" KILN_SKGEMM_MAX_M=$m -- -b 16 -s 128 -o 256 --iters 2; done
 fi
 if has s25; then # eighth session, last call
   t0=$(date +%s)

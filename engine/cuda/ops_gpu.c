@@ -24,6 +24,8 @@ struct kiln_gpu {
     int gemv_max_m, gemv_rows, gemv_unroll, gemv_ksplit, gemv_rule, gemv_rope, gemv_ar, gemv_silu, gemv_silu_ksplit, gemv_silu_unroll;
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int sk_max_m, sk_max_mb, sk_warps, sk_rt, sk_stages, sk_split;               /* gemm_sk knobs */
+    struct { int N, K, maxm, split; } sk_fit[16]; /* gemm_sk splits that fit one wave, by shape */
+    int n_sk_fit;
     int elem_wide_min; /* rows / tokens from which the elementwise ops take their wide kernels (0: never) */
     bool decode_adaptive; /* $KILN_DECODE_ADAPTIVE (default 1): decode_partition */
     int kv_tile;          /* $KILN_KV_TILE (default KILN_KV_TILE_DEFAULT): the wide KV writes in tiles (1 both, 2 kv_write only) */
@@ -337,7 +339,9 @@ fail:
 }
 
 /* The cluster split-K GEMM (kernel_src/gemm_sk.cu): the tiling from the
- * knobs, the stages, split and shared memory from kiln_skgemm_plan. */
+ * knobs, the stages, split and shared memory from kiln_skgemm_plan, the
+ * automatic split checked against the occupancy calculator once a shape and
+ * remembered (sk_fit). */
 static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ld, kiln_dtype out_dt,
                            kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int M, int N, int K) {
     kiln_status st = KILN_OK;
@@ -345,12 +349,36 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
     const int maxm = M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64;
     const int warps = g->sk_warps, rt = g->sk_rt ? g->sk_rt : KILN_SKGEMM_TILES_DEFAULT(maxm);
-    const kiln_skgemm_shape p = kiln_skgemm_plan(di->n_sms, di->smem_per_sm, di->smem_per_block_optin, di->cc_major, N, K,
-                                                 maxm, warps, rt,
-                                                 g->sk_stages ? g->sk_stages : KILN_SKGEMM_STAGES_DEFAULT(maxm), g->sk_split);
+    const int stages = g->sk_stages ? g->sk_stages : KILN_SKGEMM_STAGES_DEFAULT(maxm);
+    int want = g->sk_split, fit = -1;
+    for (int i = 0; i < g->n_sk_fit && !want; i++)
+        if (g->sk_fit[i].N == N && g->sk_fit[i].K == K && g->sk_fit[i].maxm == maxm) fit = want = g->sk_fit[i].split;
+    kiln_skgemm_shape p = kiln_skgemm_plan(di->n_sms, di->smem_per_sm, di->smem_per_block_optin, di->cc_major, N, K, maxm,
+                                           warps, rt, stages, want);
+#define SK_GET(pl)                                                                                                  \
+    KILN_TRY(get(g, "gemm_sk", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d", dt(in_dt), dt(out_dt), maxm, \
+                 warps, rt, (pl).stages, (pl).split))
+    SK_GET(p);
+    if (!want && p.split > 1) {
+        /* the automatic split, lowered until the driver's occupancy
+         * calculator runs every cluster (one row block's K slices) at once:
+         * a cluster's blocks share a GPC, so a split that fills the SMs on
+         * paper can leave a few clusters for a second wave (measured: qkv at
+         * M = 32 with 5 slices of 80 KiB, 41% of copy against 61% with 4) */
+        for (;;) {
+            int n = 0;
+            KILN_TRY(kiln_rt_func_max_clusters(f, (kiln_rt_dim3){(unsigned)p.tiles, (unsigned)p.split, 1},
+                                               (kiln_rt_dim3){(unsigned)(warps * 32), 1, 1}, (unsigned)p.smem, &n));
+            if (n >= p.tiles || p.split == 1) break;
+            p = kiln_skgemm_plan(di->n_sms, di->smem_per_sm, di->smem_per_block_optin, di->cc_major, N, K, maxm, warps,
+                                 rt, stages, p.split - 1);
+            SK_GET(p);
+        }
+    }
+#undef SK_GET
+    if (!g->sk_split && fit < 0 && g->n_sk_fit < (int)KILN_ARRAY_LEN(g->sk_fit))
+        g->sk_fit[g->n_sk_fit++] = (__typeof__(g->sk_fit[0])){N, K, maxm, p.split};
     int cps = p.cps;
-    KILN_TRY(get(g, "gemm_sk", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d", dt(in_dt), dt(out_dt), maxm,
-                 warps, rt, p.stages, p.split));
     LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)(warps * 32), (unsigned)p.smem, s, &out, &ld, &x, &w,
            &bias, &M, &N, &K, &cps);
 fail:

@@ -496,6 +496,22 @@ fail:
     return st;
 }
 
+kiln_status kiln_rt_func_max_clusters(kiln_rt_func *f, kiln_rt_dim3 grid, kiln_rt_dim3 block, unsigned smem_bytes,
+                                      int *out) {
+    kiln_status st = KILN_OK;
+    *out = 0;
+    if ((int)smem_bytes > f->smem_optin) {
+        KILN_CHECK_CU(kiln_cu.cuFuncSetAttribute(f->f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem_bytes));
+        f->smem_optin = (int)smem_bytes;
+    }
+    CUlaunchConfig c = {.gridDimX = grid.x, .gridDimY = grid.y, .gridDimZ = grid.z, .blockDimX = block.x,
+                        .blockDimY = block.y, .blockDimZ = block.z, .sharedMemBytes = smem_bytes};
+    KILN_CHECK_CU(kiln_cu.cuOccupancyMaxActiveClusters(out, f->f, &c));
+fail:
+    if (st) kiln_error_context("occupancy of %s (block %u smem %u)", f->name, block.x, smem_bytes);
+    return st;
+}
+
 kiln_status kiln_rt_launch(kiln_rt_func *f, kiln_rt_dim3 grid, kiln_rt_dim3 block, unsigned smem_bytes,
                            kiln_rt_stream *s, void **args) {
     kiln_status st = KILN_OK;

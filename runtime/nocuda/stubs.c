@@ -59,6 +59,7 @@ kiln_status kiln_rt_module_get(kiln_rt_module *m, const char *e, kiln_rt_func **
 const char *kiln_rt_func_name(const kiln_rt_func *f) { (void)f; return ""; }
 kiln_status kiln_rt_func_get_attrs(kiln_rt_func *f, kiln_rt_func_attrs *a) { (void)f; (void)a; return NOGPU(); }
 void kiln_rt_func_set_pdl(kiln_rt_func *f, bool on) { (void)f; (void)on; }
+kiln_status kiln_rt_func_max_clusters(kiln_rt_func *f, kiln_rt_dim3 g, kiln_rt_dim3 b, unsigned s, int *out) { (void)f; (void)g; (void)b; (void)s; *out = 0; return NOGPU(); }
 kiln_status kiln_rt_launch(kiln_rt_func *f, kiln_rt_dim3 g, kiln_rt_dim3 b, unsigned s, kiln_rt_stream *st, void **a) { (void)f; (void)g; (void)b; (void)s; (void)st; (void)a; return NOGPU(); }
 kiln_status kiln_rt_check_device(kiln_rt_device *d) { (void)d; return NOGPU(); }
 kiln_status kiln_jit_compile(kiln_jit_unit *u, int n, const kiln_jit_options *o) { (void)u; (void)n; (void)o; return NOGPU(); }
