@@ -303,6 +303,52 @@ KT_TEST(test_fp8_model_specs) {
     free(dir);
 }
 
-KT_MAIN(KT_CASE(test_defines_validated), KT_CASE(test_fp8_model_specs), KT_CASE(test_compile_error_names_file_and_line),
+/* gemm_sk's launch plan (kiln_skgemm_plan, shared by the engine and the
+ * model kernel set) over Llama-3-8B's projections at every MAXM bucket and
+ * a sweep of odd shapes: the ring fits the block's shared memory, the split
+ * is 1..8 with no empty slice and at least 2 chunks a slice when split,
+ * 1 before sm_90, the knob wins within those bounds, and the automatic split
+ * makes at most 2 blocks an SM; every planned specialization is allowed by
+ * the registry. */
+KT_TEST(test_skgemm_plan) {
+    const kiln_jit_kernel_def *d = kiln_jit_find("gemm_sk");
+    KT_REQUIRE(d);
+    static const int NK[][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {3072, 4096},
+                                {4096, 2048}, {24, 8},      {1001, 136},   {640, 2056},   {200, 512}};
+    for (size_t si = 0; si < KILN_ARRAY_LEN(NK); si++)
+        for (int maxm = 8; maxm <= 64; maxm *= 2)
+            for (int cc = 8; cc <= 9; cc++)
+                for (int knob = 0; knob <= 9; knob += 3) {
+                    const int N = NK[si][0], K = NK[si][1], rt = KILN_SKGEMM_TILES_DEFAULT(maxm);
+                    const int nchunks = (K + 63) / 64;
+                    kiln_skgemm_shape p = kiln_skgemm_plan(132, 233472, 232448, cc, N, K, maxm, KILN_SKGEMM_WARPS_DEFAULT,
+                                                           rt, KILN_SKGEMM_STAGES_DEFAULT(maxm), knob);
+                    char what[96];
+                    snprintf(what, sizeof what, "N %d K %d maxm %d cc %d knob %d", N, K, maxm, cc, knob);
+                    KT_CHECKF(p.stages >= 2 && p.stages <= KILN_SKGEMM_STAGES_DEFAULT(maxm), "%s: stages %d", what,
+                              p.stages);
+                    KT_CHECKF(p.smem <= 232448, "%s: %d bytes of shared memory", what, p.smem);
+                    KT_CHECKF(p.split >= 1 && p.split <= 8, "%s: split %d", what, p.split);
+                    KT_CHECKF(p.cps >= 1 && (int64_t)p.cps * p.split >= nchunks && (int64_t)p.cps * (p.split - 1) < nchunks,
+                              "%s: %d slices of %d chunks for %d", what, p.split, p.cps, nchunks);
+                    KT_CHECKF(p.split == 1 || p.cps >= 2, "%s: slices of %d chunk", what, p.cps);
+                    KT_CHECKF(cc >= 9 || p.split == 1, "%s: split %d before sm_90", what, p.split);
+                    KT_CHECKF(p.tiles == (N + KILN_SKGEMM_WARPS_DEFAULT * rt * 16 - 1) / (KILN_SKGEMM_WARPS_DEFAULT * rt * 16),
+                              "%s: %d tiles", what, p.tiles);
+                    if (knob && cc >= 9) KT_CHECKF(p.split <= knob, "%s: split %d above the knob", what, p.split);
+                    if (!knob) KT_CHECKF((int64_t)p.tiles * p.split <= 2 * 132, "%s: %d blocks for 132 SMs", what,
+                                         p.tiles * p.split);
+                    char defs[128];
+                    snprintf(defs, sizeof defs, "ACT=bf16 OUT=bf16 MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d", maxm,
+                             KILN_SKGEMM_WARPS_DEFAULT, rt, p.stages, p.split);
+                    KT_CHECKF(kiln_jit_check_defines(d, defs) == KILN_OK, "%s: [%s] %s", what, defs, kiln_last_error());
+                }
+    /* the measured defaults on an H200: qkv 5 slices at M = 32 (3 stages), o 8, gate_up 1 */
+    KT_CHECK(kiln_skgemm_plan(132, 233472, 232448, 9, 6144, 4096, 32, 4, 2, 3, 0).split == 5);
+    KT_CHECK(kiln_skgemm_plan(132, 233472, 232448, 9, 4096, 4096, 16, 4, 2, 4, 0).split == 8);
+    KT_CHECK(kiln_skgemm_plan(132, 233472, 232448, 9, 28672, 4096, 8, 4, 2, 4, 0).split == 1);
+}
+
+KT_MAIN(KT_CASE(test_defines_validated), KT_CASE(test_skgemm_plan), KT_CASE(test_fp8_model_specs), KT_CASE(test_compile_error_names_file_and_line),
         KT_CASE(test_policy_source_compiles), KT_CASE(test_kernel_dir_overrides_embedded),
         KT_CASE(test_registry_compiles_and_caches))

@@ -367,9 +367,11 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
          * M = 32 with 5 slices of 80 KiB, 41% of copy against 61% with 4) */
         for (;;) {
             int n = 0;
-            KILN_TRY(kiln_rt_func_max_clusters(f, (kiln_rt_dim3){(unsigned)p.tiles, (unsigned)p.split, 1},
-                                               (kiln_rt_dim3){(unsigned)(warps * 32), 1, 1}, (unsigned)p.smem, &n));
-            if (n >= p.tiles || p.split == 1) break;
+            /* a failed query keeps the split (the launch reports real errors) */
+            if (kiln_rt_func_max_clusters(f, (kiln_rt_dim3){(unsigned)p.tiles, (unsigned)p.split, 1},
+                                          (kiln_rt_dim3){(unsigned)(warps * 32), 1, 1}, (unsigned)p.smem, &n) ||
+                n >= p.tiles || p.split == 1)
+                break;
             p = kiln_skgemm_plan(di->n_sms, di->smem_per_sm, di->smem_per_block_optin, di->cc_major, N, K, maxm, warps,
                                  rt, stages, p.split - 1);
             SK_GET(p);
