@@ -1253,13 +1253,67 @@ static void tc_case(kiln_gpu *g, kiln_dtype dt, kiln_dtype odt, kiln_devptr dx, 
                 expect[(size_t)m * N + j] = ref[(size_t)m * N + j] + (b ? b[j] : 0.0f);
             } else if (!isnan(v)) stray++;
         }
-    CHECK_CLOSE(cmp, expect, (size_t)M * N, dt, "gemm_tc %s M=%d N=%d K=%d ldo=%d out=%s bias=%d %s", kiln_dtype_name(dt),
+    CHECK_CLOSE(cmp, expect, (size_t)M * N, dt, "gemm %s M=%d N=%d K=%d ldo=%d out=%s bias=%d %s", kiln_dtype_name(dt),
                 M, N, K, ldo, kiln_dtype_name(odt), b != NULL, what);
     KT_CHECKF(stray == 0, "%d writes outside out[M, N]: %s M=%d N=%d K=%d ldo=%d %s", stray, kiln_dtype_name(dt), M, N,
               K, ldo, what);
     free(got), free(cmp), free(expect);
     dfree(dout);
     if (db) dfree(db);
+}
+
+/* The small-shape sweep of a small-M GEMM on tg: each N x K of NK, bf16 and
+ * fp16, every M of Ms, act and fp32 out (all_outs) or one output type per
+ * dtype (fewer compiles), bias on every third case, ldo > N on odd cases;
+ * references: one CPU GEMM of 64 rows per shape. */
+static void gemm_small_sweep(kiln_gpu *tg, kiln_pool *pool, const int (*NK)[2], size_t n_nk, const int *Ms, size_t n_m,
+                             bool all_outs, const char *what) {
+    for (size_t si = 0; si < n_nk; si++)
+        for (int a = 0; a < 2; a++) {
+            kiln_dtype dt = acts[a];
+            int N = NK[si][0], K = NK[si][1];
+            float *x = rand_act((size_t)64 * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.05f),
+                  *ref = malloc(sizeof(float) * (size_t)64 * N);
+            kiln_cpu_gemm(pool, ref, N, x, w, KILN_DTYPE_F32, NULL, KILN_DTYPE_F32, 64, N, K);
+            kiln_devptr dx = up_act(x, (size_t)64 * K, dt), dw = up_act(w, (size_t)N * K, dt);
+            for (size_t mi = 0; mi < n_m; mi++)
+                for (int f32out = 0; f32out < 2; f32out++) {
+                    if (!all_outs && f32out != a) continue;
+                    kiln_dtype odt = f32out ? KILN_DTYPE_F32 : dt;
+                    int M = Ms[mi], ldo = (M + (int)si) & 1 ? N + 5 : N;
+                    float *b = (M + f32out) % 3 ? NULL : rand_act((size_t)N, odt, 1);
+                    tc_case(tg, dt, odt, dx, dw, b, ref, M, N, K, ldo, what);
+                    free(b);
+                }
+            free(x), free(w), free(ref);
+            dfree(dx), dfree(dw);
+        }
+}
+
+/* The four Llama-3-8B projections (bf16 with bf16 out, and o in fp16 with
+ * fp32 out) on tg at every M of Ms, qkv with a bias, ldo > N at M = 31. */
+static void gemm_llama_shapes(kiln_gpu *tg, kiln_pool *pool, const int *Ms, size_t n_m, const char *prefix) {
+    static const struct { const char *name; int N, K; kiln_dtype dt, odt; } sh[] = {
+        {"qkv", 6144, 4096, KILN_DTYPE_BF16, KILN_DTYPE_BF16},     {"o", 4096, 4096, KILN_DTYPE_BF16, KILN_DTYPE_BF16},
+        {"gate_up", 28672, 4096, KILN_DTYPE_BF16, KILN_DTYPE_BF16}, {"down", 4096, 14336, KILN_DTYPE_BF16, KILN_DTYPE_BF16},
+        {"o fp16", 4096, 4096, KILN_DTYPE_F16, KILN_DTYPE_F32},
+    };
+    for (size_t si = 0; si < KILN_ARRAY_LEN(sh); si++) {
+        int N = sh[si].N, K = sh[si].K;
+        kiln_dtype dt = sh[si].dt, odt = sh[si].odt;
+        float *x = rand_act((size_t)64 * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.02f),
+              *ref = malloc(sizeof(float) * (size_t)64 * N), *b = rand_act((size_t)N, odt, 1);
+        kiln_cpu_gemm(pool, ref, N, x, w, KILN_DTYPE_F32, NULL, KILN_DTYPE_F32, 64, N, K);
+        kiln_devptr dx = up_act(x, (size_t)64 * K, dt), dw = up_act(w, (size_t)N * K, dt);
+        char what[64];
+        snprintf(what, sizeof what, "%s%s", prefix, sh[si].name);
+        for (size_t mi = 0; mi < n_m; mi++) {
+            int M = Ms[mi];
+            tc_case(tg, dt, odt, dx, dw, si == 0 ? b : NULL, ref, M, N, K, M == 31 ? N + 64 : N, what);
+        }
+        free(x), free(w), free(ref), free(b);
+        dfree(dx), dfree(dw);
+    }
 }
 
 /* the tensor-core GEMM (kernel_src/gemm_tc.cu) for M 2..64 on kiln_gpu's
@@ -1291,27 +1345,8 @@ KT_TEST(test_gemm_tc) {
         snprintf(what, sizeof what, "warps %d wk %d rt %d stages %d split %d pf %d", tl[ti].warps, tl[ti].wk,
                  tl[ti].rt, tl[ti].stages, tl[ti].split, tl[ti].pf);
         static const int NK[][2] = {{200, 512}, {4104, 320}, {1001, 136}, {384, 72}, {24, 8}};
-        for (size_t si = 0; si < KILN_ARRAY_LEN(NK); si++)
-            for (int a = 0; a < 2; a++) {
-                kiln_dtype dt = acts[a];
-                int N = NK[si][0], K = NK[si][1];
-                float *x = rand_act((size_t)64 * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.05f),
-                      *ref = malloc(sizeof(float) * (size_t)64 * N);
-                kiln_cpu_gemm(pool, ref, N, x, w, KILN_DTYPE_F32, NULL, KILN_DTYPE_F32, 64, N, K);
-                kiln_devptr dx = up_act(x, (size_t)64 * K, dt), dw = up_act(w, (size_t)N * K, dt);
-                for (size_t mi = 0; mi < KILN_ARRAY_LEN(Ms); mi++)
-                    for (int f32out = 0; f32out < 2; f32out++) {
-                        /* past the default tiling, one output type per dtype (fewer compiles) */
-                        if (ti > 0 && f32out != a) continue;
-                        kiln_dtype odt = f32out ? KILN_DTYPE_F32 : dt;
-                        int M = Ms[mi], ldo = (M + (int)si) & 1 ? N + 5 : N;
-                        float *b = (M + f32out) % 3 ? NULL : rand_act((size_t)N, odt, 1);
-                        tc_case(tg, dt, odt, dx, dw, b, ref, M, N, K, ldo, what);
-                        free(b);
-                    }
-                free(x), free(w), free(ref);
-                dfree(dx), dfree(dw);
-            }
+        /* past the default tiling, one output type per dtype (fewer compiles) */
+        gemm_small_sweep(tg, pool, NK, KILN_ARRAY_LEN(NK), Ms, KILN_ARRAY_LEN(Ms), ti == 0, what);
         bool used = kiln_rt_kernels_was_used(kiln_gpu_kernels(tg), "gemm_tc");
         KT_CHECKF(used, "gemm_tc did not run in %s", what);
         tc_tested = ti == 0 ? used : tc_tested && used;
@@ -1320,29 +1355,11 @@ KT_TEST(test_gemm_tc) {
     }
     KT_CHECK(tc_tested && tc_reduce_tested);
 
-    /* Llama-3-8B: qkv, o, gate_up, down; bf16 with bf16 out, fp16 o with fp32 out */
+    /* Llama-3-8B: qkv, o, gate_up, down in the default tiling */
     kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = 64, .skgemm_max_m = -1};
     kiln_gpu *tg = NULL;
     KT_OK(kiln_gpu_create(dev, &gp, &tg));
-    static const struct { const char *name; int N, K; kiln_dtype dt, odt; } sh[] = {
-        {"qkv", 6144, 4096, KILN_DTYPE_BF16, KILN_DTYPE_BF16},     {"o", 4096, 4096, KILN_DTYPE_BF16, KILN_DTYPE_BF16},
-        {"gate_up", 28672, 4096, KILN_DTYPE_BF16, KILN_DTYPE_BF16}, {"down", 4096, 14336, KILN_DTYPE_BF16, KILN_DTYPE_BF16},
-        {"o fp16", 4096, 4096, KILN_DTYPE_F16, KILN_DTYPE_F32},
-    };
-    for (size_t si = 0; si < KILN_ARRAY_LEN(sh); si++) {
-        int N = sh[si].N, K = sh[si].K;
-        kiln_dtype dt = sh[si].dt, odt = sh[si].odt;
-        float *x = rand_act((size_t)64 * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.02f),
-              *ref = malloc(sizeof(float) * (size_t)64 * N), *b = rand_act((size_t)N, odt, 1);
-        kiln_cpu_gemm(pool, ref, N, x, w, KILN_DTYPE_F32, NULL, KILN_DTYPE_F32, 64, N, K);
-        kiln_devptr dx = up_act(x, (size_t)64 * K, dt), dw = up_act(w, (size_t)N * K, dt);
-        for (size_t mi = 0; mi < KILN_ARRAY_LEN(Ms); mi++) {
-            int M = Ms[mi];
-            tc_case(tg, dt, odt, dx, dw, si == 0 ? b : NULL, ref, M, N, K, M == 31 ? N + 64 : N, sh[si].name);
-        }
-        free(x), free(w), free(ref), free(b);
-        dfree(dx), dfree(dw);
-    }
+    gemm_llama_shapes(tg, pool, Ms, KILN_ARRAY_LEN(Ms), "gemm_tc ");
     kiln_gpu_destroy(tg);
     kiln_pool_destroy(pool);
 }
@@ -1374,26 +1391,7 @@ KT_TEST(test_gemm_sk) {
         snprintf(what, sizeof what, "gemm_sk warps %d rt %d stages %d split %d", tl[ti].warps, tl[ti].rt,
                  tl[ti].stages, tl[ti].split);
         static const int NK[][2] = {{200, 512}, {4104, 320}, {1001, 136}, {384, 72}, {24, 8}, {640, 2056}};
-        for (size_t si = 0; si < KILN_ARRAY_LEN(NK); si++)
-            for (int a = 0; a < 2; a++) {
-                kiln_dtype dt = acts[a];
-                int N = NK[si][0], K = NK[si][1];
-                float *x = rand_act((size_t)64 * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.05f),
-                      *ref = malloc(sizeof(float) * (size_t)64 * N);
-                kiln_cpu_gemm(pool, ref, N, x, w, KILN_DTYPE_F32, NULL, KILN_DTYPE_F32, 64, N, K);
-                kiln_devptr dx = up_act(x, (size_t)64 * K, dt), dw = up_act(w, (size_t)N * K, dt);
-                for (size_t mi = 0; mi < KILN_ARRAY_LEN(Ms); mi++)
-                    for (int f32out = 0; f32out < 2; f32out++) {
-                        if (ti > 0 && f32out != a) continue; /* past the default tiling, one output type per dtype */
-                        kiln_dtype odt = f32out ? KILN_DTYPE_F32 : dt;
-                        int M = Ms[mi], ldo = (M + (int)si) & 1 ? N + 5 : N;
-                        float *b = (M + f32out) % 3 ? NULL : rand_act((size_t)N, odt, 1);
-                        tc_case(tg, dt, odt, dx, dw, b, ref, M, N, K, ldo, what);
-                        free(b);
-                    }
-                free(x), free(w), free(ref);
-                dfree(dx), dfree(dw);
-            }
+        gemm_small_sweep(tg, pool, NK, KILN_ARRAY_LEN(NK), Ms, KILN_ARRAY_LEN(Ms), ti == 0, what);
         bool used = kiln_rt_kernels_was_used(kiln_gpu_kernels(tg), "gemm_sk");
         KT_CHECKF(used, "gemm_sk did not run in %s", what);
         sk_tested = ti == 0 ? used : sk_tested && used;
@@ -1404,27 +1402,7 @@ KT_TEST(test_gemm_sk) {
     kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1, .skgemm_max_m = 64, .skgemm_max_weight_mb = -1};
     kiln_gpu *tg = NULL;
     KT_OK(kiln_gpu_create(dev, &gp, &tg));
-    static const struct { const char *name; int N, K; kiln_dtype dt, odt; } sh[] = {
-        {"gemm_sk qkv", 6144, 4096, KILN_DTYPE_BF16, KILN_DTYPE_BF16},
-        {"gemm_sk o", 4096, 4096, KILN_DTYPE_BF16, KILN_DTYPE_BF16},
-        {"gemm_sk gate_up", 28672, 4096, KILN_DTYPE_BF16, KILN_DTYPE_BF16},
-        {"gemm_sk down", 4096, 14336, KILN_DTYPE_BF16, KILN_DTYPE_BF16},
-        {"gemm_sk o fp16", 4096, 4096, KILN_DTYPE_F16, KILN_DTYPE_F32},
-    };
-    for (size_t si = 0; si < KILN_ARRAY_LEN(sh); si++) {
-        int N = sh[si].N, K = sh[si].K;
-        kiln_dtype dt = sh[si].dt, odt = sh[si].odt;
-        float *x = rand_act((size_t)64 * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.02f),
-              *ref = malloc(sizeof(float) * (size_t)64 * N), *b = rand_act((size_t)N, odt, 1);
-        kiln_cpu_gemm(pool, ref, N, x, w, KILN_DTYPE_F32, NULL, KILN_DTYPE_F32, 64, N, K);
-        kiln_devptr dx = up_act(x, (size_t)64 * K, dt), dw = up_act(w, (size_t)N * K, dt);
-        for (size_t mi = 0; mi < KILN_ARRAY_LEN(Ms); mi++) {
-            int M = Ms[mi];
-            tc_case(tg, dt, odt, dx, dw, si == 0 ? b : NULL, ref, M, N, K, M == 31 ? N + 64 : N, sh[si].name);
-        }
-        free(x), free(w), free(ref), free(b);
-        dfree(dx), dfree(dw);
-    }
+    gemm_llama_shapes(tg, pool, Ms, KILN_ARRAY_LEN(Ms), "gemm_sk ");
     kiln_gpu_destroy(tg);
     kiln_pool_destroy(pool);
 }
