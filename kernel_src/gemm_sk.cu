@@ -35,7 +35,7 @@
 // aligned; W rows >= N and k >= K read as zero; x rows M..MAXM are not
 // copied (whatever the ring holds there reaches only output columns that are
 // not stored). OUT: output (and bias) type, act or fp32; out has row stride
-// ldo. Grid: (ceil(N / BN), CL) blocks of WARPS * 32 threads, dynamic shared
+// ldo; prof: NULL, or a timing record a block (SK_PROF_N u64, below). Grid: (ceil(N / BN), CL) blocks of WARPS * 32 threads, dynamic shared
 // memory SMEM_BYTES (host: engine/cuda/ops_gpu.c sk_gemm).
 #include "gemm_tc_common.cuh"
 
@@ -79,6 +79,12 @@ static_assert((BN * 8) % THREADS == 0, "W copies divide among the threads");
 #define SK_CLUSTER
 #endif
 
+#define SK_PROF_N 10 // u64 a block in the profiling buffer (engine/cuda/ops_gpu.h KILN_SKGEMM_PROF_N)
+KILN_DEV u64 sk_gtime() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
 KILN_DEV void sk_cp16(u32 saddr, const void *gmem, int src_bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(saddr), "l"(gmem), "r"(src_bytes));
 }
@@ -114,7 +120,7 @@ KILN_DEV float cluster_ld(u32 a) {
 
 extern "C" __global__ void __launch_bounds__(THREADS) SK_CLUSTER
 kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const act_t *__restrict__ w,
-             const out_t *__restrict__ bias, int M, int N, int K, int cps) {
+             const out_t *__restrict__ bias, int M, int N, int K, int cps, u64 *__restrict__ prof) {
     extern __shared__ __align__(128) unsigned char smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int n_blk = blockIdx.x * BN;
@@ -122,6 +128,13 @@ kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, cons
     const int c_lo = blockIdx.y * cps, c_hi = min(nchunks, c_lo + cps);
     const int nst = max(0, c_hi - c_lo);
     const u32 sbase = smem_addr(smem);
+    // profiling (prof != NULL: bench_kernels gemm_sk_prof): thread 0 of each
+    // block records SK_PROF_N u64 at prof[block * SK_PROF_N]: globaltimer at
+    // entry and exit, clock64 at entry, after the wait on the previous
+    // kernel, once the first stage landed, at the loop's end and after the
+    // split-K reduction, then the SM id, the stage count and the cluster rank
+    u64 *pr = prof && tid == 0 ? prof + ((size_t)blockIdx.y * gridDim.x + blockIdx.x) * SK_PROF_N : nullptr;
+    if (pr) pr[0] = sk_gtime(), pr[2] = clock64();
 
     // this thread's W segments: idx = tid + THREADS * i, row idx / 8, segment idx % 8
     auto load_w = [&](int i, int slot) {
@@ -150,6 +163,7 @@ kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, cons
     for (int s = 0; s < STAGES - 1; s++)
         if (s < nst) load_w(s, s);
     pdl_wait();
+    if (pr) pr[3] = clock64();
 #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) {
         if (s < nst) load_x(s, s);
@@ -174,6 +188,7 @@ kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, cons
     for (int i = 0; i < nst; i++) {
         cp_async_wait<STAGES - 2>();
         __syncthreads(); // stage i landed for everyone; slot `fill` (stage i - 1) is free
+        if (pr && i == 0) pr[4] = clock64();
         if (i + STAGES - 1 < nst) {
             load_w(i + STAGES - 1, fill);
             load_x(i + STAGES - 1, fill);
@@ -229,6 +244,7 @@ kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, cons
         slot = slot == STAGES - 1 ? 0 : slot + 1;
     }
     pdl_launch();
+    if (pr) pr[5] = clock64();
 
     // acc[r][j][e] is out[m = 8j + 2t + (e & 1)][n = n_blk + 16 (warp RT + r) + g + 8 (e >> 1)]
     const int g = lane >> 2, t = lane & 3;
@@ -271,6 +287,7 @@ kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, cons
         if (bias) sum += to_f32(bias[n]);
         out[(size_t)m * ldo + n] = from_f32<out_t>(sum);
     }
+    if (pr) pr[6] = clock64();
     cluster_sync_all(); // no block leaves while another may still read its shared memory
 #else
     __trap(); // split-K clusters need sm_90 (the host never launches this)
@@ -287,5 +304,11 @@ kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, cons
                 const float b = bias ? to_f32(bias[n]) : 0.0f;
                 out[(size_t)m * ldo + n] = from_f32<out_t>(acc[r][j][e] + b);
             }
+    if (pr) pr[6] = clock64();
 #endif
+    if (pr) {
+        u32 sm;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        pr[1] = sk_gtime(), pr[7] = sm, pr[8] = (u64)nst, pr[9] = blockIdx.y;
+    }
 }

@@ -120,6 +120,9 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s26:    eighth session: gemm_sk's split checked against the occupancy calculator: test_gpu_engine, bench_kernels
 #           gemm_sk_quick (qkv / o / down at M = 16 / 32, four tilings, cuBLASLt beside), kiln bench -b 32 with
 #           KILN_SKGEMM_MAX_M 32 / 16, -b 16 with 16 / 0
+#   s27:    (prepared in the eighth session, not yet run) where gemm_sk's time goes: test_gpu_ops gemm_sk (incl. the
+#           timing records), bench_kernels gemm_sk_prof (qkv / o / down at M = 8 / 16 / 32: span, start spread,
+#           per block wait / first stage / cycles a K chunk / reduction, blocks a busiest SM)
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -426,6 +429,11 @@ if has s19; then # seventh session: next's defaults (rope epilogue, push gather,
   kb "tp1-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 1 -b 1 -s 128 -o 512 --iters 2
   kb "tp2-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   for tp in 1 2; do kb "tp$tp-b32" -- --tp $tp -b 32 -s 128 -o 256 --iters 2; done
+fi
+if has s27; then # gemm_sk's own timing records
+  gt ops_gemm_sk 240 "FAIL|passed" -- test_gpu_ops test_gemm_sk
+  timeout 150 "$here/bin/bench_kernels" gemm_sk_prof > "$out/bench_sk27.log" 2>&1; echo "bench_kernels gemm_sk_prof rc=$?"
+  grep -E "ceilings|gemm_sk prof" "$out/bench_sk27.log"
 fi
 if has s26; then # eighth session: gemm_sk with the occupancy-checked split
   gt test_gpu_engine 200 "FAIL|passed" -- test_gpu_engine

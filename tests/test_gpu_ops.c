@@ -1403,6 +1403,47 @@ KT_TEST(test_gemm_sk) {
     kiln_gpu *tg = NULL;
     KT_OK(kiln_gpu_create(dev, &gp, &tg));
     gemm_llama_shapes(tg, pool, Ms, KILN_ARRAY_LEN(Ms), "gemm_sk ");
+
+    /* the timing records (kiln_gpu_set_skgemm_profile) leave the result alone
+     * and hold one sane record a block: exit after entry on the global clock,
+     * the clock64 marks in order, the K chunks of each row block's slices
+     * summing to K's */
+    {
+        const int N = 1001, K = 2056, M = 16, maxb = 512, nchunks = (K + 63) / 64;
+        kiln_dtype dt = KILN_DTYPE_BF16;
+        float *x = rand_act((size_t)64 * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.05f),
+              *ref = malloc(sizeof(float) * (size_t)64 * N);
+        kiln_cpu_gemm(pool, ref, N, x, w, KILN_DTYPE_F32, NULL, KILN_DTYPE_F32, 64, N, K);
+        kiln_devptr dx = up_act(x, (size_t)64 * K, dt), dw = up_act(w, (size_t)N * K, dt),
+                    dp = dmalloc((size_t)maxb * KILN_SKGEMM_PROF_N * 8);
+        kiln_gpu_set_skgemm_profile(tg, dp, maxb);
+        tc_case(tg, dt, dt, dx, dw, NULL, ref, M, N, K, N, "gemm_sk with timing records");
+        int nb = kiln_gpu_set_skgemm_profile(tg, 0, 0);
+        KT_CHECKF(nb > 0 && nb <= maxb, "%d profiled blocks", nb);
+        if (nb > 0 && nb <= maxb) {
+            uint64_t *h = malloc((size_t)nb * KILN_SKGEMM_PROF_N * 8);
+            KT_OK(kiln_rt_memcpy_dtoh(h, dp, (size_t)nb * KILN_SKGEMM_PROF_N * 8, NULL));
+            const int tiles = (N + 127) / 128, split = nb / tiles;
+            KT_CHECKF(split >= 1 && tiles * split == nb, "%d blocks for %d row blocks", nb, tiles);
+            for (int t = 0; t < tiles && split >= 1; t++) {
+                uint64_t chunks = 0;
+                for (int y = 0; y < split; y++) {
+                    const uint64_t *r = h + ((size_t)y * tiles + t) * KILN_SKGEMM_PROF_N;
+                    KT_CHECKF(r[1] >= r[0] && r[0] > 0, "block (%d, %d): globaltimer %llu .. %llu", t, y,
+                              (unsigned long long)r[0], (unsigned long long)r[1]);
+                    KT_CHECKF(r[2] <= r[3] && r[3] <= r[4] && r[4] <= r[5] && r[5] <= r[6],
+                              "block (%d, %d): clock marks out of order", t, y);
+                    KT_CHECKF(r[9] == (uint64_t)y, "block (%d, %d): slice %llu", t, y, (unsigned long long)r[9]);
+                    chunks += r[8];
+                }
+                KT_CHECKF(chunks == (uint64_t)nchunks, "row block %d: %llu chunks over its slices, K has %d", t,
+                          (unsigned long long)chunks, nchunks);
+            }
+            free(h);
+        }
+        free(x), free(w), free(ref);
+        dfree(dx), dfree(dw), dfree(dp);
+    }
     kiln_gpu_destroy(tg);
     kiln_pool_destroy(pool);
 }

@@ -25,6 +25,8 @@ struct kiln_gpu {
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int sk_max_m, sk_max_mb, sk_warps, sk_rt, sk_stages, sk_split;               /* gemm_sk knobs */
     struct { int N, K, maxm, split; } sk_fit[16]; /* gemm_sk splits that fit one wave, by shape */
+    kiln_devptr sk_prof; /* gemm_sk's timing records (kiln_gpu_set_skgemm_profile), 0: none */
+    int sk_prof_blocks, sk_prof_last;
     int n_sk_fit;
     int elem_wide_min; /* rows / tokens from which the elementwise ops take their wide kernels (0: never) */
     bool decode_adaptive; /* $KILN_DECODE_ADAPTIVE (default 1): decode_partition */
@@ -116,6 +118,14 @@ void kiln_gpu_destroy(kiln_gpu *g) {
 kiln_rt_kernels *kiln_gpu_kernels(kiln_gpu *g) { return g->k; }
 kiln_rt_blas *kiln_gpu_blas(kiln_gpu *g) { return g->blas; }
 kiln_rt_device *kiln_gpu_device(kiln_gpu *g) { return g->dev; }
+
+int kiln_gpu_set_skgemm_profile(kiln_gpu *g, kiln_devptr buf, int max_blocks) {
+    g->sk_prof = buf;
+    g->sk_prof_blocks = buf ? max_blocks : 0;
+    int last = g->sk_prof_last;
+    g->sk_prof_last = 0;
+    return last;
+}
 
 int kiln_gpu_set_elem_wide_min(kiln_gpu *g, int n) {
     int was = g->elem_wide_min;
@@ -381,8 +391,10 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     if (!g->sk_split && fit < 0 && g->n_sk_fit < (int)KILN_ARRAY_LEN(g->sk_fit))
         g->sk_fit[g->n_sk_fit++] = (__typeof__(g->sk_fit[0])){N, K, maxm, p.split};
     int cps = p.cps;
+    kiln_devptr prof = g->sk_prof && p.tiles * p.split <= g->sk_prof_blocks ? g->sk_prof : 0;
+    g->sk_prof_last = prof ? p.tiles * p.split : 0;
     LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)(warps * 32), (unsigned)p.smem, s, &out, &ld, &x, &w,
-           &bias, &M, &N, &K, &cps);
+           &bias, &M, &N, &K, &cps, &prof);
 fail:
     return st;
 }

@@ -110,6 +110,17 @@ kiln_rt_blas *kiln_gpu_blas(kiln_gpu *g);
 kiln_rt_device *kiln_gpu_device(kiln_gpu *g);
 /* Compile and load, in parallel, every specialization a model needs. */
 kiln_status kiln_gpu_prepare(kiln_gpu *g, const kiln_jit_model *m);
+/* gemm_sk's timing records (for bench_kernels gemm_sk_prof): with buf set,
+ * each gemm_sk launch of at most max_blocks blocks has thread 0 of every
+ * block write KILN_SKGEMM_PROF_N u64 at buf[block * KILN_SKGEMM_PROF_N]
+ * (block = blockIdx.y * gridDim.x + blockIdx.x): globaltimer ns at entry and
+ * exit, clock64 at entry, after the wait on the previous kernel, once the
+ * first stage landed, at the loop's end, after the split-K reduction (or
+ * the stores), then the SM id, the block's K chunks and its slice. buf 0
+ * turns it off. Returns the blocks of the last profiled launch since the
+ * previous call (0: none). */
+#define KILN_SKGEMM_PROF_N 10
+int kiln_gpu_set_skgemm_profile(kiln_gpu *g, kiln_devptr buf, int max_blocks);
 /* Sets the rows / tokens from which the elementwise ops take their wide
  * kernels (kiln_gpu_params.elem_wide_min; <= 0: never) and returns the
  * previous value (0: never). For tests and benchmarks, between launches. */
