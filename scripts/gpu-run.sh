@@ -122,7 +122,8 @@ cat > "$out/remote.sh" <<'REMOTE'
 #           KILN_SKGEMM_MAX_M 32 / 16, -b 16 with 16 / 0
 #   s27:    (prepared in the eighth session, not yet run) where gemm_sk's time goes: test_gpu_ops gemm_sk (incl. the
 #           timing records), bench_kernels gemm_sk_prof (qkv / o / down at M = 8 / 16 / 32: span, start spread,
-#           per block wait / first stage / cycles a K chunk / reduction, blocks a busiest SM)
+#           per block wait / first stage / cycles a K chunk / reduction, blocks a busiest SM); kiln bench --profile
+#           at -b 32 and -b 256 (-s 128 -o 32: where a decode step goes)
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -434,6 +435,11 @@ if has s27; then # gemm_sk's own timing records
   gt ops_gemm_sk 240 "FAIL|passed" -- test_gpu_ops test_gemm_sk
   timeout 150 "$here/bin/bench_kernels" gemm_sk_prof > "$out/bench_sk27.log" 2>&1; echo "bench_kernels gemm_sk_prof rc=$?"
   grep -E "ceilings|gemm_sk prof" "$out/bench_sk27.log"
+  # where a decode step goes at -b 32 and -b 256 (eager, an event per op)
+  for b in 32 256; do
+    timeout 120 "$here/bin/kiln" bench --model llama3-8b --load-format dummy -b $b -s 128 -o 32 --iters 1 --profile \
+      > "$out/prof_b$b.log" 2>&1; echo "profile -b $b rc=$?"; tail -40 "$out/prof_b$b.log" | cut -c1-140
+  done
 fi
 if has s26; then # eighth session: gemm_sk with the occupancy-checked split
   gt test_gpu_engine 200 "FAIL|passed" -- test_gpu_engine
