@@ -593,6 +593,46 @@ static void bench_gemm(bool sk_only) {
     }
 }
 
+/* `bench_kernels gemm_sk_silu`: the gate/up projection with SiLU-and-mul at
+ * M = 8, 16, 32, one GPU (I = 14336) and the TP 2 shard (I = 7168):
+ * cuBLASLt then silu_mul (two kernels) beside gemm_sk with the SiLU epilogue
+ * (one kernel); weight bytes over the time of both. */
+static void bench_gemm_sk_silu(void) {
+    kiln_gpu_params bp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = -1, .skgemm_max_m = -1};
+    kiln_gpu_params sp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = -1, .skgemm_max_m = 64,
+                          .skgemm_max_weight_mb = -1, .skgemm_silu = 1};
+    kiln_gpu *gb = NULL, *gs = NULL;
+    CK(kiln_gpu_create(dev, &bp, &gb));
+    CK(kiln_gpu_create(dev, &sp, &gs));
+    for (int half = 0; half < 2; half++) {
+        gemm_ctx g;
+        memset(&g, 0, sizeof g);
+        g.N = 28672 >> half, g.K = 4096, g.odt = KILN_DTYPE_BF16;
+        const double wb = (double)g.N * g.K * 2;
+        const int sets = wb * 2 > (double)(120 << 20) ? 1 : NSETS;
+        for (int q = 0; q < sets; q++) {
+            g.w[q] = drand((size_t)g.N * g.K, KILN_DTYPE_BF16, 0.02f);
+            g.x[q] = drand((size_t)64 * g.K, KILN_DTYPE_BF16, 1);
+        }
+        CK(kiln_rt_malloc(dev, (size_t)64 * g.N * 2 * 2, &g.out));
+        int Mt[] = {8, 16, 32};
+        for (int mi = 0; mi < 3; mi++) {
+            char shape[80];
+            g.M = Mt[mi];
+            snprintf(shape, sizeof shape, "gate_up M=%d N=%d K=%d", g.M, g.N, g.K);
+            g.g = gb;
+            row_bw("cuBLASLt + silu_mul (weight bytes)", shape, time_op(op_gemm_then_silu, &g, sets, 20, 20), wb, 0.85);
+            g.g = gs;
+            row_bw("gemm_sk with silu epilogue (weight bytes)", shape, time_op(op_gemm_silu, &g, sets, 20, 20), wb, 0.85);
+        }
+        g.g = NULL;
+        for (int q = 0; q < sets; q++) kiln_rt_free(dev, g.w[q]), kiln_rt_free(dev, g.x[q]);
+        kiln_rt_free(dev, g.out);
+    }
+    kiln_gpu_destroy(gb);
+    kiln_gpu_destroy(gs);
+}
+
 /* `bench_kernels gemm_sk_prof`: where a gemm_sk launch's time goes, from the
  * kernel's own timing records (kiln_gpu_set_skgemm_profile; the second of two
  * launches back to back), for qkv, o and
@@ -788,6 +828,7 @@ int main(int argc, char **argv) {
         filter = f;
     }
     if (filter && !strcmp(filter, "gemm_sk_prof")) bench_gemm_sk_prof();
+    else if (filter && !strcmp(filter, "gemm_sk_silu")) bench_gemm_sk_silu();
     else if (filter && !strcmp(filter, "gemm_sk_quick")) sk_quick = true, bench_gemm(true);
     else if (filter && !strcmp(filter, "gemm_sk")) bench_gemm(true);
     else if (want("gemm")) bench_gemm(false);

@@ -123,7 +123,8 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s27:    (prepared in the eighth session, not yet run) where gemm_sk's time goes: test_gpu_ops gemm_sk (incl. the
 #           timing records), bench_kernels gemm_sk_prof (qkv / o / down at M = 8 / 16 / 32: span, start spread,
 #           per block wait / first stage / cycles a K chunk / reduction, blocks a busiest SM); kiln bench --profile
-#           at -b 32 and -b 256 (-s 128 -o 32: where a decode step goes)
+#           at -b 32 and -b 256 (-s 128 -o 32: where a decode step goes); gemm_sk's SiLU epilogue (test_gemm_sk_silu,
+#           bench_kernels gemm_sk_silu, kiln bench -b 8 / 16 / 32 with KILN_SKGEMM_SILU 0 / 1 at KILN_SKGEMM_MAX_M=32)
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -433,6 +434,12 @@ if has s19; then # seventh session: next's defaults (rope epilogue, push gather,
 fi
 if has s27; then # gemm_sk's own timing records
   gt ops_gemm_sk 240 "FAIL|passed" -- test_gpu_ops test_gemm_sk
+  gt ops_gemm_sk_silu 240 "FAIL|passed" -- test_gpu_ops test_gemm_sk_silu
+  timeout 100 "$here/bin/bench_kernels" gemm_sk_silu > "$out/bench_sk27_silu.log" 2>&1; echo "bench_kernels gemm_sk_silu rc=$?"
+  grep -E "ceilings|gate_up" "$out/bench_sk27_silu.log" | sed -E 's/ +/ /g; s/ \(weight bytes\)//; s/ target 85%.*//'
+  for m in 0 1; do for b in 8 16 32; do
+    kb "b$b-silu$m" KILN_SKGEMM_SILU=$m KILN_SKGEMM_MAX_M=32 -- -b $b -s 128 -o 256 --iters 2
+  done; done
   timeout 150 "$here/bin/bench_kernels" gemm_sk_prof > "$out/bench_sk27.log" 2>&1; echo "bench_kernels gemm_sk_prof rc=$?"
   grep -E "ceilings|gemm_sk prof" "$out/bench_sk27.log"
   # where a decode step goes at -b 32 and -b 256 (eager, an event per op)

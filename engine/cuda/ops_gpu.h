@@ -75,6 +75,10 @@ typedef struct kiln_gpu_params {
                                 kernel_src/gemm_sk.cu before gemm_tc (0:
                                 $KILN_SKGEMM_MAX_M, else KILN_SKGEMM_MAX_M_DEFAULT;
                                 negative, or 0 in the environment: never; <= 64) */
+    int skgemm_silu;         /* the gate/up GEMM with SiLU (kiln_gpu_gemm_silu) through gemm_sk for
+                                2 <= M <= skgemm_max_m, any weight size, where the GEMV does
+                                not serve M (1 on, negative off; 0: $KILN_SKGEMM_SILU, else
+                                KILN_SKGEMM_SILU_DEFAULT)                          */
     int skgemm_max_weight_mb; /* ... and only on weights of at most this many MiB (0:
                                 $KILN_SKGEMM_MAX_WEIGHT_MB, else
                                 KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT = 64; negative: any) */
@@ -151,7 +155,8 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
 /* out[M, I] (act, row stride ldo, 0: I) = silu(g) * u with [g | u] = x[M, K] @
  * W[2I, K]^T (+ bias[2I]): the gate/up GEMM and kiln_gpu_silu_mul in one
  * kernel, the same bits as the two (g and u rounded to act first). Only where
- * kiln_gpu_gemm_silu_ok (the small-M GEMV serves M and the knob is on). */
+ * kiln_gpu_gemm_silu_ok (the small-M GEMV serves M and the knob is on, or
+ * gemm_sk's SiLU epilogue does: skgemm_silu, 2 <= M <= skgemm_max_m). */
 bool kiln_gpu_gemm_silu_ok(const kiln_gpu *g, kiln_dtype in_dt, int64_t M, int64_t N, int64_t K);
 kiln_status kiln_gpu_gemm_silu(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_devptr x,
                                kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N, int64_t K);
