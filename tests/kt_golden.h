@@ -9,6 +9,7 @@
 
 #include "engine_internal.h"
 #include "kt.h"
+#include "kt_engine.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -90,14 +91,7 @@ static inline kiln_status kt_prefill_logits(kiln_engine *e, const int32_t *promp
 /* Greedy requests for the golden prompts, as the goldens were made: no
  * sampling, KT_N_GREEDY tokens, EOS ignored. */
 static inline void kt_greedy_requests(kiln_request *r, const kt_golden *g, int n) {
-    for (int i = 0; i < n; i++) {
-        kiln_request_default(&r[i]);
-        r[i].prompt_ids = g[i].prompt;
-        r[i].n_prompt_ids = g[i].n_prompt;
-        r[i].sampling.temperature = 0;
-        r[i].sampling.max_tokens = KT_N_GREEDY;
-        r[i].sampling.ignore_eos = true;
-    }
+    for (int i = 0; i < n; i++) kt_greedy_request(&r[i], g[i].prompt, g[i].n_prompt, KT_N_GREEDY);
 }
 
 /* max |got - ref| / max |ref| (the CPU tests' strict measure) */

@@ -6,14 +6,14 @@
  * runs this) and must generate exactly what the aligned file does. */
 #include "kiln.h"
 #include "kiln_base.h"
-#include "kt.h"
+#include "kt_engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define SRC KT_DATA "/models/llama3-gqa"
+#define SRC KT_MODEL("llama3-gqa")
 
 static void copy_file(const char *dir, const char *name) {
     char *from = kiln_path_join(SRC, name), *to = kiln_path_join(dir, name), *buf = NULL;
@@ -25,10 +25,7 @@ static void copy_file(const char *dir, const char *name) {
 
 static int32_t *greedy(const char *dir, int *n_out) {
     kiln_engine_params p;
-    kiln_engine_default_params(&p);
-    p.model = dir;
-    p.device = "cpu";
-    p.tokenizer = "none";
+    kt_engine_params(&p, dir, "cpu");
     p.n_threads = 2;
     p.max_model_len = 64;
     kiln_engine *e = NULL;
@@ -38,12 +35,7 @@ static int32_t *greedy(const char *dir, int *n_out) {
     }
     static const int32_t prompt[] = {5, 17, 99, 200, 301, 7, 42};
     kiln_request r;
-    kiln_request_default(&r);
-    r.prompt_ids = prompt;
-    r.n_prompt_ids = 7;
-    r.sampling.temperature = 0;
-    r.sampling.max_tokens = 12;
-    r.sampling.ignore_eos = true;
+    kt_greedy_request(&r, prompt, 7, 12);
     kiln_result res = {0};
     if (kiln_engine_generate(e, &r, 1, &res) != KILN_OK) {
         KT_CHECKF(false, "%s: %s", dir, kiln_last_error());

@@ -6,7 +6,7 @@
  * returning to all-free. */
 #include "kiln.h"
 #include "kiln_base.h"
-#include "kt.h"
+#include "kt_engine.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -16,12 +16,7 @@
 #include <string.h>
 
 /* the tiny GQA model on the CPU, without its tokenizer */
-static void tiny_params(kiln_engine_params *p) {
-    kiln_engine_default_params(p);
-    p->model = KT_DATA "/models/llama3-gqa";
-    p->device = "cpu";
-    p->tokenizer = "none";
-}
+static void tiny_params(kiln_engine_params *p) { kt_engine_params(p, KT_MODEL("llama3-gqa"), "cpu"); }
 
 static kiln_engine *make(int max_model_len) {
     kiln_engine_params p;
@@ -29,21 +24,14 @@ static kiln_engine *make(int max_model_len) {
     p.n_threads = 2;
     p.max_model_len = max_model_len;
     p.block_size = 8;
-    kiln_engine *e = NULL;
-    if (kiln_engine_create(&p, &e) != KILN_OK) fprintf(stderr, "create: %s\n", kiln_last_error());
-    return e;
+    return kt_engine_create(&p, "llama3-gqa");
 }
 
 static const int32_t prompt[] = {5, 17, 99, 200, 301, 7, 42};
 
 static kiln_request req(int max_tokens) {
     kiln_request r;
-    kiln_request_default(&r);
-    r.prompt_ids = prompt;
-    r.n_prompt_ids = 7;
-    r.sampling.temperature = 0;
-    r.sampling.max_tokens = max_tokens;
-    r.sampling.ignore_eos = true;
+    kt_greedy_request(&r, prompt, 7, max_tokens);
     return r;
 }
 
@@ -325,12 +313,11 @@ KT_TEST(test_text_and_stop_strings) {
     for (int m = 0; m < 2; m++) {
         char path[512], dir[512];
         snprintf(path, sizeof path, "%s/golden/%s.text.json", KT_DATA, models[m]);
-        snprintf(dir, sizeof dir, "%s/models/%s", KT_DATA, models[m]);
         json_t *g = json_load_file(path, 0, NULL);
         KT_REQUIRE(g);
         kiln_engine_params p;
         kiln_engine_default_params(&p);
-        p.model = dir;
+        p.model = kt_model_dir(dir, sizeof dir, models[m]);
         p.device = "cpu";
         kiln_engine *e = NULL;
         KT_OK(kiln_engine_create(&p, &e));

@@ -19,7 +19,7 @@
  *  - draft-model and GliDe speculation over an FP8 cache keep the greedy
  *    tokens of plain decoding. */
 #include "engine_internal.h"
-#include "kt.h"
+#include "kt_engine.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -70,10 +70,7 @@ typedef struct eopts {
 
 static kiln_status make_engine(const char *dir, const eopts *o, kiln_engine **e) {
     kiln_engine_params p;
-    kiln_engine_default_params(&p);
-    p.model = dir;
-    p.device = "cpu";
-    p.tokenizer = "none";
+    kt_engine_params(&p, dir, "cpu");
     p.n_threads = 2;
     p.max_num_seqs = 4;
     p.block_size = 16;
@@ -402,10 +399,7 @@ static void tensor_parallel(const char *ckpt, kiln_engine *ref) {
     const int G = 2, L = 3;
     for (int tp = 2; tp <= 4; tp += 2) {
         kiln_engine_params p;
-        kiln_engine_default_params(&p);
-        p.model = ckpt;
-        p.device = "cpu";
-        p.tokenizer = "none";
+        kt_engine_params(&p, ckpt, "cpu");
         p.n_threads = 1;
         p.block_size = 16;
         p.num_kv_blocks = 200;
@@ -693,21 +687,11 @@ KT_TEST(test_fp8_speculation) {
     int32_t prompt[24];
     for (int i = 0; i < 24; i++) prompt[i] = 7 + (i * 29) % 400;
     kiln_request r[3];
-    for (int i = 0; i < 3; i++) {
-        kiln_request_default(&r[i]);
-        r[i].prompt_ids = prompt + i;
-        r[i].n_prompt_ids = 12 + 3 * i;
-        r[i].sampling.temperature = 0;
-        r[i].sampling.max_tokens = 30;
-        r[i].sampling.ignore_eos = true;
-    }
-    const char *methods[2][2] = {{"glide", KT_DATA "/models/glide-tiny"}, {"draft", KT_DATA "/models/llama-tied"}};
+    for (int i = 0; i < 3; i++) kt_greedy_request(&r[i], prompt + i, 12 + 3 * i, 30);
+    const char *methods[2][2] = {{"glide", KT_MODEL("glide-tiny")}, {"draft", KT_MODEL("llama-tied")}};
     for (int m = 0; m < 2; m++) {
         kiln_engine_params p;
-        kiln_engine_default_params(&p);
-        p.model = KT_DATA "/models/llama3-gqa";
-        p.device = "cpu";
-        p.tokenizer = "none";
+        kt_engine_params(&p, KT_MODEL("llama3-gqa"), "cpu");
         p.block_size = 4;
         p.kv_cache_dtype = "fp8_e4m3";
         p.kv_scales = "calibrate";

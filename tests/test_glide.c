@@ -4,7 +4,7 @@
  * PyTorch reference of scripts/make_glide_reference.py; and GliDe
  * speculation inside the engine leaves greedy output unchanged. */
 #include "engine_internal.h"
-#include "kt.h"
+#include "kt_engine.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -34,10 +34,10 @@ KT_TEST(test_glide_forward_matches_reference) {
 
     kiln_engine_params p;
     kiln_engine_default_params(&p);
-    p.model = KT_DATA "/models/llama3-gqa";
+    p.model = KT_MODEL("llama3-gqa");
     kiln_model_files tf, df;
     KT_OK(kiln_model_files_open(&p, "cpu", 0, &tf));
-    p.model = KT_DATA "/models/glide-tiny";
+    p.model = KT_MODEL("glide-tiny");
     KT_OK(kiln_model_files_open_drafter(&p, "cpu", &tf.cfg, spec_k, &df));
     kiln_exec_config xc = {.max_tokens = 64, .max_out = 4, .max_seqs = 4, .block_size = 4, .max_blocks_per_seq = 32,
                            .num_kv_blocks = 64, .n_threads = 2, .seed = 1};
@@ -100,27 +100,17 @@ KT_TEST(test_glide_speculation_greedy_identical) {
     int32_t prompt[20];
     for (int i = 0; i < 20; i++) prompt[i] = 7 + (i * 29) % 400;
     kiln_engine_params p;
-    kiln_engine_default_params(&p);
-    p.model = KT_DATA "/models/llama3-gqa";
-    p.device = "cpu";
-    p.tokenizer = "none";
+    kt_engine_params(&p, KT_MODEL("llama3-gqa"), "cpu");
     p.block_size = 4;
     kiln_request r[3];
-    for (int i = 0; i < 3; i++) {
-        kiln_request_default(&r[i]);
-        r[i].prompt_ids = prompt + i;
-        r[i].n_prompt_ids = 12 + 3 * i;
-        r[i].sampling.temperature = 0;
-        r[i].sampling.max_tokens = 30;
-        r[i].sampling.ignore_eos = true;
-    }
+    for (int i = 0; i < 3; i++) kt_greedy_request(&r[i], prompt + i, 12 + 3 * i, 30);
     kiln_engine *e = NULL;
     KT_OK(kiln_engine_create(&p, &e));
     kiln_result ref[3], got[3];
     KT_OK(kiln_engine_generate(e, r, 3, ref));
     kiln_engine_destroy(e);
     p.speculative_method = "glide";
-    p.speculative_model = KT_DATA "/models/glide-tiny";
+    p.speculative_model = KT_MODEL("glide-tiny");
     p.num_speculative_tokens = 3;
     KT_OK(kiln_engine_create(&p, &e));
     KT_OK(kiln_engine_generate(e, r, 3, got));
@@ -138,10 +128,10 @@ KT_TEST(test_glide_speculation_greedy_identical) {
     p.speculative_method = "draft";
     KT_ERR(kiln_engine_create(&p, &e), KILN_ERR_INVALID_ARGUMENT, "is a GliDe drafter");
     p.speculative_method = "glide";
-    p.speculative_model = KT_DATA "/models/llama-tied";
+    p.speculative_model = KT_MODEL("llama-tied");
     KT_ERR(kiln_engine_create(&p, &e), KILN_ERR_INVALID_ARGUMENT, "is not a GliDe drafter");
     /* alone, a GliDe checkpoint is not a model */
-    p.model = KT_DATA "/models/glide-tiny";
+    p.model = KT_MODEL("glide-tiny");
     p.speculative_method = NULL;
     KT_ERR(kiln_engine_create(&p, &e), KILN_ERR_POLICY, "GliDe models are drafters");
 }

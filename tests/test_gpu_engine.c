@@ -25,20 +25,14 @@ static double noise_tol(const kt_golden *g) {
 
 static kiln_engine *gpu_engine(const char *model, int kv_blocks, bool eager) {
     char dir[512];
-    snprintf(dir, sizeof dir, "%s/models/%s", KT_DATA, model);
     kiln_engine_params p;
-    kiln_engine_default_params(&p);
-    p.model = dir;
-    p.device = "cuda";
-    p.tokenizer = "none";
+    kt_engine_params(&p, kt_model_dir(dir, sizeof dir, model), "cuda");
     p.num_kv_blocks = kv_blocks ? kv_blocks : 1024; /* several engines share the GPU in this test */
     p.max_num_seqs = 16;
     p.block_size = 16;
     p.enforce_eager = eager;
     if (!strcmp(model, "llama-dynamic")) p.max_model_len = 256;
-    kiln_engine *e = NULL;
-    if (kiln_engine_create(&p, &e) != KILN_OK) fprintf(stderr, "  create %s: %s\n", model, kiln_last_error());
-    return e;
+    return kt_engine_create(&p, "%s", model);
 }
 
 static int compare_greedy(const kt_golden *c, const int32_t *ids, int n_ids, const char *what, int ci) {
@@ -177,10 +171,7 @@ KT_TEST(test_gpu_ngram_speculation) {
     int n = kt_load_golden("llama3-gqa", g, 8);
     KT_REQUIRE(n > 0);
     kiln_engine_params p;
-    kiln_engine_default_params(&p);
-    p.model = KT_DATA "/models/llama3-gqa";
-    p.device = "cuda";
-    p.tokenizer = "none";
+    kt_engine_params(&p, KT_MODEL("llama3-gqa"), "cuda");
     p.max_num_seqs = 16;
     p.speculative_method = "ngram";
     p.num_speculative_tokens = 4;
@@ -211,10 +202,7 @@ KT_TEST(test_gpu_policy_kernel) {
     int n = kt_load_golden("llama3-gqa", g, 8);
     KT_REQUIRE(n > 0);
     kiln_engine_params p;
-    kiln_engine_default_params(&p);
-    p.model = KT_DATA "/models/llama3-gqa";
-    p.device = "cuda";
-    p.tokenizer = "none";
+    kt_engine_params(&p, KT_MODEL("llama3-gqa"), "cuda");
     p.num_kv_blocks = 1024;
     p.max_num_seqs = 16;
     p.policy_file = KT_SOURCE_DIR "/policies/examples/llama_custom_rmsnorm.lua";
@@ -235,13 +223,10 @@ KT_TEST(test_gpu_draft_and_glide) {
     int n = kt_load_golden("llama3-gqa", g, 8);
     KT_REQUIRE(n > 0);
     const char *methods[3] = {"draft", "draft", "glide"};
-    const char *drafters[3] = {KT_DATA "/models/llama3-gqa", KT_DATA "/models/llama-tied", KT_DATA "/models/glide-tiny"};
+    const char *drafters[3] = {KT_MODEL("llama3-gqa"), KT_MODEL("llama-tied"), KT_MODEL("glide-tiny")};
     for (int m = 0; m < 3; m++) {
         kiln_engine_params p;
-        kiln_engine_default_params(&p);
-        p.model = KT_DATA "/models/llama3-gqa";
-        p.device = "cuda";
-        p.tokenizer = "none";
+        kt_engine_params(&p, KT_MODEL("llama3-gqa"), "cuda");
         p.max_num_seqs = 16;
         p.num_kv_blocks = 1024;
         p.speculative_method = methods[m];
@@ -275,12 +260,8 @@ KT_TEST(test_gpu_draft_and_glide) {
 
 static kiln_engine *fp8_engine(const char *model, const char *device, const char *kv, const char *scales, bool eager) {
     char dir[512];
-    snprintf(dir, sizeof dir, "%s/models/%s", KT_DATA, model);
     kiln_engine_params p;
-    kiln_engine_default_params(&p);
-    p.model = dir;
-    p.device = device;
-    p.tokenizer = "none";
+    kt_engine_params(&p, kt_model_dir(dir, sizeof dir, model), device);
     p.num_kv_blocks = 1024;
     p.max_num_seqs = 16;
     p.block_size = 16;
@@ -289,10 +270,7 @@ static kiln_engine *fp8_engine(const char *model, const char *device, const char
     p.enforce_eager = eager;
     p.kv_cache_dtype = kv;
     p.kv_scales = scales;
-    kiln_engine *e = NULL;
-    if (kiln_engine_create(&p, &e) != KILN_OK) fprintf(stderr, "  create %s %s %s: %s\n", model, device, kv,
-                                                       kiln_last_error());
-    return e;
+    return kt_engine_create(&p, "%s %s %s", model, device, kv);
 }
 
 /* the engine's scales as a --kv-scales file (per layer and head) */
@@ -416,10 +394,7 @@ KT_TEST(test_gpu_fp8_graphs_capacity) {
     const char *cap[2] = {"auto", "fp8_e4m3"};
     for (int v = 0; v < 2; v++) {
         kiln_engine_params p;
-        kiln_engine_default_params(&p);
-        p.model = KT_DATA "/models/llama3-hd128";
-        p.device = "cuda";
-        p.tokenizer = "none";
+        kt_engine_params(&p, KT_MODEL("llama3-hd128"), "cuda");
         p.gpu_memory_utilization = 0.25;
         p.kv_cache_dtype = cap[v];
         p.kv_scales = "none";

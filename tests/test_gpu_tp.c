@@ -13,7 +13,7 @@
 #include "cuda/ops_gpu.h"
 #include "engine_internal.h"
 #include "kiln_rt.h"
-#include "kt.h"
+#include "kt_engine.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -567,10 +567,7 @@ static int on_ev(void *u, const kiln_stream_event *ev) {
 
 static kiln_status generate(const char *model, bool dummy, int tp, run *out) {
     kiln_engine_params p;
-    kiln_engine_default_params(&p);
-    p.model = model;
-    p.device = "cuda";
-    p.tokenizer = "none";
+    kt_engine_params(&p, model, "cuda");
     p.tensor_parallel_size = tp;
     p.load_format = dummy ? "dummy" : "auto";
     p.max_model_len = 256;
@@ -585,12 +582,7 @@ static kiln_status generate(const char *model, bool dummy, int tp, run *out) {
     static ev_ctx ctx[4];
     for (int i = 0; i < 4; i++) {
         for (int k = 0; k < 32; k++) prompts[i][k] = 100 + (k * 37 + i * 101) % 400;
-        kiln_request_default(&r[i]);
-        r[i].prompt_ids = prompts[i];
-        r[i].n_prompt_ids = 8 + 8 * i;
-        r[i].sampling.temperature = 0;
-        r[i].sampling.max_tokens = 64;
-        r[i].sampling.ignore_eos = true;
+        kt_greedy_request(&r[i], prompts[i], 8 + 8 * i, 64);
         r[i].sampling.logprobs = 2; /* top-2: the margin of each greedy step */
         ctx[i] = (ev_ctx){out, i, 0};
         r[i].on_event = on_ev;
@@ -630,11 +622,11 @@ KT_TEST(test_tp_tiny_and_8b) {
     int n_dev = 0;
     KT_OK(kiln_rt_init());
     KT_OK(kiln_rt_device_count(&n_dev));
-    KT_OK(generate(KT_DATA "/models/llama3-gqa", false, 1, &a));
+    KT_OK(generate(KT_MODEL("llama3-gqa"), false, 1, &a));
     for (int tp = 2; tp <= n_dev && tp <= 4; tp *= 2) { /* llama3-gqa has 4 heads */
         char what[64];
         snprintf(what, sizeof what, "llama3-gqa tp=%d", tp);
-        KT_OK(generate(KT_DATA "/models/llama3-gqa", false, tp, &b));
+        KT_OK(generate(KT_MODEL("llama3-gqa"), false, tp, &b));
         compare(&a, &b, what, 0.15f); /* 2% of its largest logits (~7) */
     }
     KT_OK(generate("llama3-8b", true, 1, &a));
@@ -658,7 +650,7 @@ KT_TEST(test_tp_one_shot_vs_nccl) {
         const char *model;
         bool dummy;
         float tol;
-    } m[2] = {{KT_DATA "/models/llama3-gqa", false, 0.15f}, {"llama3-8b", true, 0.02f}};
+    } m[2] = {{KT_MODEL("llama3-gqa"), false, 0.15f}, {"llama3-8b", true, 0.02f}};
     for (int i = 0; i < 2; i++) {
         setenv("KILN_CUSTOM_ALLREDUCE", "0", 1);
         kiln_status st = generate(m[i].model, m[i].dummy, 2, &a);
@@ -685,10 +677,7 @@ KT_TEST(test_tp_rank_failure_gpu) {
                       "  return K.decoder(facts, {name = 'x', names = K.llama_names()}):finish()\nend\n";
     kiln_write_file_atomic(path, src, strlen(src));
     kiln_engine_params p;
-    kiln_engine_default_params(&p);
-    p.model = KT_DATA "/models/llama3-gqa";
-    p.device = "cuda";
-    p.tokenizer = "none";
+    kt_engine_params(&p, KT_MODEL("llama3-gqa"), "cuda");
     p.tensor_parallel_size = 2;
     p.policy_file = path;
     kiln_engine *e = NULL;

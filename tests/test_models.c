@@ -15,12 +15,8 @@ static kiln_status make_engine(const char *model, int num_kv_blocks, int max_num
      * is what dynamic NTK scaling is for */
     int max_len = !strcmp(model, "llama-dynamic") ? 256 : 0;
     char dir[512];
-    snprintf(dir, sizeof dir, "%s/models/%s", KT_DATA, model);
     kiln_engine_params p;
-    kiln_engine_default_params(&p);
-    p.model = dir;
-    p.device = "cpu";
-    p.tokenizer = "none";
+    kt_engine_params(&p, kt_model_dir(dir, sizeof dir, model), "cpu");
     p.n_threads = 2;
     p.num_kv_blocks = num_kv_blocks;
     p.max_num_seqs = max_num_seqs;

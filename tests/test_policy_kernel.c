@@ -6,7 +6,7 @@
  * reference variant and produces the built-in policy's tokens. */
 #include "engine_internal.h"
 #include "kiln_rt.h"
-#include "kt.h"
+#include "kt_engine.h"
 
 #include <stdlib.h>
 
@@ -15,7 +15,7 @@
 KT_TEST(test_plan_carries_kernel) {
     kiln_engine_params p;
     kiln_engine_default_params(&p);
-    p.model = KT_DATA "/models/llama3-gqa";
+    p.model = KT_MODEL("llama3-gqa");
     p.policy_file = POLICY;
     kiln_model_files mf;
     KT_OK(kiln_model_files_open(&p, "cuda", 0, &mf));
@@ -56,10 +56,7 @@ KT_TEST(test_plan_carries_kernel) {
 
 KT_TEST(test_cpu_runs_reference) {
     kiln_engine_params p;
-    kiln_engine_default_params(&p);
-    p.model = KT_DATA "/models/llama3-gqa";
-    p.device = "cpu";
-    p.tokenizer = "none";
+    kt_engine_params(&p, KT_MODEL("llama3-gqa"), "cpu");
     int32_t prompt[6] = {5, 17, 99, 200, 301, 7};
     kiln_request r;
     kiln_request_default(&r);

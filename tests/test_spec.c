@@ -8,30 +8,25 @@
  * (load format dummy) weights; the step-timing stats count prefill, plain
  * decode and verification forwards and the drafting time. */
 #include "kiln.h"
-#include "kt.h"
+#include "kt_engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
-#define MODEL KT_DATA "/models/llama3-gqa"
+#define MODEL KT_MODEL("llama3-gqa")
 #define NREQ 6
 #define NTOK 40
 
 static kiln_engine *make(const char *method, const char *draft, int k, int kv_blocks) {
     kiln_engine_params p;
-    kiln_engine_default_params(&p);
-    p.model = MODEL;
-    p.device = "cpu";
-    p.tokenizer = "none";
+    kt_engine_params(&p, MODEL, "cpu");
     p.n_threads = 2;
     p.block_size = 4;
     p.num_kv_blocks = kv_blocks;
     p.speculative_method = method;
     p.speculative_model = draft;
     p.num_speculative_tokens = k;
-    kiln_engine *e = NULL;
-    if (kiln_engine_create(&p, &e) != KILN_OK) fprintf(stderr, "create: %s\n", kiln_last_error());
-    return e;
+    return kt_engine_create(&p, "llama3-gqa, speculative method %s", method ? method : "none");
 }
 
 /* Prompts that repeat themselves, so the n-gram drafter finds matches. */
@@ -47,12 +42,7 @@ static void make_prompts(void) {
 
 static void requests(kiln_request *r, bool mixed) {
     for (int i = 0; i < NREQ; i++) {
-        kiln_request_default(&r[i]);
-        r[i].prompt_ids = prompts[i];
-        r[i].n_prompt_ids = plen[i];
-        r[i].sampling.temperature = 0;
-        r[i].sampling.max_tokens = NTOK;
-        r[i].sampling.ignore_eos = true;
+        kt_greedy_request(&r[i], prompts[i], plen[i], NTOK);
         if (mixed && i % 2) r[i].num_speculative_tokens = 0; /* ordinary request in the same batch */
     }
 }
@@ -105,7 +95,7 @@ KT_TEST(test_draft_model_identical) {
     kiln_result ref[NREQ], got[NREQ];
     reference(ref);
     /* a different model as drafter (same vocabulary size) */
-    kiln_engine *e = make("draft", KT_DATA "/models/llama-tied", 3, 0);
+    kiln_engine *e = make("draft", KT_MODEL("llama-tied"), 3, 0);
     KT_REQUIRE(e);
     kiln_request r[NREQ];
     requests(r, true);
@@ -142,7 +132,7 @@ KT_TEST(test_spec_preemption_and_toggle) {
     reference(ref);
     /* 40 blocks x 4 tokens: the longest request needs 28 + 40 tokens; all six
      * need far more */
-    kiln_engine *e = make("draft", KT_DATA "/models/llama2-mha", 4, 40);
+    kiln_engine *e = make("draft", KT_MODEL("llama2-mha"), 4, 40);
     KT_REQUIRE(e);
     kiln_request r[NREQ];
     requests(r, false);
@@ -261,10 +251,7 @@ KT_TEST(test_step_stats) {
 KT_TEST(test_self_draft_dummy) {
     make_prompts();
     kiln_engine_params p;
-    kiln_engine_default_params(&p);
-    p.model = MODEL;
-    p.device = "cpu";
-    p.tokenizer = "none";
+    kt_engine_params(&p, MODEL, "cpu");
     p.n_threads = 2;
     p.load_format = "dummy";
     p.speculative_method = "draft";
@@ -292,10 +279,7 @@ KT_TEST(test_self_draft_dummy) {
 
 KT_TEST(test_spec_errors) {
     kiln_engine_params p;
-    kiln_engine_default_params(&p);
-    p.model = MODEL;
-    p.device = "cpu";
-    p.tokenizer = "none";
+    kt_engine_params(&p, MODEL, "cpu");
     kiln_engine *e = NULL;
     p.speculative_method = "draft";
     KT_ERR(kiln_engine_create(&p, &e), KILN_ERR_INVALID_ARGUMENT, "needs a speculative model");

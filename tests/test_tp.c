@@ -13,20 +13,14 @@
 
 static kiln_engine *make(const char *model, int tp, const char *policy) {
     char dir[512];
-    snprintf(dir, sizeof dir, "%s/models/%s", KT_DATA, model);
     kiln_engine_params p;
-    kiln_engine_default_params(&p);
-    p.model = dir;
-    p.device = "cpu";
-    p.tokenizer = "none";
+    kt_engine_params(&p, kt_model_dir(dir, sizeof dir, model), "cpu");
     p.tensor_parallel_size = tp;
     p.n_threads = 1;
     p.block_size = 8;
     p.num_kv_blocks = 256;
     p.policy_file = policy;
-    kiln_engine *e = NULL;
-    if (kiln_engine_create(&p, &e) != KILN_OK) fprintf(stderr, "  create %s tp=%d: %s\n", model, tp, kiln_last_error());
-    return e;
+    return kt_engine_create(&p, "%s tp=%d", model, tp);
 }
 
 static void check_model(const char *model, int tp) {
@@ -81,13 +75,8 @@ KT_TEST(test_tp_rank_failure) {
                       "  return K.decoder(facts, {name = 'x', names = K.llama_names()}):finish()\nend\n";
     kiln_write_file_atomic(path, src, strlen(src));
     kiln_engine *e = NULL;
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/models/llama3-gqa", KT_DATA);
     kiln_engine_params p;
-    kiln_engine_default_params(&p);
-    p.model = dir;
-    p.device = "cpu";
-    p.tokenizer = "none";
+    kt_engine_params(&p, KT_MODEL("llama3-gqa"), "cpu");
     p.tensor_parallel_size = 2;
     p.num_kv_blocks = 64;
     p.policy_file = path;
