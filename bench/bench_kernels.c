@@ -641,7 +641,8 @@ static void bench_gemm_sk_silu(void) {
  * in to last block out), the spread of block starts, and per block (clock64
  * cycles, mean / max): waiting on the previous kernel, the first stage's
  * arrival, the loop per K chunk, the reduction (or stores); blocks a busiest
- * SM and SMs used. */
+ * SM and SMs used. At M = 32 also with 4, 5 and 6 stages (the split follows
+ * the occupancy check). */
 static void bench_gemm_sk_prof(void) {
     static const struct { const char *name; int N, K; } shapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"down", 4096, 14336}};
     const int maxb = 2048;
@@ -658,8 +659,9 @@ static void bench_gemm_sk_prof(void) {
             g.x[q] = drand((size_t)64 * g.K, KILN_DTYPE_BF16, 1);
         }
         CK(kiln_rt_malloc(dev, (size_t)64 * g.N * 2, &g.out));
-        for (int cfg = 0; cfg < 4; cfg++) {
-            static const int Mc[] = {8, 16, 32, 32}, Sc[] = {0, 0, 0, 4};
+        for (int cfg = 0; cfg < 6; cfg++) {
+            /* M = 32 at 3 (default), 4, 5, 6 stages: bytes in flight against blocks an SM */
+            static const int Mc[] = {8, 16, 32, 32, 32, 32}, Sc[] = {0, 0, 0, 4, 5, 6};
             kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = -1,
                                   .skgemm_max_m = 64, .skgemm_max_weight_mb = -1, .skgemm_stages = Sc[cfg]};
             kiln_gpu *gs = NULL;
@@ -694,10 +696,12 @@ static void bench_gemm_sk_prof(void) {
                     if (!per_sm[sm]++) sms++;
                     if (per_sm[sm] > busiest) busiest = per_sm[sm];
                 }
+                char stg[16];
+                snprintf(stg, sizeof stg, "%d", Sc[cfg]);
                 printf("gemm_sk prof %-5s M=%-2d stages %s: %6.1f us (%4.1f%% of copy), span %6.1f us, starts over %5.1f us, %d "
                        "blocks on %d SMs (busiest %d); cycles a block, mean/max: wait %.0f/%.0f, first stage %.0f/%.0f, "
                        "per chunk %.0f/%.0f (%d chunks), reduce %.0f/%.0f\n",
-                       shapes[si].name, g.M, Sc[cfg] ? "4" : "default", t * 1e6, wbytes / t / copy_bw * 100,
+                       shapes[si].name, g.M, Sc[cfg] ? stg : "default", t * 1e6, wbytes / t / copy_bw * 100,
                        (double)(g1 - g0) * 1e-3, (double)(s1 - s0) * 1e-3, nb, sms, busiest, mw / nb, xw, mf / nb, xf,
                        ml / nb, xl, (int)h[8], mr / nb, xr);
                 fflush(stdout);
