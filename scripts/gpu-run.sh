@@ -121,10 +121,10 @@ cat > "$out/remote.sh" <<'REMOTE'
 #           gemm_sk_quick (qkv / o / down at M = 16 / 32, four tilings, cuBLASLt beside), kiln bench -b 32 with
 #           KILN_SKGEMM_MAX_M 32 / 16, -b 16 with 16 / 0
 #   s27:    (prepared in the eighth session, not yet run; nvidia-h200-x2) where gemm_sk's time goes: test_gpu_ops
-#           test_gemm_sk (incl. the timing records) / test_gemm_sk_silu / test_gemm_tc by case, test_gpu_engine,
+#           test_gemm_sk (incl. the timing records) / test_silu_gemm_sk / test_gemm_tc by case, test_gpu_engine,
 #           test_gpu_tp (2 GPUs), bench_kernels gemm_sk_prof (qkv / o / down at M = 8 / 16 / 32: span, start spread,
 #           per block wait / first stage / cycles a K chunk / reduction, blocks a busiest SM); kiln bench --profile
-#           at -b 32 and -b 256 (-s 128 -o 32: where a decode step goes); gemm_sk's SiLU epilogue (test_gemm_sk_silu,
+#           at -b 32 and -b 256 (-s 128 -o 32: where a decode step goes); gemm_sk's SiLU epilogue (test_silu_gemm_sk,
 #           bench_kernels gemm_sk_silu, kiln bench -b 8 / 16 / 32 with KILN_SKGEMM_SILU 0 / 1 at KILN_SKGEMM_MAX_M=32)
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -435,7 +435,7 @@ if has s19; then # seventh session: next's defaults (rope epilogue, push gather,
 fi
 if has s27; then # gemm_sk's own timing records
   # the prepared tests and this branch's refactored ones, by case in parallel, then test_gpu_engine
-  ops_by_case test_gemm_sk test_gemm_sk_silu test_gemm_tc
+  ops_by_case test_gemm_sk test_silu_gemm_sk test_gemm_tc
   if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then gt test_gpu_tp 240 "FAIL|passed" -- test_gpu_tp; fi
   timeout 100 "$here/bin/bench_kernels" gemm_sk_silu > "$out/bench_sk27_silu.log" 2>&1; echo "bench_kernels gemm_sk_silu rc=$?"
   grep -E "ceilings|gate_up" "$out/bench_sk27_silu.log" | sed -E 's/ +/ /g; s/ \(weight bytes\)//; s/ target 85%.*//'

@@ -1453,7 +1453,7 @@ KT_TEST(test_gemm_sk) {
  * at a forced split the same bits as the plain gemm_sk of [gate | up] (same
  * tiling and split) followed by kiln_gpu_silu_mul; M 2..32, odd I, K not a
  * multiple of the chunk and of one chunk, bias, an output row stride */
-KT_TEST(test_gemm_sk_silu) {
+KT_TEST(test_silu_gemm_sk) {
     NEED_GPU();
     static const int splits[] = {1, 3, 0};
     for (int si = 0; si < 3; si++) {
@@ -1692,5 +1692,5 @@ KT_TEST(test_every_kernel_tested) {
 KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_cast), KT_CASE(test_rope),
         KT_CASE(test_kv_write_and_fused_rope), KT_CASE(test_fp8_cast), KT_CASE(test_attention_decode),
         KT_CASE(test_attention_prefill), KT_CASE(test_attention_prefill_shapes), KT_CASE(test_attention_fp8),
-        KT_CASE(test_sampling), KT_CASE(test_gemv), KT_CASE(test_gemv_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm_sk), KT_CASE(test_gemm_sk_silu), KT_CASE(test_gemm), KT_CASE(test_graph_replay),
+        KT_CASE(test_sampling), KT_CASE(test_gemv), KT_CASE(test_gemv_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm_sk), KT_CASE(test_silu_gemm_sk), KT_CASE(test_gemm), KT_CASE(test_graph_replay),
         KT_CASE(test_all_reduce_one_rank), KT_CASE(test_every_kernel_tested))
