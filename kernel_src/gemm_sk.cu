@@ -42,8 +42,9 @@
 // aligned; W rows >= N and k >= K read as zero; x rows M..MAXM are not
 // copied (whatever the ring holds there reaches only output columns that are
 // not stored). OUT: output (and bias) type, act or fp32; out has row stride
-// ldo; prof: NULL, or a timing record a block (SK_PROF_N u64, below). Grid: (ceil(N / BN), CL) blocks of WARPS * 32 threads, dynamic shared
-// memory SMEM_BYTES (host: engine/cuda/ops_gpu.c sk_gemm).
+// ldo; prof: NULL, or a timing record a block (SK_PROF_N u64, below).
+// Grid: (ceil(N / BN), CL) blocks of WARPS * 32 threads (GLU: ceil(I / (BN /
+// 2))), dynamic shared memory SMEM_BYTES (host: engine/cuda/ops_gpu.c sk_gemm).
 #include "gemm_tc_common.cuh"
 
 #ifndef MAXM
@@ -347,6 +348,7 @@ kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, cons
             if (m >= M || p >= N / 2) continue;
             out[(size_t)m * ldo + p] = sk_glu(acc[0][j][e], acc[1][j][e], bias, p, N / 2);
         }
+    if (pr) pr[6] = clock64();
 #else
 #pragma unroll
     for (int r = 0; r < RT; r++)
