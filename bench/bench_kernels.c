@@ -593,6 +593,36 @@ static void bench_gemm(bool sk_only) {
     }
 }
 
+/* `bench_kernels gemm_mid`: cuBLASLt on the four Llama-3-8B projections at
+ * the batch sizes of -b 64 .. -b 256 decode steps (M = 64, 128, 256, 512):
+ * TFLOP/s against the 8192^3 ceiling (at M = 256 a step's projections are
+ * 3.84 TFLOP: compute-bound on the H200) */
+static void bench_gemm_mid(void) {
+    static const struct { const char *name; int N, K; } shapes[] = {
+        {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
+    for (size_t si = 0; si < KILN_ARRAY_LEN(shapes); si++) {
+        gemm_ctx g;
+        memset(&g, 0, sizeof g);
+        g.N = shapes[si].N, g.K = shapes[si].K, g.odt = KILN_DTYPE_BF16;
+        const size_t wbytes = (size_t)g.N * g.K * 2;
+        const int sets = wbytes * 2 > (size_t)120 << 20 ? 1 : NSETS;
+        for (int q = 0; q < sets; q++) {
+            g.w[q] = drand((size_t)g.N * g.K, KILN_DTYPE_BF16, 0.02f);
+            g.x[q] = drand((size_t)512 * g.K, KILN_DTYPE_BF16, 1);
+        }
+        CK(kiln_rt_malloc(dev, (size_t)512 * g.N * 2, &g.out));
+        static const int Mm[] = {64, 128, 256, 512};
+        for (size_t mi = 0; mi < KILN_ARRAY_LEN(Mm); mi++) {
+            char shape[80];
+            g.M = Mm[mi];
+            snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shapes[si].name, g.M, g.N, g.K);
+            row_flops("gemm", shape, time_op(op_gemm, &g, sets, 10, 20), 2.0 * g.M * g.N * g.K, 0, 0);
+        }
+        for (int q = 0; q < sets; q++) kiln_rt_free(dev, g.w[q]), kiln_rt_free(dev, g.x[q]);
+        kiln_rt_free(dev, g.out);
+    }
+}
+
 /* `bench_kernels gemm_sk_silu`: the gate/up projection with SiLU-and-mul at
  * M = 8, 16, 32, one GPU (I = 14336) and the TP 2 shard (I = 7168):
  * cuBLASLt then silu_mul (two kernels) beside gemm_sk with the SiLU epilogue
@@ -831,7 +861,8 @@ int main(int argc, char **argv) {
         bench_elementwise(1), bench_elementwise(64), bench_elementwise(256);
         filter = f;
     }
-    if (filter && !strcmp(filter, "gemm_sk_prof")) bench_gemm_sk_prof();
+    if (filter && !strcmp(filter, "gemm_mid")) bench_gemm_mid();
+    else if (filter && !strcmp(filter, "gemm_sk_prof")) bench_gemm_sk_prof();
     else if (filter && !strcmp(filter, "gemm_sk_silu")) bench_gemm_sk_silu();
     else if (filter && !strcmp(filter, "gemm_sk_quick")) sk_quick = true, bench_gemm(true);
     else if (filter && !strcmp(filter, "gemm_sk")) bench_gemm(true);

@@ -124,7 +124,8 @@ cat > "$out/remote.sh" <<'REMOTE'
 #           test_gemm_sk (incl. the timing records) / test_silu_gemm_sk / test_gemm_tc by case, test_gpu_engine,
 #           test_gpu_tp (2 GPUs), bench_kernels gemm_sk_prof (qkv / o / down at M = 8 / 16 / 32: span, start spread,
 #           per block wait / first stage / cycles a K chunk / reduction, blocks a busiest SM); kiln bench --profile
-#           at -b 32 and -b 256 (-s 128 -o 32: where a decode step goes); gemm_sk's SiLU epilogue (test_silu_gemm_sk,
+#           at -b 32 and -b 256 (-s 128 -o 32: where a decode step goes), bench_kernels gemm_mid (cuBLASLt at
+#           M = 64..512); gemm_sk's SiLU epilogue (test_silu_gemm_sk,
 #           bench_kernels gemm_sk_silu, kiln bench -b 8 / 16 / 32 with KILN_SKGEMM_SILU 0 / 1 at KILN_SKGEMM_MAX_M=32)
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -444,6 +445,8 @@ if has s27; then # gemm_sk's own timing records
   done; done
   timeout 150 "$here/bin/bench_kernels" gemm_sk_prof > "$out/bench_sk27.log" 2>&1; echo "bench_kernels gemm_sk_prof rc=$?"
   grep -E "ceilings|gemm_sk prof" "$out/bench_sk27.log"
+  timeout 90 "$here/bin/bench_kernels" gemm_mid > "$out/bench_gemm_mid.log" 2>&1; echo "bench_kernels gemm_mid rc=$?"
+  grep -E "ceilings|^gemm " "$out/bench_gemm_mid.log" | sed -E 's/ +/ /g'
   # where a decode step goes at -b 32 and -b 256 (eager, an event per op)
   for b in 32 256; do
     timeout 120 "$here/bin/kiln" bench --model llama3-8b --load-format dummy -b $b -s 128 -o 32 --iters 1 --profile \
