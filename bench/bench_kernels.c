@@ -815,8 +815,8 @@ int main(int argc, char **argv) {
     CK(kiln_rt_stream_create(dev, &st));
     CK(kiln_rt_event_create(dev, true, &e0));
     CK(kiln_rt_event_create(dev, true, &e1));
-    kiln_gpu_params gp = {.gemv_max_m = -1, .tcgemm_max_m = -1}; /* the gemm rows are cuBLASLt; the gemv and
-                                                                     gemm_tc rows set their own */
+    /* the gemm rows are cuBLASLt; the gemv, gemm_tc and gemm_sk rows set their own */
+    kiln_gpu_params gp = {.gemv_max_m = -1, .tcgemm_max_m = -1, .skgemm_max_m = -1};
     gp.max_sample_rows = 64;
     gp.vocab = 128256;
     CK(kiln_gpu_create(dev, &gp, &gpu));
