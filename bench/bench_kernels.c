@@ -569,7 +569,7 @@ static void bench_gemm(bool sk_only) {
             {"wk 2", 0, 2, 0, 0, 0},    {"wk 4", 0, 4, 0, 0, 0},         {"rt 1", 0, 0, 1, 0, 0},
             {"warps 4", 4, 0, 0, 0, 0}, {"split 1", 0, 0, 0, 1, 0}};
         for (size_t ti = 0; ti < KILN_ARRAY_LEN(tc); ti++) {
-            kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = 64,
+            kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = 64, .skgemm_max_m = -1,
                                   .tcgemm_warps = tc[ti].warps,
                                   .tcgemm_warps_k = tc[ti].wk, .tcgemm_tiles = tc[ti].rt, .tcgemm_split = tc[ti].split,
                                   .tcgemm_prefetch_mb = tc[ti].pf};

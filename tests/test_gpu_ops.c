@@ -58,8 +58,8 @@ static bool setup(void) {
         no_gpu = true;
         return false;
     }
-    kiln_gpu_params p = {.gemv_max_m = -1, .tcgemm_max_m = -1}; /* cuBLASLt for every M here; test_gemv and
-                                                                    test_gemm_tc run the GEMV and gemm_tc */
+    /* cuBLASLt for every M here; test_gemv, test_gemm_tc and test_gemm_sk run the GEMV, gemm_tc and gemm_sk */
+    kiln_gpu_params p = {.gemv_max_m = -1, .tcgemm_max_m = -1, .skgemm_max_m = -1};
     p.max_sample_rows = 64;
     p.vocab = 131072;
     if (kiln_rt_device_open(0, &dev) || kiln_rt_stream_create(dev, &st) || kiln_gpu_create(dev, &p, &gpu)) {
