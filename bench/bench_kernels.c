@@ -434,6 +434,26 @@ static void bench_elementwise_tilings(void) {
 
 /* -------------------------------------------------------------------- GEMM */
 
+/* gemm rows (weight bytes) at M = 8, 16, 32, 64 (quick: 16 and 32) through a
+ * kiln_gpu made with gp (a tiling of gemm_sk or gemm_tc), named label */
+static void small_m_rows(gemm_ctx *g, int sets, double wbytes, const char *shape_name, const kiln_gpu_params *gp,
+                         const char *label, bool quick) {
+    kiln_gpu *gk = NULL;
+    CK(kiln_gpu_create(dev, gp, &gk));
+    g->g = gk;
+    static const int Mt[] = {8, 16, 32, 64};
+    for (int mi = 0; mi < 4; mi++) {
+        g->M = Mt[mi];
+        if (quick && g->M != 16 && g->M != 32) continue;
+        double t = time_op(op_gemm, g, sets, 20, 20);
+        char shape[80];
+        snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shape_name, g->M, g->N, g->K);
+        row_bw(label, shape, t, wbytes, 0.85);
+    }
+    g->g = NULL;
+    kiln_gpu_destroy(gk);
+}
+
 /* sk_only (`bench_kernels gemm_sk`): cuBLASLt at M <= 64 and the cluster
  * split-K GEMM's rows, nothing else; quick (`gemm_sk_quick`): of those, qkv,
  * o and down at M = 16 and 32 in four tilings */
@@ -468,34 +488,23 @@ static void bench_gemm(bool sk_only) {
         }
         /* the cluster split-K GEMM (kernel_src/gemm_sk.cu) at M 8..64, beside
          * cuBLASLt: its default and one knob changed at a time */
-        static const struct { const char *name; int warps, rt, stages, split; } sk[] = {
+        typedef struct { const char *name; int warps, rt, stages, split; } sk_tiling;
+        static const sk_tiling sk[] = {
             {"default", 0, 0, 0, 0}, {"split 1", 0, 0, 0, 1},  {"split 2", 0, 0, 0, 2},
             {"split 4", 0, 0, 0, 4}, {"split 8", 0, 0, 0, 8},  {"stages 3", 0, 0, 3, 0},
             {"stages 6", 0, 0, 6, 0}, {"warps 8 rt 1", 8, 1, 0, 0}, {"rt 4", 0, 4, 0, 0}};
-        static const struct { const char *name; int warps, rt, stages, split; } skq[] = {
+        static const sk_tiling skq[] = {
             {"default", 0, 0, 0, 0}, {"stages 4", 0, 0, 4, 0}, {"split 4", 0, 0, 0, 4}, {"stages 4 split 4", 0, 0, 4, 4}};
-        for (size_t ti = 0; ti < (sk_quick ? KILN_ARRAY_LEN(skq) : KILN_ARRAY_LEN(sk)); ti++) {
-            const char *sk_name = sk_quick ? skq[ti].name : sk[ti].name;
-            const int skw = sk_quick ? skq[ti].warps : sk[ti].warps, skr = sk_quick ? skq[ti].rt : sk[ti].rt,
-                      sks = sk_quick ? skq[ti].stages : sk[ti].stages, skp = sk_quick ? skq[ti].split : sk[ti].split;
+        const sk_tiling *tab = sk_quick ? skq : sk;
+        const size_t n_tab = sk_quick ? KILN_ARRAY_LEN(skq) : KILN_ARRAY_LEN(sk);
+        for (size_t ti = 0; ti < n_tab; ti++) {
             kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = -1,
-                                  .skgemm_max_m = 64, .skgemm_max_weight_mb = -1, .skgemm_warps = skw, .skgemm_tiles = skr,
-                                  .skgemm_stages = sks, .skgemm_split = skp};
-            kiln_gpu *gs = NULL;
-            CK(kiln_gpu_create(dev, &gp, &gs));
-            g.g = gs;
-            int Mt[] = {8, 16, 32, 64};
-            for (int mi = 0; mi < 4; mi++) {
-                g.M = Mt[mi];
-                if (sk_quick && g.M != 16 && g.M != 32) continue;
-                double t = time_op(op_gemm, &g, sets, 20, 20);
-                char shape[80], name[64];
-                snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shapes[si].name, g.M, g.N, g.K);
-                snprintf(name, sizeof name, "gemm_sk %s (weight bytes)", sk_name);
-                row_bw(name, shape, t, (double)wbytes, 0.85);
-            }
-            g.g = NULL;
-            kiln_gpu_destroy(gs);
+                                  .skgemm_max_m = 64, .skgemm_max_weight_mb = -1, .skgemm_warps = tab[ti].warps,
+                                  .skgemm_tiles = tab[ti].rt, .skgemm_stages = tab[ti].stages,
+                                  .skgemm_split = tab[ti].split};
+            char name[64];
+            snprintf(name, sizeof name, "gemm_sk %s (weight bytes)", tab[ti].name);
+            small_m_rows(&g, sets, (double)wbytes, shapes[si].name, &gp, name, sk_quick);
         }
         if (sk_only) {
             for (int s = 0; s < sets; s++) kiln_rt_free(dev, g.w[s]), kiln_rt_free(dev, g.x[s]);
@@ -573,20 +582,9 @@ static void bench_gemm(bool sk_only) {
                                   .tcgemm_warps = tc[ti].warps,
                                   .tcgemm_warps_k = tc[ti].wk, .tcgemm_tiles = tc[ti].rt, .tcgemm_split = tc[ti].split,
                                   .tcgemm_prefetch_mb = tc[ti].pf};
-            kiln_gpu *gt = NULL;
-            CK(kiln_gpu_create(dev, &gp, &gt));
-            g.g = gt;
-            int Mt[] = {8, 16, 32, 64};
-            for (int mi = 0; mi < 4; mi++) {
-                g.M = Mt[mi];
-                double t = time_op(op_gemm, &g, sets, 20, 20);
-                char shape[80], name[64];
-                snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shapes[si].name, g.M, g.N, g.K);
-                snprintf(name, sizeof name, "gemm_tc %s (weight bytes)", tc[ti].name);
-                row_bw(name, shape, t, (double)wbytes, 0.85);
-            }
-            g.g = NULL;
-            kiln_gpu_destroy(gt);
+            char name[64];
+            snprintf(name, sizeof name, "gemm_tc %s (weight bytes)", tc[ti].name);
+            small_m_rows(&g, sets, (double)wbytes, shapes[si].name, &gp, name, false);
         }
         for (int s = 0; s < sets; s++) kiln_rt_free(dev, g.w[s]), kiln_rt_free(dev, g.x[s]);
         kiln_rt_free(dev, g.out);

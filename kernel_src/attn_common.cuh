@@ -113,19 +113,6 @@ KILN_DEV float fast_exp2(float x) {
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
     return r;
 }
-// 16-byte global -> shared copy of a chunk known to be in bounds (shared
-// address as a 32-bit shared-window offset).
-KILN_DEV void cp_async16_u32(u32 saddr, const void *gmem) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr), "l"(gmem));
-}
-
-KILN_DEV void ldsm_x4(u32 &r0, u32 &r1, u32 &r2, u32 &r3, u32 addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
-}
-KILN_DEV void ldsm_x2(u32 &r0, u32 &r1, u32 addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r0), "=r"(r1) : "r"(addr));
-}
 
 #if !KV_FP8
 // Byte offset of V chunk (row d, half h) inside a V tile.

@@ -70,9 +70,6 @@
 #define P2_V_BYTES (HD * P2_BN * 2)
 #define P2_STAGE_BYTES (P2_K_BYTES + P2_V_BYTES)
 
-KILN_DEV void p2_cp16(u32 saddr, const void *gmem, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(saddr), "l"(gmem), "r"(src_bytes));
-}
 // threadIdx.x and a global int, read afresh (not CSE'd with earlier reads)
 KILN_DEV int p2_tid() {
     int r;
@@ -107,7 +104,7 @@ KILN_DEV void p2_load_kv(u32 sk, u32 sv, const act_t *__restrict__ kc, const act
 #pragma unroll
         for (int i = 0; i < KCH / 2; i++) {
             const bool in = ok && (HD % 16 == 0 || c0 + 2 * i < HD / 8);
-            p2_cp16(dst + (u32)(i * 2 * P2_BN * 16),
+            cp_async16_u32(dst + (u32)(i * 2 * P2_BN * 16),
                     in ? (const void *)(base + (size_t)i * 2 * BLOCK_SIZE * 8) : (const void *)kc, in ? 16 : 0);
         }
     }
@@ -126,7 +123,7 @@ KILN_DEV void p2_load_kv(u32 sk, u32 sv, const act_t *__restrict__ kc, const act
 #pragma unroll
         for (int i = 0; i < (HD + 15) / 16; i++)
             if (HD % 16 == 0 || d0 + 16 * i < HD)
-                p2_cp16(dst + (u32)(i * 16 * 16),
+                cp_async16_u32(dst + (u32)(i * 16 * 16),
                         bytes ? (const void *)(base + (size_t)i * 16 * BLOCK_SIZE) : (const void *)vc, bytes);
     }
 }
@@ -162,7 +159,7 @@ kiln_attn_prefill(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_st
 #pragma unroll
         for (int c = 0; c < KCH; c++) {
             const bool ok = tok < q_len && (HD % 16 == 0 || c < HD / 8);
-            p2_cp16(sq + (u32)((c * P2_BM + row) * 16), ok ? (const void *)(src + c * 8) : (const void *)q, ok ? 16 : 0);
+            cp_async16_u32(sq + (u32)((c * P2_BM + row) * 16), ok ? (const void *)(src + c * 8) : (const void *)q, ok ? 16 : 0);
         }
     }
     p2_load_kv(sst, sst + P2_K_BYTES, kc, vc, bt, nkv, kvh, ctx, kt_first * P2_BN, tid);

@@ -97,17 +97,6 @@ KILN_DEV u64 sk_gtime() {
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
 }
-KILN_DEV void sk_cp16(u32 saddr, const void *gmem, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(saddr), "l"(gmem), "r"(src_bytes));
-}
-KILN_DEV void sk_ldsm_x4(u32 &r0, u32 &r1, u32 &r2, u32 &r3, u32 addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
-                 : "r"(addr));
-}
-KILN_DEV void sk_ldsm_x2(u32 &r0, u32 &r1, u32 addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r0), "=r"(r1) : "r"(addr));
-}
 #if CL > 1 && __CUDA_ARCH__ >= 900
 KILN_DEV void cluster_sync_all() {
     asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
@@ -172,7 +161,7 @@ kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, cons
             const int n = n_blk + row, k = k0 + seg * 8;
             const bool ok = n < N && k < K;
 #endif
-            sk_cp16(dst + row * 128 + ((seg ^ (row & 7)) << 4), ok ? w + (size_t)n * K + k : w, ok ? 16 : 0);
+            cp_async16_u32(dst + row * 128 + ((seg ^ (row & 7)) << 4), ok ? w + (size_t)n * K + k : w, ok ? 16 : 0);
         }
     };
     auto load_x = [&](int i, int slot) {
@@ -181,7 +170,7 @@ kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, cons
         for (int idx = tid; idx < M * 8; idx += THREADS) {
             const int row = idx >> 3, seg = idx & 7, k = k0 + seg * 8;
             const bool ok = k < K;
-            sk_cp16(dst + row * 128 + ((seg ^ (row & 7)) << 4), ok ? x + (size_t)row * K + k : x, ok ? 16 : 0);
+            cp_async16_u32(dst + row * 128 + ((seg ^ (row & 7)) << 4), ok ? x + (size_t)row * K + k : x, ok ? 16 : 0);
         }
     };
 
@@ -235,19 +224,19 @@ kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, cons
 #pragma unroll
                 for (int r = 0; r < RT; r++) {
                     const int row = a_row0 + r * 16, seg = 2 * (k0 + q) + a_seg;
-                    sk_ldsm_x4(a[q][r][0], a[q][r][1], a[q][r][2], a[q][r][3], ws + row * 128 + ((seg ^ (row & 7)) << 4));
+                    ldsm_x4(a[q][r][0], a[q][r][1], a[q][r][2], a[q][r][3], ws + row * 128 + ((seg ^ (row & 7)) << 4));
                 }
 #pragma unroll
             for (int q = 0; q < KG; q++) {
 #if NT == 1
                 const int row = lane & 7, seg = 2 * (k0 + q) + b_seg;
-                sk_ldsm_x2(b[q][0][0], b[q][0][1], xs + row * 128 + ((seg ^ (row & 7)) << 4));
+                ldsm_x2(b[q][0][0], b[q][0][1], xs + row * 128 + ((seg ^ (row & 7)) << 4));
 #else
 #pragma unroll
                 for (int jp = 0; jp < NTP; jp++) {
                     if (16 * jp >= M) break; // block-uniform: no rows in these n tiles
                     const int row = 8 * (2 * jp + (b_q >> 1)) + (lane & 7), seg = 2 * (k0 + q) + b_seg;
-                    sk_ldsm_x4(b[q][jp][0], b[q][jp][1], b[q][jp][2], b[q][jp][3],
+                    ldsm_x4(b[q][jp][0], b[q][jp][1], b[q][jp][2], b[q][jp][3],
                                xs + row * 128 + ((seg ^ (row & 7)) << 4));
                 }
 #endif

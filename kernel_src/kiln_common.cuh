@@ -237,9 +237,26 @@ KILN_DEV float u32_to_unit(u32 x) { return (float)(x >> 8) * (1.0f / 16777216.0f
 
 // --------------------------------------------------------- async copies
 KILN_DEV u32 smem_addr(const void *p) { return (u32)__cvta_generic_to_shared(p); }
-// 16-byte global -> shared copy; src_bytes 0 fills zeros.
-KILN_DEV void cp_async16(void *smem, const void *gmem, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(smem)), "l"(gmem), "r"(src_bytes));
+// 16-byte global -> shared copy, the shared address as a 32-bit
+// shared-window offset: a chunk known to be in bounds, or src_bytes of it
+// (0 fills zeros).
+KILN_DEV void cp_async16_u32(u32 saddr, const void *gmem) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(saddr), "l"(gmem));
 }
+KILN_DEV void cp_async16_u32(u32 saddr, const void *gmem, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(saddr), "l"(gmem), "r"(src_bytes));
+}
+// The same to a generic shared pointer.
+KILN_DEV void cp_async16(void *smem, const void *gmem, int src_bytes) { cp_async16_u32(smem_addr(smem), gmem, src_bytes); }
 KILN_DEV void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 template <int N> KILN_DEV void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+
+// ldmatrix of four / two 8x8 b16 matrices from shared memory (addr: this
+// lane's row, a 32-bit shared-window offset)
+KILN_DEV void ldsm_x4(u32 &r0, u32 &r1, u32 &r2, u32 &r3, u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+}
+KILN_DEV void ldsm_x2(u32 &r0, u32 &r1, u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r0), "=r"(r1) : "r"(addr));
+}

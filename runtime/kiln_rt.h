@@ -272,7 +272,7 @@ typedef struct kiln_jit_kernel_def {
 /* The cluster split-K tensor-core GEMM (kernel_src/gemm_sk.cu) for decode-sized M:
  * W streamed through a shared-memory cp.async ring (STAGES 64-wide K chunks in
  * flight a block), BN = WARPS x TILES x 16 W rows a block, split-K over a
- * thread-block cluster reduced in distributed shared memory (sm_90; S = 1
+ * thread-block cluster reduced in distributed shared memory (sm_90; no split
  * before). On by default for 2 <= M <= 16 on weights of at most 64 MiB
  * (KILN_SKGEMM_MAX_WEIGHT_MB): there it beats cuBLASLt, whose kernels carry
  * ~6 us of fixed cost (bench_kernels gemm_sk, H200, 2026-11-30: qkv 67.8 /
@@ -388,7 +388,7 @@ typedef struct kiln_jit_model {
     bool kv_calib;       /* FP8: also the activation-dtype cache kernels that
                             start-up calibration runs (kv write, prefill)     */
 } kiln_jit_model;
-#define KILN_JIT_MAX_SPECS 48 /* a model set is 40 at most today (8 of them gemm_tc, 4 gemm_sk, 7 the wide elementwise) */
+#define KILN_JIT_MAX_SPECS 48 /* a model set is 42 at most today (an FP8 one with its calibration kernels) */
 typedef struct kiln_jit_spec_list {
     kiln_jit_spec specs[KILN_JIT_MAX_SPECS];
     char defines[KILN_JIT_MAX_SPECS][128];

@@ -42,6 +42,8 @@ static int knob(int param, const char *env, int def) {
 }
 
 static void tc_knobs(kiln_gpu *g, const kiln_gpu_params *p);
+/* The MAXM bucket of the tensor-core GEMMs (gemm_tc, gemm_sk) for M <= 64 */
+static int mma_maxm(int M) { return M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64; }
 
 kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gpu **out) {
     kiln_status st = KILN_OK;
@@ -297,7 +299,7 @@ static kiln_status tc_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     kiln_status st = KILN_OK;
     kiln_rt_func *f, *fr = NULL;
     const int n_sms = kiln_rt_device_get_info(g->dev)->n_sms;
-    int maxm = M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64;
+    int maxm = mma_maxm(M);
     int warps = g->tc_warps;
     int rt = g->tc_rt ? g->tc_rt : KILN_TCGEMM_TILES_DEFAULT(maxm);
     if (!tc_max_stages(maxm, rt)) rt = 1;
@@ -359,7 +361,7 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     kiln_status st = KILN_OK;
     kiln_rt_func *f;
     const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
-    const int maxm = M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64;
+    const int maxm = mma_maxm(M);
     /* GLU: 2 tiles a warp (gate, up) */
     const int warps = g->sk_warps, rt = glu ? 2 : g->sk_rt ? g->sk_rt : KILN_SKGEMM_TILES_DEFAULT(maxm);
     const int stages = g->sk_stages ? g->sk_stages : KILN_SKGEMM_STAGES_DEFAULT(maxm);
@@ -447,12 +449,13 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
     fail:
         return st;
     }
-    if (M >= 2 && M <= g->sk_max_m && (g->sk_max_mb <= 0 || N * K * 2 <= ((int64_t)g->sk_max_mb << 20)) &&
-        (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) && act_ok(out_dt) &&
-        K % 8 == 0 && (x | w) % 16 == 0 && N <= INT32_MAX && K <= INT32_MAX)
+    /* what both tensor-core GEMMs take: 16-bit in, act or fp32 out, 8-element
+     * K steps, 16-byte aligned operands, 32-bit sizes */
+    const bool mma_ok = M >= 2 && (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) && act_ok(out_dt) &&
+                        K % 8 == 0 && (x | w) % 16 == 0 && N <= INT32_MAX && K <= INT32_MAX;
+    if (mma_ok && M <= g->sk_max_m && (g->sk_max_mb <= 0 || N * K * 2 <= ((int64_t)g->sk_max_mb << 20)))
         return sk_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, 0);
-    if (M >= 2 && M <= g->tc_max_m && (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) && act_ok(out_dt) &&
-        K % 8 == 0 && (x | w) % 16 == 0 && N <= INT32_MAX && K <= INT32_MAX)
+    if (mma_ok && M <= g->tc_max_m)
         return tc_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K);
     return kiln_rt_gemm(g->blas, s, out, ldo, out_dt, x, w, in_dt, bias, M, N, K);
 }

@@ -153,7 +153,7 @@ static const kiln_jit_kernel_def registry[] = {
      GEMM_TC_EX},
     {"gemm_tc_reduce", "kernel_src/gemm_tc.cu", "kiln_gemm_tc_reduce", "ptr,i64,ptr,ptr,i32,i32,i32",
      {{"ACT", ACT2}, {"OUT", ACT3}}, GEMM_TC_EX},
-    /* the cluster split-K tensor-core GEMM (S > 1 needs sm_90: the host launches S = 1 before) */
+    /* the cluster split-K tensor-core GEMM (CL > 1 needs sm_90: the host launches CL = 1 before) */
     {"gemm_sk", "kernel_src/gemm_sk.cu", "kiln_gemm_sk", "ptr,i64,ptr,ptr,ptr,i32,i32,i32,i32,ptr",
      {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "8|16|32|64"}, {"WARPS", "4|8"}, {"RT", "1|2|4"},
       {"STAGES", "2|3|4|5|6|7|8"}, {"CL", "1|2|3|4|5|6|7|8"}, {"GLU", "0|1"}},

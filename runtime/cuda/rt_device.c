@@ -496,14 +496,22 @@ fail:
     return st;
 }
 
-kiln_status kiln_rt_func_max_clusters(kiln_rt_func *f, kiln_rt_dim3 grid, kiln_rt_dim3 block, unsigned smem_bytes,
-                                      int *out) {
+/* Opt f into smem_bytes of dynamic shared memory when above what it has */
+static kiln_status smem_opt_in(kiln_rt_func *f, unsigned smem_bytes) {
     kiln_status st = KILN_OK;
-    *out = 0;
     if ((int)smem_bytes > f->smem_optin) {
         KILN_CHECK_CU(kiln_cu.cuFuncSetAttribute(f->f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem_bytes));
         f->smem_optin = (int)smem_bytes;
     }
+fail:
+    return st;
+}
+
+kiln_status kiln_rt_func_max_clusters(kiln_rt_func *f, kiln_rt_dim3 grid, kiln_rt_dim3 block, unsigned smem_bytes,
+                                      int *out) {
+    kiln_status st = KILN_OK;
+    *out = 0;
+    KILN_TRY(smem_opt_in(f, smem_bytes));
     CUlaunchConfig c = {.gridDimX = grid.x, .gridDimY = grid.y, .gridDimZ = grid.z, .blockDimX = block.x,
                         .blockDimY = block.y, .blockDimZ = block.z, .sharedMemBytes = smem_bytes};
     KILN_CHECK_CU(kiln_cu.cuOccupancyMaxActiveClusters(out, f->f, &c));
@@ -516,10 +524,7 @@ kiln_status kiln_rt_launch(kiln_rt_func *f, kiln_rt_dim3 grid, kiln_rt_dim3 bloc
                            kiln_rt_stream *s, void **args) {
     kiln_status st = KILN_OK;
     if (grid.x == 0 || grid.y == 0 || grid.z == 0) return KILN_OK; /* nothing to do */
-    if ((int)smem_bytes > f->smem_optin) {
-        KILN_CHECK_CU(kiln_cu.cuFuncSetAttribute(f->f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)smem_bytes));
-        f->smem_optin = (int)smem_bytes;
-    }
+    KILN_TRY(smem_opt_in(f, smem_bytes));
     if (f->pdl) {
         CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
         attr.value.programmaticStreamSerializationAllowed = 1;
