@@ -125,6 +125,8 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s26:    eighth session: gemm_sk's split checked against the occupancy calculator: test_gpu_engine, bench_kernels
 #           gemm_sk_quick (qkv / o / down at M = 16 / 32, four tilings, cuBLASLt beside), kiln bench -b 32 with
 #           KILN_SKGEMM_MAX_M 32 / 16, -b 16 with 16 / 0
+#   s29:    (ninth session) kiln bench -b 32 / 64 with KILN_ELEM_WIDE_MIN=16 and KILN_DECODE_PARTITION 64 / 128 beside the
+#           defaults (twice), -b 1; the whole test_gpu_ops on the second GPU meanwhile
 #   s28:    (ninth session) kernel times inside the decode graphs: kiln bench -b 1 / 32 / 64 under the CUPTI
 #           tracer (bench/cupti_trace.c + bench/trace_summary.py), then the whole test_gpu_ops beside
 #           test_gpu_engine (second GPU when there is one; S28_TESTS=0 skips them)
@@ -441,6 +443,20 @@ if has s19; then # seventh session: next's defaults (rope epilogue, push gather,
   kb "tp1-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 1 -b 1 -s 128 -o 512 --iters 2
   kb "tp2-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   for tp in 1 2; do kb "tp$tp-b32" -- --tp $tp -b 32 -s 128 -o 256 --iters 2; done
+fi
+if has s29; then # ninth session: knobs at -b 32 / 64 (the wide elementwise kernels, the decode split), whole test_gpu_ops
+  ( CUDA_VISIBLE_DEVICES=1 timeout 560 "$here/bin/test_gpu_ops" > "$out/test_gpu_ops.log" 2>&1; echo "rc=$?" >> "$out/test_gpu_ops.log" ) &
+  for b in 32 64; do
+    kb "b$b" -- -b $b -s 128 -o 256 --iters 2
+    kb "b$b-wide16" KILN_ELEM_WIDE_MIN=16 -- -b $b -s 128 -o 256 --iters 2
+    kb "b$b-part64" KILN_DECODE_PARTITION=64 -- -b $b -s 128 -o 256 --iters 2
+    kb "b$b-part128" KILN_DECODE_PARTITION=128 -- -b $b -s 128 -o 256 --iters 2
+    kb "b$b-again" -- -b $b -s 128 -o 256 --iters 2
+  done
+  kb b1 -- -b 1 -s 128 -o 512 --iters 2
+  wait
+  echo "test_gpu_ops: $(grep -E 'passed' "$out/test_gpu_ops.log" | tail -1) $(tail -1 "$out/test_gpu_ops.log")"; grep -E "FAIL" "$out/test_gpu_ops.log" | head
+  grep -E "^\[ (RUN |FAIL| OK )" "$out/test_gpu_ops.log" | tail -3
 fi
 if has s28; then # ninth session: kernel times inside the decode graphs (CUPTI), tests of the merged skprof
   for b in 1 32 64; do
