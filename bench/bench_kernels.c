@@ -591,6 +591,159 @@ static void bench_gemm(bool sk_only) {
     }
 }
 
+/* `bench_kernels gemm_mid`: cuBLASLt on the four Llama-3-8B projections at
+ * the batch sizes of -b 64 .. -b 256 decode steps (M = 64, 128, 256, 512):
+ * TFLOP/s against the 8192^3 ceiling (at M = 256 a step's projections are
+ * 3.84 TFLOP: compute-bound on the H200) */
+static void bench_gemm_mid(void) {
+    static const struct { const char *name; int N, K; } shapes[] = {
+        {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
+    for (size_t si = 0; si < KILN_ARRAY_LEN(shapes); si++) {
+        gemm_ctx g;
+        memset(&g, 0, sizeof g);
+        g.N = shapes[si].N, g.K = shapes[si].K, g.odt = KILN_DTYPE_BF16;
+        const size_t wbytes = (size_t)g.N * g.K * 2;
+        const int sets = wbytes * 2 > (size_t)120 << 20 ? 1 : NSETS;
+        for (int q = 0; q < sets; q++) {
+            g.w[q] = drand((size_t)g.N * g.K, KILN_DTYPE_BF16, 0.02f);
+            g.x[q] = drand((size_t)512 * g.K, KILN_DTYPE_BF16, 1);
+        }
+        CK(kiln_rt_malloc(dev, (size_t)512 * g.N * 2, &g.out));
+        static const int Mm[] = {64, 128, 256, 512};
+        for (size_t mi = 0; mi < KILN_ARRAY_LEN(Mm); mi++) {
+            char shape[80];
+            g.M = Mm[mi];
+            snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shapes[si].name, g.M, g.N, g.K);
+            row_flops("gemm", shape, time_op(op_gemm, &g, sets, 10, 20), 2.0 * g.M * g.N * g.K, 0, 0);
+        }
+        for (int q = 0; q < sets; q++) kiln_rt_free(dev, g.w[q]), kiln_rt_free(dev, g.x[q]);
+        kiln_rt_free(dev, g.out);
+    }
+}
+
+/* `bench_kernels gemm_sk_silu`: the gate/up projection with SiLU-and-mul at
+ * M = 8, 16, 32, one GPU (I = 14336) and the TP 2 shard (I = 7168):
+ * cuBLASLt then silu_mul (two kernels) beside gemm_sk with the SiLU epilogue
+ * (one kernel); weight bytes over the time of both. */
+static void bench_gemm_sk_silu(void) {
+    kiln_gpu_params bp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = -1, .skgemm_max_m = -1};
+    kiln_gpu_params sp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = -1, .skgemm_max_m = 64,
+                          .skgemm_max_weight_mb = -1, .skgemm_silu = 1};
+    kiln_gpu *gb = NULL, *gs = NULL;
+    CK(kiln_gpu_create(dev, &bp, &gb));
+    CK(kiln_gpu_create(dev, &sp, &gs));
+    for (int half = 0; half < 2; half++) {
+        gemm_ctx g;
+        memset(&g, 0, sizeof g);
+        g.N = 28672 >> half, g.K = 4096, g.odt = KILN_DTYPE_BF16;
+        const double wb = (double)g.N * g.K * 2;
+        const int sets = wb * 2 > (double)(120 << 20) ? 1 : NSETS;
+        for (int q = 0; q < sets; q++) {
+            g.w[q] = drand((size_t)g.N * g.K, KILN_DTYPE_BF16, 0.02f);
+            g.x[q] = drand((size_t)64 * g.K, KILN_DTYPE_BF16, 1);
+        }
+        CK(kiln_rt_malloc(dev, (size_t)64 * g.N * 2 * 2, &g.out));
+        int Mt[] = {8, 16, 32};
+        for (int mi = 0; mi < 3; mi++) {
+            char shape[80];
+            g.M = Mt[mi];
+            snprintf(shape, sizeof shape, "gate_up M=%d N=%d K=%d", g.M, g.N, g.K);
+            g.g = gb;
+            row_bw("cuBLASLt + silu_mul (weight bytes)", shape, time_op(op_gemm_then_silu, &g, sets, 20, 20), wb, 0.85);
+            g.g = gs;
+            row_bw("gemm_sk with silu epilogue (weight bytes)", shape, time_op(op_gemm_silu, &g, sets, 20, 20), wb, 0.85);
+        }
+        g.g = NULL;
+        for (int q = 0; q < sets; q++) kiln_rt_free(dev, g.w[q]), kiln_rt_free(dev, g.x[q]);
+        kiln_rt_free(dev, g.out);
+    }
+    kiln_gpu_destroy(gb);
+    kiln_gpu_destroy(gs);
+}
+
+/* `bench_kernels gemm_sk_prof`: where a gemm_sk launch's time goes, from the
+ * kernel's own timing records (kiln_gpu_set_skgemm_profile; the second of two
+ * launches back to back), for qkv, o and
+ * down at M = 8, 16, 32 (default tiling; stages 4 at M = 32 too): the launch's
+ * time (events, as the gemm rows), its span on the GPU's clock (first block
+ * in to last block out), the spread of block starts, and per block (clock64
+ * cycles, mean / max): waiting on the previous kernel, the first stage's
+ * arrival, the loop per K chunk, the reduction (or stores); blocks a busiest
+ * SM and SMs used. At M = 32 also with 4, 5 and 6 stages (the split follows
+ * the occupancy check). */
+static void bench_gemm_sk_prof(void) {
+    static const struct { const char *name; int N, K; } shapes[] = {{"qkv", 6144, 4096}, {"o", 4096, 4096}, {"down", 4096, 14336}};
+    const int maxb = 2048;
+    kiln_devptr prof;
+    CK(kiln_rt_malloc(dev, (size_t)2 * maxb * KILN_SKGEMM_PROF_N * 8, &prof));
+    uint64_t *h = malloc((size_t)maxb * KILN_SKGEMM_PROF_N * 8);
+    for (size_t si = 0; si < KILN_ARRAY_LEN(shapes); si++) {
+        gemm_ctx g;
+        memset(&g, 0, sizeof g);
+        g.N = shapes[si].N, g.K = shapes[si].K, g.odt = KILN_DTYPE_BF16;
+        double wbytes = (double)g.N * g.K * 2;
+        for (int q = 0; q < NSETS; q++) {
+            g.w[q] = drand((size_t)g.N * g.K, KILN_DTYPE_BF16, 0.02f);
+            g.x[q] = drand((size_t)64 * g.K, KILN_DTYPE_BF16, 1);
+        }
+        CK(kiln_rt_malloc(dev, (size_t)64 * g.N * 2, &g.out));
+        for (int cfg = 0; cfg < 6; cfg++) {
+            /* M = 32 at 3 (default), 4, 5, 6 stages: bytes in flight against blocks an SM */
+            static const int Mc[] = {8, 16, 32, 32, 32, 32}, Sc[] = {0, 0, 0, 4, 5, 6};
+            kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = -1,
+                                  .skgemm_max_m = 64, .skgemm_max_weight_mb = -1, .skgemm_stages = Sc[cfg]};
+            kiln_gpu *gs = NULL;
+            CK(kiln_gpu_create(dev, &gp, &gs));
+            g.g = gs, g.M = Mc[cfg];
+            double t = time_op(op_gemm, &g, NSETS, 20, 20);
+            /* two launches back to back, each with its own records: the
+             * second's (after a launch of its own kind, as in a stream) */
+            const kiln_devptr prof2 = prof + (kiln_devptr)maxb * KILN_SKGEMM_PROF_N * 8;
+            kiln_gpu_set_skgemm_profile(gs, prof, maxb);
+            op_gemm(&g, 1);
+            kiln_gpu_set_skgemm_profile(gs, prof2, maxb);
+            op_gemm(&g, 0);
+            CK(kiln_rt_stream_sync(st));
+            int nb = kiln_gpu_set_skgemm_profile(gs, 0, 0);
+            if (nb > 0) {
+                CK(kiln_rt_memcpy_dtoh(h, prof2, (size_t)nb * KILN_SKGEMM_PROF_N * 8, NULL));
+                uint64_t g0 = UINT64_MAX, g1 = 0, s0 = UINT64_MAX, s1 = 0;
+                double mw = 0, mf = 0, ml = 0, mr = 0, xw = 0, xf = 0, xl = 0, xr = 0;
+                static int per_sm[1024];
+                memset(per_sm, 0, sizeof per_sm);
+                int sms = 0, busiest = 0;
+                for (int b = 0; b < nb; b++) {
+                    const uint64_t *r = h + (size_t)b * KILN_SKGEMM_PROF_N;
+                    g0 = r[0] < g0 ? r[0] : g0, g1 = r[1] > g1 ? r[1] : g1;
+                    s0 = r[0] < s0 ? r[0] : s0, s1 = r[0] > s1 ? r[0] : s1;
+                    double w = (double)(r[3] - r[2]), f = (double)(r[4] - r[3]),
+                           l = (double)(r[5] - r[4]) / (double)(r[8] > 1 ? r[8] - 1 : 1), red = (double)(r[6] - r[5]);
+                    mw += w, mf += f, ml += l, mr += red;
+                    xw = w > xw ? w : xw, xf = f > xf ? f : xf, xl = l > xl ? l : xl, xr = red > xr ? red : xr;
+                    int sm = (int)(r[7] & 1023);
+                    if (!per_sm[sm]++) sms++;
+                    if (per_sm[sm] > busiest) busiest = per_sm[sm];
+                }
+                char stg[16];
+                snprintf(stg, sizeof stg, "%d", Sc[cfg]);
+                printf("gemm_sk prof %-5s M=%-2d stages %s: %6.1f us (%4.1f%% of copy), span %6.1f us, starts over %5.1f us, %d "
+                       "blocks on %d SMs (busiest %d); cycles a block, mean/max: wait %.0f/%.0f, first stage %.0f/%.0f, "
+                       "per chunk %.0f/%.0f (%d chunks), reduce %.0f/%.0f\n",
+                       shapes[si].name, g.M, Sc[cfg] ? stg : "default", t * 1e6, wbytes / t / copy_bw * 100,
+                       (double)(g1 - g0) * 1e-3, (double)(s1 - s0) * 1e-3, nb, sms, busiest, mw / nb, xw, mf / nb, xf,
+                       ml / nb, xl, (int)h[8], mr / nb, xr);
+                fflush(stdout);
+            }
+            g.g = NULL;
+            kiln_gpu_destroy(gs);
+        }
+        for (int q = 0; q < NSETS; q++) kiln_rt_free(dev, g.w[q]), kiln_rt_free(dev, g.x[q]);
+        kiln_rt_free(dev, g.out);
+    }
+    free(h);
+    kiln_rt_free(dev, prof);
+}
+
 /* ---------------------------------------------------------------- sampling */
 
 typedef struct samp_ctx { kiln_devptr logits, params, tokens; int R, V; } samp_ctx;
@@ -706,7 +859,10 @@ int main(int argc, char **argv) {
         bench_elementwise(1), bench_elementwise(64), bench_elementwise(256);
         filter = f;
     }
-    if (filter && !strcmp(filter, "gemm_sk_quick")) sk_quick = true, bench_gemm(true);
+    if (filter && !strcmp(filter, "gemm_mid")) bench_gemm_mid();
+    else if (filter && !strcmp(filter, "gemm_sk_prof")) bench_gemm_sk_prof();
+    else if (filter && !strcmp(filter, "gemm_sk_silu")) bench_gemm_sk_silu();
+    else if (filter && !strcmp(filter, "gemm_sk_quick")) sk_quick = true, bench_gemm(true);
     else if (filter && !strcmp(filter, "gemm_sk")) bench_gemm(true);
     else if (want("gemm")) bench_gemm(false);
     if (want("sample")) bench_sampling();

@@ -31,12 +31,20 @@
 //   cluster barrier keeps every block's shared memory alive until read.
 //   Needs sm_90; the host launches CL = 1 only on older GPUs.
 //
+// GLU=1: the gate/up projection with the SiLU-and-mul as its epilogue
+// (kiln_gpu_gemm_silu): W is [N = 2I, K], gate rows then up rows; a block
+// owns BN / 2 row pairs p (gate row p, up row I + p), warp w's tile 0 the gate
+// rows of its 16 pairs and tile 1 the up rows, so a thread holds g and u of
+// the same outputs; out[m, p] = silu(g) * u with g and u (+ bias) rounded to
+// ACT first, the bits of the plain GEMM then act.cu's silu_mul at the same
+// split. The split-K reduction hands out (g, u) pairs.
 // Semantics: engine/ops_cpu.h kiln_cpu_gemm. K % 8 == 0, x and W 16-byte
 // aligned; W rows >= N and k >= K read as zero; x rows M..MAXM are not
 // copied (whatever the ring holds there reaches only output columns that are
 // not stored). OUT: output (and bias) type, act or fp32; out has row stride
-// ldo. Grid: (ceil(N / BN), CL) blocks of WARPS * 32 threads, dynamic shared
-// memory SMEM_BYTES (host: engine/cuda/ops_gpu.c sk_gemm).
+// ldo; prof: NULL, or a timing record a block (SK_PROF_N u64, below).
+// Grid: (ceil(N / BN), CL) blocks of WARPS * 32 threads (GLU: ceil(I / (BN /
+// 2))), dynamic shared memory SMEM_BYTES (host: engine/cuda/ops_gpu.c sk_gemm).
 #include "gemm_tc_common.cuh"
 
 #ifndef MAXM
@@ -53,6 +61,9 @@
 #endif
 #ifndef CL
 #define CL 1
+#endif
+#ifndef GLU
+#define GLU 0
 #endif
 #define THREADS (WARPS * 32)
 #define NT (MAXM / 8)
@@ -72,6 +83,7 @@ static_assert(RT == 1 || RT == 2 || RT == 4, "RT: 1, 2 or 4");
 static_assert(STAGES >= 2 && STAGES <= 8, "STAGES: 2..8");
 static_assert(CL >= 1 && CL <= 8, "CL: 1..8 (a portable cluster)");
 static_assert((BN * 8) % THREADS == 0, "W copies divide among the threads");
+static_assert(!GLU || RT == 2, "GLU: a warp's tile 0 is 16 gate rows, its tile 1 the matching up rows");
 
 #if CL > 1 && __CUDA_ARCH__ >= 900
 #define SK_CLUSTER __cluster_dims__(1, CL, 1)
@@ -79,6 +91,12 @@ static_assert((BN * 8) % THREADS == 0, "W copies divide among the threads");
 #define SK_CLUSTER
 #endif
 
+#define SK_PROF_N 10 // u64 a block in the profiling buffer (engine/cuda/ops_gpu.h KILN_SKGEMM_PROF_N)
+KILN_DEV u64 sk_gtime() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
 #if CL > 1 && __CUDA_ARCH__ >= 900
 KILN_DEV void cluster_sync_all() {
     asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
@@ -101,16 +119,31 @@ KILN_DEV float cluster_ld(u32 a) {
 }
 #endif
 
+// GLU's output: g and u (+ bias) rounded to act as the plain GEMM stores
+// them, then act.cu's silu_mul (the same bits as the two kernels)
+KILN_DEV out_t sk_glu(float g, float u, const out_t *bias, int p, int I) {
+    if (bias) g += to_f32(bias[p]), u += to_f32(bias[I + p]);
+    const float gf = to_f32(from_f32<act_t>(g)), uf = to_f32(from_f32<act_t>(u));
+    return from_f32<out_t>(gf / (1.0f + expf(-gf)) * uf);
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS) SK_CLUSTER
 kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const act_t *__restrict__ w,
-             const out_t *__restrict__ bias, int M, int N, int K, int cps) {
+             const out_t *__restrict__ bias, int M, int N, int K, int cps, u64 *__restrict__ prof) {
     extern __shared__ __align__(128) unsigned char smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int n_blk = blockIdx.x * BN;
+    const int n_blk = blockIdx.x * (GLU ? BN / 2 : BN); // first W row (GLU: first row pair) of the block
     const int nchunks = (K + 63) >> 6;
     const int c_lo = blockIdx.y * cps, c_hi = min(nchunks, c_lo + cps);
     const int nst = max(0, c_hi - c_lo);
     const u32 sbase = smem_addr(smem);
+    // profiling (prof != NULL: bench_kernels gemm_sk_prof): thread 0 of each
+    // block records SK_PROF_N u64 at prof[block * SK_PROF_N]: globaltimer at
+    // entry and exit, clock64 at entry, after the wait on the previous
+    // kernel, once the first stage landed, at the loop's end and after the
+    // split-K reduction, then the SM id, the stage count and the cluster rank
+    u64 *pr = prof && tid == 0 ? prof + ((size_t)blockIdx.y * gridDim.x + blockIdx.x) * SK_PROF_N : nullptr;
+    if (pr) pr[0] = sk_gtime(), pr[2] = clock64();
 
     // this thread's W segments: idx = tid + THREADS * i, row idx / 8, segment idx % 8
     auto load_w = [&](int i, int slot) {
@@ -119,8 +152,15 @@ kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, cons
 #pragma unroll
         for (int q = 0; q < BN * 8 / THREADS; q++) {
             const int idx = tid + q * THREADS, row = idx >> 3, seg = idx & 7;
+#if GLU
+            // smem row (warp w, tile r, i) = 32 w + 16 r + i: pair n_blk + 16 w + i, gate or up
+            const int pair = n_blk + 16 * (row >> 5) + (row & 15), n = ((row >> 4) & 1) * (N / 2) + pair;
+            const bool ok = pair < N / 2 && k0 + seg * 8 < K;
+            const int k = k0 + seg * 8;
+#else
             const int n = n_blk + row, k = k0 + seg * 8;
             const bool ok = n < N && k < K;
+#endif
             cp_async16_u32(dst + row * 128 + ((seg ^ (row & 7)) << 4), ok ? w + (size_t)n * K + k : w, ok ? 16 : 0);
         }
     };
@@ -139,6 +179,7 @@ kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, cons
     for (int s = 0; s < STAGES - 1; s++)
         if (s < nst) load_w(s, s);
     pdl_wait();
+    if (pr) pr[3] = clock64();
 #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) {
         if (s < nst) load_x(s, s);
@@ -163,6 +204,7 @@ kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, cons
     for (int i = 0; i < nst; i++) {
         cp_async_wait<STAGES - 2>();
         __syncthreads(); // stage i landed for everyone; slot `fill` (stage i - 1) is free
+        if (pr && i == 0) pr[4] = clock64();
         if (i + STAGES - 1 < nst) {
             load_w(i + STAGES - 1, fill);
             load_x(i + STAGES - 1, fill);
@@ -218,6 +260,7 @@ kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, cons
         slot = slot == STAGES - 1 ? 0 : slot + 1;
     }
     pdl_launch();
+    if (pr) pr[5] = clock64();
 
     // acc[r][j][e] is out[m = 8j + 2t + (e & 1)][n = n_blk + 16 (warp RT + r) + g + 8 (e >> 1)]
     const int g = lane >> 2, t = lane & 3;
@@ -234,36 +277,67 @@ kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, cons
             for (int e = 0; e < 4; e++) red[(warp * ACCN + (r * NT + j) * 4 + e) * 32 + lane] = acc[r][j][e];
     cluster_sync_all();
     const u32 me = cluster_rank();
-    // all the remote loads first (CL per owned entry), then the sums in slice order
-    constexpr int PER = (ACCN + CL - 1) / CL;
+    // all the remote loads first (CL per owned group), then the sums in slice
+    // order; a group is one entry, or (GLU) the gate and up entries (r = 0, 1)
+    // of the same outputs
+#if GLU
+    constexpr int NG = NT * 4, GE = 2;
+#else
+    constexpr int NG = ACCN, GE = 1;
+#endif
+    constexpr int PER = (NG + CL - 1) / CL;
     u32 rbase[CL];
 #pragma unroll
     for (int q = 0; q < CL; q++) rbase[q] = cluster_map(sbase, (u32)q);
-    float v[PER][CL];
+    float v[PER][GE][CL];
 #pragma unroll
     for (int o = 0; o < PER; o++) {
-        const int ei = (int)me + o * CL;
-        const u32 off = (u32)((warp * ACCN + ei) * 32 + lane) * 4;
+        const int gi = (int)me + o * CL;
 #pragma unroll
-        for (int q = 0; q < CL; q++) v[o][q] = ei < ACCN ? cluster_ld(rbase[q] + off) : 0.0f;
+        for (int h = 0; h < GE; h++) {
+            const u32 off = (u32)((warp * ACCN + h * NG + gi) * 32 + lane) * 4;
+#pragma unroll
+            for (int q = 0; q < CL; q++) v[o][h][q] = gi < NG ? cluster_ld(rbase[q] + off) : 0.0f;
+        }
     }
 #pragma unroll
     for (int o = 0; o < PER; o++) {
-        const int ei = (int)me + o * CL;
-        if (ei >= ACCN) break;
-        const int r = ei / (NT * 4), j = (ei / 4) % NT, e = ei % 4;
+        const int gi = (int)me + o * CL;
+        if (gi >= NG) break;
+#if GLU
+        const int j = gi / 4, e = gi % 4;
+        const int m = 8 * j + 2 * t + (e & 1), p = n_blk + 16 * warp + g + 8 * (e >> 1);
+        if (m >= M || p >= N / 2) continue;
+        float gs = 0.0f, us = 0.0f;
+#pragma unroll
+        for (int q = 0; q < CL; q++) gs += v[o][0][q], us += v[o][1][q];
+        out[(size_t)m * ldo + p] = sk_glu(gs, us, bias, p, N / 2);
+#else
+        const int r = gi / (NT * 4), j = (gi / 4) % NT, e = gi % 4;
         const int m = 8 * j + 2 * t + (e & 1), n = n_blk + 16 * (warp * RT + r) + g + 8 * (e >> 1);
         if (m >= M || n >= N) continue;
         float sum = 0.0f;
 #pragma unroll
-        for (int q = 0; q < CL; q++) sum += v[o][q];
+        for (int q = 0; q < CL; q++) sum += v[o][0][q];
         if (bias) sum += to_f32(bias[n]);
         out[(size_t)m * ldo + n] = from_f32<out_t>(sum);
+#endif
     }
+    if (pr) pr[6] = clock64();
     cluster_sync_all(); // no block leaves while another may still read its shared memory
 #else
     __trap(); // split-K clusters need sm_90 (the host never launches this)
 #endif
+#elif GLU
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int m = 8 * j + 2 * t + (e & 1), p = n_blk + 16 * warp + g + 8 * (e >> 1);
+            if (m >= M || p >= N / 2) continue;
+            out[(size_t)m * ldo + p] = sk_glu(acc[0][j][e], acc[1][j][e], bias, p, N / 2);
+        }
+    if (pr) pr[6] = clock64();
 #else
 #pragma unroll
     for (int r = 0; r < RT; r++)
@@ -276,5 +350,11 @@ kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, cons
                 const float b = bias ? to_f32(bias[n]) : 0.0f;
                 out[(size_t)m * ldo + n] = from_f32<out_t>(acc[r][j][e] + b);
             }
+    if (pr) pr[6] = clock64();
 #endif
+    if (pr) {
+        u32 sm;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+        pr[1] = sk_gtime(), pr[7] = sm, pr[8] = (u64)nst, pr[9] = blockIdx.y;
+    }
 }

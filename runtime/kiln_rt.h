@@ -281,6 +281,7 @@ typedef struct kiln_jit_kernel_def {
  * slower (M = 32: qkv 59% against 66%; bench/RESULTS.md). */
 #define KILN_SKGEMM_MAX_M_DEFAULT 16
 #define KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT 64
+#define KILN_SKGEMM_SILU_DEFAULT 0 /* the gate/up GEMM with SiLU through gemm_sk: not yet measured */
 #define KILN_SKGEMM_WARPS_DEFAULT 4
 #define KILN_SKGEMM_TILES_DEFAULT(maxm) 2
 #define KILN_SKGEMM_STAGES_DEFAULT(maxm) ((maxm) >= 32 ? 3 : 4)

@@ -25,7 +25,12 @@ for b in "$build/tests/test_gpu_ops" "$build/tests/test_gpu_engine" "$build/test
     esac
   done
 done
+# the kernel tracer (bench/cupti_trace.c, LD_PRELOAD) and CUPTI itself
+cc -O2 -Wall -shared -fPIC -I/usr/local/cuda/include "$root/bench/cupti_trace.c" -o "$out/lib/libkiln_cupti_trace.so" \
+  -L/usr/local/cuda/lib64 -lcupti
+cp -L /usr/local/cuda/lib64/libcupti.so.13 "$out/lib/"
 mkdir -p "$out/bench" "$out/peers"
+cp "$root/bench/trace_summary.py" "$out/bench/"
 cp "$root/bench/engine_bench.sh" "$root/bench/hf_generate.py" "$root/bench/fp8_bench.sh" "$root/bench/serve_load.py" "$out/bench/"
 [ -f "$root/bench/spec_bench.sh" ] && cp "$root/bench/spec_bench.sh" "$root/scripts/make_copy_model.py" "$out/bench/"
 # the shared peer travels only for the run (it is not part of the repository)
@@ -120,6 +125,18 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s26:    eighth session: gemm_sk's split checked against the occupancy calculator: test_gpu_engine, bench_kernels
 #           gemm_sk_quick (qkv / o / down at M = 16 / 32, four tilings, cuBLASLt beside), kiln bench -b 32 with
 #           KILN_SKGEMM_MAX_M 32 / 16, -b 16 with 16 / 0
+#   s29:    (ninth session) kiln bench -b 32 / 64 with KILN_ELEM_WIDE_MIN=16 and KILN_DECODE_PARTITION 64 / 128 beside the
+#           defaults (twice), -b 1; the whole test_gpu_ops on the second GPU meanwhile
+#   s28:    (ninth session) kernel times inside the decode graphs: kiln bench -b 1 / 32 / 64 under the CUPTI
+#           tracer (bench/cupti_trace.c + bench/trace_summary.py), then the whole test_gpu_ops beside
+#           test_gpu_engine (second GPU when there is one; S28_TESTS=0 skips them)
+#   s27:    (prepared in the eighth session, not yet run; nvidia-h200-x2) where gemm_sk's time goes: test_gpu_ops
+#           test_gemm_sk (incl. the timing records) / test_silu_gemm_sk / test_gemm_tc by case, test_gpu_engine,
+#           test_gpu_tp (2 GPUs), bench_kernels gemm_sk_prof (qkv / o / down at M = 8 / 16 / 32: span, start spread,
+#           per block wait / first stage / cycles a K chunk / reduction, blocks a busiest SM); kiln bench --profile
+#           at -b 32 and -b 256 (-s 128 -o 32: where a decode step goes), bench_kernels gemm_mid (cuBLASLt at
+#           M = 64..512); gemm_sk's SiLU epilogue (test_silu_gemm_sk,
+#           bench_kernels gemm_sk_silu, kiln bench -b 8 / 16 / 32 with KILN_SKGEMM_SILU 0 / 1 at KILN_SKGEMM_MAX_M=32)
 #   all = tests,engine,bench
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -426,6 +443,60 @@ if has s19; then # seventh session: next's defaults (rope epilogue, push gather,
   kb "tp1-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 1 -b 1 -s 128 -o 512 --iters 2
   kb "tp2-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   for tp in 1 2; do kb "tp$tp-b32" -- --tp $tp -b 32 -s 128 -o 256 --iters 2; done
+fi
+if has s29; then # ninth session: knobs at -b 32 / 64 (the wide elementwise kernels, the decode split), whole test_gpu_ops
+  ( CUDA_VISIBLE_DEVICES=1 timeout 560 "$here/bin/test_gpu_ops" > "$out/test_gpu_ops.log" 2>&1; echo "rc=$?" >> "$out/test_gpu_ops.log" ) &
+  for b in 32 64; do
+    kb "b$b" -- -b $b -s 128 -o 256 --iters 2
+    kb "b$b-wide16" KILN_ELEM_WIDE_MIN=16 -- -b $b -s 128 -o 256 --iters 2
+    kb "b$b-part64" KILN_DECODE_PARTITION=64 -- -b $b -s 128 -o 256 --iters 2
+    kb "b$b-part128" KILN_DECODE_PARTITION=128 -- -b $b -s 128 -o 256 --iters 2
+    kb "b$b-again" -- -b $b -s 128 -o 256 --iters 2
+  done
+  kb b1 -- -b 1 -s 128 -o 512 --iters 2
+  wait
+  echo "test_gpu_ops: $(grep -E 'passed' "$out/test_gpu_ops.log" | tail -1) $(tail -1 "$out/test_gpu_ops.log")"; grep -E "FAIL" "$out/test_gpu_ops.log" | head
+  grep -E "^\[ (RUN |FAIL| OK )" "$out/test_gpu_ops.log" | tail -3
+fi
+if has s28; then # ninth session: kernel times inside the decode graphs (CUPTI), tests of the merged skprof
+  for b in 1 32 64; do
+    o=$([ $b = 1 ] && echo 256 || echo 128)
+    KILN_TRACE_OUT=/tmp/trace_b$b.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 150 "$here/bin/kiln" bench \
+      --model llama3-8b --load-format dummy -b $b -s 128 -o $o --iters 1 > /tmp/trace_b$b.log 2>&1
+    echo "== trace -b $b rc=$? ($(grep -E 'output tokens/s|mean decode step|full-batch' /tmp/trace_b$b.log | tr -s ' ' | tr '\n' ';'))"
+    grep cupti_trace /tmp/trace_b$b.log
+    python3 "$here/bench/trace_summary.py" /tmp/trace_b$b.csv --top 22 | cut -c1-150 | tee "$out/trace_b$b.txt"
+  done
+  if [ "${S28_TESTS:-1}" = 1 ]; then
+    ( timeout 300 "$here/bin/test_gpu_ops" > /tmp/tgo.log 2>&1; echo "rc=$?" >> /tmp/tgo.log ) &
+    if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then
+      ( CUDA_VISIBLE_DEVICES=1 timeout 300 "$here/bin/test_gpu_engine" > /tmp/tge.log 2>&1; echo "rc=$?" >> /tmp/tge.log ) &
+    fi
+    wait
+    echo "test_gpu_ops: $(grep -E 'passed' /tmp/tgo.log | tail -1) $(tail -1 /tmp/tgo.log)"; grep FAIL /tmp/tgo.log | head
+    [ -f /tmp/tge.log ] && { echo "test_gpu_engine: $(grep -E 'passed' /tmp/tge.log | tail -1) $(tail -1 /tmp/tge.log)"; grep -E "FAIL" /tmp/tge.log | head; }
+    if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then gt test_gpu_tp 240 "FAIL|passed" -- test_gpu_tp; fi
+  fi
+  kb b32-untraced -- -b 32 -s 128 -o 128 --iters 1
+fi
+if has s27; then # gemm_sk's own timing records
+  # the prepared tests and this branch's refactored ones, by case in parallel, then test_gpu_engine
+  ops_by_case test_gemm_sk test_silu_gemm_sk test_gemm_tc
+  if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then gt test_gpu_tp 240 "FAIL|passed" -- test_gpu_tp; fi
+  timeout 100 "$here/bin/bench_kernels" gemm_sk_silu > "$out/bench_sk27_silu.log" 2>&1; echo "bench_kernels gemm_sk_silu rc=$?"
+  grep -E "ceilings|gate_up" "$out/bench_sk27_silu.log" | sed -E 's/ +/ /g; s/ \(weight bytes\)//; s/ target 85%.*//'
+  for m in 0 1; do for b in 8 16 32; do
+    kb "b$b-silu$m" KILN_SKGEMM_SILU=$m KILN_SKGEMM_MAX_M=32 -- -b $b -s 128 -o 256 --iters 2
+  done; done
+  timeout 150 "$here/bin/bench_kernels" gemm_sk_prof > "$out/bench_sk27.log" 2>&1; echo "bench_kernels gemm_sk_prof rc=$?"
+  grep -E "ceilings|gemm_sk prof" "$out/bench_sk27.log"
+  timeout 90 "$here/bin/bench_kernels" gemm_mid > "$out/bench_gemm_mid.log" 2>&1; echo "bench_kernels gemm_mid rc=$?"
+  grep -E "ceilings|^gemm " "$out/bench_gemm_mid.log" | sed -E 's/ +/ /g'
+  # where a decode step goes at -b 32 and -b 256 (eager, an event per op)
+  for b in 32 256; do
+    timeout 120 "$here/bin/kiln" bench --model llama3-8b --load-format dummy -b $b -s 128 -o 32 --iters 1 --profile \
+      > "$out/prof_b$b.log" 2>&1; echo "profile -b $b rc=$?"; tail -40 "$out/prof_b$b.log" | cut -c1-140
+  done
 fi
 if has s26; then # eighth session: gemm_sk with the occupancy-checked split
   gt test_gpu_engine 200 "FAIL|passed" -- test_gpu_engine

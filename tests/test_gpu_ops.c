@@ -1403,8 +1403,99 @@ KT_TEST(test_gemm_sk) {
     kiln_gpu *tg = NULL;
     KT_OK(kiln_gpu_create(dev, &gp, &tg));
     gemm_llama_shapes(tg, pool, Ms, KILN_ARRAY_LEN(Ms), "gemm_sk ");
+
+    /* the timing records (kiln_gpu_set_skgemm_profile) leave the result alone
+     * and hold one sane record a block: exit after entry on the global clock,
+     * the clock64 marks in order, the K chunks of each row block's slices
+     * summing to K's */
+    {
+        const int N = 1001, K = 2056, M = 16, maxb = 512, nchunks = (K + 63) / 64;
+        kiln_dtype dt = KILN_DTYPE_BF16;
+        float *x = rand_act((size_t)64 * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.05f),
+              *ref = malloc(sizeof(float) * (size_t)64 * N);
+        kiln_cpu_gemm(pool, ref, N, x, w, KILN_DTYPE_F32, NULL, KILN_DTYPE_F32, 64, N, K);
+        kiln_devptr dx = up_act(x, (size_t)64 * K, dt), dw = up_act(w, (size_t)N * K, dt),
+                    dp = dmalloc((size_t)maxb * KILN_SKGEMM_PROF_N * 8);
+        kiln_gpu_set_skgemm_profile(tg, dp, maxb);
+        tc_case(tg, dt, dt, dx, dw, NULL, ref, M, N, K, N, "gemm_sk with timing records");
+        int nb = kiln_gpu_set_skgemm_profile(tg, 0, 0);
+        KT_CHECKF(nb > 0 && nb <= maxb, "%d profiled blocks", nb);
+        if (nb > 0 && nb <= maxb) {
+            uint64_t *h = malloc((size_t)nb * KILN_SKGEMM_PROF_N * 8);
+            KT_OK(kiln_rt_memcpy_dtoh(h, dp, (size_t)nb * KILN_SKGEMM_PROF_N * 8, NULL));
+            const int tiles = (N + 127) / 128, split = nb / tiles;
+            KT_CHECKF(split >= 1 && tiles * split == nb, "%d blocks for %d row blocks", nb, tiles);
+            for (int t = 0; t < tiles && split >= 1; t++) {
+                uint64_t chunks = 0;
+                for (int y = 0; y < split; y++) {
+                    const uint64_t *r = h + ((size_t)y * tiles + t) * KILN_SKGEMM_PROF_N;
+                    KT_CHECKF(r[1] >= r[0] && r[0] > 0, "block (%d, %d): globaltimer %llu .. %llu", t, y,
+                              (unsigned long long)r[0], (unsigned long long)r[1]);
+                    KT_CHECKF(r[2] <= r[3] && r[3] <= r[4] && r[4] <= r[5] && r[5] <= r[6],
+                              "block (%d, %d): clock marks out of order", t, y);
+                    KT_CHECKF(r[9] == (uint64_t)y, "block (%d, %d): slice %llu", t, y, (unsigned long long)r[9]);
+                    chunks += r[8];
+                }
+                KT_CHECKF(chunks == (uint64_t)nchunks, "row block %d: %llu chunks over its slices, K has %d", t,
+                          (unsigned long long)chunks, nchunks);
+            }
+            free(h);
+        }
+        free(x), free(w), free(ref);
+        dfree(dx), dfree(dw), dfree(dp);
+    }
     kiln_gpu_destroy(tg);
     kiln_pool_destroy(pool);
+}
+
+/* gemm_sk with the SiLU-and-mul as its epilogue (GLU=1, kiln_gpu_gemm_silu
+ * where the GEMV does not serve M): close to the CPU's gemm + silu_mul, and
+ * at a forced split the same bits as the plain gemm_sk of [gate | up] (same
+ * tiling and split) followed by kiln_gpu_silu_mul; M 2..32, odd I, K not a
+ * multiple of the chunk and of one chunk, bias, an output row stride */
+KT_TEST(test_silu_gemm_sk) {
+    NEED_GPU();
+    static const int splits[] = {1, 3, 0};
+    for (int si = 0; si < 3; si++) {
+        kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1,
+                              .skgemm_max_m = 64, .skgemm_max_weight_mb = -1, .skgemm_silu = 1,
+                              .skgemm_split = splits[si]};
+        kiln_gpu *gv = NULL;
+        KT_OK(kiln_gpu_create(dev, &gp, &gv));
+        int Ms[] = {2, 5, 8, 16, 31, 32}, Is[] = {384, 1001}, Ks[] = {512, 4104, 40};
+        for (int a = 0; a < 2; a++)
+            for (int mi = 0; mi < 6; mi++)
+                for (int ii = 0; ii < 2; ii++)
+                    for (int ki = 0; ki < 3; ki++) {
+                        kiln_dtype dt = acts[a];
+                        int M = Ms[mi], I = Is[ii], N = 2 * I, K = Ks[ki], ldo = I + 3, bias = (mi + ki) & 1;
+                        KT_REQUIRE(kiln_gpu_gemm_silu_ok(gv, dt, M, N, K));
+                        float *x = rand_act((size_t)M * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.05f),
+                              *b = rand_act((size_t)N, dt, 1), *gu = malloc(sizeof(float) * (size_t)M * N),
+                              *ref = calloc((size_t)M * ldo, sizeof(float));
+                        kiln_cpu_gemm(NULL, gu, N, x, w, KILN_DTYPE_F32, bias ? b : NULL, KILN_DTYPE_F32, M, N, K);
+                        for (int m = 0; m < M; m++) kiln_cpu_silu_mul(ref + (size_t)m * ldo, gu + (size_t)m * N, 1, I);
+                        kiln_devptr dx = up_act(x, (size_t)M * K, dt), dw = up_act(w, (size_t)N * K, dt),
+                                    db = up_act(b, (size_t)N, dt), dgu = dmalloc((size_t)M * N * 2),
+                                    dtwo = dmalloc((size_t)M * ldo * 2), dout = dmalloc((size_t)M * ldo * 2);
+                        KT_OK(kiln_rt_memset8(dtwo, 0, (size_t)M * ldo * 2, st));
+                        KT_OK(kiln_rt_memset8(dout, 0, (size_t)M * ldo * 2, st));
+                        KT_OK(kiln_gpu_gemm_silu(gv, st, dout, ldo, dx, dw, dt, bias ? db : 0, M, N, K));
+                        const bool pair = splits[si] > 0 && I % 8 == 0; /* silu_mul: whole 16-byte vectors */
+                        if (pair) KT_OK(kiln_gpu_gemm(gv, st, dgu, N, dt, dx, dw, dt, bias ? db : 0, M, N, K));
+                        if (pair) KT_OK(kiln_gpu_silu_mul(gv, st, dtwo, dgu, dt, M, I));
+                        float *got = down_act(dout, (size_t)M * ldo, dt), *two = down_act(dtwo, (size_t)M * ldo, dt);
+                        for (int m = 0; pair && m < M; m++)
+                            KT_CHECKF(!memcmp(got + (size_t)m * ldo, two + (size_t)m * I, sizeof(float) * (size_t)I),
+                                      "gemm_sk+silu %s M=%d I=%d K=%d split %d row %d: not the bits of gemm_sk and "
+                                      "silu_mul", kiln_dtype_name(dt), M, I, K, splits[si], m);
+                        CHECK_CLOSE(got, ref, (size_t)M * ldo, dt, "gemm_sk+silu %s M=%d I=%d K=%d split %d",
+                                    kiln_dtype_name(dt), M, I, K, splits[si]);
+                        free(x), free(w), free(b), free(gu), free(ref), free(got), free(two);
+                        dfree(dx), dfree(dw), dfree(db), dfree(dgu), dfree(dtwo), dfree(dout);
+                    }
+        kiln_gpu_destroy(gv);
+    }
 }
 
 KT_TEST(test_gemm) {
@@ -1601,5 +1692,5 @@ KT_TEST(test_every_kernel_tested) {
 KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_cast), KT_CASE(test_rope),
         KT_CASE(test_kv_write_and_fused_rope), KT_CASE(test_fp8_cast), KT_CASE(test_attention_decode),
         KT_CASE(test_attention_prefill), KT_CASE(test_attention_prefill_shapes), KT_CASE(test_attention_fp8),
-        KT_CASE(test_sampling), KT_CASE(test_gemv), KT_CASE(test_gemv_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm_sk), KT_CASE(test_gemm), KT_CASE(test_graph_replay),
+        KT_CASE(test_sampling), KT_CASE(test_gemv), KT_CASE(test_gemv_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm_sk), KT_CASE(test_silu_gemm_sk), KT_CASE(test_gemm), KT_CASE(test_graph_replay),
         KT_CASE(test_all_reduce_one_rank), KT_CASE(test_every_kernel_tested))

@@ -339,7 +339,7 @@ KT_TEST(test_skgemm_plan) {
                     if (!knob) KT_CHECKF((int64_t)p.tiles * p.split <= 2 * 132, "%s: %d blocks for 132 SMs", what,
                                          p.tiles * p.split);
                     char defs[128];
-                    snprintf(defs, sizeof defs, "ACT=bf16 OUT=bf16 MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d", maxm,
+                    snprintf(defs, sizeof defs, "ACT=bf16 OUT=bf16 MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d GLU=0", maxm,
                              KILN_SKGEMM_WARPS_DEFAULT, rt, p.stages, p.split);
                     KT_CHECKF(kiln_jit_check_defines(d, defs) == KILN_OK, "%s: [%s] %s", what, defs, kiln_last_error());
                 }

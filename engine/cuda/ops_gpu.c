@@ -23,8 +23,10 @@ struct kiln_gpu {
     int max_rows, vocab;
     int gemv_max_m, gemv_rows, gemv_unroll, gemv_ksplit, gemv_rule, gemv_rope, gemv_ar, gemv_silu, gemv_silu_ksplit, gemv_silu_unroll;
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
-    int sk_max_m, sk_max_mb, sk_warps, sk_rt, sk_stages, sk_split;               /* gemm_sk knobs */
-    struct { int N, K, maxm, split; } sk_fit[16]; /* gemm_sk splits that fit one wave, by shape */
+    int sk_max_m, sk_max_mb, sk_warps, sk_rt, sk_stages, sk_split, sk_silu;      /* gemm_sk knobs */
+    struct { int N, K, maxm, glu, split; } sk_fit[16]; /* gemm_sk splits that fit one wave, by shape */
+    kiln_devptr sk_prof; /* gemm_sk's timing records (kiln_gpu_set_skgemm_profile), 0: none */
+    int sk_prof_blocks, sk_prof_last;
     int n_sk_fit;
     int elem_wide_min; /* rows / tokens from which the elementwise ops take their wide kernels (0: never) */
     bool decode_adaptive; /* $KILN_DECODE_ADAPTIVE (default 1): decode_partition */
@@ -79,6 +81,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->sk_warps != 4 && g->sk_warps != 8) g->sk_warps = KILN_SKGEMM_WARPS_DEFAULT;
     g->sk_rt = knob(p ? p->skgemm_tiles : 0, "KILN_SKGEMM_TILES", 0); /* 0: by MAXM */
     if (g->sk_rt != 1 && g->sk_rt != 2 && g->sk_rt != 4) g->sk_rt = 0;
+    g->sk_silu = knob(p ? p->skgemm_silu : 0, "KILN_SKGEMM_SILU", KILN_SKGEMM_SILU_DEFAULT) > 0;
     g->sk_max_mb = knob(p ? p->skgemm_max_weight_mb : 0, "KILN_SKGEMM_MAX_WEIGHT_MB", KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT);
     g->sk_stages = knob(p ? p->skgemm_stages : 0, "KILN_SKGEMM_STAGES", 0); /* 0: by MAXM */
     if (g->sk_stages < 2 || g->sk_stages > 8) g->sk_stages = 0;
@@ -118,6 +121,14 @@ void kiln_gpu_destroy(kiln_gpu *g) {
 kiln_rt_kernels *kiln_gpu_kernels(kiln_gpu *g) { return g->k; }
 kiln_rt_blas *kiln_gpu_blas(kiln_gpu *g) { return g->blas; }
 kiln_rt_device *kiln_gpu_device(kiln_gpu *g) { return g->dev; }
+
+int kiln_gpu_set_skgemm_profile(kiln_gpu *g, kiln_devptr buf, int max_blocks) {
+    g->sk_prof = buf;
+    g->sk_prof_blocks = buf ? max_blocks : 0;
+    int last = g->sk_prof_last;
+    g->sk_prof_last = 0;
+    return last;
+}
 
 int kiln_gpu_set_elem_wide_min(kiln_gpu *g, int n) {
     int was = g->elem_wide_min;
@@ -345,21 +356,24 @@ fail:
  * automatic split checked against the occupancy calculator once a shape and
  * remembered (sk_fit). */
 static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ld, kiln_dtype out_dt,
-                           kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int M, int N, int K) {
+                           kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int M, int N, int K,
+                           int glu) {
     kiln_status st = KILN_OK;
     kiln_rt_func *f;
     const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
     const int maxm = mma_maxm(M);
-    const int warps = g->sk_warps, rt = g->sk_rt ? g->sk_rt : KILN_SKGEMM_TILES_DEFAULT(maxm);
+    /* GLU: 2 tiles a warp (gate, up) */
+    const int warps = g->sk_warps, rt = glu ? 2 : g->sk_rt ? g->sk_rt : KILN_SKGEMM_TILES_DEFAULT(maxm);
     const int stages = g->sk_stages ? g->sk_stages : KILN_SKGEMM_STAGES_DEFAULT(maxm);
     int want = g->sk_split, fit = -1;
     for (int i = 0; i < g->n_sk_fit && !want; i++)
-        if (g->sk_fit[i].N == N && g->sk_fit[i].K == K && g->sk_fit[i].maxm == maxm) fit = want = g->sk_fit[i].split;
+        if (g->sk_fit[i].N == N && g->sk_fit[i].K == K && g->sk_fit[i].maxm == maxm && g->sk_fit[i].glu == glu)
+            fit = want = g->sk_fit[i].split;
     kiln_skgemm_shape p = kiln_skgemm_plan(di->n_sms, di->smem_per_sm, di->smem_per_block_optin, di->cc_major, N, K, maxm,
                                            warps, rt, stages, want);
 #define SK_GET(pl)                                                                                                  \
-    KILN_TRY(get(g, "gemm_sk", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d", dt(in_dt), dt(out_dt), maxm, \
-                 warps, rt, (pl).stages, (pl).split))
+    KILN_TRY(get(g, "gemm_sk", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d GLU=%d", dt(in_dt), dt(out_dt), \
+                 maxm, warps, rt, (pl).stages, (pl).split, glu))
     SK_GET(p);
     if (!want && p.split > 1) {
         /* the automatic split, lowered until the driver's occupancy
@@ -381,10 +395,12 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     }
 #undef SK_GET
     if (!g->sk_split && fit < 0 && g->n_sk_fit < (int)KILN_ARRAY_LEN(g->sk_fit))
-        g->sk_fit[g->n_sk_fit++] = (__typeof__(g->sk_fit[0])){N, K, maxm, p.split};
+        g->sk_fit[g->n_sk_fit++] = (__typeof__(g->sk_fit[0])){N, K, maxm, glu, p.split};
     int cps = p.cps;
+    kiln_devptr prof = g->sk_prof && p.tiles * p.split <= g->sk_prof_blocks ? g->sk_prof : 0;
+    g->sk_prof_last = prof ? p.tiles * p.split : 0;
     LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)(warps * 32), (unsigned)p.smem, s, &out, &ld, &x, &w,
-           &bias, &M, &N, &K, &cps);
+           &bias, &M, &N, &K, &cps, &prof);
 fail:
     return st;
 }
@@ -438,15 +454,22 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
     const bool mma_ok = M >= 2 && (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) && act_ok(out_dt) &&
                         K % 8 == 0 && (x | w) % 16 == 0 && N <= INT32_MAX && K <= INT32_MAX;
     if (mma_ok && M <= g->sk_max_m && (g->sk_max_mb <= 0 || N * K * 2 <= ((int64_t)g->sk_max_mb << 20)))
-        return sk_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K);
+        return sk_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, 0);
     if (mma_ok && M <= g->tc_max_m)
         return tc_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K);
     return kiln_rt_gemm(g->blas, s, out, ldo, out_dt, x, w, in_dt, bias, M, N, K);
 }
 
+/* the gate/up GEMM with SiLU through kernel_src/gemm_sk.cu (GLU=1) */
+static bool sk_silu_ok(const kiln_gpu *g, kiln_dtype in_dt, int64_t M, int64_t N, int64_t K) {
+    return g->sk_silu && M >= 2 && M <= g->sk_max_m && (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) &&
+           K % 8 == 0 && N % 2 == 0 && N <= INT32_MAX && K <= INT32_MAX;
+}
+
 bool kiln_gpu_gemm_silu_ok(const kiln_gpu *g, kiln_dtype in_dt, int64_t M, int64_t N, int64_t K) {
-    return g->gemv_silu && M >= 1 && M <= g->gemv_max_m && (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) &&
-           K % vec_elems(in_dt) == 0 && N % 2 == 0 && N <= INT32_MAX && K <= INT32_MAX;
+    return (g->gemv_silu && M >= 1 && M <= g->gemv_max_m && (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) &&
+            K % vec_elems(in_dt) == 0 && N % 2 == 0 && N <= INT32_MAX && K <= INT32_MAX) ||
+           sk_silu_ok(g, in_dt, M, N, K);
 }
 
 kiln_status kiln_gpu_gemm_silu(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_devptr x,
@@ -456,6 +479,12 @@ kiln_status kiln_gpu_gemm_silu(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, 
     KILN_CHECK(kiln_gpu_gemm_silu_ok(g, in_dt, M, N, K), KILN_ERR_INTERNAL,
                "gate/up GEMV with SiLU: M %lld, N %lld, K %lld, %s (off, or not a small-M GEMV)", (long long)M,
                (long long)N, (long long)K, dt(in_dt));
+    if (!(g->gemv_silu && M <= g->gemv_max_m)) { /* gemm_sk with the SiLU epilogue */
+        KILN_CHECK((x | w) % 16 == 0, KILN_ERR_INVALID_ARGUMENT,
+                   "gate/up GEMM with SiLU: x and W must be 16-byte aligned (x %#llx, W %#llx)", (unsigned long long)x,
+                   (unsigned long long)w);
+        return sk_gemm(g, s, out, ldo ? ldo : N / 2, in_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, 1);
+    }
     {
         int maxm = M == 1 ? 1 : M == 2 ? 2 : M <= 4 ? 4 : 8;
         int ks = g->gemv_silu_ksplit;

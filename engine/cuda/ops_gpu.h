@@ -75,6 +75,10 @@ typedef struct kiln_gpu_params {
                                 kernel_src/gemm_sk.cu before gemm_tc (0:
                                 $KILN_SKGEMM_MAX_M, else KILN_SKGEMM_MAX_M_DEFAULT;
                                 negative, or 0 in the environment: never; <= 64) */
+    int skgemm_silu;         /* the gate/up GEMM with SiLU (kiln_gpu_gemm_silu) through gemm_sk for
+                                2 <= M <= skgemm_max_m, any weight size, where the GEMV does
+                                not serve M (1 on, negative off; 0: $KILN_SKGEMM_SILU, else
+                                KILN_SKGEMM_SILU_DEFAULT)                          */
     int skgemm_max_weight_mb; /* ... and only on weights of at most this many MiB (0:
                                 $KILN_SKGEMM_MAX_WEIGHT_MB, else
                                 KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT = 64; negative: any) */
@@ -110,6 +114,17 @@ kiln_rt_blas *kiln_gpu_blas(kiln_gpu *g);
 kiln_rt_device *kiln_gpu_device(kiln_gpu *g);
 /* Compile and load, in parallel, every specialization a model needs. */
 kiln_status kiln_gpu_prepare(kiln_gpu *g, const kiln_jit_model *m);
+/* gemm_sk's timing records (for bench_kernels gemm_sk_prof): with buf set,
+ * each gemm_sk launch of at most max_blocks blocks has thread 0 of every
+ * block write KILN_SKGEMM_PROF_N u64 at buf[block * KILN_SKGEMM_PROF_N]
+ * (block = blockIdx.y * gridDim.x + blockIdx.x): globaltimer ns at entry and
+ * exit, clock64 at entry, after the wait on the previous kernel, once the
+ * first stage landed, at the loop's end, after the split-K reduction (or
+ * the stores), then the SM id, the block's K chunks and its slice. buf 0
+ * turns it off. Returns the blocks of the last profiled launch since the
+ * previous call (0: none). */
+#define KILN_SKGEMM_PROF_N 10
+int kiln_gpu_set_skgemm_profile(kiln_gpu *g, kiln_devptr buf, int max_blocks);
 /* Sets the rows / tokens from which the elementwise ops take their wide
  * kernels (kiln_gpu_params.elem_wide_min; <= 0: never) and returns the
  * previous value (0: never). For tests and benchmarks, between launches. */
@@ -140,7 +155,8 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
 /* out[M, I] (act, row stride ldo, 0: I) = silu(g) * u with [g | u] = x[M, K] @
  * W[2I, K]^T (+ bias[2I]): the gate/up GEMM and kiln_gpu_silu_mul in one
  * kernel, the same bits as the two (g and u rounded to act first). Only where
- * kiln_gpu_gemm_silu_ok (the small-M GEMV serves M and the knob is on). */
+ * kiln_gpu_gemm_silu_ok (the small-M GEMV serves M and the knob is on, or
+ * gemm_sk's SiLU epilogue does: skgemm_silu, 2 <= M <= skgemm_max_m). */
 bool kiln_gpu_gemm_silu_ok(const kiln_gpu *g, kiln_dtype in_dt, int64_t M, int64_t N, int64_t K);
 kiln_status kiln_gpu_gemm_silu(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_devptr x,
                                kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N, int64_t K);

@@ -30,9 +30,10 @@
     "ACT=bf16 OUT=bf16 MAXM=16 WARPS=8 WK=1 RT=4 STAGES=1"
 
 #define GEMM_SK_EX                                                                                              \
-    "ACT=bf16 OUT=bf16 MAXM=32 WARPS=4 RT=2 STAGES=4 CL=1;ACT=bf16 OUT=fp32 MAXM=8 WARPS=8 RT=1 STAGES=6 CL=1;"      \
-    "ACT=fp16 OUT=fp16 MAXM=16 WARPS=4 RT=4 STAGES=2 CL=1;ACT=bf16 OUT=bf16 MAXM=64 WARPS=4 RT=1 STAGES=3 CL=1;"     \
-    "ACT=bf16 OUT=bf16 MAXM=32 WARPS=4 RT=2 STAGES=4 CL=4;ACT=fp16 OUT=fp32 MAXM=16 WARPS=8 RT=2 STAGES=3 CL=3"
+    "ACT=bf16 OUT=bf16 MAXM=32 WARPS=4 RT=2 STAGES=4 CL=1 GLU=0;ACT=bf16 OUT=fp32 MAXM=8 WARPS=8 RT=1 STAGES=6 CL=1 GLU=0;"      \
+    "ACT=fp16 OUT=fp16 MAXM=16 WARPS=4 RT=4 STAGES=2 CL=1 GLU=0;ACT=bf16 OUT=bf16 MAXM=64 WARPS=4 RT=1 STAGES=3 CL=1 GLU=0;"     \
+    "ACT=bf16 OUT=bf16 MAXM=32 WARPS=4 RT=2 STAGES=4 CL=4 GLU=0;ACT=fp16 OUT=fp32 MAXM=16 WARPS=8 RT=2 STAGES=3 CL=3 GLU=0;"     \
+    "ACT=bf16 OUT=bf16 MAXM=16 WARPS=4 RT=2 STAGES=4 CL=1 GLU=1;ACT=fp16 OUT=fp16 MAXM=32 WARPS=4 RT=2 STAGES=3 CL=4 GLU=1"
 
 static const kiln_jit_kernel_def registry[] = {
     {"embed", "kernel_src/embed.cu", "kiln_embed", "ptr,ptr,i32,ptr,i64,i32,i64",
@@ -153,9 +154,9 @@ static const kiln_jit_kernel_def registry[] = {
     {"gemm_tc_reduce", "kernel_src/gemm_tc.cu", "kiln_gemm_tc_reduce", "ptr,i64,ptr,ptr,i32,i32,i32",
      {{"ACT", ACT2}, {"OUT", ACT3}}, GEMM_TC_EX},
     /* the cluster split-K tensor-core GEMM (CL > 1 needs sm_90: the host launches CL = 1 before) */
-    {"gemm_sk", "kernel_src/gemm_sk.cu", "kiln_gemm_sk", "ptr,i64,ptr,ptr,ptr,i32,i32,i32,i32",
+    {"gemm_sk", "kernel_src/gemm_sk.cu", "kiln_gemm_sk", "ptr,i64,ptr,ptr,ptr,i32,i32,i32,i32,ptr",
      {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "8|16|32|64"}, {"WARPS", "4|8"}, {"RT", "1|2|4"},
-      {"STAGES", "2|3|4|5|6|7|8"}, {"CL", "1|2|3|4|5|6|7|8"}},
+      {"STAGES", "2|3|4|5|6|7|8"}, {"CL", "1|2|3|4|5|6|7|8"}, {"GLU", "0|1"}},
      GEMM_SK_EX},
 };
 
@@ -348,7 +349,7 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
                 const int rt = KILN_SKGEMM_TILES_DEFAULT(mm);
                 kiln_skgemm_shape p = kiln_skgemm_plan(132, 233472, 232448, 9, nk[i][0], nk[i][1], mm,
                                                        KILN_SKGEMM_WARPS_DEFAULT, rt, KILN_SKGEMM_STAGES_DEFAULT(mm), 0);
-                KILN_TRY(add_spec(l, "gemm_sk", "ACT=%s OUT=%s MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d", a, a, mm,
+                KILN_TRY(add_spec(l, "gemm_sk", "ACT=%s OUT=%s MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d GLU=0", a, a, mm,
                                   KILN_SKGEMM_WARPS_DEFAULT, rt, p.stages, p.split));
             }
     }
