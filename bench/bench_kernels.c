@@ -174,7 +174,7 @@ typedef struct attn_ctx {
     kiln_gpu_attn a;
     kiln_kv_layout l;
 } attn_ctx;
-static int attn_v1; /* prefill rows: 1 times the first prefill kernel ("attn prefill v1") */
+static int attn_kernel; /* prefill rows: kiln_gpu_attn.prefill_kernel (1: "attn prefill v1", 2: "attn prefill wg") */
 static void op_attn(void *vc, int set) {
     attn_ctx *c = vc;
     (void)set;
@@ -217,12 +217,13 @@ static void bench_attention(int batch, int ctx, int q_len, double target, bool p
     kiln_gpu_attn a = {out, q, qs, kc, vc, &c.l, nq, dqs, dcl, dbt, batch, mb, 1.0f / sqrtf(128.0f), 0, q_len, ctx, 0, 0};
     c.a = a;
     c.a.l = &c.l;
-    c.a.prefill_v1 = attn_v1;
+    c.a.prefill_kernel = attn_kernel;
     double t = time_op(op_attn, &c, 1, prefill ? 3 : 10, 20);
     char shape[64], name[32];
     if (prefill) {
         snprintf(shape, sizeof shape, "causal %dx%d hd128 gqa4", batch, q_len);
-        snprintf(name, sizeof name, "attn prefill%s%s", kes == 1 ? " fp8" : "", attn_v1 ? " v1" : "");
+        snprintf(name, sizeof name, "attn prefill%s%s", kes == 1 ? " fp8" : "",
+                 attn_kernel == 1 ? " v1" : attn_kernel == 2 ? " wg" : "");
         double flops = (double)batch * nq * ((double)q_len * (q_len + 1) / 2) * hd * 4;
         row_flops(name, shape, t, flops, 0, target);
     } else {
@@ -843,13 +844,17 @@ int main(int argc, char **argv) {
         bench_attention(1, 32768, 1, 0, false, e5);
         bench_attention(8, 4096, 1, 0, false, e5);
     }
-    if (want("prefill")) /* the current kernel, then the first one (rows "attn prefill v1") */
-        for (attn_v1 = 0; attn_v1 < 2; attn_v1++) {
-            bench_attention(8, 2048, 2048, attn_v1 ? 0 : 300e12, true, bf);
+    if (want("prefill")) { /* the current kernel, the wgmma one on sm_90 ("attn prefill wg"), the first one ("v1") */
+        const int kernels[3] = {0, 2, 1};
+        for (int k = 0; k < 3; k++) {
+            attn_kernel = kernels[k];
+            if (attn_kernel == 2 && !(di->cc_major == 9 && di->cc_minor == 0)) continue; /* sm_90 only */
+            bench_attention(8, 2048, 2048, attn_kernel == 1 ? 0 : 300e12, true, bf);
             bench_attention(1, 8192, 8192, 0, true, bf);
             bench_attention(32, 512, 512, 0, true, bf);
         }
-    attn_v1 = 0;
+    }
+    attn_kernel = 0;
     if (want("prefill fp8")) bench_attention(8, 2048, 2048, 0, true, e4);
     bench_elementwise(4096);
     if (want("elementwise") || want("tiling")) bench_elementwise_tilings();

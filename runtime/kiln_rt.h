@@ -319,6 +319,10 @@ static inline kiln_skgemm_shape kiln_skgemm_plan(int n_sms, int smem_per_sm, int
 /* The registry (static). */
 const kiln_jit_kernel_def *kiln_jit_registry(int *n);
 const kiln_jit_kernel_def *kiln_jit_find(const char *name);
+/* The target a unit of `file` is compiled for when `arch` is asked for:
+ * "sm_90a" for the registry files that need sm_90's arch-specific
+ * instructions (wgmma) on sm_90, else arch itself. */
+const char *kiln_jit_unit_arch(const char *file, const char *arch);
 /* Check defines ("A=1 B=bf16") against def's params: every param set,
  * every value allowed, nothing unknown. */
 kiln_status kiln_jit_check_defines(const kiln_jit_kernel_def *def, const char *defines);

@@ -1012,9 +1012,9 @@ static void decode_fp8_plan(kiln_rt_func *f, const kiln_rt_device_info *di, cons
  * head_dim <= 128 (its P2_OK); everything else, and $KILN_PREFILL_KERNEL=v1,
  * runs kiln_attn_prefill_v1 */
 static bool prefill_v2(const kiln_gpu_attn *a, bool kv8, int hd) {
-    if (kv8 || hd > 128 || a->prefill_v1) return false;
+    if (kv8 || hd > 128 || a->prefill_kernel == 1) return false;
     const char *v = getenv("KILN_PREFILL_KERNEL");
-    return !(v && !strcmp(v, "v1"));
+    return a->prefill_kernel || !(v && !strcmp(v, "v1"));
 }
 /* its dynamic shared memory (P2_Q_BYTES + 2 * P2_STAGE_BYTES): Q [128 rows]
  * and 2 stages of K [64 tokens], each ceil16(hd) / 8 chunks of 16 bytes a
@@ -1022,6 +1022,21 @@ static bool prefill_v2(const kiln_gpu_attn *a, bool kv8, int hd) {
 static unsigned prefill_smem(int hd) {
     int kch = (hd + 15) / 16 * 2;
     return (unsigned)(kch * 16 * (128 + 2 * 64) + 2 * hd * 128);
+}
+/* the dynamic shared memory of kernel_src/attn_prefill_wg.cu (WG_SMEM): 1024 bytes of alignment slack, Q [128
+ * rows], 2 stages of K [128 tokens] and 3 of V [128 tokens], hd 16-bit
+ * elements a row (token) or column */
+static unsigned prefill_wg_smem(int hd) { return (unsigned)(1024 + (128 + 2 * 128 + 3 * 128) * hd * 2); }
+/* kernel_src/attn_prefill_wg.cu (kiln_attn_prefill_wg, wgmma: sm_90a) on
+ * sm_90 with a 16-bit cache and head_dim 64 or 128, when asked for
+ * ($KILN_PREFILL_KERNEL=wg, or prefill_kernel 2); not yet the default */
+static bool prefill_wg(const kiln_gpu_attn *a, const kiln_rt_device_info *di, bool kv8, int hd) {
+    if (kv8 || (hd != 64 && hd != 128) || di->cc_major != 9 || di->cc_minor != 0 ||
+        (int)prefill_wg_smem(hd) > di->smem_per_block_optin)
+        return false;
+    if (a->prefill_kernel) return a->prefill_kernel == 2;
+    const char *v = getenv("KILN_PREFILL_KERNEL");
+    return v && !strcmp(v, "wg");
 }
 
 kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, const kiln_gpu_attn *a) {
@@ -1084,6 +1099,12 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
             LAUNCH(fr, (unsigned)nq, (unsigned)n_seqs, 1, (unsigned)KILN_MIN(256, (hd + 31) / 32 * 32), 0, s, &out,
                    &part_o, &part_ml, &qs, &cl, &nq, &n_parts, &P);
         }
+    } else if (prefill_wg(a, di, kv8, hd)) {
+        KILN_TRY(kiln_rt_kernels_get(g->k, "attn_prefill_wg", defs, &f));
+        int tt = 128 / grp; /* kernel_src/attn_prefill_wg.cu WG_BM / GROUP */
+        LAUNCH(f, (unsigned)((a->max_q_len + tt - 1) / tt), (unsigned)n_seqs, (unsigned)(nq / grp), 256,
+               prefill_wg_smem(hd), s, &out, &q, &qst, &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale,
+               &window, &kvs);
     } else if (prefill_v2(a, kv8, hd)) {
         KILN_TRY(kiln_rt_kernels_get(g->k, "attn_prefill", defs, &f));
         int tt = 128 / grp; /* kernel_src/attn_prefill.cu P2_BM / GROUP */

@@ -285,7 +285,8 @@ static kiln_status compile_unit(jit_ctx *c, kiln_jit_unit *u) {
     }
     KILN_TRY(collect_includes(c->kdir, src, &h, 0));
 
-    optbuf[n_opt] = kiln_asprintf("--gpu-architecture=%s", c->opt->arch);
+    const char *arch = kiln_jit_unit_arch(u->file, c->opt->arch); /* sm_90a for the files that need it */
+    optbuf[n_opt] = kiln_asprintf("--gpu-architecture=%s", arch);
     KILN_CHECK_ALLOC(optbuf[n_opt]);
     opts[n_opt] = optbuf[n_opt];
     n_opt++;
@@ -343,7 +344,7 @@ static kiln_status compile_unit(jit_ctx *c, kiln_jit_unit *u) {
             char where[300];
             first_error(log, where, sizeof where);
             st = KILN_FAIL(KILN_ERR_FORMAT, "%s: compiling %s [%s] for %s failed (%s):\n%s",
-                           where[0] ? where : u->file, u->file, u->defines ? u->defines : "", c->opt->arch,
+                           where[0] ? where : u->file, u->file, u->defines ? u->defines : "", arch,
                            kiln_nvrtc.nvrtcGetErrorString(r), log);
             goto fail;
         }

@@ -23,6 +23,12 @@
     "ACT=bf16 HEAD_DIM=128 BLOCK_SIZE=16 GROUP=4 KV=fp8_e5m2;ACT=fp16 HEAD_DIM=64 BLOCK_SIZE=32 GROUP=1 KV=fp8_e4m3;" \
     "ACT=bf16 HEAD_DIM=16 BLOCK_SIZE=16 GROUP=2 KV=fp8_e5m2"
 
+/* the wgmma prefill kernel: 16-bit caches, head dims 64 / 128 (the others compile a trapping body) */
+#define ATTN_WG_EX                                                                                            \
+    "ACT=bf16 HEAD_DIM=128 BLOCK_SIZE=16 GROUP=4 KV=bf16;ACT=fp16 HEAD_DIM=64 BLOCK_SIZE=16 GROUP=1 KV=fp16;"   \
+    "ACT=bf16 HEAD_DIM=64 BLOCK_SIZE=32 GROUP=8 KV=bf16;ACT=fp16 HEAD_DIM=128 BLOCK_SIZE=8 GROUP=16 KV=fp16;"   \
+    "ACT=bf16 HEAD_DIM=72 BLOCK_SIZE=32 GROUP=8 KV=bf16"
+
 #define GEMM_TC_EX                                                                                              \
     "ACT=bf16 OUT=bf16 MAXM=32 WARPS=8 WK=4 RT=2 STAGES=2;ACT=bf16 OUT=fp32 MAXM=64 WARPS=8 WK=1 RT=1 STAGES=3;"  \
     "ACT=fp16 OUT=fp16 MAXM=8 WARPS=4 WK=1 RT=4 STAGES=1;ACT=fp16 OUT=fp32 MAXM=16 WARPS=8 WK=2 RT=2 STAGES=2;"   \
@@ -101,6 +107,10 @@ static const kiln_jit_kernel_def registry[] = {
      * above 128, and $KILN_PREFILL_KERNEL=v1 */
     {"attn_prefill_v1", "kernel_src/attn_prefill.cu", "kiln_attn_prefill_v1",
      "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,ptr", ATTN_PARAMS, ATTN_EX},
+    /* the Hopper (wgmma) prefill kernel: $KILN_PREFILL_KERNEL=wg on sm_90 with a 16-bit cache and head
+     * dim 64 or 128; compiled for sm_90a there (kiln_jit_unit_arch), a trapping body elsewhere */
+    {"attn_prefill_wg", "kernel_src/attn_prefill_wg.cu", "kiln_attn_prefill_wg",
+     "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,ptr", ATTN_PARAMS, ATTN_WG_EX},
     {"sample_penalties", "kernel_src/sample.cu", "kiln_sample_penalties", "ptr,i32,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr",
      {{NULL, NULL}}, ""},
     {"sample", "kernel_src/sample.cu", "kiln_sample", "ptr,ptr,ptr,i32,ptr,ptr", {{NULL, NULL}}, ""},
@@ -163,6 +173,19 @@ static const kiln_jit_kernel_def registry[] = {
 const kiln_jit_kernel_def *kiln_jit_registry(int *n) {
     *n = (int)KILN_ARRAY_LEN(registry);
     return registry;
+}
+
+/* Files whose kernels use instructions of sm_90's arch-specific target
+ * sm_90a (wgmma, setmaxnreg): compiled for sm_90a when sm_90 is asked for.
+ * They guard that code with __CUDA_ARCH_FEAT_SM90_ALL and compile a body
+ * that traps on every other target, where the host does not launch them. */
+static const char *const sm90a_files[] = {"kernel_src/attn_prefill_wg.cu"};
+
+const char *kiln_jit_unit_arch(const char *file, const char *arch) {
+    if (!file || !arch || strcmp(arch, "sm_90")) return arch;
+    for (size_t i = 0; i < KILN_ARRAY_LEN(sm90a_files); i++)
+        if (!strcmp(file, sm90a_files[i])) return "sm_90a";
+    return arch;
 }
 
 const kiln_jit_kernel_def *kiln_jit_find(const char *name) {

@@ -1,0 +1,436 @@
+// attn_prefill_wg.cu -- the prefill attention of attn_prefill.cu (same
+// semantics, arguments and grid shape) on Hopper's warpgroup MMA (wgmma,
+// sm_90a), FlashAttention-3 style. Registry "attn_prefill_wg", selected by
+// $KILN_PREFILL_KERNEL=wg on sm_90 (engine/cuda/ops_gpu.c prefill_wg).
+// Semantics: engine/ops_cpu.h kiln_cpu_attention: sequence s owns query rows
+// [qstart[s], qstart[s+1]), ctx_len[s] includes them; query i of s sits at
+// position ctx_len[s] - q_len + i and attends to cached positions p with
+// p <= pos and (window <= 0 or p > pos - window).
+//
+// Served: 16-bit caches, HEAD_DIM 64 or 128, compiled for sm_90a (the JIT
+// compiles this file for sm_90a where it is asked for sm_90: registry.c
+// kiln_jit_unit_arch). Any other specialization or arch compiles a body that
+// traps; the host never launches it there.
+//
+// A block (256 threads = 2 warpgroups) computes BM = 128 rows = TT tokens x
+// GROUP heads of one KV head (row r: head qh0 + r / TT, token tok0 + r % TT,
+// TT = 128 / GROUP); warpgroup w owns rows 64w .. 64w + 63, warp i of it
+// rows 64w + 16i .. + 15 (the wgmma accumulator layout). Per KV tile of BN =
+// 128 tokens:
+//   S = Q K^T     wgmma m64n128k16, Q and K from shared memory (descriptors)
+//   O += P V      wgmma m64n{HEAD_DIM}k16, P from registers (the S
+//                 accumulators rounded to 16 bits are already the A fragment
+//                 layout), V from shared memory
+// Both asynchronous: iteration j issues S_j = Q K_j^T and then O += P_{j-1}
+// V_{j-1}, waits for S_j only (wait_group 1) and runs tile j's mask and
+// online softmax while the PV product still runs, then waits for it
+// (wait_group 0) and rescales O. The other warpgroup's MMAs fill the rest.
+// Every thread also copies: K and V tiles stream through cp.async into 2 K
+// and 3 V stages (V_{j-1} is still read while tile j+1 lands), one
+// __syncthreads an iteration; tile j+1 is issued at the start of iteration j.
+// Online softmax as attn_prefill.cu: exp2 with scale * log2(e) folded into
+// one FMA, the running max exact, masks only on tiles that cross a warp's
+// diagonal or window edge.
+// Shared memory (1024-aligned), every tile K-major in 128-byte swizzle atoms
+// (wgmma's SWIZZLE_128B canonical layout): a tile of R rows and C 16-byte
+// chunks (8 elements) is [C / 8 atoms][R rows][8 chunks], chunk c of row r
+// stored at position (c % 8) ^ (r % 8) of its 128-byte row:
+//   Q [BM rows][HEAD_DIM]          row = query row, chunk = 8 dims
+//   K stage [BN tokens][HEAD_DIM]  row = token, chunk = 8 dims
+//   V stage [HEAD_DIM dims][BN]    row = dim, chunk = 8 tokens (the cache's
+//                                  value layout is already token-contiguous)
+// Tokens >= ctx_len are zero in K and V; query rows past the sequence are
+// zero in Q (computed, never stored).
+//   q [T, q_stride] (head h at h * HEAD_DIM), out [T, nq * HEAD_DIM]
+// Grid (ceil(max_q_len / TT), n_seqs, nq / GROUP), 256 threads, dynamic smem
+// WG_SMEM = 1024 + (128 + 2 * 128 + 3 * 128) * HEAD_DIM * 2 bytes (ops_gpu.c
+// prefill_wg_smem). Blocks past their sequence's queries exit; the grid's x
+// is walked in reverse so the longest (latest) query tiles start first.
+#include "attn_common.cuh"
+
+#if !KV_FP8 && (HD == 64 || HD == 128) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define WG_OK 1
+#else
+#define WG_OK 0
+#endif
+
+#if WG_OK
+#define WG_BM 128
+#define WG_BN 128
+#define WG_TT (WG_BM / GROUP)
+#define WG_Q_BYTES (WG_BM * HD * 2)
+#define WG_K_BYTES (WG_BN * HD * 2)
+#define WG_V_BYTES (HD * WG_BN * 2)
+#define WG_KS 2 /* K stages */
+#define WG_VS 3 /* V stages */
+#define WG_SMEM (1024 + WG_Q_BYTES + WG_KS * WG_K_BYTES + WG_VS * WG_V_BYTES) /* 1024: alignment slack */
+#if ACT_KIND == 1
+#define WG_AB ".bf16.bf16"
+#else
+#define WG_AB ".f16.f16"
+#endif
+
+// Byte offset of 16-byte chunk c of row r in a swizzled tile of R rows.
+KILN_DEV u32 wg_sw(int R, int r, int c) { return (u32)((((c >> 3) * R + r) << 7) + (((c & 7) ^ (r & 7)) << 4)); }
+
+// Matrix descriptor of a K-major SWIZZLE_128B operand whose 8-row groups are
+// 1024 bytes apart (start address >> 4 in bits 0-13, leading byte offset
+// unused (1), stride byte offset 1024 >> 4 in bits 32-45, layout 1 in bits
+// 62-63). The k-step s of 16 elements inside an atom starts 32 s bytes on.
+KILN_DEV u64 wg_desc(u32 saddr) { return (u64)((saddr & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62); }
+
+KILN_DEV void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+KILN_DEV void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> KILN_DEV void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
+// keep a register's reads and writes on this side of the asm next to it (an
+// accumulator or A fragment of an asynchronous MMA)
+KILN_DEV void wg_keep(float &x) { asm volatile("" : "+f"(x)::"memory"); }
+KILN_DEV void wg_keep(u32 &x) { asm volatile("" : "+r"(x)::"memory"); }
+template <int N> KILN_DEV void wg_keep(float (&x)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; i++) wg_keep(x[i]);
+}
+template <int N> KILN_DEV void wg_keep(u32 (&x)[N][4]) {
+#pragma unroll
+    for (int i = 0; i < N; i++)
+#pragma unroll
+        for (int k = 0; k < 4; k++) wg_keep(x[i][k]);
+}
+// cp.async (generic proxy) writes -> wgmma (async proxy) reads
+KILN_DEV void wg_fence_proxy() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// D (m64 x N, f32) = / += A B; S = Q K^T: A and B from shared memory.
+KILN_DEV void wg_mma_ss_n128(float (&d)[64], u64 da, u64 db, int accumulate) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32" WG_AB " {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20,"
+                 "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39,"
+                 "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58,"
+                 "%59, %60, %61, %62, %63"
+                 "}, %64, %65, p, 1, 1, 0, 0; }\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+                   "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+                   "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
+                   "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
+                   "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
+                   "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
+                   "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(da), "l"(db), "r"(accumulate));
+}
+KILN_DEV void wg_mma_rs_n128(float (&d)[64], const u32 (&a)[4], u64 db) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32" WG_AB " {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20,"
+                 "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39,"
+                 "%40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58,"
+                 "%59, %60, %61, %62, %63"
+                 "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0; }\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+                   "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+                   "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
+                   "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+                   "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]),
+                   "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]),
+                   "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]),
+                   "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+KILN_DEV void wg_mma_rs_n64(float (&d)[32], const u32 (&a)[4], u64 db) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32" WG_AB " {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20,"
+                 "%21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+                 "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0; }\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]),
+                   "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]),
+                   "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]),
+                   "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+// cp.async of KV tile (tokens t0 .. t0 + BN - 1) into K stage sk and V stage
+// sv; 256 threads. K: token j = tid % 128, chunks tid / 128 + 2i (a warp
+// writes 32 rows of one chunk column: 8 distinct positions an 8-row group,
+// no bank conflicts). V: token group tg = tid % 16, dims tid / 16 + 16i.
+KILN_DEV void wg_load_kv(u32 sk, u32 sv, const act_t *__restrict__ kc, const act_t *__restrict__ vc,
+                         const int *__restrict__ bt, int nkv, int kvh, int ctx, int t0, int tid) {
+    {
+        const int j = tid & (WG_BN - 1), c0 = tid >> 7, tok = t0 + j;
+        const bool ok = tok < ctx;
+        const act_t *base = kc;
+        if (ok) {
+            int b = bt[tok / BLOCK_SIZE];
+            base = kc + (((size_t)b * nkv + kvh) * (HD / 8) * BLOCK_SIZE + tok % BLOCK_SIZE) * 8 +
+                   (size_t)c0 * BLOCK_SIZE * 8;
+        }
+#pragma unroll
+        for (int i = 0; i < HD / 16; i++)
+            cp_async16_u32(sk + wg_sw(WG_BN, j, c0 + 2 * i),
+                           ok ? (const void *)(base + (size_t)i * 2 * BLOCK_SIZE * 8) : (const void *)kc, ok ? 16 : 0);
+    }
+    {
+        const int tg = tid & 15, d0 = tid >> 4, tok = t0 + tg * 8, nv = ctx - tok;
+        const int bytes = nv >= 8 ? 16 : nv > 0 ? nv * 2 : 0;
+        const act_t *base = vc;
+        if (bytes) {
+            int b = bt[tok / BLOCK_SIZE];
+            base = vc + ((size_t)b * nkv + kvh) * HD * BLOCK_SIZE + tok % BLOCK_SIZE + (size_t)d0 * BLOCK_SIZE;
+        }
+#pragma unroll
+        for (int i = 0; i < HD / 16; i++)
+            cp_async16_u32(sv + wg_sw(HD, d0 + 16 * i, tg),
+                           bytes ? (const void *)(base + (size_t)i * 16 * BLOCK_SIZE) : (const void *)vc, bytes);
+    }
+}
+
+// S = Q K^T of one warpgroup (sq: its first Q row, sk: the K stage)
+KILN_DEV void wg_qk(float (&s)[WG_BN / 2], u32 sq, u32 sk) {
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++)
+        wg_mma_ss_n128(s, wg_desc(sq + (u32)((kk >> 2) * WG_BM * 128 + (kk & 3) * 32)),
+                       wg_desc(sk + (u32)((kk >> 2) * WG_BN * 128 + (kk & 3) * 32)), kk > 0);
+}
+
+// O += P V (sv: the V stage)
+KILN_DEV void wg_pv(float (&o)[HD / 2], const u32 (&p)[WG_BN / 16][4], u32 sv) {
+#pragma unroll
+    for (int kk = 0; kk < WG_BN / 16; kk++) {
+        const u64 db = wg_desc(sv + (u32)((kk >> 2) * HD * 128 + (kk & 3) * 32));
+#if HD == 128
+        wg_mma_rs_n128(o, p[kk], db);
+#else
+        wg_mma_rs_n64(o, p[kk], db);
+#endif
+    }
+}
+
+// Mask and online softmax of one tile (keys t0 ..) in place of the running
+// m, l: the probabilities into pe (f32, S's layout), alpha = 2^(m_old -
+// m_new) for O. S slot 4nb + 2h + e is row h (g, g + 8), key t0 + 8nb + 2tig
+// + e; rp: the rows' positions. Runs while the PV product is in flight, so it
+// writes no register a wgmma reads (with such a write ptxas serializes every
+// wgmma of the kernel, C7513): S is fresh each tile and P is packed later.
+template <bool MASK>
+KILN_DEV void wg_row_max(const float (&s)[WG_BN / 2], float (&mx)[2], const int (&hi)[2], const int (&lo)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        mx[h] = -KILN_INF;
+#pragma unroll
+        for (int nb = 0; nb < WG_BN / 8; nb++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int k = nb * 8 + e;
+                mx[h] = fmaxf(mx[h], MASK && (k > hi[h] || k <= lo[h]) ? -KILN_INF : s[4 * nb + 2 * h + e]);
+            }
+    }
+}
+template <bool MASK>
+KILN_DEV void wg_exp(const float (&s)[WG_BN / 2], float (&pe)[WG_BN / 2], float (&rs)[2], const float (&mu)[2],
+                     const int (&hi)[2], const int (&lo)[2], float sl2) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        rs[h] = 0.0f;
+#pragma unroll
+        for (int nb = 0; nb < WG_BN / 8; nb++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int k = nb * 8 + e;
+                const float v =
+                    MASK && (k > hi[h] || k <= lo[h]) ? 0.0f : fast_exp2(fmaf(s[4 * nb + 2 * h + e], sl2, -mu[h]));
+                pe[4 * nb + 2 * h + e] = v;
+                rs[h] += v;
+            }
+    }
+}
+KILN_DEV void wg_softmax(const float (&s)[WG_BN / 2], float (&pe)[WG_BN / 2], float (&m)[2], float (&l)[2],
+                         float (&alpha)[2], const int (&rp)[2], int t0, int tig, int wlo, int whi, int window,
+                         float sl2) {
+    // key t0 + 8nb + 2tig + e is visible iff lo < 8nb + e <= hi; masks only
+    // where a row of this warp needs one (a warp-uniform branch; the
+    // shuffles stay outside it)
+    const bool mask = t0 + WG_BN - 1 > wlo || (window > 0 && t0 <= whi - window);
+    int hi[2], lo[2];
+    float mx[2], mu[2], rs[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        hi[h] = rp[h] - t0 - tig * 2;
+        lo[h] = window > 0 ? hi[h] - window : -0x7fffffff;
+    }
+    if (mask) wg_row_max<true>(s, mx, hi, lo);
+    else wg_row_max<false>(s, mx, hi, lo);
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+        mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+        const float mc = mx[h] * sl2, mnew = mc > m[h] ? mc : m[h];
+        mu[h] = mnew == -KILN_INF ? 0.0f : mnew; // no key seen yet: p = alpha = 0
+        alpha[h] = fast_exp2(m[h] - mu[h]);
+        m[h] = mnew;
+    }
+    if (mask) wg_exp<true>(s, pe, rs, mu, hi, lo, sl2);
+    else wg_exp<false>(s, pe, rs, mu, hi, lo, sl2);
+#pragma unroll
+    for (int h = 0; h < 2; h++) l[h] = l[h] * alpha[h] + rs[h];
+}
+
+// The probabilities as PV's A fragments: k-step kk (keys 16kk ..), register
+// i = slots 8kk + 2i, 8kk + 2i + 1 (rows g / g + 8, keys 2tig (+8)).
+KILN_DEV void wg_pack_p(u32 (&p)[WG_BN / 16][4], const float (&pe)[WG_BN / 2]) {
+#pragma unroll
+    for (int kk = 0; kk < WG_BN / 16; kk++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) p[kk][i] = pack2<act_t>(pe[8 * kk + 2 * i], pe[8 * kk + 2 * i + 1]);
+}
+
+KILN_DEV void wg_rescale(float (&o)[HD / 2], const float (&alpha)[2]) {
+#pragma unroll
+    for (int nb = 0; nb < HD / 8; nb++) {
+        o[4 * nb] *= alpha[0];
+        o[4 * nb + 1] *= alpha[0];
+        o[4 * nb + 2] *= alpha[1];
+        o[4 * nb + 3] *= alpha[1];
+    }
+}
+#endif
+
+extern "C" __global__ void __launch_bounds__(256, 1)
+kiln_attn_prefill_wg(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const kv_t *__restrict__ kc,
+                     const kv_t *__restrict__ vc, const int *__restrict__ qstart, const int *__restrict__ ctx_len,
+                     const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
+                     int window, const float *__restrict__ kv_scales) {
+#if WG_OK
+    pdl_wait();
+    pdl_launch();
+    extern __shared__ float4 smem4[];
+    const u32 sq = (smem_addr(smem4) + 1023u) & ~1023u, sk0 = sq + WG_Q_BYTES, sv0 = sk0 + WG_KS * WG_K_BYTES;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
+    const int wg = warp >> 2;
+    const int s = blockIdx.y, qh0 = blockIdx.z * GROUP;
+    const int ratio = nq / nkv, kvh = qh0 / ratio;
+    const int q0 = qstart[s], q_len = qstart[s + 1] - q0;
+    const int tok0 = (int)(gridDim.x - 1 - blockIdx.x) * WG_TT;
+    if (tok0 >= q_len) return;
+    const int ctx = ctx_len[s];
+    const int pos0 = ctx - q_len; // position of query token 0
+    const int pos_lo = pos0 + tok0, pos_hi = pos0 + min(WG_TT, q_len - tok0) - 1 + tok0;
+    const int kv_lo = window > 0 ? max(0, pos_lo - window + 1) : 0;
+    const int kt_first = kv_lo / WG_BN, n_tiles = pos_hi / WG_BN + 1 - kt_first;
+    const int *bt = block_tables + (size_t)s * max_blocks;
+
+    // Q -> shared memory: row tid % 128, chunks tid / 128 + 2i (rows past the sequence: zero)
+    {
+        const int row = tid & (WG_BM - 1), c0 = tid >> 7, head = qh0 + row / WG_TT, tok = tok0 + row % WG_TT;
+        const bool ok = tok < q_len;
+        const act_t *src = q + (size_t)(q0 + (ok ? tok : 0)) * q_stride + (size_t)head * HD;
+#pragma unroll
+        for (int i = 0; i < HD / 16; i++)
+            cp_async16_u32(sq + wg_sw(WG_BM, row, c0 + 2 * i),
+                           ok ? (const void *)(src + (c0 + 2 * i) * 8) : (const void *)q, ok ? 16 : 0);
+    }
+    wg_load_kv(sk0, sv0, kc, vc, bt, nkv, kvh, ctx, kt_first * WG_BN, tid);
+    cp_async_commit();
+
+    // this thread's rows wg * 64 + (warp % 4) * 16 + h * 8 + g; rows past the
+    // sequence take its last position (computed, never stored)
+    int rp[2], wlo, whi;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int row = warp * 16 + h * 8 + g;
+        rp[h] = pos0 + min(tok0 + row % WG_TT, q_len - 1);
+    }
+    wlo = min(rp[0], rp[1]);
+    whi = max(rp[0], rp[1]);
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) { // lanes of one quad share rows
+        wlo = min(wlo, __shfl_xor_sync(0xffffffffu, wlo, off));
+        whi = max(whi, __shfl_xor_sync(0xffffffffu, whi, off));
+    }
+    const float sl2 = scale * LOG2E;
+    const u32 sqw = sq + (u32)(wg * 64 * 128); // this warpgroup's Q rows (8 row groups of 1024 bytes)
+
+    float o[HD / 2], m[2] = {-KILN_INF, -KILN_INF}, l[2] = {0.0f, 0.0f}, alpha[2];
+    u32 p[WG_BN / 16][4];
+#pragma unroll
+    for (int i = 0; i < HD / 2; i++) o[i] = 0.0f;
+
+    // tile 0: S, softmax, P (alpha = 0 rescales the zero O at iteration 1)
+    cp_async_wait<0>();
+    wg_fence_proxy();
+    __syncthreads();
+    if (n_tiles > 1)
+        wg_load_kv(sk0 + WG_K_BYTES, sv0 + WG_V_BYTES, kc, vc, bt, nkv, kvh, ctx, (kt_first + 1) * WG_BN, tid);
+    cp_async_commit();
+    {
+        float sc[WG_BN / 2], pe[WG_BN / 2];
+        wg_fence();
+        wg_qk(sc, sqw, sk0);
+        wg_commit();
+        wg_wait<0>();
+        wg_keep(sc);
+        wg_softmax(sc, pe, m, l, alpha, rp, kt_first * WG_BN, tig, wlo, whi, window, sl2);
+        wg_pack_p(p, pe);
+    }
+
+    int ks = 1, vs_prev = 0, vs_load = 2; // K stage of tile j, V stage of tile j - 1, V stage for tile j + 1
+#pragma unroll 1
+    for (int j = 1; j < n_tiles; j++) {
+        cp_async_wait<0>(); // tile j landed (this thread's copies)
+        wg_fence_proxy();
+        __syncthreads(); // everyone's copies; every MMA of iteration j - 1 done
+        if (j + 1 < n_tiles)
+            wg_load_kv(sk0 + (u32)((ks ^ 1) * WG_K_BYTES), sv0 + (u32)(vs_load * WG_V_BYTES), kc, vc, bt, nkv, kvh, ctx,
+                       (kt_first + j + 1) * WG_BN, tid);
+        cp_async_commit();
+        float sc[WG_BN / 2], pe[WG_BN / 2]; // fresh each tile (see wg_softmax)
+        wg_fence();
+        wg_qk(sc, sqw, sk0 + (u32)(ks * WG_K_BYTES));
+        wg_commit();
+        wg_rescale(o, alpha); // O to tile j - 1's max, under S_j's MMAs
+        wg_keep(o);
+        wg_fence();
+        wg_pv(o, p, sv0 + (u32)(vs_prev * WG_V_BYTES));
+        wg_commit();
+        wg_wait<1>(); // S_j
+        wg_keep(sc);
+        wg_softmax(sc, pe, m, l, alpha, rp, (kt_first + j) * WG_BN, tig, wlo, whi, window, sl2);
+        wg_wait<0>(); // O += P_{j-1} V_{j-1}
+        wg_keep(o);
+        wg_keep(p);
+        wg_pack_p(p, pe);
+        ks ^= 1;
+        vs_prev = vs_prev == WG_VS - 1 ? 0 : vs_prev + 1;
+        vs_load = vs_load == WG_VS - 1 ? 0 : vs_load + 1;
+    }
+    // the last tile's O += P V (its V landed with its K)
+    wg_rescale(o, alpha);
+    wg_keep(o);
+    wg_fence();
+    wg_pv(o, p, sv0 + (u32)(vs_prev * WG_V_BYTES));
+    wg_commit();
+    wg_wait<0>();
+    wg_keep(o);
+
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        float sum = l[h];
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        const int row = warp * 16 + h * 8 + g;
+        const int head = qh0 + row / WG_TT, tok = tok0 + row % WG_TT;
+        if (tok >= q_len) continue;
+        float inv; // 1 / sum (approximate reciprocal, as attn_prefill.cu)
+        asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(inv) : "f"(sum));
+        if (!(sum > 0.0f)) inv = 0.0f;
+        act_t *orow = out + (size_t)(q0 + tok) * nq * HD + (size_t)head * HD;
+#pragma unroll
+        for (int nb = 0; nb < HD / 8; nb++)
+            *(u32 *)(orow + nb * 8 + tig * 2) = pack2<act_t>(o[4 * nb + 2 * h] * inv, o[4 * nb + 2 * h + 1] * inv);
+    }
+#else
+    asm volatile("trap;");
+#endif
+}
