@@ -747,16 +747,20 @@ static void bench_gemm_sk_prof(void) {
 
 /* ---------------------------------------------------------------- sampling */
 
-typedef struct samp_ctx { kiln_devptr logits, params, tokens; int R, V; } samp_ctx;
+typedef struct samp_ctx { kiln_devptr logits, params, tokens, logprobs; int R, V; } samp_ctx;
 static void op_sample(void *vc, int s) {
     samp_ctx *c = vc;
     (void)s;
-    CK(kiln_gpu_sample(gpu, st, c->tokens, 0, c->logits, c->R, c->V, c->params));
+    CK(kiln_gpu_sample(gpu, st, c->tokens, c->logprobs, c->logits, c->R, c->V, c->params));
 }
 
+/* the engine's call: the step's rows over the Llama-3 vocabulary, tokens and
+ * their logprobs (greedy; and one sampling setting at 64 rows) */
 static void bench_sampling(void) {
-    for (int mode = 0; mode < 2; mode++) {
-        samp_ctx c = {0, 0, 0, 64, 128256};
+    static const int rows[][2] = {{1, 0}, {32, 0}, {64, 0}, {64, 1}};
+    for (int ri = 0; ri < 4; ri++) {
+        const int mode = rows[ri][1];
+        samp_ctx c = {0, 0, 0, 0, rows[ri][0], 128256};
         c.logits = drand((size_t)c.R * c.V, KILN_DTYPE_F32, 3);
         kiln_gpu_sample_params p[64];
         memset(p, 0, sizeof p);
@@ -769,11 +773,14 @@ static void bench_sampling(void) {
         }
         CK(kiln_rt_malloc(dev, sizeof p, &c.params));
         CK(kiln_rt_malloc(dev, 4 * 64, &c.tokens));
+        CK(kiln_rt_malloc(dev, 4 * 64, &c.logprobs));
         CK(kiln_rt_memcpy_htod(c.params, p, sizeof p, NULL));
         double t = time_op(op_sample, &c, 1, 5, 10);
-        printf("%-22s %-34s %9.1f us\n", "sample", mode ? "64 x 128256, T=0.8 top-k 50 top-p 0.9" : "64 x 128256 greedy",
-               t * 1e6);
+        char what[64];
+        snprintf(what, sizeof what, "%d x 128256 %s, logprobs", c.R, mode ? "T=0.8 top-k 50 top-p 0.9" : "greedy");
+        printf("%-22s %-44s %9.1f us\n", "sample", what, t * 1e6);
         kiln_rt_free(dev, c.logits), kiln_rt_free(dev, c.params), kiln_rt_free(dev, c.tokens);
+        kiln_rt_free(dev, c.logprobs);
     }
 }
 

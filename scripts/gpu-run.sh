@@ -36,6 +36,9 @@ cp "$root/bench/engine_bench.sh" "$root/bench/hf_generate.py" "$root/bench/fp8_b
 # the shared peer travels only for the run (it is not part of the repository)
 [ -f "$root/../shared/peers/torch_cudagraph_llama.py" ] && cp "$root/../shared/peers/torch_cudagraph_llama.py" "$out/peers/"
 echo "$root" > "$out/build_root"
+# this checkout's kernel sources with main's sample.cu, for KILN_KERNEL_DIR A/B runs
+rm -rf "$out/ksrc_old"; cp -r "$root/kernel_src" "$out/ksrc_old"
+git -C "$root" show main:kernel_src/sample.cu > "$out/ksrc_old/sample.cu"
 cat > "$out/remote.sh" <<'REMOTE'
 #!/usr/bin/env bash
 # remote.sh MODE[,MODE...] [bench filter] -- runs on the device
@@ -125,6 +128,9 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s26:    eighth session: gemm_sk's split checked against the occupancy calculator: test_gpu_engine, bench_kernels
 #           gemm_sk_quick (qkv / o / down at M = 16 / 32, four tilings, cuBLASLt beside), kiln bench -b 32 with
 #           KILN_SKGEMM_MAX_M 32 / 16, -b 16 with 16 / 0
+#   s30:    (ninth session, last call) test_gpu_ops attention_prefill_wg / test_sampling, bench_kernels prefill and
+#           sample (old kernel sources through KILN_KERNEL_DIR beside), kiln bench -b 1 new / old twice, -b 32, an
+#           8 x 2048 prefill with KILN_PREFILL_KERNEL=wg / default; the whole test_gpu_ops on the second GPU
 #   s29:    (ninth session) kiln bench -b 32 / 64 with KILN_ELEM_WIDE_MIN=16 and KILN_DECODE_PARTITION 64 / 128 beside the
 #           defaults (twice), -b 1; the whole test_gpu_ops on the second GPU meanwhile
 #   s28:    (ninth session) kernel times inside the decode graphs: kiln bench -b 1 / 32 / 64 under the CUPTI
@@ -443,6 +449,27 @@ if has s19; then # seventh session: next's defaults (rope epilogue, push gather,
   kb "tp1-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 1 -b 1 -s 128 -o 512 --iters 2
   kb "tp2-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   for tp in 1 2; do kb "tp$tp-b32" -- --tp $tp -b 32 -s 128 -o 256 --iters 2; done
+fi
+if has s30; then # ninth session, last call: the wgmma prefill kernel (helper), the one-pass sampling kernel
+  ( CUDA_VISIBLE_DEVICES=1 timeout 420 "$here/bin/test_gpu_ops" > /tmp/tgo.log 2>&1; echo "rc=$?" >> /tmp/tgo.log ) &
+  gt ops_wg 120 "FAIL|passed|rc=" -- test_gpu_ops attention_prefill_wg
+  gt ops_sampling 60 "FAIL|passed" -- test_gpu_ops test_sampling
+  timeout 120 "$here/bin/bench_kernels" prefill > /tmp/bp.log 2>&1; echo "bench_kernels prefill rc=$?"
+  grep -E "ceilings|prefill" /tmp/bp.log | sed -E 's/ +/ /g' | cut -c1-150
+  timeout 60 "$here/bin/bench_kernels" sample > /tmp/bs.log 2>&1; grep -E "^sample" /tmp/bs.log | sed 's/^/new /'
+  KILN_KERNEL_DIR="$here/ksrc_old" timeout 60 "$here/bin/bench_kernels" sample > /tmp/bs0.log 2>&1; grep -E "^sample" /tmp/bs0.log | sed 's/^/old /'
+  for r in 1 2; do
+    kb "b1-new$r" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-old$r" KILN_KERNEL_DIR="$here/ksrc_old" -- -b 1 -s 128 -o 512 --iters 2
+  done
+  kb "b32-new" -- -b 32 -s 128 -o 256 --iters 2
+  for k in wg default; do
+    kb "p8x2048-$k" KILN_PREFILL_KERNEL=$([ $k = wg ] && echo wg || echo v2) -- -b 8 -s 2048 -o 4 --iters 2
+  done
+  wait
+  echo "test_gpu_ops (whole, GPU 1): $(grep -E 'passed' /tmp/tgo.log | tail -1) $(tail -1 /tmp/tgo.log)"; grep -E "FAIL" /tmp/tgo.log | head
+  grep -E "^\[ (RUN |FAIL| OK )" /tmp/tgo.log | tail -2
+  cp /tmp/tgo.log "$out/test_gpu_ops.log"
 fi
 if has s29; then # ninth session: knobs at -b 32 / 64 (the wide elementwise kernels, the decode split), whole test_gpu_ops
   ( CUDA_VISIBLE_DEVICES=1 timeout 560 "$here/bin/test_gpu_ops" > "$out/test_gpu_ops.log" 2>&1; echo "rc=$?" >> "$out/test_gpu_ops.log" ) &

@@ -1011,8 +1011,9 @@ static int ref_sample(const float *logits, int V, const kiln_gpu_sample_params *
 }
 KT_TEST(test_sampling) {
     NEED_GPU();
-    int Vs[] = {1000, 131072};
-    for (int vi = 0; vi < 2; vi++) {
+    /* 1003: rows not 16-byte aligned (kiln_sample's scalar path) */
+    int Vs[] = {1000, 1003, 131072};
+    for (int vi = 0; vi < 3; vi++) {
         int V = Vs[vi], R = 24;
         float *logits = malloc(sizeof(float) * (size_t)V * R);
         kiln_gpu_sample_params prm[24];
