@@ -133,7 +133,7 @@ kiln_sample(int *out_tokens, float *out_logprobs, const float *logits, int V, co
             if (want_lse) se += expf(x - best);
         }
     };
-    const int nv = ((uintptr_t)l & 15) == 0 ? V / 4 : 0;
+    const int nv = (reinterpret_cast<u64>(l) & 15) == 0 ? V / 4 : 0;
     const float4 *l4 = reinterpret_cast<const float4 *>(l);
     int j = threadIdx.x;
     for (; j + 3 * NT < nv; j += 4 * NT) {
