@@ -89,27 +89,11 @@ kiln_sample_penalties(float *logits, int V, const sample_params *params, const i
     }
 }
 
-// s (a sum of exp(x - b)) re-expressed against the max m >= b (0 stays 0;
-// b == m, infinities included, leaves s)
-KILN_DEV float sm_rescale(float s, float b, float m) { return s == 0.0f || b == m ? s : s * expf(b - m); }
-// the warp's (max, lowest index of it, sum of exp(x - max)) in every lane
-KILN_DEV void sm_merge_warp(float &best, int &bi, float &se) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        const float ob = __shfl_xor_sync(0xffffffffu, best, o), os = __shfl_xor_sync(0xffffffffu, se, o);
-        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-        const float m = fmaxf(best, ob);
-        if (!(m > -KILN_INF)) continue; // both empty (or NaN-free -inf rows): nothing to add
-        se = sm_rescale(se, best, m) + sm_rescale(os, ob, m);
-        if (ob > best || (ob == best && oi < bi)) best = ob, bi = oi;
-    }
-}
-
 extern "C" __global__ void __launch_bounds__(NT)
 kiln_sample(int *out_tokens, float *out_logprobs, const float *logits, int V, const sample_params *params, float *ws) {
     pdl_wait();
     pdl_launch();
-    __shared__ float fs[32], fs2[32];
+    __shared__ float fs[32];
     __shared__ int is[32];
     __shared__ u64 us[32];
     const int row = blockIdx.x;
@@ -118,48 +102,39 @@ kiln_sample(int *out_tokens, float *out_logprobs, const float *logits, int V, co
     float *e = ws + (size_t)row * V;
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 
-    // pass 1, one read of the row: max, argmax (lowest index among equals)
-    // and, for the logprobs, the sum of exp(l - running max), rescaled when
-    // the max moves; 16-byte loads, four in flight a thread
-    const bool want_lse = out_logprobs != nullptr;
-    float best = -KILN_INF, se = 0.0f;
+    // pass 1: max and argmax (lowest index among equals)
+    float best = -KILN_INF;
     int bi = 0x7fffffff;
-    auto visit = [&](float x, int i) {
-        if (x > best) {
-            if (want_lse) se = sm_rescale(se, best, x) + 1.0f;
-            best = x, bi = i;
-        } else if (x > -KILN_INF) {
-            if (x == best && i < bi) bi = i;
-            if (want_lse) se += expf(x - best);
-        }
-    };
-    const int nv = (reinterpret_cast<u64>(l) & 15) == 0 ? V / 4 : 0;
-    const float4 *l4 = reinterpret_cast<const float4 *>(l);
-    int j = threadIdx.x;
-    for (; j + 3 * NT < nv; j += 4 * NT) {
-        float4 v[4];
-#pragma unroll
-        for (int u = 0; u < 4; u++) v[u] = l4[j + u * NT];
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            const int i = 4 * (j + u * NT);
-            visit(v[u].x, i), visit(v[u].y, i + 1), visit(v[u].z, i + 2), visit(v[u].w, i + 3);
-        }
+    for (int i = threadIdx.x; i < V; i += NT) {
+        float x = l[i];
+        if (x > best || (x == best && i < bi)) { best = x; bi = i; }
     }
-    for (; j < nv; j += NT) {
-        const float4 v = l4[j];
-        visit(v.x, 4 * j), visit(v.y, 4 * j + 1), visit(v.z, 4 * j + 2), visit(v.w, 4 * j + 3);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float ob = __shfl_xor_sync(0xffffffffu, best, o);
+        int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (ob > best || (ob == best && oi < bi)) { best = ob; bi = oi; }
     }
-    for (int i = 4 * nv + threadIdx.x; i < V; i += NT) visit(l[i], i);
-    sm_merge_warp(best, bi, se);
-    if (lane == 0) { fs[w] = best; is[w] = bi; fs2[w] = se; }
+    if (lane == 0) { fs[w] = best; is[w] = bi; }
     __syncthreads();
-    best = fs[lane], bi = is[lane], se = fs2[lane];
-    sm_merge_warp(best, bi, se);
+    best = fs[lane];
+    bi = is[lane];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float ob = __shfl_xor_sync(0xffffffffu, best, o);
+        int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (ob > best || (ob == best && oi < bi)) { best = ob; bi = oi; }
+    }
     const float lmax = best;
     int token = bi < V ? bi : 0;
     __syncthreads();
-    const float lse = want_lse ? logf(se) : 0.0f;
+
+    float lse = 0.0f;
+    if (out_logprobs) {
+        float s1 = 0.0f;
+        for (int i = threadIdx.x; i < V; i += NT) s1 += expf(l[i] - lmax);
+        lse = logf(block_sum(s1, fs));
+    }
 
     if (p.temperature > 0.0f && isfinite(lmax)) {
         const float inv_t = 1.0f / p.temperature, mx = lmax * inv_t;
