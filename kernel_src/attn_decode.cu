@@ -13,7 +13,11 @@
 // the longest context still splits the short contexts it replays on). Each KV tile is read once for the whole
 // group. Its 4 warps each stream their own 16-token tiles through a private
 // cp.async pipeline and keep their own online-softmax state; the warps are
-// merged through shared memory at the end.
+// merged through shared memory at the end. 16-bit caches: a warp's first
+// tiles whose tokens all precede the step's own position are issued before
+// griddepcontrol.wait (earlier steps wrote them; the previous kernel writes
+// only the query and position ctx_len - 1), so the KV stream starts while
+// that kernel drains.
 //   q    [T, q_stride] (head h at h * HEAD_DIM)     out [T, nq * HEAD_DIM]
 //   block_tables [n_seqs, max_blocks]
 //   part_o [n_seqs, nq, n_parts, HEAD_DIM] f32, part_ml [n_seqs, nq, n_parts, 2]
@@ -114,8 +118,10 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
                  const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
                  int window, int partition_size, int n_parts, float *__restrict__ part_o, float *__restrict__ part_ml,
                  const float *__restrict__ kv_scales) {
+#if KV_FP8
     pdl_wait();
     pdl_launch();
+#endif
     extern __shared__ float4 smem4[];
     char *smem = (char *)smem4;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -320,7 +326,40 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
             l[n][c] += __shfl_xor_sync(0xffffffffu, l[n][c], 16);
         }
 #else
-    // Q fragments: row g -> head qh0 + g (valid when g < GROUP), row g + 8 -> qh0 + g + 8
+    const float sl2 = scale * LOG2E * kv_k_scale(kv_scales, nkv, kvh);
+    float o[HD / 8][4];
+#pragma unroll
+    for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float m[2] = {-KILN_INF, -KILN_INF}, l[2] = {0.0f, 0.0f};
+
+    char *wsm = smem + (size_t)warp * STAGES * TILE_BYTES;
+    const u32 wsm_addr = smem_addr(wsm);
+    // this warp's tiles: t_first + warp + k * NW
+    int n_mine = 0;
+    if (t_first + warp < t_end) n_mine = (t_end - 1 - (t_first + warp)) / NW + 1;
+    // The first tiles go out before the wait on the previous kernel when all
+    // their tokens precede the step's own (pos): earlier steps wrote those
+    // (and the host the sequence's metadata: ctx_len, qstart, block_tables),
+    // while the previous kernel (the rope + KV write) writes position pos
+    // and the query. So the KV stream overlaps that kernel's tail.
+    int st = 0;
+    for (; st < STAGES - 1 && st < n_mine; st++) {
+        const int t = t_first + warp + st * NW;
+        if (t * 16 + 16 > pos) break; // holds pos (the last tile): after the wait
+        load_tile_chunks(wsm + st * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, 16, lane, 32);
+        cp_async_commit();
+    }
+    pdl_wait();
+    pdl_launch();
+    for (; st < STAGES - 1; st++) {
+        if (st < n_mine) {
+            int t = t_first + warp + st * NW;
+            load_tile_chunks(wsm + st * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, min(16, ctx - t * 16), lane, 32);
+        }
+        cp_async_commit();
+    }
+    // Q fragments (the previous kernel's output: after the wait): row g ->
+    // head qh0 + g (valid when g < GROUP), row g + 8 -> qh0 + g + 8
     u32 qa[HD16 / 16][4];
     {
         const act_t *qrow = q + (size_t)tok_row * q_stride;
@@ -334,25 +373,6 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
                 qa[kk][i] = v;
             }
         }
-    }
-    const float sl2 = scale * LOG2E * kv_k_scale(kv_scales, nkv, kvh);
-    float o[HD / 8][4];
-#pragma unroll
-    for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-    float m[2] = {-KILN_INF, -KILN_INF}, l[2] = {0.0f, 0.0f};
-
-    char *wsm = smem + (size_t)warp * STAGES * TILE_BYTES;
-    const u32 wsm_addr = smem_addr(wsm);
-    // this warp's tiles: t_first + warp + k * NW
-    int n_mine = 0;
-    if (t_first + warp < t_end) n_mine = (t_end - 1 - (t_first + warp)) / NW + 1;
-#pragma unroll
-    for (int st = 0; st < STAGES - 1; st++) {
-        if (st < n_mine) {
-            int t = t_first + warp + st * NW;
-            load_tile_chunks(wsm + st * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, min(16, ctx - t * 16), lane, 32);
-        }
-        cp_async_commit();
     }
     for (int i = 0; i < n_mine; i++) {
         {
