@@ -44,6 +44,10 @@ __device__ __forceinline__ void rope_body(act_t *qkv, i64 row_stride, int t0, in
         sincosf(ang, &s, &c);
         cs[e] = make_float2(c * a.mscale, s * a.mscale);
     }
+    // cos / sin come from the positions and frequencies (the host's and the
+    // model's): computed while the previous kernel drains; qkv is its output
+    pdl_wait();
+    pdl_launch();
     __syncthreads();
     // Each thread keeps one vector position v of a head (so its cos/sin
     // column is fixed) and walks heads hs, hs + hstride, .. and the block's
@@ -242,8 +246,7 @@ extern "C" __global__ void kiln_kv_write(kv_t *kc, kv_t *vc, const act_t *k, con
 extern "C" __global__ void kiln_rope(act_t *qkv, i64 row_stride, const int *pos, int T, int nq, int nkv, int head_dim,
                                      int rot_dim, const float *inv_freq, float mscale, const int *dyn_seq_len,
                                      int dyn_max, float dyn_base, float dyn_factor, int tt) {
-    pdl_wait();
-    pdl_launch();
+    // pdl_wait: in rope_body, after cos / sin
     extern __shared__ float4 smem4[];
     int t0 = blockIdx.x * tt, ntok = min(tt, T - t0);
     if (ntok <= 0) return;
@@ -257,8 +260,7 @@ extern "C" __global__ void kiln_rope_kv_write(act_t *qkv, i64 row_stride, const 
                                               const int *dyn_seq_len, int dyn_max, float dyn_base, float dyn_factor,
                                               kv_t *kc, kv_t *vc, const int *slots, int block_size, float k_scale,
                                               float v_scale, int tt, const float *kv_scales) {
-    pdl_wait();
-    pdl_launch();
+    // pdl_wait: in rope_body, after cos / sin
     extern __shared__ float4 smem4[];
     int t0 = blockIdx.x * tt, ntok = min(tt, T - t0);
     if (ntok <= 0) return;
