@@ -21,7 +21,8 @@ typedef W w_t;
 //     squares, then the scaled output; the second pass re-reads what this
 //     same thread read or wrote in the first).
 // x and the residual of a row are loaded before anything is stored; the
-// weights are read after the reduction (shared by every row: L1/L2 hits).
+// weights before the wait on the previous kernel (shared by every row:
+// L1/L2 hits).
 #define MAXW 4
 #define MAXB 4
 
@@ -29,14 +30,12 @@ typedef W w_t;
 
 
 extern "C" __global__ void kiln_rmsnorm(act_t *out, const act_t *x, const w_t *w, int rows, int dim, float eps) {
-    pdl_wait();
-    pdl_launch();
+    // rmsnorm_any waits on the previous kernel (after loading the weights)
     rmsnorm_any<false>(out, nullptr, x, w, rows, dim, eps);
 }
 
 extern "C" __global__ void kiln_add_rmsnorm(act_t *out, act_t *residual, const act_t *x, const w_t *w, int rows,
                                             int dim, float eps) {
-    pdl_wait();
-    pdl_launch();
+    // rmsnorm_any waits on the previous kernel (after loading the weights)
     rmsnorm_any<true>(out, residual, x, w, rows, dim, eps);
 }

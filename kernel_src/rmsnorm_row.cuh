@@ -1,12 +1,14 @@
 // rmsnorm_row.cuh -- the rows kernel_src/rmsnorm.cu and rmsnorm_wide.cu share
 // (their semantics: engine/ops_cpu.h kiln_cpu_rmsnorm / kiln_cpu_add_rmsnorm):
 //   rmsnorm_row: one pass, the row's MAXK vectors a lane (n_lanes lanes: a
-//     warp, or a block when `block`), x (+ residual, stored back when ADD)
-//     loaded before anything is stored, the sum of squares reduced over the
-//     lanes, the weights read after the reduction;
+//     warp, or a block when `block`), the weights (16-bit) loaded before the
+//     wait on the previous kernel (griddepcontrol.wait, here), x (+ residual,
+//     stored back when ADD) loaded before anything is stored, the sum of
+//     squares reduced over the lanes;
 //   rmsnorm_row_2pass: a block a row in two passes over global memory;
 //   rmsnorm_any: a warp a row up to 32 * MAXW vectors, a block a row up to
-//     MAXB vectors a thread, else two passes.
+//     MAXB vectors a thread, else two passes; waits on the previous kernel
+//     itself (callers do not).
 // The including file defines act_t, w_t, MAXW and MAXB before including this
 // (after kiln_common.cuh).
 #pragma once
@@ -17,8 +19,19 @@ __device__ __forceinline__ void rmsnorm_row(act_t *__restrict__ out, act_t *__re
                                             int dim, float eps, int lane, int n_lanes, bool block) {
     __shared__ float scratch[32];
     typedef vec16<act_t> V;
+    constexpr bool WV = sizeof(w_t) == sizeof(act_t); // weights as 16-byte vectors too
     const int nv = dim / V::N;
     const size_t base = (size_t)row * dim;
+    // the weights are the model's: loaded before the wait on the previous
+    // kernel (x is its output; the residual too in some programs)
+    uint4 wv[MAXK];
+    if (WV) {
+#pragma unroll
+        for (int k = 0; k < MAXK; k++)
+            if (lane + k * n_lanes < nv) wv[k] = ld16(w + (size_t)(lane + k * n_lanes) * V::N);
+    }
+    pdl_wait();
+    pdl_launch();
     V v[MAXK], r[MAXK];
 #pragma unroll
     for (int k = 0; k < MAXK; k++) {
@@ -52,12 +65,10 @@ __device__ __forceinline__ void rmsnorm_row(act_t *__restrict__ out, act_t *__re
     for (int k = 0; k < MAXK; k++) {
         int i = lane + k * n_lanes;
         if (i < nv) {
-            V wv, o;
-            if (sizeof(w_t) == sizeof(act_t)) wv.v = ld16(w + (size_t)i * V::N);
+            V o;
 #pragma unroll
             for (int j = 0; j < V::N; j++)
-                o.set(j, v[k].get(j) * rr * (sizeof(w_t) == sizeof(act_t) ? to_f32(((const w_t *)&wv.v)[j])
-                                                                          : to_f32(w[i * V::N + j])));
+                o.set(j, v[k].get(j) * rr * (WV ? to_f32(((const w_t *)&wv[k])[j]) : to_f32(w[i * V::N + j])));
             st16(out + base + (size_t)i * V::N, o.v);
         }
     }
@@ -112,6 +123,8 @@ __device__ __forceinline__ void rmsnorm_any(act_t *out, act_t *residual, const a
     } else if (nv <= MAXB * (int)blockDim.x) {
         rmsnorm_row<ADD, MAXB>(out, residual, x, w, blockIdx.x, dim, eps, threadIdx.x, blockDim.x, true);
     } else {
+        pdl_wait();
+        pdl_launch();
         rmsnorm_row_2pass<ADD>(out, residual, x, w, blockIdx.x, dim, eps);
     }
 }

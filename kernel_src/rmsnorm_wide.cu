@@ -108,7 +108,5 @@ extern "C" __global__ void __launch_bounds__(RMS_THREADS)
 
 extern "C" __global__ void __launch_bounds__(RMS_THREADS)
     kiln_add_rmsnorm_wide(act_t *out, act_t *residual, const act_t *x, const w_t *w, int rows, int dim, float eps) {
-    pdl_wait();
-    pdl_launch();
     rmsnorm_any<true>(out, residual, x, w, rows, dim, eps);
 }
