@@ -838,6 +838,12 @@ int main(int argc, char **argv) {
         bench_attention(1, 32768, 1, 0.70, false, bf);
         bench_attention(8, 4096, 1, 0, false, bf);
     }
+    if (want("decode-short")) { /* the engine's decode steps: -b 32 / 64 at 128 + 256 tokens, -b 1 ($KILN_DECODE_WARPS) */
+        bench_attention(32, 256, 1, 0, false, bf);
+        bench_attention(64, 256, 1, 0, false, bf);
+        bench_attention(64, 384, 1, 0, false, bf);
+        bench_attention(1, 384, 1, 0, false, bf);
+    }
     if (want("decode fp8")) { /* issue 7: >= 85% of copy bandwidth on the FP8 bytes at b64 ctx4096 */
         bench_attention(64, 4096, 1, 0.85, false, e4);
         bench_attention(64, 4096, 1, 0.85, false, e5);

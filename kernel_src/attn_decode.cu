@@ -11,7 +11,7 @@
 // sequence's context cut into n_parts parts of whole 64-token multiples, at
 // least 64 (part_size below), so that a decode step captured in a graph for
 // the longest context still splits the short contexts it replays on). Each KV tile is read once for the whole
-// group. Its 4 warps each stream their own 16-token tiles through a private
+// group. Its nw (4, or 2) warps each stream their own 16-token tiles through a private
 // cp.async pipeline and keep their own online-softmax state; the warps are
 // merged through shared memory at the end. 16-bit caches: a warp's first
 // tiles whose tokens all precede the step's own position are issued before
@@ -24,8 +24,8 @@
 //   (split mode: unnormalized output, running max (log2 domain) and sum)
 //   kv_scales [2, nkv] f32 (FP8 caches: this layer's key then value scales
 //   per KV head; NULL: 1)
-// Grid (nq / GROUP, n_seqs, n_parts), 128 threads, dynamic smem
-// max(4 warps * stages * TILE_BYTES, the merge's (4 * 16 * 2 + 4 * 16 * HD) * 4).
+// Grid (nq / GROUP, n_seqs, n_parts), nw * 32 threads (nw = 4, or 2), dynamic smem
+// max(nw warps * stages * TILE_BYTES, the merge's (nw * 16 * 2 + nw * 16 * HD) * 4).
 // 16-bit caches: the 16 rows of an m16n8k16 tile are the group's query heads
 // (rows >= GROUP are padding), 3 stages. FP8 caches: the roles are swapped
 // (attn_common.cuh qk_tiles_t: rows are tokens / head dims, the 8 columns
@@ -34,7 +34,7 @@
 // engine/cuda/ops_gpu.c decode_fp8_plan).
 #include "attn_common.cuh"
 
-#define NW 4
+#define NW 4 // warps of a block at most; the launch's blockDim.x / 32 (nw below): 4, or 2 ($KILN_DECODE_WARPS=2, 16-bit caches)
 #if !KV_FP8
 #define STAGES 3
 #endif
@@ -118,6 +118,7 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
                  const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
                  int window, int partition_size, int n_parts, float *__restrict__ part_o, float *__restrict__ part_ml,
                  const float *__restrict__ kv_scales) {
+    const int nw = (int)(blockDim.x >> 5); // warps of this block (NW at most)
 #if KV_FP8
     pdl_wait();
     pdl_launch();
@@ -139,7 +140,7 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
     int bpre[ST_MAX - 2];
 #pragma unroll
     for (int k = 0; k < ST_MAX - 2; k++)
-        bpre[k] = max_blocks > 0 ? bt[min((t_part + warp + k * NW) * 16 / BLOCK_SIZE, max_blocks - 1)] : 0;
+        bpre[k] = max_blocks > 0 ? bt[min((t_part + warp + k * nw) * 16 / BLOCK_SIZE, max_blocks - 1)] : 0;
 #endif
     const int ctx = ctx_len[s];
     const int pos = ctx - 1;
@@ -163,9 +164,9 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
 
 #if KV_FP8
     const float sl2 = scale * LOG2E * kv_k_scale(kv_scales, nkv, kvh);
-    // this warp's tiles: t_first + warp + k * NW
+    // this warp's tiles: t_first + warp + k * nw
     int n_mine = 0;
-    if (t_first + warp < t_end) n_mine = (t_end - 1 - (t_first + warp)) / NW + 1;
+    if (t_first + warp < t_end) n_mine = (t_end - 1 - (t_first + warp)) / nw + 1;
     const int j0 = 2 * g - (g & 1);
     // Q^T fragments (qk_tiles_t): head n*8 + g (valid when < GROUP), dims kk*16 + 4t + 2i, +1
     u32 qb[HD / 16][DNT][2];
@@ -191,13 +192,13 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
     for (int n = 0; n < DNT; n++) m[n][0] = m[n][1] = -KILN_INF, l[n][0] = l[n][1] = 0.0f;
 
     // ST tile slots per warp; tile idx of this warp lives in slot idx % ST
-    int ST = (int)(dynamic_smem_bytes() / (NW * TILE_BYTES));
+    int ST = (int)(dynamic_smem_bytes() / (nw * TILE_BYTES));
     ST = ST < ST_MIN ? ST_MIN : ST > ST_MAX ? ST_MAX : ST;
     const u32 ring = (u32)(ST * TILE_BYTES);
     char *wsm = smem + (size_t)warp * ring;
     const u32 wsm_addr = smem_addr(wsm);
     auto next_slot = [&](u32 off) { return off + TILE_BYTES == ring ? 0u : off + TILE_BYTES; };
-    auto bt_of = [&](int idx) { return idx < n_mine ? bt[(t_first + warp + idx * NW) * 16 / BLOCK_SIZE] : 0; };
+    auto bt_of = [&](int idx) { return idx < n_mine ? bt[(t_first + warp + idx * nw) * 16 / BLOCK_SIZE] : 0; };
     if (t_first != t_part) { // a window moved the first tile: the prefetched entries are not this warp's
 #pragma unroll
         for (int k = 0; k < ST_MAX - 2; k++) bpre[k] = bt_of(k);
@@ -210,7 +211,7 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
     ld.init(lane);
     const size_t blk_bytes = (size_t)nkv * HD * BLOCK_SIZE, head_bytes = (size_t)kvh * HD * BLOCK_SIZE;
     auto issue = [&](int idx, u32 off, int b) {
-        const int tok0 = (t_first + warp + idx * NW) * 16;
+        const int tok0 = (t_first + warp + idx * nw) * 16;
         if (tok0 + 16 <= ctx)
             ld.load(wsm_addr + off, (const u8 *)kc, (const u8 *)vc, (size_t)b * blk_bytes + head_bytes, tok0 % BLOCK_SIZE,
                     lane);
@@ -244,7 +245,7 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
         cp_async_wait_n(ST - 2); // tiles i and i + 1 have landed
         __syncwarp();
         const bool has_b = i + 1 < n_mine;
-        const int ta = t_first + warp + i * NW;
+        const int ta = t_first + warp + i * nw;
         u32 kt[2];
         kt[0] = wsm_addr + use;
         use = next_slot(use);
@@ -257,7 +258,7 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
 #pragma unroll
         for (int n = 0; n < DNT; n++) mx[n][0] = m[n][0], mx[n][1] = m[n][1];
         mask_scale_t(sc[0], ta, j0, lo, pos, sl2, mx);
-        if (has_b) mask_scale_t(sc[1], ta + NW, j0, lo, pos, sl2, mx);
+        if (has_b) mask_scale_t(sc[1], ta + nw, j0, lo, pos, sl2, mx);
         // column maxima over the 8 lanes of a column (all g)
 #pragma unroll
         for (int n = 0; n < DNT; n++)
@@ -334,9 +335,9 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
 
     char *wsm = smem + (size_t)warp * STAGES * TILE_BYTES;
     const u32 wsm_addr = smem_addr(wsm);
-    // this warp's tiles: t_first + warp + k * NW
+    // this warp's tiles: t_first + warp + k * nw
     int n_mine = 0;
-    if (t_first + warp < t_end) n_mine = (t_end - 1 - (t_first + warp)) / NW + 1;
+    if (t_first + warp < t_end) n_mine = (t_end - 1 - (t_first + warp)) / nw + 1;
     // The first tiles go out before the wait on the previous kernel when all
     // their tokens precede the step's own (pos): earlier steps wrote those
     // (and the host the sequence's metadata: ctx_len, qstart, block_tables),
@@ -344,7 +345,7 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
     // and the query. So the KV stream overlaps that kernel's tail.
     int st = 0;
     for (; st < STAGES - 1 && st < n_mine; st++) {
-        const int t = t_first + warp + st * NW;
+        const int t = t_first + warp + st * nw;
         if (t * 16 + 16 > pos) break; // holds pos (the last tile): after the wait
         load_tile_chunks(wsm + st * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, 16, lane, 32);
         cp_async_commit();
@@ -353,7 +354,7 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
     pdl_launch();
     for (; st < STAGES - 1; st++) {
         if (st < n_mine) {
-            int t = t_first + warp + st * NW;
+            int t = t_first + warp + st * nw;
             load_tile_chunks(wsm + st * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, min(16, ctx - t * 16), lane, 32);
         }
         cp_async_commit();
@@ -378,7 +379,7 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
         {
             int nx = i + STAGES - 1;
             if (nx < n_mine) {
-                int t = t_first + warp + nx * NW;
+                int t = t_first + warp + nx * nw;
                 load_tile_chunks(wsm + (nx % STAGES) * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, min(16, ctx - t * 16), lane,
                           32);
             }
@@ -386,7 +387,7 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
         }
         cp_async_wait<STAGES - 1>();
         __syncwarp();
-        const int t = t_first + warp + i * NW;
+        const int t = t_first + warp + i * nw;
         const u32 tile = wsm_addr + (i % STAGES) * TILE_BYTES;
         float sc[8];
 #pragma unroll
@@ -413,9 +414,9 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
 #endif
     __syncthreads(); // pipelines drained: reuse shared memory for the merge
     // merge the warps: rows < GROUP only (GROUP <= 16)
-    float *sm_m = (float *)smem;                 // [NW][16]
-    float *sm_l = sm_m + NW * 16;                // [NW][16]
-    float *sm_o = sm_l + NW * 16;                // [NW][16][HD]
+    float *sm_m = (float *)smem;                 // [nw][16]
+    float *sm_l = sm_m + nw * 16;                // [nw][16]
+    float *sm_o = sm_l + nw * 16;                // [nw][16][HD]
 #if KV_FP8
 #pragma unroll
     for (int n = 0; n < DNT; n++)
@@ -458,10 +459,10 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
         int row = e / HD, d = e - row * HD;
         float M = -KILN_INF;
 #pragma unroll
-        for (int w = 0; w < NW; w++) M = fmaxf(M, sm_m[w * 16 + row]);
+        for (int w = 0; w < nw; w++) M = fmaxf(M, sm_m[w * 16 + row]);
         float L = 0.0f, acc = 0.0f;
 #pragma unroll
-        for (int w = 0; w < NW; w++) {
+        for (int w = 0; w < nw; w++) {
             float wm = sm_m[w * 16 + row];
             float f = wm == -KILN_INF ? 0.0f : exp2f(wm - M);
             L += sm_l[w * 16 + row] * f;

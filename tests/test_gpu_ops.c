@@ -795,6 +795,35 @@ KT_TEST(test_attention_decode) {
                     }
 }
 
+/* The decode kernel with 2 warps a block ($KILN_DECODE_WARPS=2: half the
+ * shared memory, twice the blocks resident), 16-bit caches, over the shapes
+ * of test_attention_decode (its split choices included). */
+KT_TEST(test_attention_decode_2warps) {
+    NEED_GPU();
+    int was = kiln_gpu_set_decode_warps(gpu, 2);
+    int hds[] = {64, 128, 72}, gqa[][2] = {{8, 8}, {16, 4}, {32, 4}}, ctxs[] = {1, 15, 16, 17, 100, 1000, 3001};
+    int forces[] = {0, -1, 256, 64};
+    for (int a = 0; a < 2; a++)
+        for (int hi = 0; hi < 3; hi++)
+            for (int gi = 0; gi < 3; gi++)
+                for (int fi = 0; fi < 4; fi++) {
+                    attn_case c = {acts[a], 0, hds[hi], gqa[gi][0], gqa[gi][1], hi == 2 ? 32 : 16, fi == 1 ? 64 : 0,
+                                   forces[fi], 0, {0}, {0}, 0, 0};
+                    c.n_seqs = 1 + (int)(next_u64() % 8);
+                    for (int s = 0; s < c.n_seqs; s++) {
+                        c.q_len[s] = 1;
+                        c.ctx[s] = ctxs[next_u64() % 7];
+                    }
+                    c.ctx[0] = ctxs[(hi * 3 + gi + fi) % 7];
+                    run_attention(&c);
+                    if (fi == 0) {
+                        c.graph_ctx = 8192;
+                        run_attention(&c);
+                    }
+                }
+    kiln_gpu_set_decode_warps(gpu, was);
+}
+
 KT_TEST(test_attention_prefill) {
     NEED_GPU();
     int hds[] = {64, 128, 72}, gqa[][2] = {{8, 8}, {16, 4}, {32, 4}};
@@ -1743,6 +1772,7 @@ KT_TEST(test_every_kernel_tested) {
 
 KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_cast), KT_CASE(test_rope),
         KT_CASE(test_kv_write_and_fused_rope), KT_CASE(test_fp8_cast), KT_CASE(test_attention_decode),
+        KT_CASE(test_attention_decode_2warps),
         KT_CASE(test_attention_prefill), KT_CASE(test_attention_prefill_shapes),
         KT_CASE(test_attention_prefill_wg), KT_CASE(test_attention_fp8), KT_CASE(test_sampling), KT_CASE(test_gemv),
         KT_CASE(test_gemv_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm_sk), KT_CASE(test_silu_gemm_sk),

@@ -30,6 +30,7 @@ struct kiln_gpu {
     int n_sk_fit;
     int elem_wide_min; /* rows / tokens from which the elementwise ops take their wide kernels (0: never) */
     bool decode_adaptive; /* $KILN_DECODE_ADAPTIVE (default 1): decode_partition */
+    int decode_warps;     /* warps of a decode-attention block, 16-bit caches (2|4; kiln_gpu_params.decode_warps) */
     int kv_tile;          /* $KILN_KV_TILE (default KILN_KV_TILE_DEFAULT): the wide KV writes in tiles (1 both, 2 kv_write only) */
 };
 
@@ -90,6 +91,8 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->elem_wide_min = knob(p ? p->elem_wide_min : 0, "KILN_ELEM_WIDE_MIN", KILN_ELEM_WIDE_MIN_DEFAULT);
     if (g->elem_wide_min < 0) g->elem_wide_min = 0;
     g->decode_adaptive = knob(0, "KILN_DECODE_ADAPTIVE", 1) > 0;
+    g->decode_warps = knob(p ? p->decode_warps : 0, "KILN_DECODE_WARPS", 4);
+    if (g->decode_warps != 2 && g->decode_warps != 4) g->decode_warps = 4;
     g->kv_tile = knob(0, "KILN_KV_TILE", KILN_KV_TILE_DEFAULT);
     if (g->kv_tile < 0 || g->kv_tile > 2) g->kv_tile = KILN_KV_TILE_DEFAULT;
     size_t sample_bytes = (size_t)g->max_rows * (size_t)g->vocab * 4;
@@ -133,6 +136,12 @@ int kiln_gpu_set_skgemm_profile(kiln_gpu *g, kiln_devptr buf, int max_blocks) {
 int kiln_gpu_set_elem_wide_min(kiln_gpu *g, int n) {
     int was = g->elem_wide_min;
     g->elem_wide_min = n > 0 ? n : 0;
+    return was;
+}
+
+int kiln_gpu_set_decode_warps(kiln_gpu *g, int n) {
+    int was = g->decode_warps;
+    g->decode_warps = n == 2 ? 2 : 4;
     return was;
 }
 
@@ -939,9 +948,9 @@ fail:
 /* kernel_src/attn_common.cuh TILE_BYTES (16 tokens of K and V) */
 static int tile_bytes(int hd, bool kv8) { return kv8 ? hd * 32 : ((hd + 15) / 16 * 2) * 256 + hd * 32; }
 /* The decode kernel's dynamic shared memory for `stages` tile slots a warp
- * (kernel_src/attn_decode.cu: 4 warps; the warps' merge reuses it). */
-static unsigned decode_smem(int stages, int tb, int hd) {
-    return (unsigned)KILN_MAX(4 * stages * tb, (4 * 16 * 2 + 4 * 16 * hd) * 4);
+ * (kernel_src/attn_decode.cu: nw warps; the warps' merge reuses it). */
+static unsigned decode_smem(int nw, int stages, int tb, int hd) {
+    return (unsigned)KILN_MAX(nw * stages * tb, (nw * 16 * 2 + nw * 16 * hd) * 4);
 }
 /* Blocks of the decode kernel (128 threads of `regs` registers, smem bytes)
  * resident on an SM: by shared memory (1 KiB reserved a block), by registers
@@ -999,8 +1008,8 @@ static void decode_fp8_plan(kiln_rt_func *f, const kiln_rt_device_info *di, cons
     double best = 0;
     for (int i = 0; i < nc; i++) {
         int st = cand[i];
-        while (st > 4 && (int)decode_smem(st, tb, hd) > di->smem_per_block_optin) st--;
-        int occ = decode_blocks_per_sm(fa.regs, di, decode_smem(st, tb, hd)), slots = di->n_sms * occ;
+        while (st > 4 && (int)decode_smem(4, st, tb, hd) > di->smem_per_block_optin) st--;
+        int occ = decode_blocks_per_sm(fa.regs, di, decode_smem(4, st, tb, hd)), slots = di->n_sms * occ;
         int p = decode_partition_fixed(a, base, slots, true);
         int64_t blocks = (int64_t)base * (p ? (a->max_ctx_len + p - 1) / p : 1);
         double est = (double)((blocks + slots - 1) / slots) * (p ? p : a->max_ctx_len) * occ;
@@ -1075,14 +1084,17 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
                 bt = a->block_tables;
     int64_t qst = a->q_stride;
     if (a->max_q_len <= 1) {
+        /* 16-bit caches: 3 stages (kernel_src/attn_decode.cu STAGES) for each
+         * of nw warps (the block's size; 4 by default: 2 blocks an SM at head
+         * dim 128; $KILN_DECODE_WARPS=2: 4 blocks an SM), split for those
+         * slots; FP8 caches: 4 warps */
+        const int nw = kv8 ? 4 : g->decode_warps;
         KILN_TRY(kiln_rt_kernels_get(g->k, "attn_decode", defs, &f));
-        /* 16-bit caches: 3 stages (kernel_src/attn_decode.cu STAGES), split
-         * for 2 blocks an SM */
         int base = n_seqs * (nq / grp), stages = 3, P = 0, n_parts = 1;
         if (kv8) decode_fp8_plan(f, di, a, hd, base, &stages, &P);
-        else P = decode_partition(a, base, 2 * n_sms, g->decode_adaptive, &n_parts);
+        else P = decode_partition(a, base, (nw == 4 ? 2 : 4) * n_sms, g->decode_adaptive, &n_parts);
         if (P > 0) n_parts = (a->max_ctx_len + P - 1) / P;
-        unsigned smem = decode_smem(stages, tile_bytes(hd, kv8), hd);
+        unsigned smem = decode_smem(nw, stages, tile_bytes(hd, kv8), hd);
         kiln_devptr part_o = 0, part_ml = 0;
         if (P) {
             size_t need_o = (size_t)n_seqs * nq * n_parts * hd * 4, need_ml = (size_t)n_seqs * nq * n_parts * 2 * 4;
@@ -1092,8 +1104,9 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
                 part_ml = g->ws + (need_o + 255) / 256 * 256;
             }
         }
-        LAUNCH(f, (unsigned)(nq / grp), (unsigned)n_seqs, (unsigned)n_parts, 128, smem, s, &out, &q, &qst, &kc, &vc,
-               &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window, &P, &n_parts, &part_o, &part_ml, &kvs);
+        LAUNCH(f, (unsigned)(nq / grp), (unsigned)n_seqs, (unsigned)n_parts, (unsigned)(32 * nw), smem, s, &out, &q,
+               &qst, &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window, &P, &n_parts, &part_o,
+               &part_ml, &kvs);
         if (P) {
             KILN_TRY(kiln_rt_kernels_get(g->k, "attn_reduce", defs, &fr));
             LAUNCH(fr, (unsigned)nq, (unsigned)n_seqs, 1, (unsigned)KILN_MIN(256, (hd + 31) / 32 * 32), 0, s, &out,

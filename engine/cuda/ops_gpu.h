@@ -97,6 +97,9 @@ typedef struct kiln_gpu_params {
                                 kernels of rmsnorm.cu and rope_kv.cu (0:
                                 $KILN_ELEM_WIDE_MIN, else KILN_ELEM_WIDE_MIN_DEFAULT
                                 = 1024; negative, or 0 in the environment: never) */
+    int decode_warps;        /* warps of a decode-attention block over a 16-bit cache
+                                (2|4; 0: $KILN_DECODE_WARPS, else 4): 2 halves its
+                                shared memory, so twice the blocks are resident */
 } kiln_gpu_params;
 
 /* The tile KV writes (kernel_src/rope_kv_wide.cu kv_tile) from elem_wide_min tokens:
@@ -135,6 +138,9 @@ int kiln_gpu_set_elem_wide_min(kiln_gpu *g, int n);
  * (KILN_KV_TILE_DEFAULT); returns the previous mode. For tests and
  * benchmarks, between launches. */
 int kiln_gpu_set_kv_tile(kiln_gpu *g, int mode);
+/* Warps of a decode-attention block over a 16-bit cache (2 or 4; anything
+ * else: 4); returns the previous setting (tests). */
+int kiln_gpu_set_decode_warps(kiln_gpu *g, int n);
 
 /* out[T, H] (act) = W[ids[t] - vocab_start] or 0 (kiln_cpu_embed). */
 kiln_status kiln_gpu_embed(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_dtype act, kiln_devptr ids, int T,
