@@ -747,20 +747,26 @@ static void bench_gemm_sk_prof(void) {
 
 /* ---------------------------------------------------------------- sampling */
 
-typedef struct samp_ctx { kiln_devptr logits, params, tokens, logprobs; int R, V; } samp_ctx;
+typedef struct samp_ctx { kiln_devptr logits, params, tokens, logprobs; int R, V; bool greedy; } samp_ctx;
 static void op_sample(void *vc, int s) {
     samp_ctx *c = vc;
     (void)s;
-    CK(kiln_gpu_sample(gpu, st, c->tokens, c->logprobs, c->logits, c->R, c->V, c->params));
+    if (c->greedy) CK(kiln_gpu_sample_greedy(gpu, st, c->tokens, c->logprobs, c->logits, c->R, c->V, c->params));
+    else CK(kiln_gpu_sample(gpu, st, c->tokens, c->logprobs, c->logits, c->R, c->V, c->params));
 }
 
 /* the engine's call: the step's rows over the Llama-3 vocabulary, tokens and
- * their logprobs (greedy; and one sampling setting at 64 rows) */
+ * their logprobs. Greedy rows as the engine runs them (kiln_gpu_sample_greedy:
+ * each row over a cluster of 8 blocks on sm_90, or $KILN_SAMPLE_CLUSTER), over
+ * clusters of 4, and through the general kernel (kiln_sample, "1 block");
+ * one sampling setting at 64 rows. */
 static void bench_sampling(void) {
-    static const int rows[][2] = {{1, 0}, {32, 0}, {64, 0}, {64, 1}};
-    for (int ri = 0; ri < 4; ri++) {
-        const int mode = rows[ri][1];
-        samp_ctx c = {0, 0, 0, 0, rows[ri][0], 128256};
+    /* rows, mode (1: sampling), cluster (-1: kiln_gpu_sample; 0: as configured) */
+    static const int rows[][3] = {{1, 0, 0},  {1, 0, 4},  {1, 0, -1},  {32, 0, 0}, {32, 0, 4},
+                                  {32, 0, -1}, {64, 0, 0}, {64, 0, -1}, {64, 1, -1}};
+    for (int ri = 0; ri < (int)(sizeof rows / sizeof rows[0]); ri++) {
+        const int mode = rows[ri][1], cl = rows[ri][2];
+        samp_ctx c = {0, 0, 0, 0, rows[ri][0], 128256, cl >= 0};
         c.logits = drand((size_t)c.R * c.V, KILN_DTYPE_F32, 3);
         kiln_gpu_sample_params p[64];
         memset(p, 0, sizeof p);
@@ -775,9 +781,15 @@ static void bench_sampling(void) {
         CK(kiln_rt_malloc(dev, 4 * 64, &c.tokens));
         CK(kiln_rt_malloc(dev, 4 * 64, &c.logprobs));
         CK(kiln_rt_memcpy_htod(c.params, p, sizeof p, NULL));
+        const int was = cl > 0 ? kiln_gpu_set_sample_cluster(gpu, cl) : 0;
+        const int used = cl >= 0 ? kiln_gpu_sample_cluster(gpu) : 0;
         double t = time_op(op_sample, &c, 1, 5, 10);
-        char what[64];
-        snprintf(what, sizeof what, "%d x 128256 %s, logprobs", c.R, mode ? "T=0.8 top-k 50 top-p 0.9" : "greedy");
+        if (cl > 0) kiln_gpu_set_sample_cluster(gpu, was);
+        char what[64], how[24];
+        if (used) snprintf(how, sizeof how, "cluster %d", used);
+        else snprintf(how, sizeof how, "1 block");
+        snprintf(what, sizeof what, "%d x 128256 %s, logprobs [%s]", c.R, mode ? "T=0.8 top-k 50 top-p 0.9" : "greedy",
+                 how);
         printf("%-22s %-44s %9.1f us\n", "sample", what, t * 1e6);
         kiln_rt_free(dev, c.logits), kiln_rt_free(dev, c.params), kiln_rt_free(dev, c.tokens);
         kiln_rt_free(dev, c.logprobs);

@@ -210,6 +210,11 @@ typedef struct kiln_jit_kernel_def {
  * copy, o 67 vs 52%, gate_up 97 vs 93%, down 83 vs 83%); at M >= 4 it is
  * 2-4x slower than cuBLASLt, so it stays at M = 1. */
 #define KILN_GEMV_MAX_M_DEFAULT 1
+/* Greedy sampling steps (every row temperature <= 0, no penalties or bans)
+ * split each row over a thread-block cluster of this many blocks
+ * (kernel_src/sample_argmax.cu, sm_90; 1|2|4|8, $KILN_SAMPLE_CLUSTER; 0: the
+ * general one-block-a-row kiln_sample). Not yet measured on the H200. */
+#define KILN_SAMPLE_CLUSTER_DEFAULT 8
 #define KILN_GEMV_ROWS_DEFAULT 1
 #define KILN_GEMV_UNROLL_DEFAULT 4
 /* Warps per W row group splitting K (1|2, $KILN_GEMV_KSPLIT): 2 doubles the

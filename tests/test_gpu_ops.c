@@ -1135,6 +1135,124 @@ KT_TEST(test_sampling) {
     }
 }
 
+/* Greedy rows through kiln_gpu_sample_greedy: the cluster kernel
+ * (kernel_src/sample_argmax.cu) at every cluster size (1 runs on any GPU;
+ * 2 / 4 / 8 on sm_90, kiln_sample before) and the general kernel (0) against
+ * the CPU sampler and a double-precision argmax / log-softmax: the same
+ * tokens (ties: the lowest index), logprobs within fp32 rounding of
+ * kiln_sample's, the same bits on a second run. */
+KT_TEST(test_sampling_greedy) {
+    NEED_GPU();
+    /* 1003: rows not 16-byte aligned (scalar loads); 128256: Llama 3's vocabulary */
+    const int Vs[] = {1000, 1003, 131072, 128256};
+    const int cls[] = {0, 1, 2, 4, 8};
+    const int was = kiln_gpu_set_sample_cluster(gpu, 8);
+    fprintf(stderr, "  greedy sampling: cluster of %d on this GPU (0: kiln_sample)\n", kiln_gpu_sample_cluster(gpu));
+    for (int vi = 0; vi < 4; vi++) {
+        const int V = Vs[vi], R = 40;
+        float *logits = malloc(sizeof(float) * (size_t)V * R);
+        kiln_gpu_sample_params prm[40];
+        memset(prm, 0, sizeof prm);
+        for (int r = 0; r < R; r++) {
+            float sc = 1.0f + (float)(r % 4);
+            float *l = logits + (size_t)r * V;
+            for (int i = 0; i < V; i++) l[i] = gauss() * sc;
+            prm[r].temperature = r % 3 ? 0.0f : -1.0f; /* both greedy */
+            prm[r].top_k = (int)(next_u64() % 100), prm[r].top_p = 0.9f, prm[r].repetition = 1.0f;
+            prm[r].seed = next_u64();
+        }
+        /* ties: adjacent, across chunks, first and last index, all equal; -inf (bans) */
+        float *l;
+        l = logits + 1 * (size_t)V, l[77] = l[78] = 1e4f;
+        l = logits + 2 * (size_t)V, l[V / 4] = l[V / 2] = l[3 * V / 4] = l[V - 1] = 1e4f;
+        l = logits + 3 * (size_t)V, l[V - 1] = 1e4f;
+        l = logits + 4 * (size_t)V, l[0] = 1e4f;
+        l = logits + 5 * (size_t)V, l[0] = l[V - 1] = 1e4f;
+        l = logits + 6 * (size_t)V;
+        for (int i = 0; i < V; i++) l[i] = 0.5f;
+        l = logits + 7 * (size_t)V;
+        for (int i = 0; i < V; i += 3) l[i] = -INFINITY;
+        l = logits + 8 * (size_t)V;
+        for (int i = 0; i < V; i++) l[i] = i == V / 3 ? 2.0f : -INFINITY;
+        l = logits + 9 * (size_t)V; /* a tie at every chunk start of every cluster size */
+        for (int c = 2; c <= 8; c *= 2)
+            for (int k = 1; k < c; k++) l[(((V + 3) / 4 + c - 1) / c) * 4 * k] = 1e4f;
+        int32_t want[40];
+        double want_lp[40];
+        void *work = malloc(kiln_sampler_work_bytes(V));
+        float *lr = malloc(sizeof(float) * (size_t)V);
+        for (int r = 0; r < R; r++) {
+            const float *lw = logits + (size_t)r * V;
+            memcpy(lr, lw, sizeof(float) * (size_t)V);
+            kiln_sample_row row = {0.0f, 1.0f, 0, 0.0f, prm[r].seed, 0};
+            want[r] = kiln_sampler_sample(lr, V, &row, work);
+            int best = 0;
+            for (int i = 1; i < V; i++)
+                if (lw[i] > lw[best]) best = i;
+            KT_CHECKF(best == want[r], "row %d V=%d: CPU sampler %d, argmax %d", r, V, want[r], best);
+            double mx = lw[best], sum = 0;
+            for (int i = 0; i < V; i++) sum += exp((double)lw[i] - mx);
+            want_lp[r] = lw[want[r]] - mx - log(sum);
+        }
+        free(work), free(lr);
+        KT_CHECK(want[1] == 77 && want[2] == V / 4 && want[3] == V - 1 && want[4] == 0 && want[5] == 0 &&
+                 want[6] == 0 && want[8] == V / 3);
+        /* the rows from one float in: a base not 16-byte aligned (scalar loads at every V) */
+        kiln_devptr dl = dmalloc(sizeof(float) * ((size_t)V * R + 4)), dp = dupload(prm, sizeof prm),
+                    dtok = dmalloc(4 * (size_t)R), dlp = dmalloc(4 * (size_t)R);
+        float *ref_lp = NULL;
+        for (int shift = 0; shift < 2; shift++) {
+            kiln_devptr dls = dl + (kiln_devptr)(4 * shift);
+            KT_OK(kiln_rt_memcpy_htod(dls, logits, sizeof(float) * (size_t)V * R, NULL));
+            for (int ci = 0; ci < 5; ci++) {
+                kiln_gpu_set_sample_cluster(gpu, cls[ci]);
+                for (int nr = 1; nr <= R; nr += R - 1) { /* one row, every row */
+                    KT_OK(kiln_rt_memset8(dtok, 0xff, 4 * (size_t)R, NULL));
+                    KT_OK(kiln_gpu_sample_greedy(gpu, st, dtok, dlp, dls, nr, V, dp));
+                    int32_t *tok = ddown(dtok, 4 * (size_t)R);
+                    float *lp = ddown(dlp, 4 * (size_t)R);
+                    for (int r = 0; r < nr; r++) {
+                        KT_CHECKF(tok[r] == want[r], "V=%d cluster %d shift %d row %d: token %d, CPU %d", V, cls[ci],
+                                  shift, r, tok[r], want[r]);
+                        if (r == 6 || r == 7 || r == 8 || r == 2 || r == 1 || r == 3 || r == 4 || r == 5 || r == 9) {
+                            KT_CHECKF(fabs(lp[r] - want_lp[r]) < 1e-5 + 1e-6 * fabs(want_lp[r]),
+                                      "V=%d cluster %d row %d: logprob %.9g vs %.9g", V, cls[ci], r, lp[r], want_lp[r]);
+                        } else {
+                            KT_CHECKF(fabs(lp[r] - want_lp[r]) < 1e-4 + 1e-5 * fabs(want_lp[r]),
+                                      "V=%d cluster %d row %d: logprob %.9g vs %.9g", V, cls[ci], r, lp[r], want_lp[r]);
+                        }
+                        /* within fp32 rounding of kiln_sample's */
+                        if (ref_lp && nr == R)
+                            KT_CHECKF(fabsf(lp[r] - ref_lp[r]) <= 4e-6f * fmaxf(1.0f, fabsf(ref_lp[r])),
+                                      "V=%d cluster %d row %d: logprob %.9g, kiln_sample's %.9g", V, cls[ci], r, lp[r],
+                                      ref_lp[r]);
+                    }
+                    if (nr == R && ci == 0 && shift == 0) ref_lp = lp, lp = NULL;
+                    if (nr == R) {
+                        /* determinism, and tokens alone */
+                        KT_OK(kiln_gpu_sample_greedy(gpu, st, dtok, dlp, dls, nr, V, dp));
+                        int32_t *tok2 = ddown(dtok, 4 * (size_t)R);
+                        float *lp2 = ddown(dlp, 4 * (size_t)R);
+                        KT_CHECK(!memcmp(tok, tok2, 4 * (size_t)nr));
+                        KT_CHECK(!memcmp(lp ? lp : ref_lp, lp2, 4 * (size_t)nr));
+                        KT_OK(kiln_rt_memset8(dtok, 0xff, 4 * (size_t)R, NULL));
+                        KT_OK(kiln_gpu_sample_greedy(gpu, st, dtok, 0, dls, nr, V, dp));
+                        free(tok2);
+                        tok2 = ddown(dtok, 4 * (size_t)R);
+                        KT_CHECK(!memcmp(tok, tok2, 4 * (size_t)nr));
+                        free(tok2), free(lp2);
+                    }
+                    free(tok), free(lp);
+                }
+            }
+        }
+        free(ref_lp), free(logits);
+        dfree(dl), dfree(dp), dfree(dtok), dfree(dlp);
+    }
+    kiln_gpu_set_sample_cluster(gpu, was);
+    KT_CHECK(kiln_rt_check_device(dev) == KILN_OK);
+}
+
 /* ------------------------------------------------------- GEMM and graphs */
 
 static bool gemv_tested; /* test_gemv runs it on its own kiln_gpu */
@@ -1774,7 +1892,8 @@ KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_
         KT_CASE(test_kv_write_and_fused_rope), KT_CASE(test_fp8_cast), KT_CASE(test_attention_decode),
         KT_CASE(test_attention_decode_2warps),
         KT_CASE(test_attention_prefill), KT_CASE(test_attention_prefill_shapes),
-        KT_CASE(test_attention_prefill_wg), KT_CASE(test_attention_fp8), KT_CASE(test_sampling), KT_CASE(test_gemv),
+        KT_CASE(test_attention_prefill_wg), KT_CASE(test_attention_fp8), KT_CASE(test_sampling), KT_CASE(test_sampling_greedy),
+        KT_CASE(test_gemv),
         KT_CASE(test_gemv_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm_sk), KT_CASE(test_silu_gemm_sk),
         KT_CASE(test_gemm), KT_CASE(test_graph_replay),
         KT_CASE(test_all_reduce_one_rank), KT_CASE(test_every_kernel_tested))

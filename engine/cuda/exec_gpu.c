@@ -35,10 +35,17 @@
 #define MAX_BUCKETS 40
 #define STAGE_BYTES ((size_t)64 << 20)
 
+/* The step's upload: one pinned block mirrored on the device, copied in one
+ * piece up to `copy` (the regions the program reads). The sampling
+ * parameters and fed rows come first. Every layout uses the same device
+ * block (d_meta): the eager steps one sized for the plan, each decode and
+ * verification graph one sized for its bucket (captured with its own
+ * offsets), so a graph step uploads a few KB. */
 typedef struct meta_off {
+    size_t sparams, feed; /* [O] kiln_gpu_sample_params, [O] int32 rows of the previous step's tokens */
     size_t tokens, pos, slots, qstart, ctx, tables, out, cross_tables, cross_ctx, dyn, gidx;
     size_t xq, xctx, xtables, xpos; /* cross attention (GliDe): its sub-batch */
-    size_t total;
+    size_t total, copy;
 } meta_off;
 
 typedef struct exec_gpu {
@@ -69,28 +76,27 @@ typedef struct exec_gpu {
     bool dynamic_rope;
     int max_blocks, max_ctx;
     int dummy_block;
-    /* step metadata: one pinned host block mirrored on the device */
-    meta_off mo;
+    /* step metadata: one pinned host block mirrored on the device (meta_off) */
+    meta_off mo;              /* the layout of the step being built or run     */
+    meta_off mo_full;         /* eager steps: the plan's worst case            */
+    meta_off mo_dec[MAX_BUCKETS], mo_ver[MAX_BUCKETS]; /* graph buckets       */
     char *h_meta;
     kiln_devptr d_meta;
     /* sampling */
-    kiln_devptr d_sparams, d_tok, d_lp, d_hist, d_hoff;
+    kiln_devptr d_res, d_hist, d_hoff; /* d_res: a step's [n] int32 tokens then [n] f32 logprobs */
     int32_t *h_hist, *h_hoff; /* prompt ids | output ids | banned ids, offsets */
     size_t hist_cap;
     float *h_logits;
     /* pipelined decode (launch_sample / collect_sample): the pinned staging
-     * that a launched step's queued copies still read or write (metadata,
-     * sampling parameters, token ids, logprobs, fed rows) comes in two sets;
-     * h_meta points at the current set's metadata (pack_meta, H()) */
+     * that a launched step's queued copies still read or write (the
+     * metadata block with the sampling parameters and fed rows; the token
+     * ids and logprobs) comes in two sets; h_meta points at the current
+     * set's metadata (pack_meta, H()) */
     char *h_meta_buf[2];
-    kiln_gpu_sample_params *h_sparams_buf[2];
-    int32_t *h_tok_buf[2], *h_feed_buf[2];
-    float *h_lp_buf[2];
-    kiln_devptr d_feed;         /* [max_out] rows of the previous step's tokens */
+    int32_t *h_res_buf[2];      /* [n] tokens then [n] f32 logprobs (d_res)     */
     kiln_rt_event *done_ev[2];  /* a set's step has copied its tokens back     */
     int cur_buf;                /* the set of the latest launch                */
     int n_pend, pend_buf[2], pend_n[2]; /* outstanding steps, oldest first     */
-    size_t meta_copy;           /* bytes of the metadata block a step uploads  */
     /* cross attention: sequences decoding one token this step */
     int n_xseq, max_xctx, xoffset;
     /* CUDA graphs for decode buckets */
@@ -122,10 +128,14 @@ typedef struct exec_gpu {
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
-static void plan_meta(exec_gpu *x) {
-    size_t T = (size_t)x->cfg.max_tokens, S = (size_t)x->cfg.max_seqs, O = (size_t)x->cfg.max_out;
+/* The layout of the metadata for steps of up to T tokens, S sequences and
+ * O output rows; `copy` ends at the last region the program reads: tokens
+ * .. out rows, then the dynamic-rope lengths, the logits gather rows
+ * (tensor parallel), the cross-attention regions (drafters). */
+static void plan_meta(const exec_gpu *x, meta_off *m, size_t T, size_t S, size_t O) {
     size_t B = (size_t)x->max_blocks, o = 0;
-    meta_off *m = &x->mo;
+    m->sparams = o, o += align256(O * sizeof(kiln_gpu_sample_params));
+    m->feed = o, o += align256(O * 4);
     m->tokens = o, o += align256(T * 4);
     m->pos = o, o += align256(T * 4);
     m->slots = o, o += align256(T * 4);
@@ -142,6 +152,17 @@ static void plan_meta(exec_gpu *x) {
     m->xtables = o, o += align256(S * B * 4);
     m->xpos = o, o += align256(T * 4);
     m->total = o;
+    m->copy = m->cross_tables;
+    if (x->dynamic_rope) m->copy = m->gidx;
+    if (x->p->tp_size > 1) m->copy = m->xq;
+    for (int i = 0; i < x->p->n_ops; i++)
+        if (x->p->ops[i].kind == KILN_OP_CROSS_ATTENTION) m->copy = m->total;
+}
+
+/* Make m the layout of the next step (the device block stays d_meta). */
+static void use_meta(exec_gpu *x, const meta_off *m) {
+    x->mo = *m;
+    if (x->dynamic_rope) x->rope.dyn_seq_len = x->d_meta + m->dyn;
 }
 
 /* Pack a batch into the pinned metadata block, padded to n_pad sequences
@@ -501,8 +522,11 @@ static bool is_verify(const kiln_batch *b, int q) {
     return true;
 }
 
-/* Run the program for a batch; logits stay on the device. */
-static kiln_status gpu_run(exec_gpu *x, const kiln_batch *b, const int32_t *feed) {
+/* Run the program for a batch; logits stay on the device. One upload: the
+ * metadata, the fed rows (feed: input token of sequence i = the previous
+ * step's token of row feed[i], still in d_res) and, with rows, the sampling
+ * parameters of the output rows. */
+static kiln_status gpu_run(exec_gpu *x, const kiln_batch *b, const int32_t *feed, const kiln_sample_req *rows) {
     kiln_status st = KILN_OK;
     KILN_CHECK(b->n_tokens >= 1 && b->n_tokens <= x->cfg.max_tokens && b->n_out <= x->cfg.max_out &&
                    b->n_seqs <= x->cfg.max_seqs && b->max_ctx_len <= x->max_ctx,
@@ -513,15 +537,21 @@ static kiln_status gpu_run(exec_gpu *x, const kiln_batch *b, const int32_t *feed
     int bi = (is_decode(b) && x->n_buckets && !x->calib) ? bucket_for(x, b->n_seqs) : -1;
     int vi = (bi < 0 && x->n_vbuckets && !x->calib && is_verify(b, x->verify_q)) ? bucket_for(x, b->n_seqs) : -1;
     if (vi >= x->n_vbuckets) vi = -1;
+    use_meta(x, bi >= 0 ? &x->mo_dec[bi] : vi >= 0 ? &x->mo_ver[vi] : &x->mo_full);
     pack_meta(x, b, bi >= 0 ? x->bucket[bi] : vi >= 0 ? x->bucket[vi] : b->n_seqs, vi >= 0 ? x->verify_q : 1);
-    KILN_TRY(kiln_rt_memcpy_htod(x->d_meta, x->h_meta, x->meta_copy, x->st));
-    if (feed) { /* input token of sequence i: the previous step's token of row feed[i] (still in d_tok) */
-        int32_t *hf = x->h_feed_buf[x->cur_buf];
-        memcpy(hf, feed, sizeof(int32_t) * (size_t)b->n_seqs);
-        KILN_TRY(kiln_rt_memcpy_htod(x->d_feed, hf, sizeof(int32_t) * (size_t)b->n_seqs, x->st));
-        KILN_TRY(kiln_gpu_gather_rows(x->g, x->st, D(x, tokens, int32_t), x->d_tok, KILN_DTYPE_F32, x->d_feed,
-                                      b->n_seqs, 1));
+    if (feed) memcpy(H(x, feed, int32_t), feed, sizeof(int32_t) * (size_t)b->n_seqs);
+    if (rows) {
+        kiln_gpu_sample_params *sp = H(x, sparams, kiln_gpu_sample_params);
+        for (int i = 0; i < b->n_out; i++) {
+            const kiln_sample_req *q = &rows[i];
+            sp[i] = (kiln_gpu_sample_params){q->p.temperature, q->p.top_p, q->p.min_p, q->repetition,
+                                             q->presence,      q->frequency, q->p.top_k, 0, q->p.seed, q->p.step};
+        }
     }
+    KILN_TRY(kiln_rt_memcpy_htod(x->d_meta, x->h_meta, x->mo.copy, x->st));
+    if (feed)
+        KILN_TRY(kiln_gpu_gather_rows(x->g, x->st, D(x, tokens, int32_t), x->d_res, KILN_DTYPE_F32, D(x, feed, int32_t),
+                                      b->n_seqs, 1));
     if (bi >= 0)
         KILN_TRY(kiln_rt_graph_launch(x->graph[bi], x->st));
     else if (vi >= 0)
@@ -537,7 +567,7 @@ static kiln_status gpu_forward(kiln_exec *base, const kiln_batch *b, const float
     exec_gpu *x = (exec_gpu *)base;
     kiln_status st = KILN_OK;
     KILN_CHECK(x->n_pend == 0, KILN_ERR_INTERNAL, "forward with a sampled step outstanding");
-    KILN_TRY(gpu_run(x, b, NULL));
+    KILN_TRY(gpu_run(x, b, NULL, NULL));
     size_t V = (size_t)x->p->slots[x->p->logits_slot].width;
     /* logits NULL: the outputs stay on the device (tensor-parallel ranks > 0) */
     if (logits) KILN_TRY(kiln_rt_memcpy_dtoh(x->h_logits, x->slot[x->p->logits_slot], (size_t)b->n_out * V * 4, x->st));
@@ -555,52 +585,51 @@ static kiln_status gpu_launch_sample(kiln_exec *base, const kiln_batch *b, const
     exec_gpu *x = (exec_gpu *)base;
     kiln_status st = KILN_OK;
     KILN_TRY(kiln_exec_launch_check(x->n_pend, b, feed));
-    const int kb = x->cur_buf ^ 1;
-    x->cur_buf = kb;
-    x->h_meta = x->h_meta_buf[kb];
-    KILN_TRY(gpu_run(x, b, feed));
     int n = b->n_out, V = x->p->slots[x->p->logits_slot].width;
     /* token histories for penalties and bans, CSR: [prompt | output | banned] x rows */
     size_t need = 0;
-    bool any = false;
+    bool any = false, greedy = true;
     for (int i = 0; i < n; i++) {
         need += (size_t)rows[i].n_prompt + (size_t)rows[i].n_output + (size_t)rows[i].n_banned;
         any |= rows[i].n_prompt || rows[i].n_output || rows[i].n_banned || rows[i].repetition != 1.0f ||
                rows[i].presence != 0.0f || rows[i].frequency != 0.0f;
+        greedy &= !(rows[i].p.temperature > 0.0f);
     }
     /* the histories have one staging buffer: only without an outstanding step */
     KILN_CHECK(!any || x->n_pend == 0, KILN_ERR_INTERNAL, "penalties or bans with a sampled step outstanding");
     KILN_CHECK(need <= x->hist_cap, KILN_ERR_LIMIT, "sampling history of %zu tokens exceeds the buffer (%zu)", need,
                x->hist_cap);
-    size_t k = 0;
-    int32_t *off = x->h_hoff; /* [3][n + 1] */
-    for (int part = 0; part < 3; part++) {
-        for (int i = 0; i < n; i++) {
-            const int32_t *ids = part == 0 ? rows[i].prompt : part == 1 ? rows[i].output : rows[i].banned;
-            int m = part == 0 ? rows[i].n_prompt : part == 1 ? rows[i].n_output : rows[i].n_banned;
-            off[part * (n + 1) + i] = (int32_t)k;
-            if (m) memcpy(x->h_hist + k, ids, sizeof(int32_t) * (size_t)m);
-            k += (size_t)m;
-        }
-        off[part * (n + 1) + n] = (int32_t)k;
-    }
-    for (int i = 0; i < n; i++) {
-        const kiln_sample_req *q = &rows[i];
-        x->h_sparams_buf[kb][i] = (kiln_gpu_sample_params){q->p.temperature, q->p.top_p, q->p.min_p, q->repetition,
-                                                   q->presence, q->frequency, q->p.top_k, 0, q->p.seed, q->p.step};
-    }
-    KILN_TRY(kiln_rt_memcpy_htod(x->d_sparams, x->h_sparams_buf[kb], sizeof(kiln_gpu_sample_params) * (size_t)n, x->st));
-    kiln_devptr logits = x->slot[x->p->logits_slot];
+    const int kb = x->cur_buf ^ 1;
+    x->cur_buf = kb;
+    x->h_meta = x->h_meta_buf[kb];
+    KILN_TRY(gpu_run(x, b, feed, rows));
+    kiln_devptr logits = x->slot[x->p->logits_slot], sparams = D(x, sparams, kiln_gpu_sample_params);
     if (any) {
+        size_t k = 0;
+        int32_t *off = x->h_hoff; /* [3][n + 1] */
+        for (int part = 0; part < 3; part++) {
+            for (int i = 0; i < n; i++) {
+                const int32_t *ids = part == 0 ? rows[i].prompt : part == 1 ? rows[i].output : rows[i].banned;
+                int m = part == 0 ? rows[i].n_prompt : part == 1 ? rows[i].n_output : rows[i].n_banned;
+                off[part * (n + 1) + i] = (int32_t)k;
+                if (m) memcpy(x->h_hist + k, ids, sizeof(int32_t) * (size_t)m);
+                k += (size_t)m;
+            }
+            off[part * (n + 1) + n] = (int32_t)k;
+        }
         KILN_TRY(kiln_rt_memcpy_htod(x->d_hoff, off, sizeof(int32_t) * (size_t)(3 * (n + 1)), x->st));
         if (k) KILN_TRY(kiln_rt_memcpy_htod(x->d_hist, x->h_hist, sizeof(int32_t) * k, x->st));
         kiln_devptr o0 = x->d_hoff, o1 = o0 + (kiln_devptr)(4 * (n + 1)), o2 = o1 + (kiln_devptr)(4 * (n + 1));
-        KILN_TRY(kiln_gpu_sample_penalties(x->g, x->st, logits, n, V, x->d_sparams, x->d_hist, o0, x->d_hist, o1,
+        KILN_TRY(kiln_gpu_sample_penalties(x->g, x->st, logits, n, V, sparams, x->d_hist, o0, x->d_hist, o1,
                                            x->d_hist, o2));
     }
-    KILN_TRY(kiln_gpu_sample(x->g, x->st, x->d_tok, x->d_lp, logits, n, V, x->d_sparams));
-    KILN_TRY(kiln_rt_memcpy_dtoh(x->h_tok_buf[kb], x->d_tok, sizeof(int32_t) * (size_t)n, x->st));
-    KILN_TRY(kiln_rt_memcpy_dtoh(x->h_lp_buf[kb], x->d_lp, sizeof(float) * (size_t)n, x->st));
+    /* tokens then logprobs, adjacent: one copy back */
+    kiln_devptr d_lp = x->d_res + (kiln_devptr)(4 * (size_t)n);
+    if (greedy && !any)
+        KILN_TRY(kiln_gpu_sample_greedy(x->g, x->st, x->d_res, d_lp, logits, n, V, sparams));
+    else
+        KILN_TRY(kiln_gpu_sample(x->g, x->st, x->d_res, d_lp, logits, n, V, sparams));
+    KILN_TRY(kiln_rt_memcpy_dtoh(x->h_res_buf[kb], x->d_res, 8 * (size_t)n, x->st));
     KILN_TRY(kiln_rt_event_record(x->done_ev[kb], x->st));
     x->pend_buf[x->n_pend] = kb;
     x->pend_n[x->n_pend] = n;
@@ -620,8 +649,8 @@ static kiln_status gpu_collect_sample(kiln_exec *base, int32_t *tokens, float *l
     x->pend_buf[0] = x->pend_buf[1];
     x->pend_n[0] = x->pend_n[1];
     KILN_TRY(kiln_rt_event_sync(x->done_ev[k]));
-    if (tokens) memcpy(tokens, x->h_tok_buf[k], sizeof(int32_t) * (size_t)n);
-    if (logprobs) memcpy(logprobs, x->h_lp_buf[k], sizeof(float) * (size_t)n);
+    if (tokens) memcpy(tokens, x->h_res_buf[k], sizeof(int32_t) * (size_t)n);
+    if (logprobs) memcpy(logprobs, x->h_res_buf[k] + n, sizeof(float) * (size_t)n);
 fail:
     if (st && kiln_rt_check_device(x->dev) != KILN_OK) kiln_error_context("the GPU faulted");
     return st;
@@ -732,10 +761,7 @@ static void gpu_destroy(kiln_exec *base) {
     for (int k = 0; k < 2; k++) {
         if (x->done_ev[k]) kiln_rt_event_destroy(x->done_ev[k]);
         if (x->h_meta_buf[k]) kiln_rt_host_free(x->dev, x->h_meta_buf[k]);
-        if (x->h_sparams_buf[k]) kiln_rt_host_free(x->dev, x->h_sparams_buf[k]);
-        if (x->h_tok_buf[k]) kiln_rt_host_free(x->dev, x->h_tok_buf[k]);
-        if (x->h_lp_buf[k]) kiln_rt_host_free(x->dev, x->h_lp_buf[k]);
-        if (x->h_feed_buf[k]) kiln_rt_host_free(x->dev, x->h_feed_buf[k]);
+        if (x->h_res_buf[k]) kiln_rt_host_free(x->dev, x->h_res_buf[k]);
     }
     if (x->h_logits) kiln_rt_host_free(x->dev, x->h_logits);
     if (x->h_hist) kiln_rt_host_free(x->dev, x->h_hist);
@@ -926,11 +952,16 @@ fail:
 /* ------------------------------------------------------------- creation */
 
 /* Capture the program for a padded batch of B sequences of Q tokens each
- * (every position an output row when Q > 1). */
-static kiln_status capture_one(exec_gpu *x, const kiln_batch *empty, int B, int Q, kiln_rt_graph **out) {
+ * (every position an output row when Q > 1), on the metadata layout m
+ * (planned here for the bucket). */
+static kiln_status capture_one(exec_gpu *x, const kiln_batch *empty, int B, int Q, meta_off *m, kiln_rt_graph **out) {
     kiln_status st = KILN_OK;
+    plan_meta(x, m, (size_t)B * (size_t)Q, (size_t)B, (size_t)B * (size_t)Q);
+    KILN_CHECK(m->total <= x->mo_full.total, KILN_ERR_INTERNAL, "graph bucket %d x %d: metadata of %zu bytes (plan %zu)",
+               B, Q, m->total, x->mo_full.total);
+    use_meta(x, m);
     pack_meta(x, empty, B, Q);
-    KILN_TRY(kiln_rt_memcpy_htod(x->d_meta, x->h_meta, x->meta_copy, x->st));
+    KILN_TRY(kiln_rt_memcpy_htod(x->d_meta, x->h_meta, x->mo.copy, x->st));
     KILN_TRY(run_ops(x, B * Q, B, B * Q, Q, x->max_ctx)); /* warm-up: algorithm choice outside capture */
     KILN_TRY(kiln_rt_stream_sync(x->st));
     KILN_TRY(kiln_rt_graph_begin(x->st));
@@ -943,6 +974,7 @@ static kiln_status capture_one(exec_gpu *x, const kiln_batch *empty, int B, int 
     KILN_TRY(st2);
     *out = gr;
 fail:
+    use_meta(x, &x->mo_full);
     return st;
 }
 
@@ -968,7 +1000,7 @@ static kiln_status capture_graphs(exec_gpu *x) {
     for (int i = 0; i < n; i++) {
         int B = x->bucket[i];
         kiln_rt_graph *gr = NULL;
-        KILN_TRY(capture_one(x, &b, B, 1, &gr));
+        KILN_TRY(capture_one(x, &b, B, 1, &x->mo_dec[i], &gr));
         x->graph[i] = gr;
         x->n_buckets = i + 1;
     }
@@ -977,7 +1009,7 @@ static kiln_status capture_graphs(exec_gpu *x) {
     for (int i = 0; Q > 1 && i < n && x->bucket[i] * Q <= x->cfg.max_tokens && x->bucket[i] * Q <= x->cfg.max_out;
          i++) {
         kiln_rt_graph *gr = NULL;
-        KILN_TRY(capture_one(x, &b, x->bucket[i], Q, &gr));
+        KILN_TRY(capture_one(x, &b, x->bucket[i], Q, &x->mo_ver[i], &gr));
         x->vgraph[i] = gr;
         x->n_vbuckets = i + 1;
     }
@@ -1138,7 +1170,9 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     KILN_TRY(upload_weights(x));
 
     /* activations and step metadata, planned once */
-    plan_meta(x);
+    x->dynamic_rope = !strcmp(p->rope.type, "dynamic");
+    plan_meta(x, &x->mo_full, (size_t)cfg->max_tokens, (size_t)cfg->max_seqs, (size_t)cfg->max_out);
+    x->mo = x->mo_full;
     size_t act_bytes = x->mo.total + 4096;
     /* logits stay fp32 for sampling: the logits slot, and the per-rank slot
      * gathered into it under tensor parallelism */
@@ -1152,8 +1186,7 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     }
     x->hist_cap = (size_t)cfg->max_out * 8192 + 65536;
     if (p->tp_size > 1) act_bytes += align256(4 * (size_t)cfg->max_out * (size_t)p->vocab_size);
-    act_bytes += align256(sizeof(kiln_gpu_sample_params) * (size_t)cfg->max_out) + 3 * align256(4 * (size_t)cfg->max_out) +
-                 align256(4 * x->hist_cap) + align256(4 * 3 * ((size_t)cfg->max_out + 1));
+    act_bytes += align256(8 * (size_t)cfg->max_out) + align256(4 * x->hist_cap) + align256(4 * 3 * ((size_t)cfg->max_out + 1));
     KILN_TRY(kiln_rt_pool_create(x->dev, "activations", act_bytes, &x->apool));
     for (int i = 0; i < p->n_slots; i++) {
         int64_t rows = p->slots[i].per_out ? cfg->max_out : cfg->max_tokens;
@@ -1161,10 +1194,7 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
                                     &x->slot[i]));
     }
     KILN_TRY(kiln_rt_pool_alloc(x->apool, x->mo.total, 256, &x->d_meta));
-    KILN_TRY(kiln_rt_pool_alloc(x->apool, sizeof(kiln_gpu_sample_params) * (size_t)cfg->max_out, 256, &x->d_sparams));
-    KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * (size_t)cfg->max_out, 256, &x->d_tok));
-    KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * (size_t)cfg->max_out, 256, &x->d_lp));
-    KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * (size_t)cfg->max_out, 256, &x->d_feed));
+    KILN_TRY(kiln_rt_pool_alloc(x->apool, 8 * (size_t)cfg->max_out, 256, &x->d_res));
     KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * x->hist_cap, 256, &x->d_hist));
     KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * 3 * ((size_t)cfg->max_out + 1), 256, &x->d_hoff));
     if (p->tp_size > 1)
@@ -1172,11 +1202,7 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     for (int k = 0; k < 2; k++) {
         KILN_TRY(kiln_rt_host_alloc(x->dev, x->mo.total, (void **)&x->h_meta_buf[k]));
         memset(x->h_meta_buf[k], 0, x->mo.total);
-        KILN_TRY(kiln_rt_host_alloc(x->dev, sizeof(kiln_gpu_sample_params) * (size_t)cfg->max_out,
-                                    (void **)&x->h_sparams_buf[k]));
-        KILN_TRY(kiln_rt_host_alloc(x->dev, 4 * (size_t)cfg->max_out, (void **)&x->h_tok_buf[k]));
-        KILN_TRY(kiln_rt_host_alloc(x->dev, 4 * (size_t)cfg->max_out, (void **)&x->h_lp_buf[k]));
-        KILN_TRY(kiln_rt_host_alloc(x->dev, 4 * (size_t)cfg->max_out, (void **)&x->h_feed_buf[k]));
+        KILN_TRY(kiln_rt_host_alloc(x->dev, 8 * (size_t)cfg->max_out, (void **)&x->h_res_buf[k]));
         KILN_TRY(kiln_rt_event_create(x->dev, false, &x->done_ev[k]));
     }
     x->h_meta = x->h_meta_buf[0];
@@ -1193,7 +1219,6 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
         kiln_devptr d_inv;
         KILN_TRY(kiln_rt_pool_alloc(x->wpool, 4 * 1024, 256, &d_inv));
         KILN_TRY(kiln_rt_memcpy_htod(d_inv, inv, sizeof(float) * (size_t)(p->rot_dim / 2), NULL));
-        x->dynamic_rope = !strcmp(p->rope.type, "dynamic");
         x->rope = (kiln_gpu_rope_params){
             .head_dim = p->head_dim, .rot_dim = p->rot_dim, .interleaved = p->rope_interleaved, .inv_freq = d_inv,
             .mscale = mscale, .dyn_seq_len = x->dynamic_rope ? x->d_meta + x->mo.dyn : 0,
@@ -1201,14 +1226,6 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
                                                          : mf->cfg.max_position_embeddings,
             .dyn_base = (float)p->rope.theta, .dyn_factor = (float)p->rope.factor};
     }
-    /* a step uploads the metadata up to the last region the program reads:
-     * tokens .. out rows, then the dynamic-rope lengths, the logits gather
-     * rows (tensor parallel), the cross-attention regions (drafters) */
-    x->meta_copy = x->mo.cross_tables;
-    if (x->dynamic_rope) x->meta_copy = x->mo.gidx;
-    if (p->tp_size > 1) x->meta_copy = x->mo.xq;
-    for (int i = 0; i < p->n_ops; i++)
-        if (p->ops[i].kind == KILN_OP_CROSS_ATTENTION) x->meta_copy = x->mo.total;
 
     /* KV cache from what is left */
     size_t per_block = kiln_kv_bytes_per_block(p, cfg->block_size, kvd);

@@ -32,6 +32,7 @@ struct kiln_gpu {
     bool decode_adaptive; /* $KILN_DECODE_ADAPTIVE (default 1): decode_partition */
     int decode_warps;     /* warps of a decode-attention block, 16-bit caches (2|4; kiln_gpu_params.decode_warps) */
     int kv_tile;          /* $KILN_KV_TILE (default KILN_KV_TILE_DEFAULT): the wide KV writes in tiles (1 both, 2 kv_write only) */
+    int sample_cl;        /* kiln_gpu_sample_greedy's cluster size (1|2|4|8; 0: kiln_sample) */
 };
 
 /* A tuning knob: the parameter when set (non-zero), else $env when set,
@@ -95,6 +96,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->decode_warps != 2 && g->decode_warps != 4) g->decode_warps = 4;
     g->kv_tile = knob(0, "KILN_KV_TILE", KILN_KV_TILE_DEFAULT);
     if (g->kv_tile < 0 || g->kv_tile > 2) g->kv_tile = KILN_KV_TILE_DEFAULT;
+    kiln_gpu_set_sample_cluster(g, knob(p ? p->sample_cluster : 0, "KILN_SAMPLE_CLUSTER", KILN_SAMPLE_CLUSTER_DEFAULT));
     size_t sample_bytes = (size_t)g->max_rows * (size_t)g->vocab * 4;
     size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * 256;
     KILN_TRY(kiln_rt_pool_create(d, "workspace", total, &g->pool));
@@ -1162,6 +1164,31 @@ kiln_status kiln_gpu_sample(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr tokens, 
     KILN_TRY(kiln_rt_kernels_get(g->k, "sample", "", &f));
     kiln_devptr ws = g->sample_ws;
     LAUNCH(f, (unsigned)n_rows, 1, 1, 1024, 0, s, &tokens, &logprobs, &logits, &V, &params, &ws);
+fail:
+    return st;
+}
+
+int kiln_gpu_set_sample_cluster(kiln_gpu *g, int cl) {
+    int was = g->sample_cl;
+    g->sample_cl = cl <= 0 ? 0 : cl >= 8 ? 8 : cl >= 4 ? 4 : cl >= 2 ? 2 : 1;
+    return was;
+}
+
+int kiln_gpu_sample_cluster(const kiln_gpu *g) {
+    const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
+    return g->sample_cl > 1 && di->cc_major < 9 ? 0 : g->sample_cl;
+}
+
+kiln_status kiln_gpu_sample_greedy(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr tokens, kiln_devptr logprobs,
+                                   kiln_devptr logits, int n_rows, int V, kiln_devptr params) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    const int cl = kiln_gpu_sample_cluster(g);
+    if (!cl) return kiln_gpu_sample(g, s, tokens, logprobs, logits, n_rows, V, params);
+    KILN_CHECK(n_rows >= 0 && n_rows <= 65535 && V >= 1, KILN_ERR_LIMIT, "greedy sampling of %d rows of %d", n_rows,
+               V);
+    KILN_TRY(get(g, "sample_argmax", &f, "CL=%d", cl));
+    LAUNCH(f, (unsigned)cl, (unsigned)n_rows, 1, 1024, 0, s, &tokens, &logprobs, &logits, &V);
 fail:
     return st;
 }

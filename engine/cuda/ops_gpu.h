@@ -100,6 +100,11 @@ typedef struct kiln_gpu_params {
     int decode_warps;        /* warps of a decode-attention block over a 16-bit cache
                                 (2|4; 0: $KILN_DECODE_WARPS, else 4): 2 halves its
                                 shared memory, so twice the blocks are resident */
+    int sample_cluster;      /* kiln_gpu_sample_greedy: blocks of the cluster each row is
+                                split over (1|2|4|8, rounded down; 0: $KILN_SAMPLE_CLUSTER,
+                                else KILN_SAMPLE_CLUSTER_DEFAULT; negative, or 0 in the
+                                environment: kiln_sample). Above 1 only on sm_90+;
+                                older GPUs run kiln_sample                        */
 } kiln_gpu_params;
 
 /* The tile KV writes (kernel_src/rope_kv_wide.cu kv_tile) from elem_wide_min tokens:
@@ -279,5 +284,18 @@ kiln_status kiln_gpu_sample_penalties(kiln_gpu *g, kiln_rt_stream *s, kiln_devpt
 /* tokens [n_rows] int32 (sampler.h steps 3-6); logprobs [n_rows] f32 or 0. */
 kiln_status kiln_gpu_sample(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr tokens, kiln_devptr logprobs,
                             kiln_devptr logits, int n_rows, int V, kiln_devptr params);
+/* kiln_gpu_sample for rows the caller knows are all greedy (temperature <= 0
+ * in every row of params, penalties and bans already applied or none): the
+ * same tokens (argmax, lowest index on ties), the logprobs within fp32
+ * rounding, each row split over a thread-block cluster
+ * (kernel_src/sample_argmax.cu) where kiln_gpu_params.sample_cluster allows
+ * it; else kiln_gpu_sample itself (params is only read there). */
+kiln_status kiln_gpu_sample_greedy(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr tokens, kiln_devptr logprobs,
+                                   kiln_devptr logits, int n_rows, int V, kiln_devptr params);
+/* Tests and benchmarks: set kiln_gpu_params.sample_cluster's value (0: off);
+ * returns the previous one. */
+int kiln_gpu_set_sample_cluster(kiln_gpu *g, int cl);
+/* The cluster size kiln_gpu_sample_greedy launches now on this device (0: kiln_sample). */
+int kiln_gpu_sample_cluster(const kiln_gpu *g);
 
 #endif /* KILN_OPS_GPU_H */

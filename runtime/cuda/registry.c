@@ -114,6 +114,10 @@ static const kiln_jit_kernel_def registry[] = {
     {"sample_penalties", "kernel_src/sample.cu", "kiln_sample_penalties", "ptr,i32,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr",
      {{NULL, NULL}}, ""},
     {"sample", "kernel_src/sample.cu", "kiln_sample", "ptr,ptr,ptr,i32,ptr,ptr", {{NULL, NULL}}, ""},
+    /* greedy rows split over a thread-block cluster of CL blocks (CL > 1 needs sm_90: the host
+     * launches kiln_sample before it; a trapping body elsewhere) */
+    {"sample_argmax", "kernel_src/sample_argmax.cu", "kiln_sample_argmax", "ptr,ptr,ptr,i32", {{"CL", "1|2|4|8"}},
+     "CL=8;CL=4;CL=2;CL=1"},
     /* one-shot all-reduce over peer memory (runtime/cuda/p2p.c): io, n, the ranks' buffers b0..b7, rank,
      * n_ranks, bytes per data half, timeout in ns */
     {"all_reduce", "kernel_src/allreduce.cu", "kiln_all_reduce", "ptr,i64,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i32,i32,i64,i64",
@@ -410,6 +414,7 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
     KILN_TRY(add_spec(l, "cast", "DST=fp32 SRC=%s", a));
     KILN_TRY(add_spec(l, "sample_penalties", "%s", ""));
     KILN_TRY(add_spec(l, "sample", "%s", ""));
+    KILN_TRY(add_spec(l, "sample_argmax", "CL=%d", KILN_SAMPLE_CLUSTER_DEFAULT));
 fail:
     return st;
 }

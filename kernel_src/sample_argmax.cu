@@ -1,0 +1,194 @@
+// sample_argmax.cu -- greedy sampling with each row split over a thread-block
+// cluster (engine/cuda/ops_gpu.h kiln_gpu_sample_greedy). For every row of
+// fp32 logits [n_rows, V]: the token kiln_sample (sample.cu) picks at
+// temperature <= 0 -- the argmax, the lowest index among equal maxima, NaNs
+// never chosen, token 0 when no value compares -- and, when out_logprobs is
+// given, log_softmax(logits)[token] at temperature 1 (within fp32 rounding of
+// kiln_sample's: the sum of exp is ordered differently).
+//
+// Block r of a row's cluster of CL reads the r-th chunk of the row's 4-float
+// groups (16-byte loads where every row is 16-byte aligned, scalar loads
+// else) once, RG groups a thread in flight, and keeps per thread the max m,
+// its lowest index and s = sum exp(l - m) (rescaled once a tile when m
+// grows); the block reduces its threads' records in a fixed tree and stores
+// its record into block 0's shared memory (st.shared::cluster); after the
+// cluster barrier block 0 merges the CL records in rank order: the token,
+// lse = log(sum_r s_r * exp(m_r - max)) and the logprob l[token] - max - lse.
+// Deterministic (fixed chunks, fixed reduction order).
+//
+// CL > 1 needs sm_90 (the host launches kiln_sample before it); CL = 1 is one
+// block a row on any GPU. Grid (CL, n_rows), clusters (CL, 1, 1), NT threads.
+#include "kiln_common.cuh"
+
+#ifndef CL
+#define CL 8
+#endif
+static_assert(CL == 1 || CL == 2 || CL == 4 || CL == 8, "CL: 1, 2, 4 or 8 (a portable cluster)");
+
+#define NT 1024
+#define RG 4 // 4-float groups a thread loads at once (V up to CL * NT * 4 * RG in one tile)
+
+#if CL > 1 && __CUDA_ARCH__ >= 900
+#define SA_CLUSTER __cluster_dims__(CL, 1, 1)
+#define SA_RUN 1
+#elif CL > 1
+#define SA_CLUSTER
+#define SA_RUN 0 // the host never launches a cluster before sm_90
+#else
+#define SA_CLUSTER
+#define SA_RUN 1
+#endif
+
+struct sa_rec {
+    float m, s; // max and sum exp(l - m) over a set
+    int i;      // the lowest index of m (0x7fffffff: none compared)
+};
+
+// (a) absorbs (b): kiln_sample's argmax order, the sums rescaled to the larger max
+KILN_DEV void sa_merge(sa_rec &a, const sa_rec &b) {
+    if (b.m > a.m || (b.m == a.m && b.i < a.i)) a.i = b.i;
+    if (b.m > a.m) {
+        a.s = a.s * expf(a.m - b.m) + b.s;
+        a.m = b.m;
+    } else if (b.m == a.m) {
+        a.s += b.s;
+    } else {
+        a.s += b.s * expf(b.m - a.m);
+    }
+}
+
+KILN_DEV sa_rec sa_shfl(const sa_rec &r, int o) {
+    sa_rec t;
+    t.m = __shfl_xor_sync(0xffffffffu, r.m, o);
+    t.s = __shfl_xor_sync(0xffffffffu, r.s, o);
+    t.i = __shfl_xor_sync(0xffffffffu, r.i, o);
+    return t;
+}
+
+#if CL > 1 && __CUDA_ARCH__ >= 900
+KILN_DEV u32 sa_rank() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+// the shared-window address `a` of this block, in block `rank` of the cluster
+KILN_DEV u32 sa_map(u32 a, u32 rank) {
+    u32 r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    return r;
+}
+KILN_DEV void sa_st_f32(u32 a, float v) { asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory"); }
+KILN_DEV void sa_st_s32(u32 a, int v) { asm volatile("st.shared::cluster.s32 [%0], %1;" ::"r"(a), "r"(v) : "memory"); }
+#endif
+
+extern "C" __global__ void __launch_bounds__(NT) SA_CLUSTER
+kiln_sample_argmax(int *out_tokens, float *out_logprobs, const float *logits, int V) {
+#if SA_RUN
+#if CL > 1
+    // every block of the cluster has started before any stores into block 0
+    // (the wait comes just before the store)
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+    const u32 rank = sa_rank();
+#else
+    const u32 rank = 0;
+#endif
+    __shared__ sa_rec warp_rec[NT / 32];
+    __shared__ sa_rec cl_rec[CL];
+    pdl_wait();
+    pdl_launch();
+    const int row = blockIdx.y;
+    const float *l = logits + (size_t)row * V;
+    const bool want_lp = out_logprobs != nullptr;
+    // every row 16-byte aligned: the base and the row stride
+    const bool vec = ((u64)logits & 15) == 0 && (V & 3) == 0;
+    const int G = (V + 3) >> 2, per = (G + CL - 1) / CL;
+    const int c0 = (int)rank * per, c1 = min(G, c0 + per);
+
+    sa_rec me;
+    me.m = -KILN_INF, me.s = 0.0f, me.i = 0x7fffffff;
+    for (int t0 = c0; t0 < c1; t0 += NT * RG) {
+        float4 v[RG];
+#pragma unroll
+        for (int k = 0; k < RG; k++) {
+            const int g = t0 + k * NT + (int)threadIdx.x;
+            if (g < c1) {
+                if (vec) {
+                    v[k] = reinterpret_cast<const float4 *>(l)[g];
+                } else {
+                    const int e = g * 4;
+                    v[k].x = l[e];
+                    v[k].y = e + 1 < V ? l[e + 1] : KILN_NAN;
+                    v[k].z = e + 2 < V ? l[e + 2] : KILN_NAN;
+                    v[k].w = e + 3 < V ? l[e + 3] : KILN_NAN;
+                }
+            } else {
+                v[k] = make_float4(KILN_NAN, KILN_NAN, KILN_NAN, KILN_NAN);
+            }
+        }
+        // the tile's max and its lowest index (this thread sees indices in increasing order)
+        float tm = -KILN_INF;
+        int ti = 0x7fffffff;
+#pragma unroll
+        for (int k = 0; k < RG; k++) {
+            const int e = (t0 + k * NT + (int)threadIdx.x) * 4;
+            const float x[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                if (x[j] > tm || (x[j] == tm && e + j < ti)) tm = x[j], ti = e + j;
+        }
+        if (tm > me.m || (tm == me.m && ti < me.i)) me.i = ti;
+        if (want_lp) {
+            if (tm > me.m) me.s *= expf(me.m - tm), me.m = tm;
+            // padding (past V or the chunk) is NaN: skipped; -inf adds 0 (also when the max is -inf)
+            const float mm = me.m;
+            float s = 0.0f;
+#pragma unroll
+            for (int k = 0; k < RG; k++) {
+                const int e = (t0 + k * NT + (int)threadIdx.x) * 4;
+                const bool in = t0 + k * NT + (int)threadIdx.x < c1;
+                const float x[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    if (in && e + j < V && x[j] != -KILN_INF) s += expf(x[j] - mm);
+            }
+            me.s += s;
+        } else if (tm > me.m) {
+            me.m = tm;
+        }
+    }
+    // the block's record: a fixed tree over lanes, then over warps
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sa_merge(me, sa_shfl(me, o));
+    if (lane == 0) warp_rec[w] = me;
+    __syncthreads();
+    if (w == 0) {
+        me = warp_rec[lane];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) sa_merge(me, sa_shfl(me, o));
+    }
+#if CL > 1
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+    if (threadIdx.x == 0) {
+        const u32 a = sa_map(smem_addr(&cl_rec[rank]), 0);
+        sa_st_f32(a, me.m);
+        sa_st_f32(a + 4, me.s);
+        sa_st_s32(a + 8, me.i);
+    }
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#else
+    if (threadIdx.x == 0) cl_rec[0] = me;
+    __syncthreads();
+#endif
+    if (rank == 0 && threadIdx.x == 0) {
+        sa_rec r = cl_rec[0];
+#pragma unroll
+        for (int q = 1; q < CL; q++) sa_merge(r, cl_rec[q]);
+        const int token = r.i < V ? r.i : 0;
+        out_tokens[row] = token;
+        if (want_lp) out_logprobs[row] = l[token] - r.m - logf(r.s);
+    }
+#else
+    __trap(); // a cluster needs sm_90 (the host launches kiln_sample before it)
+#endif
+}
