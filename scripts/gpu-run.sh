@@ -36,9 +36,12 @@ cp "$root/bench/engine_bench.sh" "$root/bench/hf_generate.py" "$root/bench/fp8_b
 # the shared peer travels only for the run (it is not part of the repository)
 [ -f "$root/../shared/peers/torch_cudagraph_llama.py" ] && cp "$root/../shared/peers/torch_cudagraph_llama.py" "$out/peers/"
 echo "$root" > "$out/build_root"
-# this checkout's kernel sources with main's sample.cu, for KILN_KERNEL_DIR A/B runs
-rm -rf "$out/ksrc_old"; cp -r "$root/kernel_src" "$out/ksrc_old"
-git -C "$root" show main:kernel_src/sample.cu > "$out/ksrc_old/sample.cu"
+# main's kernel sources (KILN_KERNEL_DIR A/B against this build's embedded ones) and,
+# when $KILN_MAIN_BUILD names a build of main (scripts/gpu-run.sh in a worktree of main
+# leaves one in its build-gpu), main's kiln as bin/kiln_main
+rm -rf "$out/ksrc_old"; mkdir -p "$out/ksrc_old"
+git -C "$root" archive main kernel_src | tar -x -C "$out/ksrc_old" --strip-components=1
+if [ -n "${KILN_MAIN_BUILD:-}" ] && [ -x "$KILN_MAIN_BUILD/kiln" ]; then cp "$KILN_MAIN_BUILD/kiln" "$out/bin/kiln_main"; fi
 cat > "$out/remote.sh" <<'REMOTE'
 #!/usr/bin/env bash
 # remote.sh MODE[,MODE...] [bench filter] -- runs on the device
@@ -128,6 +131,11 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s26:    eighth session: gemm_sk's split checked against the occupancy calculator: test_gpu_engine, bench_kernels
 #           gemm_sk_quick (qkv / o / down at M = 16 / 32, four tilings, cuBLASLt beside), kiln bench -b 32 with
 #           KILN_SKGEMM_MAX_M 32 / 16, -b 16 with 16 / 0
+#   s31:    (tenth session, nvidia-h200-x2; build with KILN_MAIN_BUILD=<a build of main> for bin/kiln_main) branch
+#           next9 against main: bench_kernels sample / decode-short (2 and 4 warps, main's kernels) / prefill; kiln
+#           bench -b 1 / 32 / 64 main and next9 alternating, next9 with main's kernels, with KILN_SAMPLE_CLUSTER=0,
+#           with KILN_DECODE_WARPS=2; a CUPTI trace at -b 32; test_gpu_ops and test_gpu_engine on GPU 1, then
+#           test_gpu_tp
 #   s30:    (ninth session, last call) test_gpu_ops attention_prefill_wg / test_sampling, bench_kernels prefill and
 #           sample (old kernel sources through KILN_KERNEL_DIR beside), kiln bench -b 1 new / old twice, -b 32, an
 #           8 x 2048 prefill with KILN_PREFILL_KERNEL=wg / default; the whole test_gpu_ops on the second GPU
@@ -169,7 +177,7 @@ gt() {
 # (stderr appended to $out/kb.err), one line printed
 kb() {
   local tag="$1"; shift; local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
-  env "${envs[@]}" timeout 150 "$here/bin/kiln" bench --model llama3-8b --load-format dummy --json "$@" \
+  env "${envs[@]}" timeout 150 "$here/bin/${KB_BIN:-kiln}" bench --model llama3-8b --load-format dummy --json "$@" \
     2>>"$out/kb.err" | tail -1 > "$out/kb_$tag.json"
   python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%-22s %8.1f tok/s, step %.3f ms, full-batch step %.3f ms, ttft %.1f ms, kv tokens %s" % (sys.argv[2], j["output_tok_s"], j["decode_step_ms"], j["full_batch_step_ms"], j["ttft_ms"], j["kv_tokens"]))' \
     "$out/kb_$tag.json" "$tag" || { echo "$tag failed"; tail -3 "$out/kb.err"; }
@@ -449,6 +457,36 @@ if has s19; then # seventh session: next's defaults (rope epilogue, push gather,
   kb "tp1-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 1 -b 1 -s 128 -o 512 --iters 2
   kb "tp2-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   for tp in 1 2; do kb "tp$tp-b32" -- --tp $tp -b 32 -s 128 -o 256 --iters 2; done
+fi
+if has s31; then # tenth session: branch next9 (PDL prefetches, 2-warp decode attention, greedy cluster sampling +
+  # one copy each way, wgmma prefill v2) against main, then the tests
+  ( CUDA_VISIBLE_DEVICES=1 timeout 400 "$here/bin/test_gpu_ops" > /tmp/tgo.log 2>&1; echo "rc=$?" >> /tmp/tgo.log
+    CUDA_VISIBLE_DEVICES=1 timeout 200 "$here/bin/test_gpu_engine" > /tmp/tge.log 2>&1; echo "rc=$?" >> /tmp/tge.log ) &
+  timeout 60 "$here/bin/bench_kernels" sample > /tmp/b_s.log 2>&1; grep -E "^sample" /tmp/b_s.log | sed -E 's/ +/ /g'
+  for w in 4 2; do KILN_DECODE_WARPS=$w timeout 60 "$here/bin/bench_kernels" decode-short > /tmp/b_d$w.log 2>&1
+    grep -E "decode" /tmp/b_d$w.log | sed -E "s/ +/ /g; s/^/warps $w: /" | cut -c1-120; done
+  KILN_KERNEL_DIR="$here/ksrc_old" timeout 60 "$here/bin/bench_kernels" decode-short > /tmp/b_d0.log 2>&1
+  grep -E "decode" /tmp/b_d0.log | sed -E "s/ +/ /g; s/^/main kernels: /" | cut -c1-120
+  timeout 120 "$here/bin/bench_kernels" prefill > /tmp/b_p.log 2>&1; grep -E "prefill" /tmp/b_p.log | sed -E 's/ +/ /g' | cut -c1-110
+  for b in 1 32 64; do
+    o=$([ $b = 1 ] && echo 512 || echo 256)
+    for r in 1 2; do
+      [ -x "$here/bin/kiln_main" ] && KB_BIN=kiln_main kb "b$b-main$r" -- -b $b -s 128 -o $o --iters 2
+      kb "b$b-next$r" -- -b $b -s 128 -o $o --iters 2
+    done
+    kb "b$b-next-mainkernels" KILN_KERNEL_DIR="$here/ksrc_old" -- -b $b -s 128 -o $o --iters 2
+    kb "b$b-next-sample0" KILN_SAMPLE_CLUSTER=0 -- -b $b -s 128 -o $o --iters 2
+    [ $b != 1 ] && kb "b$b-next-warps2" KILN_DECODE_WARPS=2 -- -b $b -s 128 -o $o --iters 2
+  done
+  KILN_TRACE_OUT=/tmp/trace31.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 150 "$here/bin/kiln" bench \
+    --model llama3-8b --load-format dummy -b 32 -s 128 -o 128 --iters 1 > /tmp/trace31.log 2>&1
+  python3 "$here/bench/trace_summary.py" /tmp/trace31.csv --top 16 | cut -c1-150 > "$out/trace31_b32.txt"; head -4 "$out/trace31_b32.txt"
+  wait
+  echo "test_gpu_ops (GPU 1): $(grep -E 'passed' /tmp/tgo.log | tail -1) $(tail -1 /tmp/tgo.log)"; grep -E "FAIL" /tmp/tgo.log | head
+  grep -E "^\[ (RUN |FAIL| OK )" /tmp/tgo.log | tail -2
+  echo "test_gpu_engine (GPU 1): $(grep -E 'passed' /tmp/tge.log | tail -1) $(tail -1 /tmp/tge.log)"; grep -E "FAIL" /tmp/tge.log | head
+  cp /tmp/tgo.log "$out/test_gpu_ops.log"; cp /tmp/tge.log "$out/test_gpu_engine.log"
+  if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then gt test_gpu_tp 240 "FAIL|passed" -- test_gpu_tp; fi
 fi
 if has s30; then # ninth session, last call: the wgmma prefill kernel (helper), the one-pass sampling kernel
   ( CUDA_VISIBLE_DEVICES=1 timeout 420 "$here/bin/test_gpu_ops" > /tmp/tgo.log 2>&1; echo "rc=$?" >> /tmp/tgo.log ) &
