@@ -886,7 +886,7 @@ int main(int argc, char **argv) {
     if (want("decode-shape")) { /* `bench_kernels decode-shape`: elementwise ops at decode batch sizes */
         char *f = (char *)filter;
         filter = NULL;
-        bench_elementwise(1), bench_elementwise(64), bench_elementwise(256);
+        bench_elementwise(1), bench_elementwise(32), bench_elementwise(64), bench_elementwise(256);
         filter = f;
     }
     if (filter && !strcmp(filter, "gemm_mid")) bench_gemm_mid();

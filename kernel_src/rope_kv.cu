@@ -242,6 +242,134 @@ extern "C" __global__ void kiln_kv_write(kv_t *kc, kv_t *vc, const act_t *k, con
 }
 #endif
 
+#if defined(KV) && defined(INTERLEAVED)
+// kiln_rope_kv_write_dec: the fused rope + KV write for decode-sized steps
+// (the host: at most $KILN_ROPE_DEC_MAX tokens): a block per token, a thread
+// per item of it -- a q or k head's pair of vectors (v, v + rot / 2N) when
+// rotating halves, one vector when interleaved, a k vector past rot_dim, a v
+// vector -- with nothing but its own loads, math and stores: cos / sin from
+// the position (before the wait on the previous kernel: the host's and the
+// model's inputs), rotated q and k stored back, k (rounded to ACT, as the
+// fused kernel re-reads it) and v straight into the cache. No barrier, no
+// shared memory: one load round trip where kiln_rope_kv_write takes several.
+// Same semantics (and cos / sin / products as rope_body); the host launches
+// blockDim.x >= the items of a token ((nq + nkv) * (rotated + passed
+// vectors) + nkv * head_dim / N).
+template <int NB> struct kv_pack { kv_t e[NB]; };
+__device__ __forceinline__ void kv_store(kv_t *dst, const kv_pack<AV::N> &p) {
+    constexpr int bytes = AV::N * (int)sizeof(kv_t);
+    if (bytes == 16) *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(&p);
+    else if (bytes == 8) *reinterpret_cast<uint2 *>(dst) = *reinterpret_cast<const uint2 *>(&p);
+    else if (bytes == 4) *reinterpret_cast<unsigned *>(dst) = *reinterpret_cast<const unsigned *>(&p);
+    else
+#pragma unroll
+        for (int q = 0; q < AV::N; q++) dst[q] = p.e[q];
+}
+
+extern "C" __global__ void kiln_rope_kv_write_dec(act_t *qkv, i64 row_stride, const int *pos, int T, int nq, int nkv,
+                                                  int head_dim, int rot_dim, const float *inv_freq, float mscale,
+                                                  const int *dyn_seq_len, int dyn_max, float dyn_base,
+                                                  float dyn_factor, kv_t *kc, kv_t *vc, const int *slots,
+                                                  int block_size, float k_scale, float v_scale,
+                                                  const float *kv_scales) {
+    constexpr bool ILV = INTERLEAVED != 0;
+    constexpr int N = AV::N;
+    const int t = blockIdx.x, hd = head_dim, half = rot_dim / 2;
+    const int rp = ILV ? rot_dim / N : half / N, pp = (hd - rot_dim) / N, per = rp + pp;
+    const int n_rk = (nq + nkv) * per, n_items = n_rk + nkv * (hd / N);
+    int it = threadIdx.x;
+    if (t >= T || it >= n_items) return;
+    const int slot = slots[t];
+    // this item: head h, and for rotated items the first frequency index f0
+    // (NC = the frequencies it uses: N rotating halves, N / 2 interleaved)
+    constexpr int NC = ILV ? N / 2 : N;
+    int h = 0, r = 0;
+    if (it < n_rk) h = it / per, r = it - h * per;
+    const bool rot_item = it < n_rk && r < rp;
+    float2 cs[NC];
+    if (rot_item) {
+        const int f0 = ILV ? r * (N / 2) : r * N;
+        const float p = (float)pos[t];
+        const bool dyn = dyn_seq_len && dyn_seq_len[t] > dyn_max;
+        double b = 0.0;
+        if (dyn) {
+            double f = (double)dyn_factor;
+            b = (double)dyn_base * pow((f * dyn_seq_len[t] / dyn_max) - (f - 1), (double)rot_dim / (rot_dim - 2));
+        }
+#pragma unroll
+        for (int k = 0; k < NC; k++) {
+            const int i = f0 + k;
+            float inv = inv_freq[i];
+            if (dyn) {
+                float ex = (float)(2 * i) / (float)rot_dim;
+                inv = 1.0f / powf((float)b, ex);
+            }
+            float ang = p * inv, sn, cn;
+            sincosf(ang, &sn, &cn);
+            cs[k] = make_float2(cn * mscale, sn * mscale);
+        }
+    }
+    pdl_wait();
+    pdl_launch();
+    const int b = slot / block_size, o = slot - b * block_size;
+    const int G = hd / KV_X; // key chunks of a head
+    auto put_k = [&](int kh, int d0, const AV &x) { // N elements of key head kh from dim d0
+        const float ksh = head_scale(kv_scales, k_scale, kh);
+        kv_pack<N> pk;
+#pragma unroll
+        for (int q = 0; q < N; q++) pk.e[q] = from_f32<kv_t>(kv_in(x.get(q), ksh));
+        kv_store(kc + ((((size_t)b * nkv + kh) * G + d0 / KV_X) * block_size + o) * KV_X + d0 % KV_X, pk);
+    };
+    act_t *row = qkv + (size_t)t * row_stride;
+    if (it < n_rk) {
+        act_t *hr = row + (size_t)h * hd;
+        const bool is_k = h >= nq;
+        if (rot_item) {
+            if (!ILV) {
+                AV lo, hi;
+                lo.v = ld16(hr + r * N);
+                hi.v = ld16(hr + half + r * N);
+#pragma unroll
+                for (int k = 0; k < N; k++) {
+                    float x0 = lo.get(k), x1 = hi.get(k);
+                    float2 q = cs[k];
+                    lo.set(k, x0 * q.x - x1 * q.y);
+                    hi.set(k, x1 * q.x + x0 * q.y);
+                }
+                st16(hr + r * N, lo.v);
+                st16(hr + half + r * N, hi.v);
+                if (is_k && slot >= 0) put_k(h - nq, r * N, lo), put_k(h - nq, half + r * N, hi);
+            } else {
+                AV x;
+                x.v = ld16(hr + r * N);
+#pragma unroll
+                for (int k = 0; k < N; k += 2) {
+                    float x0 = x.get(k), x1 = x.get(k + 1);
+                    float2 q = cs[k / 2];
+                    x.set(k, x0 * q.x - x1 * q.y);
+                    x.set(k + 1, x1 * q.x + x0 * q.y);
+                }
+                st16(hr + r * N, x.v);
+                if (is_k && slot >= 0) put_k(h - nq, r * N, x);
+            }
+        } else if (is_k && slot >= 0) { // a key vector past rot_dim: as it is
+            const int d0 = rot_dim + (r - rp) * N;
+            AV x;
+            x.v = ld16(hr + d0);
+            put_k(h - nq, d0, x);
+        }
+    } else if (slot >= 0) { // a value vector
+        const int e = it - n_rk, vh = e / (hd / N), d0 = (e - vh * (hd / N)) * N;
+        AV x;
+        x.v = ld16(row + (size_t)(nq + nkv + vh) * hd + d0);
+        const float vsh = head_scale(kv_scales, v_scale, nkv + vh);
+#pragma unroll
+        for (int q = 0; q < N; q++)
+            vc[(((size_t)b * nkv + vh) * hd + d0 + q) * block_size + o] = from_f32<kv_t>(kv_in(x.get(q), vsh));
+    }
+}
+#endif
+
 #ifdef INTERLEAVED
 extern "C" __global__ void kiln_rope(act_t *qkv, i64 row_stride, const int *pos, int T, int nq, int nkv, int head_dim,
                                      int rot_dim, const float *inv_freq, float mscale, const int *dyn_seq_len,

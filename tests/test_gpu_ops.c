@@ -156,7 +156,7 @@ static const kiln_dtype acts[] = {KILN_DTYPE_BF16, KILN_DTYPE_F16};
  * rope_kv.cu at every size (elem_wide_min 0: never wide), pass 1 with those
  * of rmsnorm_wide.cu and rope_kv_wide.cu at every size (1: always); then
  * the configured threshold is restored. */
-static const char *const elem_pass[] = {"", " (wide)", " (tile)"};
+static const char *const elem_pass[] = {"", " (wide)", " (tile)", " (dec)"};
 
 /* ------------------------------------------------------------ elementwise */
 
@@ -574,11 +574,14 @@ KT_TEST(test_kv_write_and_fused_rope) {
         {KILN_DTYPE_BF16, 128, 16, T_big, 32, 8, 0, false, false, false, false, 128, false},
         {KILN_DTYPE_F16, 128, 16, T_big, 32, 8, 0, true, false, true, true, 128, false},
     };
-    /* three passes: rope_kv.cu (decode sizes), rope_kv_wide.cu's KV blocks
-     * ($KILN_KV_TILE=0) and its tiles (the default), each forced at every T */
-    for (int wide = 0; wide < 3; wide++) {
-        int was = kiln_gpu_set_elem_wide_min(gpu, wide ? 1 : 0);
+    /* four passes: rope_kv.cu (decode sizes), rope_kv_wide.cu's KV blocks
+     * ($KILN_KV_TILE=0) and its tiles (the default), rope_kv.cu's decode
+     * kernel kiln_rope_kv_write_dec (fused cases; $KILN_ROPE_DEC_MAX), each
+     * forced at every T */
+    for (int wide = 0; wide < 4; wide++) {
+        int was = kiln_gpu_set_elem_wide_min(gpu, wide == 1 || wide == 2 ? 1 : 0);
         int was_tile = kiln_gpu_set_kv_tile(gpu, wide == 2 ? 1 : 0);
+        int was_dec = kiln_gpu_set_rope_dec_max(gpu, wide == 3 ? 1 << 30 : 0);
         for (int ki = 0; ki < 4; ki++)
             for (int hi = 0; hi < 2; hi++)
                 for (int bi = 0; bi < 2; bi++)
@@ -622,6 +625,7 @@ KT_TEST(test_kv_write_and_fused_rope) {
             }
         kiln_gpu_set_elem_wide_min(gpu, was);
         kiln_gpu_set_kv_tile(gpu, was_tile);
+        kiln_gpu_set_rope_dec_max(gpu, was_dec);
     }
 }
 

@@ -31,6 +31,7 @@ struct kiln_gpu {
     int elem_wide_min; /* rows / tokens from which the elementwise ops take their wide kernels (0: never) */
     bool decode_adaptive; /* $KILN_DECODE_ADAPTIVE (default 1): decode_partition */
     int decode_warps;     /* warps of a decode-attention block, 16-bit caches (2|4; kiln_gpu_params.decode_warps) */
+    int rope_dec_max;     /* rope + KV write of at most this many tokens: kiln_rope_kv_write_dec (kiln_gpu_params) */
     int kv_tile;          /* $KILN_KV_TILE (default KILN_KV_TILE_DEFAULT): the wide KV writes in tiles (1 both, 2 kv_write only) */
     int sample_cl;        /* kiln_gpu_sample_greedy's cluster size (1|2|4|8; 0: kiln_sample) */
 };
@@ -92,6 +93,8 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->elem_wide_min = knob(p ? p->elem_wide_min : 0, "KILN_ELEM_WIDE_MIN", KILN_ELEM_WIDE_MIN_DEFAULT);
     if (g->elem_wide_min < 0) g->elem_wide_min = 0;
     g->decode_adaptive = knob(0, "KILN_DECODE_ADAPTIVE", 1) > 0;
+    g->rope_dec_max = knob(p ? p->rope_dec_max : 0, "KILN_ROPE_DEC_MAX", 0);
+    if (g->rope_dec_max < 0) g->rope_dec_max = 0;
     g->decode_warps = knob(p ? p->decode_warps : 0, "KILN_DECODE_WARPS", 4);
     if (g->decode_warps != 2 && g->decode_warps != 4) g->decode_warps = 4;
     g->kv_tile = knob(0, "KILN_KV_TILE", KILN_KV_TILE_DEFAULT);
@@ -138,6 +141,12 @@ int kiln_gpu_set_skgemm_profile(kiln_gpu *g, kiln_devptr buf, int max_blocks) {
 int kiln_gpu_set_elem_wide_min(kiln_gpu *g, int n) {
     int was = g->elem_wide_min;
     g->elem_wide_min = n > 0 ? n : 0;
+    return was;
+}
+
+int kiln_gpu_set_rope_dec_max(kiln_gpu *g, int n) {
+    int was = g->rope_dec_max;
+    g->rope_dec_max = n > 0 ? n : 0;
     return was;
 }
 
@@ -910,6 +919,25 @@ kiln_status kiln_gpu_rope_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr q
     KILN_TRY(check_rope(rp, act));
     KILN_TRY(check_kv(l, act));
     KILN_CHECK(rp->head_dim == l->head_dim, KILN_ERR_INVALID_ARGUMENT, "rope_kv_write: head_dim mismatch");
+    if (T <= g->rope_dec_max) {
+        /* kernel_src/rope_kv.cu kiln_rope_kv_write_dec: a block a token, a
+         * thread an item (rotated q / k vector pair or vector, key vector
+         * past rot_dim, value vector) */
+        const int ve = vec_elems(act);
+        int hd = rp->head_dim, rot = rp->rot_dim; /* LAUNCH takes their addresses */
+        const int per = (rp->interleaved ? rot / ve : rot / 2 / ve) + (hd - rot) / ve;
+        const int items = (nq + l->n_kv_heads) * per + l->n_kv_heads * (hd / ve);
+        if (items <= 1024) {
+            KILN_TRY(get(g, "rope_kv_write_dec", &f, "ACT=%s INTERLEAVED=%d KV=%s", dt(act), rp->interleaved ? 1 : 0,
+                         dt(l->dtype)));
+            int nkv = l->n_kv_heads, bs = l->block_size, dmax = rp->dyn_max;
+            kiln_devptr inv = rp->inv_freq, dyn = rp->dyn_seq_len, hs = (kiln_devptr)(uintptr_t)l->head_scales;
+            float ms = rp->mscale, db = rp->dyn_base, df = rp->dyn_factor, ks = l->k_scale, vs = l->v_scale;
+            LAUNCH(f, (unsigned)T, 1, 1, (unsigned)((items + 31) / 32 * 32), 0, s, &qkv, &row_stride, &pos, &T, &nq,
+                   &nkv, &hd, &rot, &inv, &ms, &dyn, &dmax, &db, &df, &kcache, &vcache, &slots, &bs, &ks, &vs, &hs);
+            return KILN_OK;
+        }
+    }
     if (wide(g, T) && kv_tile_ok(g, l, true, rp->rot_dim, act)) {
         /* rope rows over the q heads; tile blocks (k rotated; k and v into
          * the cache) */

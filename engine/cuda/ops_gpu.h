@@ -97,6 +97,9 @@ typedef struct kiln_gpu_params {
                                 kernels of rmsnorm.cu and rope_kv.cu (0:
                                 $KILN_ELEM_WIDE_MIN, else KILN_ELEM_WIDE_MIN_DEFAULT
                                 = 1024; negative, or 0 in the environment: never) */
+    int rope_dec_max;        /* rope + KV write steps of at most this many tokens take
+                                kiln_rope_kv_write_dec (a thread per vector, no barrier;
+                                0: $KILN_ROPE_DEC_MAX, else 0 = never; not yet measured) */
     int decode_warps;        /* warps of a decode-attention block over a 16-bit cache
                                 (2|4; 0: $KILN_DECODE_WARPS, else 4): 2 halves its
                                 shared memory, so twice the blocks are resident */
@@ -146,6 +149,10 @@ int kiln_gpu_set_kv_tile(kiln_gpu *g, int mode);
 /* Warps of a decode-attention block over a 16-bit cache (2 or 4; anything
  * else: 4); returns the previous setting (tests). */
 int kiln_gpu_set_decode_warps(kiln_gpu *g, int n);
+/* Steps of at most n tokens (0: none) take the decode rope + KV write kernel
+ * (kernel_src/rope_kv.cu kiln_rope_kv_write_dec); returns the previous
+ * setting (tests). */
+int kiln_gpu_set_rope_dec_max(kiln_gpu *g, int n);
 
 /* out[T, H] (act) = W[ids[t] - vocab_start] or 0 (kiln_cpu_embed). */
 kiln_status kiln_gpu_embed(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_dtype act, kiln_devptr ids, int T,

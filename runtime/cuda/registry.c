@@ -75,6 +75,12 @@ static const kiln_jit_kernel_def registry[] = {
      {{"ACT", ACT3}, {"KV", KVT}, {"INTERLEAVED", "0|1"}},
      "ACT=bf16 INTERLEAVED=0 KV=bf16;ACT=fp16 INTERLEAVED=1 KV=fp16;ACT=bf16 INTERLEAVED=0 KV=fp8_e5m2;"
      "ACT=bf16 INTERLEAVED=0 KV=fp8_e4m3"},
+    /* decode-sized steps: a thread per vector item, no barrier (same file and defines: one compile) */
+    {"rope_kv_write_dec", "kernel_src/rope_kv.cu", "kiln_rope_kv_write_dec",
+     "ptr,i64,ptr,i32,i32,i32,i32,i32,ptr,f32,ptr,i32,f32,f32,ptr,ptr,ptr,i32,f32,f32,ptr",
+     {{"ACT", ACT3}, {"KV", KVT}, {"INTERLEAVED", "0|1"}},
+     "ACT=bf16 INTERLEAVED=0 KV=bf16;ACT=fp16 INTERLEAVED=1 KV=fp16;ACT=bf16 INTERLEAVED=0 KV=fp8_e5m2;"
+     "ACT=bf16 INTERLEAVED=0 KV=fp8_e4m3"},
     {"rope_wide", "kernel_src/rope_kv_wide.cu", "kiln_rope_wide",
      "ptr,i64,ptr,i32,i32,i32,i32,i32,ptr,f32,ptr,i32,f32,f32,i32", {{"ACT", ACT3}, {"INTERLEAVED", "0|1"}},
      "ACT=bf16 INTERLEAVED=0;ACT=fp16 INTERLEAVED=1"},
@@ -389,6 +395,7 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
     KILN_TRY(add_spec(l, "rope", "ACT=%s INTERLEAVED=%d", a, m->interleaved ? 1 : 0));
     KILN_TRY(add_spec(l, "kv_write", "ACT=%s KV=%s", a, kv));
     KILN_TRY(add_spec(l, "rope_kv_write", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, kv));
+    KILN_TRY(add_spec(l, "rope_kv_write_dec", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, kv));
     KILN_TRY(add_spec(l, "rope_wide", "ACT=%s INTERLEAVED=%d", a, m->interleaved ? 1 : 0));
     KILN_TRY(add_spec(l, "kv_write_wide", "ACT=%s KV=%s", a, kv));
     KILN_TRY(add_spec(l, "rope_kv_write_wide", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, kv));
