@@ -134,7 +134,7 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s31:    (tenth session, nvidia-h200-x2; build with KILN_MAIN_BUILD=<a build of main> for bin/kiln_main) branch
 #           next9 against main: bench_kernels sample / decode-short (2 and 4 warps, main's kernels) / prefill; kiln
 #           bench -b 1 / 32 / 64 main and next9 alternating, next9 with main's kernels, with KILN_SAMPLE_CLUSTER=0,
-#           with KILN_DECODE_WARPS=2; a CUPTI trace at -b 32; test_gpu_ops and test_gpu_engine on GPU 1, then
+#           with KILN_DECODE_WARPS=2, with KILN_ROPE_DEC_MAX=256 (and decode-shape rows); a CUPTI trace at -b 32; test_gpu_ops and test_gpu_engine on GPU 1, then
 #           test_gpu_tp
 #   s30:    (ninth session, last call) test_gpu_ops attention_prefill_wg / test_sampling, bench_kernels prefill and
 #           sample (old kernel sources through KILN_KERNEL_DIR beside), kiln bench -b 1 new / old twice, -b 32, an
@@ -465,6 +465,8 @@ if has s31; then # tenth session: branch next9 (PDL prefetches, 2-warp decode at
   timeout 60 "$here/bin/bench_kernels" sample > /tmp/b_s.log 2>&1; grep -E "^sample" /tmp/b_s.log | sed -E 's/ +/ /g'
   for w in 4 2; do KILN_DECODE_WARPS=$w timeout 60 "$here/bin/bench_kernels" decode-short > /tmp/b_d$w.log 2>&1
     grep -E "decode" /tmp/b_d$w.log | sed -E "s/ +/ /g; s/^/warps $w: /" | cut -c1-120; done
+  for m in 0 256; do KILN_ROPE_DEC_MAX=$m timeout 90 "$here/bin/bench_kernels" decode-shape > /tmp/b_e$m.log 2>&1
+    grep -E "rope_kv_write|add_rmsnorm" /tmp/b_e$m.log | grep -E " (1|32|64) " | sed -E "s/ +/ /g; s/^/rope_dec_max $m: /" | cut -c1-120; done
   KILN_KERNEL_DIR="$here/ksrc_old" timeout 60 "$here/bin/bench_kernels" decode-short > /tmp/b_d0.log 2>&1
   grep -E "decode" /tmp/b_d0.log | sed -E "s/ +/ /g; s/^/main kernels: /" | cut -c1-120
   timeout 120 "$here/bin/bench_kernels" prefill > /tmp/b_p.log 2>&1; grep -E "prefill" /tmp/b_p.log | sed -E 's/ +/ /g' | cut -c1-110
@@ -477,6 +479,7 @@ if has s31; then # tenth session: branch next9 (PDL prefetches, 2-warp decode at
     kb "b$b-next-mainkernels" KILN_KERNEL_DIR="$here/ksrc_old" -- -b $b -s 128 -o $o --iters 2
     kb "b$b-next-sample0" KILN_SAMPLE_CLUSTER=0 -- -b $b -s 128 -o $o --iters 2
     [ $b != 1 ] && kb "b$b-next-warps2" KILN_DECODE_WARPS=2 -- -b $b -s 128 -o $o --iters 2
+    [ $b != 1 ] && kb "b$b-next-ropedec" KILN_ROPE_DEC_MAX=256 -- -b $b -s 128 -o $o --iters 2
   done
   KILN_TRACE_OUT=/tmp/trace31.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 150 "$here/bin/kiln" bench \
     --model llama3-8b --load-format dummy -b 32 -s 128 -o 128 --iters 1 > /tmp/trace31.log 2>&1
