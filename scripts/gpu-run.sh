@@ -466,7 +466,7 @@ if has s31; then # tenth session: branch next9 (PDL prefetches, 2-warp decode at
   for w in 4 2; do KILN_DECODE_WARPS=$w timeout 60 "$here/bin/bench_kernels" decode-short > /tmp/b_d$w.log 2>&1
     grep -E "decode" /tmp/b_d$w.log | sed -E "s/ +/ /g; s/^/warps $w: /" | cut -c1-120; done
   for m in 0 256; do KILN_ROPE_DEC_MAX=$m timeout 90 "$here/bin/bench_kernels" decode-shape > /tmp/b_e$m.log 2>&1
-    grep -E "rope_kv_write|add_rmsnorm" /tmp/b_e$m.log | grep -E " (1|32|64) " | sed -E "s/ +/ /g; s/^/rope_dec_max $m: /" | cut -c1-120; done
+    grep -E "rope_kv_write|add_rmsnorm" /tmp/b_e$m.log | grep -E " (1|32|64)( tok|x4096)" | sed -E "s/ +/ /g; s/^/rope_dec_max $m: /" | cut -c1-120; done
   KILN_KERNEL_DIR="$here/ksrc_old" timeout 60 "$here/bin/bench_kernels" decode-short > /tmp/b_d0.log 2>&1
   grep -E "decode" /tmp/b_d0.log | sed -E "s/ +/ /g; s/^/main kernels: /" | cut -c1-120
   timeout 120 "$here/bin/bench_kernels" prefill > /tmp/b_p.log 2>&1; grep -E "prefill" /tmp/b_p.log | sed -E 's/ +/ /g' | cut -c1-110
