@@ -134,7 +134,7 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s31:    (tenth session, nvidia-h200-x2; build with KILN_MAIN_BUILD=<a build of main> for bin/kiln_main) branch
 #           next9 against main: bench_kernels sample / decode-short (2 and 4 warps, main's kernels) / prefill; kiln
 #           bench -b 1 / 32 / 64 main and next9 alternating, next9 with main's kernels, with KILN_SAMPLE_CLUSTER=0,
-#           with KILN_DECODE_WARPS=2, with KILN_ROPE_DEC_MAX=256 (and decode-shape rows); a CUPTI trace at -b 32; test_gpu_ops and test_gpu_engine on GPU 1, then
+#           with KILN_DECODE_WARPS=2, with KILN_ROPE_DEC_MAX=256 (and decode-shape rows), -b 32 with gemm_sk on the o projection only; a CUPTI trace at -b 32; test_gpu_ops and test_gpu_engine on GPU 1, then
 #           test_gpu_tp
 #   s30:    (ninth session, last call) test_gpu_ops attention_prefill_wg / test_sampling, bench_kernels prefill and
 #           sample (old kernel sources through KILN_KERNEL_DIR beside), kiln bench -b 1 new / old twice, -b 32, an
@@ -480,6 +480,7 @@ if has s31; then # tenth session: branch next9 (PDL prefetches, 2-warp decode at
     kb "b$b-next-sample0" KILN_SAMPLE_CLUSTER=0 -- -b $b -s 128 -o $o --iters 2
     [ $b != 1 ] && kb "b$b-next-warps2" KILN_DECODE_WARPS=2 -- -b $b -s 128 -o $o --iters 2
     [ $b != 1 ] && kb "b$b-next-ropedec" KILN_ROPE_DEC_MAX=256 -- -b $b -s 128 -o $o --iters 2
+    [ $b = 32 ] && kb "b$b-next-sk-o" KILN_SKGEMM_MAX_M=32 KILN_SKGEMM_MAX_WEIGHT_MB=40 -- -b $b -s 128 -o $o --iters 2
   done
   KILN_TRACE_OUT=/tmp/trace31.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 150 "$here/bin/kiln" bench \
     --model llama3-8b --load-format dummy -b 32 -s 128 -o 128 --iters 1 > /tmp/trace31.log 2>&1
