@@ -46,6 +46,47 @@
 // WG_SMEM = 1024 + (128 + 2 * 128 + 3 * 128) * HEAD_DIM * 2 bytes (ops_gpu.c
 // prefill_wg_smem). Blocks past their sequence's queries exit; the grid's x
 // is walked in reverse so the longest (latest) query tiles start first.
+//
+// kiln_attn_prefill_wg2 (registry "attn_prefill_wg2", $KILN_PREFILL_KERNEL=
+// wg2: ops_gpu.c prefill_wg2) is the same computation, warp-specialized as
+// FlashAttention-3: same arguments, grid, tiles, swizzled layouts, MMAs and
+// softmax, but 384 threads in three roles (branches of one if/else, so
+// setmaxnreg applies: 168 registers a thread at launch = 24 x 128 + 240 x
+// 256):
+//   warpgroup 0, producer (setmaxnreg.dec 24): copies K_i and V_i of KV
+//     tile i into stage i % 3 with cp.async (a paged cache: 16-byte chunks
+//     through the block table, as wg_load_kv; no TMA), in the order K_0,
+//     K_1, V_0, K_2, V_1, .. (the consumers read K_j with V_{j-1}), each
+//     once that stage's K / V is empty (empty_k[s] / empty_v[s]), and
+//     signals it with cp.async.mbarrier.arrive.noinc on full_k[s] /
+//     full_v[s] (count 128: one arrival a producer thread, made when all
+//     its earlier copies have landed).
+//   warpgroups 1, 2, consumers (setmaxnreg.inc 240): query rows 0..63 /
+//     64..127. Each loads its own Q rows (cp.async, wait, fence.proxy.async,
+//     a 128-thread named barrier 3 / 4), then runs the loop of the kernel
+//     above: wait full_k (tile j) and full_v (tile j - 1) with
+//     mbarrier.try_wait.parity, fence.proxy.async.shared::cta (the copies
+//     were generic-proxy writes; wgmma reads through the async proxy), issue
+//     S_j = Q K_j^T and O += P_{j-1} V_{j-1}; wgmma.wait_group 1 (S_j
+//     done), lane 0 of each warp arrives on empty_k[stage of j] (count 8 =
+//     the consumer warps); softmax of S_j under the PV product;
+//     wait_group 0, lane 0 arrives on empty_v[stage of j - 1]. An arrival
+//     follows the completion of every wgmma of that warp that read the
+//     buffer, so the producer never overwrites what a wgmma still reads
+//     (the WAR hazard).
+//   Parities: use u of a stage (u = tile / 3) completes phase u of its
+//     barriers; consumers wait full with parity u & 1, the producer waits
+//     empty with parity (u & 1) ^ 1 (u = 0: the phase before init counts as
+//     completed, so the first pass does not wait).
+//   Ping-pong (W2_PINGPONG): the consumers take turns issuing their MMAs
+//     (bar.sync 1 + w, 256 before, bar.arrive 2 - w, 256 after; consumer 0
+//     first), so one's softmax runs under the other's MMAs. Both take
+//     n_tiles + 1 turns; consumer 1 skips its last hand-over so that every
+//     named barrier generation completes.
+// Shared memory: Q and 3 stages of (K, V) tiles (layouts above), W2_SMEM =
+// 1024 + (128 + 3 * 2 * 128) * HEAD_DIM * 2 bytes (ops_gpu.c
+// prefill_wg2_smem: 230400 at head dim 128) plus 96 bytes of static
+// mbarriers. One block an SM, as the kernel above.
 #include "attn_common.cuh"
 
 #if !KV_FP8 && (HD == 64 || HD == 128) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -295,6 +336,74 @@ KILN_DEV void wg_rescale(float (&o)[HD / 2], const float (&alpha)[2]) {
         o[4 * nb + 3] *= alpha[1];
     }
 }
+
+// ---- v2 (kiln_attn_prefill_wg2): warp-specialized, see the header ----
+#define W2_NS 3                                   /* K+V stages (one 128-token tile each) */
+#define W2_STAGE (WG_K_BYTES + WG_V_BYTES)
+#define W2_SMEM (1024 + WG_Q_BYTES + W2_NS * W2_STAGE) /* 1024: alignment slack */
+#define W2_PRODUCER_REGS 24                       /* 24 * 128 + 2 * 240 * 128 = 168 * 384 */
+#define W2_CONSUMER_REGS 240
+#ifndef W2_PINGPONG
+#define W2_PINGPONG 1 /* consumer warpgroups take turns issuing their MMAs (named barriers 1, 2) */
+#endif
+
+// mbarriers (shared::cta, 32-bit shared-window addresses)
+KILN_DEV void mb_init(u32 bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+KILN_DEV void mb_arrive(u32 bar) {
+    asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+// the barrier's pending count drops by one once every cp.async this thread
+// issued before completes (the count at init includes this arrival)
+KILN_DEV void mb_arrive_cp_async(u32 bar) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+// wait until the phase of parity `parity` has completed (acquire)
+KILN_DEV void mb_wait(u32 bar, u32 parity) {
+    u32 done;
+    do {
+        asm volatile("{ .reg .pred p;\n"
+                     "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p; }\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+// named barriers (0 is __syncthreads): n threads, warp-aligned
+KILN_DEV void nb_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+KILN_DEV void nb_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+template <int N> KILN_DEV void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N)); }
+template <int N> KILN_DEV void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N)); }
+
+// The producer warpgroup's copies of KV tile t0 .. t0 + BN - 1 (pt: 0..127).
+// K: token pt, every chunk (a warp writes 32 rows of one chunk column: no
+// bank conflicts, see wg_load_kv). V: token group pt % 16, dims pt / 16 + 8i.
+KILN_DEV void w2_load_k(u32 sk, const act_t *__restrict__ kc, const int *__restrict__ bt, int nkv, int kvh, int ctx,
+                        int t0, int pt) {
+    const int tok = t0 + pt;
+    const bool ok = tok < ctx;
+    const act_t *base = kc;
+    if (ok) base = kc + (((size_t)bt[tok / BLOCK_SIZE] * nkv + kvh) * (HD / 8) * BLOCK_SIZE + tok % BLOCK_SIZE) * 8;
+#pragma unroll 4 // (full unrolling spills at 24 registers)
+    for (int c = 0; c < HD / 8; c++)
+        cp_async16_u32(sk + wg_sw(WG_BN, pt, c), ok ? (const void *)(base + (size_t)c * BLOCK_SIZE * 8) : (const void *)kc,
+                       ok ? 16 : 0);
+}
+KILN_DEV void w2_load_v(u32 sv, const act_t *__restrict__ vc, const int *__restrict__ bt, int nkv, int kvh, int ctx,
+                        int t0, int pt) {
+    const int tg = pt & 15, d0 = pt >> 4, tok = t0 + tg * 8, nv = ctx - tok;
+    const int bytes = nv >= 8 ? 16 : nv > 0 ? nv * 2 : 0;
+    const act_t *base = vc;
+    if (bytes)
+        base = vc + ((size_t)bt[tok / BLOCK_SIZE] * nkv + kvh) * HD * BLOCK_SIZE + tok % BLOCK_SIZE +
+               (size_t)d0 * BLOCK_SIZE;
+#pragma unroll 4 // (full unrolling spills at 24 registers)
+    for (int i = 0; i < HD / 8; i++)
+        cp_async16_u32(sv + wg_sw(HD, d0 + 8 * i, tg),
+                       bytes ? (const void *)(base + (size_t)i * 8 * BLOCK_SIZE) : (const void *)vc, bytes);
+}
 #endif
 
 extern "C" __global__ void __launch_bounds__(256, 1)
@@ -430,6 +539,220 @@ kiln_attn_prefill_wg(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q
         for (int nb = 0; nb < HD / 8; nb++)
             *(u32 *)(orow + nb * 8 + tig * 2) = pack2<act_t>(o[4 * nb + 2 * h] * inv, o[4 * nb + 2 * h + 1] * inv);
     }
+#else
+    asm volatile("trap;");
+#endif
+}
+
+// v2: warp-specialized (see the header). 384 threads: warpgroup 0 copies,
+// warpgroups 1 and 2 compute query rows 0..63 and 64..127.
+extern "C" __global__ void __launch_bounds__(384, 1)
+kiln_attn_prefill_wg2(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const kv_t *__restrict__ kc,
+                      const kv_t *__restrict__ vc, const int *__restrict__ qstart, const int *__restrict__ ctx_len,
+                      const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
+                      int window, const float *__restrict__ kv_scales) {
+#if WG_OK
+    pdl_wait();
+    pdl_launch();
+    extern __shared__ float4 smem4[];
+    // mbarriers: full_k[s], full_v[s] (128 producer arrivals as its copies
+    // land), empty_k[s], empty_v[s] (8 consumer warps, their MMAs reading
+    // stage s's K / V done)
+    __shared__ __align__(8) u64 bars[4 * W2_NS];
+    const u32 sq = (smem_addr(smem4) + 1023u) & ~1023u, st0 = sq + WG_Q_BYTES, bar0 = smem_addr(bars);
+#define W2_FULL_K(s) (bar0 + 8u * (u32)(s))
+#define W2_FULL_V(s) (bar0 + 8u * (u32)(W2_NS + (s)))
+#define W2_EMPTY_K(s) (bar0 + 8u * (u32)(2 * W2_NS + (s)))
+#define W2_EMPTY_V(s) (bar0 + 8u * (u32)(3 * W2_NS + (s)))
+#define W2_SK(s) (st0 + (u32)(s) * W2_STAGE)
+#define W2_SV(s) (st0 + (u32)(s) * W2_STAGE + WG_K_BYTES)
+    const int tid = threadIdx.x, wg = tid >> 7;
+    const int s = blockIdx.y, qh0 = blockIdx.z * GROUP;
+    const int ratio = nq / nkv, kvh = qh0 / ratio;
+    const int q0 = qstart[s], q_len = qstart[s + 1] - q0;
+    const int tok0 = (int)(gridDim.x - 1 - blockIdx.x) * WG_TT;
+    if (tok0 >= q_len) return; // block-uniform, before any barrier
+    const int ctx = ctx_len[s];
+    const int pos0 = ctx - q_len; // position of query token 0
+    const int pos_lo = pos0 + tok0, pos_hi = pos0 + min(WG_TT, q_len - tok0) - 1 + tok0;
+    const int kv_lo = window > 0 ? max(0, pos_lo - window + 1) : 0;
+    const int kt_first = kv_lo / WG_BN, n_tiles = pos_hi / WG_BN + 1 - kt_first;
+    const int *bt = block_tables + (size_t)s * max_blocks;
+    if (tid == 0) {
+#pragma unroll
+        for (int i = 0; i < W2_NS; i++) {
+            mb_init(W2_FULL_K(i), 128);
+            mb_init(W2_FULL_V(i), 128);
+            mb_init(W2_EMPTY_K(i), 8);
+            mb_init(W2_EMPTY_V(i), 8);
+        }
+    }
+    __syncthreads(); // the barriers' init is visible to every thread
+
+    if (wg == 0) {
+        // ---- producer: K_i and V_i into stage i % NS once the consumers
+        // freed that stage's K / V; in the order K_0, K_1, V_0, K_2, V_1, ..
+        // (consumers read K_j with V_{j-1})
+        setmaxnreg_dec<W2_PRODUCER_REGS>();
+        int st = 0, sp = 0;   // stages of K_i and V_{i-1}
+        u32 ph = 0, php = 0;  // parities of their current use
+#pragma unroll 1
+        for (int i = 0; i <= n_tiles; i++) {
+            if (i < n_tiles) {
+                mb_wait(W2_EMPTY_K(st), ph ^ 1u); // first pass: the (virtual) phase before init, done
+                w2_load_k(W2_SK(st), kc, bt, nkv, kvh, ctx, (kt_first + i) * WG_BN, tid);
+                mb_arrive_cp_async(W2_FULL_K(st));
+                if (++st == W2_NS) st = 0, ph ^= 1u;
+            }
+            if (i > 0) {
+                mb_wait(W2_EMPTY_V(sp), php ^ 1u);
+                w2_load_v(W2_SV(sp), vc, bt, nkv, kvh, ctx, (kt_first + i - 1) * WG_BN, tid);
+                mb_arrive_cp_async(W2_FULL_V(sp));
+                if (++sp == W2_NS) sp = 0, php ^= 1u;
+            }
+        }
+        asm volatile("cp.async.wait_all;" ::: "memory"); // leave nothing in flight behind
+    } else {
+        // ---- consumers
+        setmaxnreg_inc<W2_CONSUMER_REGS>();
+        const int cw = wg - 1, ct = tid - 128 * wg; // consumer warpgroup 0 / 1, thread in it
+        const int warp = ct >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
+        // this warpgroup's Q rows 64cw .. 64cw + 63 -> shared memory: row
+        // 64cw + ct % 64, chunks ct / 64 + 2i (rows past the sequence: zero)
+        {
+            const int row = 64 * cw + (ct & 63), c0 = ct >> 6, head = qh0 + row / WG_TT, tok = tok0 + row % WG_TT;
+            const bool ok = tok < q_len;
+            const act_t *src = q + (size_t)(q0 + (ok ? tok : 0)) * q_stride + (size_t)head * HD;
+#pragma unroll
+            for (int i = 0; i < HD / 16; i++)
+                cp_async16_u32(sq + wg_sw(WG_BM, row, c0 + 2 * i),
+                               ok ? (const void *)(src + (c0 + 2 * i) * 8) : (const void *)q, ok ? 16 : 0);
+            cp_async_commit();
+            cp_async_wait<0>();
+            wg_fence_proxy(); // this thread's Q writes -> the warpgroup's wgmma reads
+            nb_sync(3 + cw, 128);
+        }
+        // this thread's rows 64cw + 16warp + 8h + g; rows past the sequence
+        // take its last position (computed, never stored)
+        int rp[2], wlo, whi;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int row = 64 * cw + warp * 16 + h * 8 + g;
+            rp[h] = pos0 + min(tok0 + row % WG_TT, q_len - 1);
+        }
+        wlo = min(rp[0], rp[1]);
+        whi = max(rp[0], rp[1]);
+#pragma unroll
+        for (int off = 4; off < 32; off <<= 1) { // lanes of one quad share rows
+            wlo = min(wlo, __shfl_xor_sync(0xffffffffu, wlo, off));
+            whi = max(whi, __shfl_xor_sync(0xffffffffu, whi, off));
+        }
+        const float sl2 = scale * LOG2E;
+        const u32 sqw = sq + (u32)(cw * 64 * 128); // this warpgroup's Q rows (8 row groups of 1024 bytes)
+
+        float o[HD / 2], m[2] = {-KILN_INF, -KILN_INF}, l[2] = {0.0f, 0.0f}, alpha[2];
+        u32 p[WG_BN / 16][4];
+#pragma unroll
+        for (int i = 0; i < HD / 2; i++) o[i] = 0.0f;
+#if W2_PINGPONG
+        // turns: warpgroup cw issues its MMAs after bar.sync 1 + cw and then
+        // hands the turn over with bar.arrive 2 - cw (256 = both warpgroups).
+        // Consumer 0 goes first; both take n_tiles + 1 turns, and consumer 1
+        // skips its last hand-over so every barrier generation completes.
+        if (cw == 1) nb_arrive(1, 256);
+#define W2_TURN() nb_sync(1 + cw, 256)
+#define W2_PASS(last) \
+    if (!(last) || cw == 0) nb_arrive(2 - cw, 256)
+#else
+#define W2_TURN()
+#define W2_PASS(last)
+#endif
+
+        // tile 0: S, softmax, P (alpha = 0 rescales the zero O at iteration 1)
+        mb_wait(W2_FULL_K(0), 0);
+        wg_fence_proxy(); // cp.async (generic proxy) writes -> wgmma (async proxy) reads
+        {
+            float sc[WG_BN / 2], pe[WG_BN / 2];
+            W2_TURN();
+            wg_fence();
+            wg_qk(sc, sqw, W2_SK(0));
+            wg_commit();
+            W2_PASS(false);
+            wg_wait<0>();
+            wg_keep(sc);
+            if (lane == 0) mb_arrive(W2_EMPTY_K(0)); // this warp's reads of K_0 are done
+            wg_softmax(sc, pe, m, l, alpha, rp, kt_first * WG_BN, tig, wlo, whi, window, sl2);
+            wg_pack_p(p, pe);
+        }
+
+        int sp = 0, st = 1; // stages of tiles j - 1 and j
+        u32 php = 0, ph = W2_NS > 1 ? 0u : 1u; // their parities
+#pragma unroll 1
+        for (int j = 1; j < n_tiles; j++) {
+            mb_wait(W2_FULL_K(st), ph);  // K_j
+            mb_wait(W2_FULL_V(sp), php); // V_{j-1}
+            wg_fence_proxy();
+            float sc[WG_BN / 2], pe[WG_BN / 2]; // fresh each tile (see wg_softmax)
+            W2_TURN();
+            wg_fence();
+            wg_qk(sc, sqw, W2_SK(st));
+            wg_commit();
+            wg_rescale(o, alpha); // O to tile j - 1's max, under S_j's MMAs
+            wg_keep(o);
+            wg_fence();
+            wg_pv(o, p, W2_SV(sp));
+            wg_commit();
+            W2_PASS(false);
+            wg_wait<1>(); // S_j: this warp's reads of K_j are done
+            wg_keep(sc);
+            if (lane == 0) mb_arrive(W2_EMPTY_K(st));
+            wg_softmax(sc, pe, m, l, alpha, rp, (kt_first + j) * WG_BN, tig, wlo, whi, window, sl2);
+            wg_wait<0>(); // O += P_{j-1} V_{j-1}: this warp's reads of V_{j-1} are done
+            wg_keep(o);
+            wg_keep(p);
+            if (lane == 0) mb_arrive(W2_EMPTY_V(sp));
+            wg_pack_p(p, pe);
+            sp = st, php = ph;
+            if (++st == W2_NS) st = 0, ph ^= 1u;
+        }
+        // the last tile's O += P V
+        mb_wait(W2_FULL_V(sp), php);
+        wg_fence_proxy();
+        W2_TURN();
+        wg_rescale(o, alpha);
+        wg_keep(o);
+        wg_fence();
+        wg_pv(o, p, W2_SV(sp));
+        wg_commit();
+        W2_PASS(true);
+        wg_wait<0>();
+        wg_keep(o);
+#undef W2_TURN
+#undef W2_PASS
+
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float sum = l[h];
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            const int row = 64 * cw + warp * 16 + h * 8 + g;
+            const int head = qh0 + row / WG_TT, tok = tok0 + row % WG_TT;
+            if (tok >= q_len) continue;
+            float inv; // 1 / sum (approximate reciprocal, as attn_prefill.cu)
+            asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(inv) : "f"(sum));
+            if (!(sum > 0.0f)) inv = 0.0f;
+            act_t *orow = out + (size_t)(q0 + tok) * nq * HD + (size_t)head * HD;
+#pragma unroll
+            for (int nb = 0; nb < HD / 8; nb++)
+                *(u32 *)(orow + nb * 8 + tig * 2) = pack2<act_t>(o[4 * nb + 2 * h] * inv, o[4 * nb + 2 * h + 1] * inv);
+        }
+    }
+#undef W2_FULL_K
+#undef W2_FULL_V
+#undef W2_EMPTY_K
+#undef W2_EMPTY_V
+#undef W2_SK
+#undef W2_SV
 #else
     asm volatile("trap;");
 #endif

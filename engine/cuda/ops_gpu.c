@@ -1077,6 +1077,20 @@ static bool prefill_wg(const kiln_gpu_attn *a, const kiln_rt_device_info *di, bo
     const char *v = getenv("KILN_PREFILL_KERNEL");
     return v && !strcmp(v, "wg");
 }
+/* the dynamic shared memory of its warp-specialized version kiln_attn_prefill_wg2 (W2_SMEM): 1024 bytes of
+ * alignment slack, Q [128 rows] and 3 stages of K and V [128 tokens]; the kernel adds 96 bytes of static
+ * shared memory (its mbarriers) */
+static unsigned prefill_wg2_smem(int hd) { return (unsigned)(1024 + (128 + 3 * 2 * 128) * hd * 2); }
+/* kiln_attn_prefill_wg2 (384 threads: a producer warpgroup, two consumer warpgroups) under the same
+ * conditions, when asked for ($KILN_PREFILL_KERNEL=wg2, or prefill_kernel 3) */
+static bool prefill_wg2(const kiln_gpu_attn *a, const kiln_rt_device_info *di, bool kv8, int hd) {
+    if (kv8 || (hd != 64 && hd != 128) || di->cc_major != 9 || di->cc_minor != 0 ||
+        (int)prefill_wg2_smem(hd) + 128 > di->smem_per_block_optin)
+        return false;
+    if (a->prefill_kernel) return a->prefill_kernel == 3;
+    const char *v = getenv("KILN_PREFILL_KERNEL");
+    return v && !strcmp(v, "wg2");
+}
 
 kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, const kiln_gpu_attn *a) {
     kiln_status st = KILN_OK;
@@ -1142,6 +1156,12 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
             LAUNCH(fr, (unsigned)nq, (unsigned)n_seqs, 1, (unsigned)KILN_MIN(256, (hd + 31) / 32 * 32), 0, s, &out,
                    &part_o, &part_ml, &qs, &cl, &nq, &n_parts, &P);
         }
+    } else if (prefill_wg2(a, di, kv8, hd)) {
+        KILN_TRY(kiln_rt_kernels_get(g->k, "attn_prefill_wg2", defs, &f));
+        int tt = 128 / grp; /* kernel_src/attn_prefill_wg.cu WG_BM / GROUP */
+        LAUNCH(f, (unsigned)((a->max_q_len + tt - 1) / tt), (unsigned)n_seqs, (unsigned)(nq / grp), 384,
+               prefill_wg2_smem(hd), s, &out, &q, &qst, &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale,
+               &window, &kvs);
     } else if (prefill_wg(a, di, kv8, hd)) {
         KILN_TRY(kiln_rt_kernels_get(g->k, "attn_prefill_wg", defs, &f));
         int tt = 128 / grp; /* kernel_src/attn_prefill_wg.cu WG_BM / GROUP */

@@ -271,7 +271,8 @@ typedef struct kiln_gpu_attn {
     int force_partition; /* tests/bench: >0 forces this split-K partition size (decode), -1 forbids splitting */
     int prefill_kernel;  /* tests/bench: 1 runs the first prefill kernel (as $KILN_PREFILL_KERNEL=v1 does), 2
                             the wgmma one (=wg; on sm_90 with a 16-bit cache and head dim 64 or 128, the
-                            default kernel elsewhere); 0: as $KILN_PREFILL_KERNEL says */
+                            default kernel elsewhere), 3 its warp-specialized version (=wg2, same
+                            conditions); 0: as $KILN_PREFILL_KERNEL says */
 } kiln_gpu_attn;
 kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, const kiln_gpu_attn *a);
 

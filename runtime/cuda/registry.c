@@ -117,6 +117,9 @@ static const kiln_jit_kernel_def registry[] = {
      * dim 64 or 128; compiled for sm_90a there (kiln_jit_unit_arch), a trapping body elsewhere */
     {"attn_prefill_wg", "kernel_src/attn_prefill_wg.cu", "kiln_attn_prefill_wg",
      "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,ptr", ATTN_PARAMS, ATTN_WG_EX},
+    /* its warp-specialized version (same file, one compile): $KILN_PREFILL_KERNEL=wg2, same conditions */
+    {"attn_prefill_wg2", "kernel_src/attn_prefill_wg.cu", "kiln_attn_prefill_wg2",
+     "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,ptr", ATTN_PARAMS, ATTN_WG_EX},
     {"sample_penalties", "kernel_src/sample.cu", "kiln_sample_penalties", "ptr,i32,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr",
      {{NULL, NULL}}, ""},
     {"sample", "kernel_src/sample.cu", "kiln_sample", "ptr,ptr,ptr,i32,ptr,ptr", {{NULL, NULL}}, ""},
