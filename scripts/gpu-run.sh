@@ -462,6 +462,8 @@ if has s31; then # tenth session: branch next9 (PDL prefetches, 2-warp decode at
   # greedy cluster sampling + one copy each way, wgmma prefill v2) against main, and the tests.
   # S31_TESTS=0 / S31_BENCH=0 skip a part (both: ~10 min; with S31_BENCH=0 the tests take both GPUs)
   if [ "${S31_TESTS:-1}" = 1 ]; then
+    # the wgmma prefill kernels first, alone (a barrier mistake in wg2 would hang, not fail)
+    gt ops_wg 150 "FAIL|passed|rc=" -- test_gpu_ops attention_prefill_wg
     if [ "${S31_BENCH:-1}" = 1 ]; then
       ( CUDA_VISIBLE_DEVICES=1 timeout 400 "$here/bin/test_gpu_ops" > /tmp/tgo.log 2>&1; echo "rc=$?" >> /tmp/tgo.log
         CUDA_VISIBLE_DEVICES=1 timeout 180 "$here/bin/test_gpu_engine" > /tmp/tge.log 2>&1; echo "rc=$?" >> /tmp/tge.log ) &
@@ -479,6 +481,7 @@ if has s31; then # tenth session: branch next9 (PDL prefetches, 2-warp decode at
     KILN_KERNEL_DIR="$here/ksrc_old" timeout 60 "$here/bin/bench_kernels" decode-short > /tmp/b_d0.log 2>&1
     grep -E "decode" /tmp/b_d0.log | sed -E "s/ +/ /g; s/^/main kernels: /" | cut -c1-120
     timeout 120 "$here/bin/bench_kernels" prefill > /tmp/b_p.log 2>&1; grep -E "prefill" /tmp/b_p.log | sed -E 's/ +/ /g' | cut -c1-110
+    for k in v2 wg wg2; do kb "p8x2048-$k" KILN_PREFILL_KERNEL=$k -- -b 8 -s 2048 -o 4 --iters 2; done
     for b in 1 32 64; do
       o=$([ $b = 1 ] && echo 512 || echo 256)
       for r in 1 2; do
