@@ -39,8 +39,13 @@ echo "$root" > "$out/build_root"
 # main's kernel sources (KILN_KERNEL_DIR A/B against this build's embedded ones) and,
 # when $KILN_MAIN_BUILD names a build of main (scripts/gpu-run.sh in a worktree of main
 # leaves one in its build-gpu), main's kiln as bin/kiln_main
-rm -rf "$out/ksrc_old"; mkdir -p "$out/ksrc_old"
-git -C "$root" archive main kernel_src | tar -x -C "$out/ksrc_old" --strip-components=1
+# (next9: this checkout's kernels with the PDL prefetches undone -- main's attention and
+# RMSNorm files, rope_kv.cu with commit da0d32d reversed -- since main lacks the new kernels)
+rm -rf "$out/ksrc_old"; cp -r "$root/kernel_src" "$out/ksrc_old"
+for f in attn_decode.cu rmsnorm_row.cuh rmsnorm.cu rmsnorm_wide.cu; do
+  git -C "$root" show "main:kernel_src/$f" > "$out/ksrc_old/$f"
+done
+git -C "$root" show da0d32d -- kernel_src/rope_kv.cu | patch -s -R "$out/ksrc_old/rope_kv.cu"
 if [ -n "${KILN_MAIN_BUILD:-}" ] && [ -x "$KILN_MAIN_BUILD/kiln" ]; then cp "$KILN_MAIN_BUILD/kiln" "$out/bin/kiln_main"; fi
 cat > "$out/remote.sh" <<'REMOTE'
 #!/usr/bin/env bash
