@@ -101,17 +101,6 @@ KILN_DEV u64 sk_gtime() {
 KILN_DEV void cluster_sync_all() {
     asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
-KILN_DEV u32 cluster_rank() {
-    u32 r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-// the shared-window address `a` of this block, in block `rank` of the cluster
-KILN_DEV u32 cluster_map(u32 a, u32 rank) {
-    u32 r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
-    return r;
-}
 KILN_DEV float cluster_ld(u32 a) {
     float v; // volatile: stays between the two cluster barriers (asm order)
     asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a));

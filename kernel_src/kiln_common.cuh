@@ -40,6 +40,22 @@ KILN_DEV void pdl_launch() {
     asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
 }
+
+#if __CUDA_ARCH__ >= 900
+// Thread-block clusters (sm_90): this block's rank in its cluster, and the
+// shared-window address `a` of this block mapped into block `rank`'s shared
+// memory (for ld / st.shared::cluster)
+KILN_DEV u32 cluster_rank() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+KILN_DEV u32 cluster_map(u32 a, u32 rank) {
+    u32 r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    return r;
+}
+#endif
 // L2 prefetch of the 128-byte line holding p (weights a kernel will read
 // after pdl_wait()).
 KILN_DEV void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }

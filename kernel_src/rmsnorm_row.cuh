@@ -13,6 +13,21 @@
 // (after kiln_common.cuh).
 #pragma once
 
+// A lane's MAXK vectors of the row's 16-bit weights (w_t as wide as act_t),
+// then the wait on the previous kernel: the weights are the model's, x (and
+// in some programs the residual) the previous kernel's output.
+template <int MAXK>
+__device__ __forceinline__ void weights_then_wait(uint4 (&wv)[MAXK], const w_t *__restrict__ w, int nv, int lane,
+                                                  int n_lanes) {
+    if (sizeof(w_t) == sizeof(act_t)) {
+#pragma unroll
+        for (int k = 0; k < MAXK; k++)
+            if (lane + k * n_lanes < nv) wv[k] = ld16(w + (size_t)(lane + k * n_lanes) * vec16<act_t>::N);
+    }
+    pdl_wait();
+    pdl_launch();
+}
+
 template <bool ADD, int MAXK>
 __device__ __forceinline__ void rmsnorm_row(act_t *__restrict__ out, act_t *__restrict__ residual,
                                             const act_t *__restrict__ x, const w_t *__restrict__ w, int row,
@@ -22,16 +37,8 @@ __device__ __forceinline__ void rmsnorm_row(act_t *__restrict__ out, act_t *__re
     constexpr bool WV = sizeof(w_t) == sizeof(act_t); // weights as 16-byte vectors too
     const int nv = dim / V::N;
     const size_t base = (size_t)row * dim;
-    // the weights are the model's: loaded before the wait on the previous
-    // kernel (x is its output; the residual too in some programs)
     uint4 wv[MAXK];
-    if (WV) {
-#pragma unroll
-        for (int k = 0; k < MAXK; k++)
-            if (lane + k * n_lanes < nv) wv[k] = ld16(w + (size_t)(lane + k * n_lanes) * V::N);
-    }
-    pdl_wait();
-    pdl_launch();
+    weights_then_wait<MAXK>(wv, w, nv, lane, n_lanes);
     V v[MAXK], r[MAXK];
 #pragma unroll
     for (int k = 0; k < MAXK; k++) {

@@ -50,13 +50,7 @@ __device__ __forceinline__ void norm_row(act_t *__restrict__ out, const act_t *_
     const int nv = dim / V::N;
     const size_t base = (size_t)row * dim;
     uint4 wv[MAXK];
-    if (WV) {
-#pragma unroll
-        for (int k = 0; k < MAXK; k++)
-            if (lane + k * n_lanes < nv) wv[k] = ld16(w + (size_t)(lane + k * n_lanes) * V::N);
-    }
-    pdl_wait();
-    pdl_launch();
+    weights_then_wait<MAXK>(wv, w, nv, lane, n_lanes);
     V v[MAXK];
 #pragma unroll
     for (int k = 0; k < MAXK; k++) {

@@ -66,17 +66,6 @@ KILN_DEV sa_rec sa_shfl(const sa_rec &r, int o) {
 }
 
 #if CL > 1 && __CUDA_ARCH__ >= 900
-KILN_DEV u32 sa_rank() {
-    u32 r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-// the shared-window address `a` of this block, in block `rank` of the cluster
-KILN_DEV u32 sa_map(u32 a, u32 rank) {
-    u32 r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
-    return r;
-}
 KILN_DEV void sa_st_f32(u32 a, float v) { asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory"); }
 KILN_DEV void sa_st_s32(u32 a, int v) { asm volatile("st.shared::cluster.s32 [%0], %1;" ::"r"(a), "r"(v) : "memory"); }
 #endif
@@ -88,7 +77,7 @@ kiln_sample_argmax(int *out_tokens, float *out_logprobs, const float *logits, in
     // every block of the cluster has started before any stores into block 0
     // (the wait comes just before the store)
     asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-    const u32 rank = sa_rank();
+    const u32 rank = cluster_rank();
 #else
     const u32 rank = 0;
 #endif
@@ -170,7 +159,7 @@ kiln_sample_argmax(int *out_tokens, float *out_logprobs, const float *logits, in
 #if CL > 1
     asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
     if (threadIdx.x == 0) {
-        const u32 a = sa_map(smem_addr(&cl_rec[rank]), 0);
+        const u32 a = cluster_map(smem_addr(&cl_rec[rank]), 0);
         sa_st_f32(a, me.m);
         sa_st_f32(a + 4, me.s);
         sa_st_s32(a + 8, me.i);

@@ -772,8 +772,9 @@ static void run_attention(const attn_case *c) {
     if (dhs) dfree(dhs);
 }
 
-KT_TEST(test_attention_decode) {
-    NEED_GPU();
+/* Decode attention against the CPU over head dims, GQA ratios, contexts
+ * that end mid-block, forced / forbidden / automatic splits and windows. */
+static void attention_decode_sweep(void) {
     int hds[] = {64, 128, 72}, gqa[][2] = {{8, 8}, {16, 4}, {32, 4}}, ctxs[] = {1, 15, 16, 17, 100, 1000, 3001};
     int forces[] = {0, -1, 256, 64};
     for (int a = 0; a < 2; a++)
@@ -799,32 +800,18 @@ KT_TEST(test_attention_decode) {
                     }
 }
 
-/* The decode kernel with 2 warps a block ($KILN_DECODE_WARPS=2: half the
- * shared memory, twice the blocks resident), 16-bit caches, over the shapes
- * of test_attention_decode (its split choices included). */
+
+KT_TEST(test_attention_decode) {
+    NEED_GPU();
+    attention_decode_sweep();
+}
+
+/* The same with 2 warps a decode block ($KILN_DECODE_WARPS=2: half the
+ * shared memory, twice the blocks resident), 16-bit caches. */
 KT_TEST(test_attention_decode_2warps) {
     NEED_GPU();
     int was = kiln_gpu_set_decode_warps(gpu, 2);
-    int hds[] = {64, 128, 72}, gqa[][2] = {{8, 8}, {16, 4}, {32, 4}}, ctxs[] = {1, 15, 16, 17, 100, 1000, 3001};
-    int forces[] = {0, -1, 256, 64};
-    for (int a = 0; a < 2; a++)
-        for (int hi = 0; hi < 3; hi++)
-            for (int gi = 0; gi < 3; gi++)
-                for (int fi = 0; fi < 4; fi++) {
-                    attn_case c = {acts[a], 0, hds[hi], gqa[gi][0], gqa[gi][1], hi == 2 ? 32 : 16, fi == 1 ? 64 : 0,
-                                   forces[fi], 0, {0}, {0}, 0, 0};
-                    c.n_seqs = 1 + (int)(next_u64() % 8);
-                    for (int s = 0; s < c.n_seqs; s++) {
-                        c.q_len[s] = 1;
-                        c.ctx[s] = ctxs[next_u64() % 7];
-                    }
-                    c.ctx[0] = ctxs[(hi * 3 + gi + fi) % 7];
-                    run_attention(&c);
-                    if (fi == 0) {
-                        c.graph_ctx = 8192;
-                        run_attention(&c);
-                    }
-                }
+    attention_decode_sweep();
     kiln_gpu_set_decode_warps(gpu, was);
 }
 
@@ -846,6 +833,23 @@ KT_TEST(test_attention_prefill) {
                 }
 }
 
+/* One prefill case of a shape sweep: up to 3 sequences of up to 700 prompt
+ * tokens, cached prefixes on alternate sequences (by i), the first prompt
+ * over several 128-row blocks; edge: a prompt of 512 on 256 cached tokens
+ * (query tiles and KV tiles end together). */
+static void run_prefill_shape(kiln_dtype act, int hd, int nq, int nkv, int bs, int window, int i, bool edge) {
+    attn_case c = {act, 0, hd, nq, nkv, bs, window, 0, 0, {0}, {0}, 1, 0};
+    c.n_seqs = 1 + (int)(next_u64() % 3);
+    for (int s = 0; s < c.n_seqs; s++) {
+        c.q_len[s] = 1 + (int)(next_u64() % 700);
+        c.ctx[s] = c.q_len[s] + ((s + i) % 2 ? (int)(next_u64() % 900) : 0);
+    }
+    c.q_len[0] = 300 + (int)(next_u64() % 500); /* several 128-row blocks */
+    c.ctx[0] = c.q_len[0] + (i % 3 == 1 ? 0 : (int)(next_u64() % 1000));
+    if (edge) c.q_len[0] = 512, c.ctx[0] = 768;
+    run_attention(&c);
+}
+
 /* Prefill shapes for the paths of kernel_src/attn_prefill.cu: head dims
  * whose Q / K rows are padded instead of swizzled (16, 32, 96), 120 (K
  * zero-padded to 128, an odd last 8-dim tile of V), GROUP 2 / 4 / 16 (an
@@ -860,17 +864,8 @@ KT_TEST(test_attention_prefill_shapes) {
               {128, 32, 2, 16, 0}, {64, 32, 2, 32, 37}, {128, 8, 8, 16, 300}, {64, 4, 1, 16, 0},
               {128, 8, 2, 16, 0},  {72, 16, 2, 8, 129}};
     for (int a = 0; a < 2; a++)
-        for (int i = 0; i < (int)(sizeof sh / sizeof sh[0]); i++) {
-            attn_case c = {acts[a], 0, sh[i].hd, sh[i].nq, sh[i].nkv, sh[i].bs, sh[i].window, 0, 0, {0}, {0}, 1, 0};
-            c.n_seqs = 1 + (int)(next_u64() % 3);
-            for (int s = 0; s < c.n_seqs; s++) {
-                c.q_len[s] = 1 + (int)(next_u64() % 700);
-                c.ctx[s] = c.q_len[s] + ((s + i) % 2 ? (int)(next_u64() % 900) : 0);
-            }
-            c.q_len[0] = 300 + (int)(next_u64() % 500); /* several 128-row blocks */
-            c.ctx[0] = c.q_len[0] + (i % 3 == 1 ? 0 : (int)(next_u64() % 1000));
-            run_attention(&c);
-        }
+        for (int i = 0; i < (int)(sizeof sh / sizeof sh[0]); i++)
+            run_prefill_shape(acts[a], sh[i].hd, sh[i].nq, sh[i].nkv, sh[i].bs, sh[i].window, i, false);
 }
 
 /* The wgmma prefill kernels (kernel_src/attn_prefill_wg.cu, sm_90 only:
@@ -906,18 +901,8 @@ KT_TEST(test_attention_prefill_wg) {
         } sh[] = {{128, 32, 2, 16, 0}, {64, 32, 2, 32, 37}, {128, 8, 8, 16, 300}, {64, 4, 1, 16, 0},
                   {128, 8, 4, 8, 0},   {64, 16, 8, 64, 129}, {128, 32, 8, 32, 0}, {128, 16, 16, 16, 1000}};
         for (int a = 0; a < 2; a++)
-            for (int i = 0; i < (int)(sizeof sh / sizeof sh[0]); i++) {
-                attn_case c = {acts[a], 0, sh[i].hd, sh[i].nq, sh[i].nkv, sh[i].bs, sh[i].window, 0, 0, {0}, {0}, 1, 0};
-                c.n_seqs = 1 + (int)(next_u64() % 3);
-                for (int s = 0; s < c.n_seqs; s++) {
-                    c.q_len[s] = 1 + (int)(next_u64() % 700);
-                    c.ctx[s] = c.q_len[s] + ((s + i) % 2 ? (int)(next_u64() % 900) : 0);
-                }
-                c.q_len[0] = 300 + (int)(next_u64() % 500); /* several 128-row blocks */
-                c.ctx[0] = c.q_len[0] + (i % 3 == 1 ? 0 : (int)(next_u64() % 1000));
-                if (i == 6) c.q_len[0] = 512, c.ctx[0] = 768; /* tiles and blocks end together */
-                run_attention(&c);
-            }
+            for (int i = 0; i < (int)(sizeof sh / sizeof sh[0]); i++) /* i == 6: tiles and blocks end together */
+                run_prefill_shape(acts[a], sh[i].hd, sh[i].nq, sh[i].nkv, sh[i].bs, sh[i].window, i, i == 6);
         /* long enough that wg2's three stages are each reused several times (11 KV tiles), and one KV
          * tile in all (one stage, no loop) */
         for (int i = 0; i < 2; i++) {
