@@ -598,19 +598,26 @@ static void bench_gemm(bool sk_only) {
  * TFLOP/s against the 8192^3 ceiling (at M = 256 a step's projections are
  * 3.84 TFLOP: compute-bound on the H200) */
 static void bench_gemm_mid(void) {
-    static const struct { const char *name; int N, K; } shapes[] = {
-        {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
+    /* `bench_kernels "gemm_mid NAME"`: only the shapes whose name holds NAME */
+    const char *only = filter && filter[8] == ' ' ? filter + 9 : NULL;
+    /* the LM head as the engine runs it (fp32 logits) and with bf16 output: at
+     * -b 256 it took 0.91 ms a step (~296 TFLOP/s, eager profile, 2026-11-30) */
+    static const struct { const char *name; int N, K; kiln_dtype odt; } shapes[] = {
+        {"qkv", 6144, 4096, KILN_DTYPE_BF16},        {"o", 4096, 4096, KILN_DTYPE_BF16},
+        {"gate_up", 28672, 4096, KILN_DTYPE_BF16},   {"down", 4096, 14336, KILN_DTYPE_BF16},
+        {"lm_head f32", 128256, 4096, KILN_DTYPE_F32}, {"lm_head bf16", 128256, 4096, KILN_DTYPE_BF16}};
     for (size_t si = 0; si < KILN_ARRAY_LEN(shapes); si++) {
+        if (only && !strstr(shapes[si].name, only)) continue;
         gemm_ctx g;
         memset(&g, 0, sizeof g);
-        g.N = shapes[si].N, g.K = shapes[si].K, g.odt = KILN_DTYPE_BF16;
+        g.N = shapes[si].N, g.K = shapes[si].K, g.odt = shapes[si].odt;
         const size_t wbytes = (size_t)g.N * g.K * 2;
         const int sets = wbytes * 2 > (size_t)120 << 20 ? 1 : NSETS;
         for (int q = 0; q < sets; q++) {
             g.w[q] = drand((size_t)g.N * g.K, KILN_DTYPE_BF16, 0.02f);
             g.x[q] = drand((size_t)512 * g.K, KILN_DTYPE_BF16, 1);
         }
-        CK(kiln_rt_malloc(dev, (size_t)512 * g.N * 2, &g.out));
+        CK(kiln_rt_malloc(dev, (size_t)512 * g.N * kiln_dtype_size(g.odt), &g.out));
         static const int Mm[] = {64, 128, 256, 512};
         for (size_t mi = 0; mi < KILN_ARRAY_LEN(Mm); mi++) {
             char shape[80];
@@ -891,7 +898,7 @@ int main(int argc, char **argv) {
         bench_elementwise(1), bench_elementwise(32), bench_elementwise(64), bench_elementwise(256);
         filter = f;
     }
-    if (filter && !strcmp(filter, "gemm_mid")) bench_gemm_mid();
+    if (filter && !strncmp(filter, "gemm_mid", 8)) bench_gemm_mid();
     else if (filter && !strcmp(filter, "gemm_sk_prof")) bench_gemm_sk_prof();
     else if (filter && !strcmp(filter, "gemm_sk_silu")) bench_gemm_sk_silu();
     else if (filter && !strcmp(filter, "gemm_sk_quick")) sk_quick = true, bench_gemm(true);

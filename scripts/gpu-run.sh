@@ -486,6 +486,7 @@ if has s31; then # tenth session: branch next9 (PDL prefetches, 2-warp decode at
     KILN_KERNEL_DIR="$here/ksrc_old" timeout 60 "$here/bin/bench_kernels" decode-short > /tmp/b_d0.log 2>&1
     grep -E "decode" /tmp/b_d0.log | sed -E "s/ +/ /g; s/^/main kernels: /" | cut -c1-120
     timeout 120 "$here/bin/bench_kernels" prefill > /tmp/b_p.log 2>&1; grep -E "prefill" /tmp/b_p.log | sed -E 's/ +/ /g' | cut -c1-110
+    timeout 90 "$here/bin/bench_kernels" "gemm_mid lm_head" > /tmp/b_lm.log 2>&1; grep -E "lm_head" /tmp/b_lm.log | sed -E 's/ +/ /g' | cut -c1-110
     for k in v2 wg wg2; do kb "p8x2048-$k" KILN_PREFILL_KERNEL=$k -- -b 8 -s 2048 -o 4 --iters 2; done
     for b in 1 32 64; do
       o=$([ $b = 1 ] && echo 512 || echo 256)
