@@ -1257,6 +1257,35 @@ KT_TEST(test_sampling_greedy) {
 
 static bool gemv_tested; /* test_gemv runs it on its own kiln_gpu */
 
+/* One case of the gate/up GEMM with the SiLU-and-mul epilogue
+ * (kiln_gpu_gemm_silu on gv: the GEMV's or gemm_sk's) against the CPU:
+ * x [M, K] @ W [2I, K]^T (+ bias) then silu_mul, out [M, I] at row stride
+ * I + 3; with pair, also bit for bit against the same GEMM's plain output
+ * followed by kiln_gpu_silu_mul. what names the kernel's tiling. */
+static void silu_gemm_case(kiln_gpu *gv, kiln_dtype dt, int M, int I, int K, bool bias, bool pair, const char *what) {
+    const int N = 2 * I, ldo = I + 3;
+    float *x = rand_act((size_t)M * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.05f), *b = rand_act((size_t)N, dt, 1),
+          *gu = malloc(sizeof(float) * (size_t)M * N), *ref = calloc((size_t)M * ldo, sizeof(float));
+    kiln_cpu_gemm(NULL, gu, N, x, w, KILN_DTYPE_F32, bias ? b : NULL, KILN_DTYPE_F32, M, N, K);
+    for (int m = 0; m < M; m++) kiln_cpu_silu_mul(ref + (size_t)m * ldo, gu + (size_t)m * N, 1, I);
+    kiln_devptr dx = up_act(x, (size_t)M * K, dt), dw = up_act(w, (size_t)N * K, dt), db = up_act(b, (size_t)N, dt),
+                dgu = dmalloc((size_t)M * N * 2), dtwo = dmalloc((size_t)M * ldo * 2), dout = dmalloc((size_t)M * ldo * 2);
+    KT_OK(kiln_rt_memset8(dtwo, 0, (size_t)M * ldo * 2, st));
+    KT_OK(kiln_rt_memset8(dout, 0, (size_t)M * ldo * 2, st));
+    KT_OK(kiln_gpu_gemm_silu(gv, st, dout, ldo, dx, dw, dt, bias ? db : 0, M, N, K));
+    if (pair) KT_OK(kiln_gpu_gemm(gv, st, dgu, N, dt, dx, dw, dt, bias ? db : 0, M, N, K));
+    /* dtwo packed [M, I] (silu_mul's rows 16-byte aligned) */
+    if (pair) KT_OK(kiln_gpu_silu_mul(gv, st, dtwo, dgu, dt, M, I));
+    float *got = down_act(dout, (size_t)M * ldo, dt), *two = down_act(dtwo, (size_t)M * ldo, dt);
+    for (int m = 0; pair && m < M; m++)
+        KT_CHECKF(!memcmp(got + (size_t)m * ldo, two + (size_t)m * I, sizeof(float) * (size_t)I),
+                  "%s %s M=%d I=%d K=%d row %d: not the bits of the plain GEMM and silu_mul", what,
+                  kiln_dtype_name(dt), M, I, K, m);
+    CHECK_CLOSE(got, ref, (size_t)M * ldo, dt, "%s %s M=%d I=%d K=%d", what, kiln_dtype_name(dt), M, I, K);
+    free(x), free(w), free(b), free(gu), free(ref), free(got), free(two);
+    dfree(dx), dfree(dw), dfree(db), dfree(dgu), dfree(dtwo), dfree(dout);
+}
+
 /* the small-M GEMV kernel (kernel_src/gemv.cu), on its own kiln_gpu with it
  * enabled, in four tilings: M 1..8, odd N, K not a multiple of the unrolled stride, an
  * output row stride, bias, fp32 or act output */
@@ -1319,34 +1348,13 @@ KT_TEST(test_gemv) {
                 for (int ii = 0; ii < 2; ii++)
                     for (int ki = 0; ki < 3; ki++) {
                         kiln_dtype dt = acts[a];
-                        int M = Ms[mi], I = Is[ii], N = 2 * I, K = Ks[ki], ldo = I + 3, bias = (mi + ki) & 1;
+                        int M = Ms[mi], I = Is[ii], N = 2 * I, K = Ks[ki], bias = (mi + ki) & 1;
                         KT_REQUIRE(kiln_gpu_gemm_silu_ok(gv, dt, M, N, K));
-                        float *x = rand_act((size_t)M * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.05f),
-                              *b = rand_act((size_t)N, dt, 1), *gu = malloc(sizeof(float) * (size_t)M * N),
-                              *ref = calloc((size_t)M * ldo, sizeof(float));
-                        kiln_cpu_gemm(NULL, gu, N, x, w, KILN_DTYPE_F32, bias ? b : NULL, KILN_DTYPE_F32, M, N, K);
-                        for (int m = 0; m < M; m++) kiln_cpu_silu_mul(ref + (size_t)m * ldo, gu + (size_t)m * N, 1, I);
-                        kiln_devptr dx = up_act(x, (size_t)M * K, dt), dw = up_act(w, (size_t)N * K, dt),
-                                    db = up_act(b, (size_t)N, dt), dgu = dmalloc((size_t)M * N * 2),
-                                    dtwo = dmalloc((size_t)M * ldo * 2), dout = dmalloc((size_t)M * ldo * 2);
-                        KT_OK(kiln_rt_memset8(dtwo, 0, (size_t)M * ldo * 2, st));
-                        KT_OK(kiln_rt_memset8(dout, 0, (size_t)M * ldo * 2, st));
-                        KT_OK(kiln_gpu_gemm_silu(gv, st, dout, ldo, dx, dw, dt, bias ? db : 0, M, N, K));
                         /* kiln_gpu_silu_mul takes whole 16-byte vectors: the bit comparison where I allows
                          * it, with K split 1 */
-                        const bool pair = ksplit == 1 && I % 8 == 0;
-                        if (pair) KT_OK(kiln_gpu_gemm(gv, st, dgu, N, dt, dx, dw, dt, bias ? db : 0, M, N, K));
-                        /* dtwo packed [M, I] (silu_mul's rows 16-byte aligned) */
-                        if (pair) KT_OK(kiln_gpu_silu_mul(gv, st, dtwo, dgu, dt, M, I));
-                        float *got = down_act(dout, (size_t)M * ldo, dt), *two = down_act(dtwo, (size_t)M * ldo, dt);
-                        for (int m = 0; pair && m < M; m++)
-                            KT_CHECKF(!memcmp(got + (size_t)m * ldo, two + (size_t)m * I, sizeof(float) * (size_t)I),
-                                      "gemv+silu %s M=%d I=%d K=%d unroll %d row %d: not the bits of the GEMV and "
-                                      "silu_mul", kiln_dtype_name(dt), M, I, K, unroll, m);
-                        CHECK_CLOSE(got, ref, (size_t)M * ldo, dt, "gemv+silu %s M=%d I=%d K=%d ksplit %d unroll %d",
-                                    kiln_dtype_name(dt), M, I, K, ksplit, unroll);
-                        free(x), free(w), free(b), free(gu), free(ref), free(got), free(two);
-                        dfree(dx), dfree(dw), dfree(db), dfree(dgu), dfree(dtwo), dfree(dout);
+                        char what[64];
+                        snprintf(what, sizeof what, "gemv+silu ksplit %d unroll %d", ksplit, unroll);
+                        silu_gemm_case(gv, dt, M, I, K, bias, ksplit == 1 && I % 8 == 0, what);
                     }
         kiln_gpu_destroy(gv);
     }
@@ -1666,31 +1674,12 @@ KT_TEST(test_silu_gemm_sk) {
                 for (int ii = 0; ii < 2; ii++)
                     for (int ki = 0; ki < 3; ki++) {
                         kiln_dtype dt = acts[a];
-                        int M = Ms[mi], I = Is[ii], N = 2 * I, K = Ks[ki], ldo = I + 3, bias = (mi + ki) & 1;
+                        int M = Ms[mi], I = Is[ii], N = 2 * I, K = Ks[ki], bias = (mi + ki) & 1;
                         KT_REQUIRE(kiln_gpu_gemm_silu_ok(gv, dt, M, N, K));
-                        float *x = rand_act((size_t)M * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.05f),
-                              *b = rand_act((size_t)N, dt, 1), *gu = malloc(sizeof(float) * (size_t)M * N),
-                              *ref = calloc((size_t)M * ldo, sizeof(float));
-                        kiln_cpu_gemm(NULL, gu, N, x, w, KILN_DTYPE_F32, bias ? b : NULL, KILN_DTYPE_F32, M, N, K);
-                        for (int m = 0; m < M; m++) kiln_cpu_silu_mul(ref + (size_t)m * ldo, gu + (size_t)m * N, 1, I);
-                        kiln_devptr dx = up_act(x, (size_t)M * K, dt), dw = up_act(w, (size_t)N * K, dt),
-                                    db = up_act(b, (size_t)N, dt), dgu = dmalloc((size_t)M * N * 2),
-                                    dtwo = dmalloc((size_t)M * ldo * 2), dout = dmalloc((size_t)M * ldo * 2);
-                        KT_OK(kiln_rt_memset8(dtwo, 0, (size_t)M * ldo * 2, st));
-                        KT_OK(kiln_rt_memset8(dout, 0, (size_t)M * ldo * 2, st));
-                        KT_OK(kiln_gpu_gemm_silu(gv, st, dout, ldo, dx, dw, dt, bias ? db : 0, M, N, K));
-                        const bool pair = splits[si] > 0 && I % 8 == 0; /* silu_mul: whole 16-byte vectors */
-                        if (pair) KT_OK(kiln_gpu_gemm(gv, st, dgu, N, dt, dx, dw, dt, bias ? db : 0, M, N, K));
-                        if (pair) KT_OK(kiln_gpu_silu_mul(gv, st, dtwo, dgu, dt, M, I));
-                        float *got = down_act(dout, (size_t)M * ldo, dt), *two = down_act(dtwo, (size_t)M * ldo, dt);
-                        for (int m = 0; pair && m < M; m++)
-                            KT_CHECKF(!memcmp(got + (size_t)m * ldo, two + (size_t)m * I, sizeof(float) * (size_t)I),
-                                      "gemm_sk+silu %s M=%d I=%d K=%d split %d row %d: not the bits of gemm_sk and "
-                                      "silu_mul", kiln_dtype_name(dt), M, I, K, splits[si], m);
-                        CHECK_CLOSE(got, ref, (size_t)M * ldo, dt, "gemm_sk+silu %s M=%d I=%d K=%d split %d",
-                                    kiln_dtype_name(dt), M, I, K, splits[si]);
-                        free(x), free(w), free(b), free(gu), free(ref), free(got), free(two);
-                        dfree(dx), dfree(dw), dfree(db), dfree(dgu), dfree(dtwo), dfree(dout);
+                        char what[64];
+                        snprintf(what, sizeof what, "gemm_sk+silu split %d", splits[si]);
+                        /* silu_mul: whole 16-byte vectors */
+                        silu_gemm_case(gv, dt, M, I, K, bias, splits[si] > 0 && I % 8 == 0, what);
                     }
         kiln_gpu_destroy(gv);
     }
