@@ -65,6 +65,17 @@ typedef KV kv_t;
 #define HD16 ((HEAD_DIM + 15) / 16 * 16)
 #define LOG2E 1.4426950408889634f
 
+// The key tiles [kt_first, kt_end) of bn tokens that a prefill block of
+// query tokens tok0 .. tok0 + min(tt, q_len - tok0) - 1 of its sequence
+// attends to (pos0: the position of query token 0): causal, and with
+// window > 0 nothing at or before pos - window. Every prefill kernel's range.
+__device__ __forceinline__ void prefill_kv_tiles(int pos0, int tok0, int q_len, int tt, int bn, int window,
+                                                 int &kt_first, int &kt_end) {
+    const int pos_lo = pos0 + tok0, pos_hi = pos0 + min(tt, q_len - tok0) - 1 + tok0;
+    const int kv_lo = window > 0 ? max(0, pos_lo - window + 1) : 0;
+    kt_first = kv_lo / bn, kt_end = pos_hi / bn + 1;
+}
+
 #if (HEAD_DIM % 8) != 0
 #error "HEAD_DIM must be a multiple of 8"
 #endif

@@ -147,9 +147,8 @@ kiln_attn_prefill(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_st
     if (tok0 >= q_len) return;
     const int ctx = ctx_len[s];
     const int pos0 = ctx - q_len; // position of query token 0
-    const int pos_lo = pos0 + tok0, pos_hi = pos0 + min(P2_TT, q_len - tok0) - 1 + tok0;
-    const int kv_lo = window > 0 ? max(0, pos_lo - window + 1) : 0;
-    const int kt_first = kv_lo / P2_BN, kt_end = pos_hi / P2_BN + 1;
+    int kt_first, kt_end;
+    prefill_kv_tiles(pos0, tok0, q_len, P2_TT, P2_BN, window, kt_first, kt_end);
     const int *bt = block_tables + (size_t)s * max_blocks;
 
     // Q -> shared memory: thread = row (rows past the sequence and dims past HEAD_DIM: zero)

@@ -60,10 +60,8 @@ kiln_attn_prefill_v1(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q
     if (tok0 >= q_len) return;
     const int ctx = ctx_len[s];
     const int pos0 = ctx - q_len; // position of query token 0
-    const int ntok = min(V1_TT, q_len - tok0);
-    const int pos_hi = pos0 + tok0 + ntok - 1, pos_lo = pos0 + tok0;
-    const int kv_lo = window > 0 ? max(0, pos_lo - window + 1) : 0;
-    const int kt_first = kv_lo / (16 * V1_NSUB), kt_end = pos_hi / (16 * V1_NSUB) + 1;
+    int kt_first, kt_end;
+    prefill_kv_tiles(pos0, tok0, q_len, V1_TT, 16 * V1_NSUB, window, kt_first, kt_end);
     const int *bt = block_tables + (size_t)s * max_blocks;
 
     // this thread's two rows (r0 = 16 * warp + g, r1 = r0 + 8)

@@ -418,9 +418,9 @@ kiln_attn_prefill_wg(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q
     if (tok0 >= q_len) return;
     const int ctx = ctx_len[s];
     const int pos0 = ctx - q_len; // position of query token 0
-    const int pos_lo = pos0 + tok0, pos_hi = pos0 + min(WG_TT, q_len - tok0) - 1 + tok0;
-    const int kv_lo = window > 0 ? max(0, pos_lo - window + 1) : 0;
-    const int kt_first = kv_lo / WG_BN, n_tiles = pos_hi / WG_BN + 1 - kt_first;
+    int kt_first, kt_end;
+    prefill_kv_tiles(pos0, tok0, q_len, WG_TT, WG_BN, window, kt_first, kt_end);
+    const int n_tiles = kt_end - kt_first;
     const int *bt = block_tables + (size_t)s * max_blocks;
 
     // Q -> shared memory: row tid % 128, chunks tid / 128 + 2i (rows past the sequence: zero)
@@ -567,9 +567,9 @@ kiln_attn_prefill_wg2(act_t *__restrict__ out, const act_t *__restrict__ q, i64 
     if (tok0 >= q_len) return; // block-uniform, before any barrier
     const int ctx = ctx_len[s];
     const int pos0 = ctx - q_len; // position of query token 0
-    const int pos_lo = pos0 + tok0, pos_hi = pos0 + min(WG_TT, q_len - tok0) - 1 + tok0;
-    const int kv_lo = window > 0 ? max(0, pos_lo - window + 1) : 0;
-    const int kt_first = kv_lo / WG_BN, n_tiles = pos_hi / WG_BN + 1 - kt_first;
+    int kt_first, kt_end;
+    prefill_kv_tiles(pos0, tok0, q_len, WG_TT, WG_BN, window, kt_first, kt_end);
+    const int n_tiles = kt_end - kt_first;
     const int *bt = block_tables + (size_t)s * max_blocks;
     if (tid == 0) {
 #pragma unroll
