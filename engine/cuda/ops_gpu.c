@@ -546,8 +546,9 @@ kiln_status kiln_gpu_gemm_ar_norm(kiln_gpu *g, kiln_rt_stream *s, kiln_rt_p2p *p
     kiln_devptr b[KILN_RT_P2P_MAX_RANKS];
     int rank = 0, nr = 0;
     int64_t sb = 0, to = 0;
-    KILN_CHECK(gemm_ar_norm_args(g, p, act, 1, N, K, b, &rank, &nr, &sb, &to), KILN_ERR_INTERNAL, "GEMV with the all-reduce + add + RMSNorm: N %lld, K %lld, %s (off, or not its shape)",
-               (long long)N, (long long)K, dt(act));
+    KILN_CHECK(gemm_ar_norm_args(g, p, act, 1, N, K, b, &rank, &nr, &sb, &to), KILN_ERR_INTERNAL,
+               "GEMV with the all-reduce + add + RMSNorm: N %lld, K %lld, %s (off, or not its shape)", (long long)N,
+               (long long)K, dt(act));
     {
         int rows, unroll, ks;
         gemv_tiling(g, N, K, &rows, &unroll, &ks);
