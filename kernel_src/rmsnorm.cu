@@ -29,13 +29,17 @@ typedef W w_t;
 #include "rmsnorm_row.cuh"
 
 
-extern "C" __global__ void kiln_rmsnorm(act_t *out, const act_t *x, const w_t *w, int rows, int dim, float eps) {
+// Blocks of up to 1024 threads (a row of up to 4096 vectors, MAXB a thread):
+// the bound keeps the fused kernel at 64 registers (72 without it, which
+// cannot launch 1024 threads).
+extern "C" __global__ void __launch_bounds__(1024)
+    kiln_rmsnorm(act_t *out, const act_t *x, const w_t *w, int rows, int dim, float eps) {
     // rmsnorm_any waits on the previous kernel (after loading the weights)
     rmsnorm_any<false>(out, nullptr, x, w, rows, dim, eps);
 }
 
-extern "C" __global__ void kiln_add_rmsnorm(act_t *out, act_t *residual, const act_t *x, const w_t *w, int rows,
-                                            int dim, float eps) {
+extern "C" __global__ void __launch_bounds__(1024)
+    kiln_add_rmsnorm(act_t *out, act_t *residual, const act_t *x, const w_t *w, int rows, int dim, float eps) {
     // rmsnorm_any waits on the previous kernel (after loading the weights)
     rmsnorm_any<true>(out, residual, x, w, rows, dim, eps);
 }

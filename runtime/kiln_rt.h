@@ -213,8 +213,11 @@ typedef struct kiln_jit_kernel_def {
 /* Greedy sampling steps (every row temperature <= 0, no penalties or bans)
  * split each row over a thread-block cluster of this many blocks
  * (kernel_src/sample_argmax.cu, sm_90; 1|2|4|8, $KILN_SAMPLE_CLUSTER; 0: the
- * general one-block-a-row kiln_sample). Not yet measured on the H200. */
-#define KILN_SAMPLE_CLUSTER_DEFAULT 8
+ * general one-block-a-row kiln_sample; KILN_SAMPLE_CLUSTER_AUTO: 8 up to 16
+ * rows, 4 up to 32, kiln_sample above, as measured on the H200: bench_kernels
+ * sample, engine/cuda/ops_gpu.c kiln_gpu_sample_cluster). */
+#define KILN_SAMPLE_CLUSTER_AUTO 16
+#define KILN_SAMPLE_CLUSTER_DEFAULT KILN_SAMPLE_CLUSTER_AUTO
 #define KILN_GEMV_ROWS_DEFAULT 1
 #define KILN_GEMV_UNROLL_DEFAULT 4
 /* Warps per W row group splitting K (1|2, $KILN_GEMV_KSPLIT): 2 doubles the
@@ -284,8 +287,13 @@ typedef struct kiln_jit_kernel_def {
  * 66.3% of copy at M = 8 / 16 against 66.8 / 62.2, o 64.8 / 64.0 against 56.5 /
  * 56.0); on the larger gate_up / down weights and from M = 32 on it is
  * slower (M = 32: qkv 59% against 66%; bench/RESULTS.md). */
-#define KILN_SKGEMM_MAX_M_DEFAULT 16
+#define KILN_SKGEMM_MAX_M_DEFAULT 32
 #define KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT 64
+/* ... and for 16 < M <= 32 only on weights of at most this many MiB
+ * ($KILN_SKGEMM_MAX_WEIGHT_MB_M32): the 32 MiB o projection of Llama-3-8B at
+ * M = 32 (kiln bench -b 32, H200, 2026-11-30: 5928 tok/s against 5823-5815
+ * with cuBLASLt, same call), not the 48 MiB qkv */
+#define KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT 40
 #define KILN_SKGEMM_SILU_DEFAULT 0 /* the gate/up GEMM with SiLU through gemm_sk: not yet measured */
 #define KILN_SKGEMM_WARPS_DEFAULT 4
 #define KILN_SKGEMM_TILES_DEFAULT(maxm) 2

@@ -136,6 +136,9 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s26:    eighth session: gemm_sk's split checked against the occupancy calculator: test_gpu_engine, bench_kernels
 #           gemm_sk_quick (qkv / o / down at M = 16 / 32, four tilings, cuBLASLt beside), kiln bench -b 32 with
 #           KILN_SKGEMM_MAX_M 32 / 16, -b 16 with 16 / 0
+#   s32:    (tenth session, last call, nvidia-h200-x2; KILN_MAIN_BUILD for bin/kiln_main) next9 with the measured
+#           defaults: test_gpu_ops (GPU 0) beside test_gpu_engine and kiln bench -b 1 / 32 / 64 / 256 against main's
+#           binary, A/B rows, the 8 x 2048 prefill, the peer and bench_kernels prefill (GPU 1); then test_gpu_tp
 #   s31:    (tenth session, nvidia-h200-x2; build with KILN_MAIN_BUILD=<a build of main> for bin/kiln_main) branch
 #           next9 against main: bench_kernels sample / decode-short (2 and 4 warps, main's kernels) / prefill; kiln
 #           bench -b 1 / 32 / 64 main and next9 alternating, next9 with main's kernels, with KILN_SAMPLE_CLUSTER=0,
@@ -462,6 +465,34 @@ if has s19; then # seventh session: next's defaults (rope epilogue, push gather,
   kb "tp1-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 1 -b 1 -s 128 -o 512 --iters 2
   kb "tp2-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   for tp in 1 2; do kb "tp$tp-b32" -- --tp $tp -b 32 -s 128 -o 256 --iters 2; done
+fi
+if has s32; then # tenth session, last call: next9 merged with the measured defaults (decode warps by the grid,
+  # the decode rope + KV write up to 64 tokens, sampling cluster by rows, gemm_sk on the o projection at M 17-32,
+  # wg2 prefill from 1024 tokens; RMSNorm __launch_bounds__(1024)) against main's binary, the peer, the tests
+  ( CUDA_VISIBLE_DEVICES=0 timeout 470 "$here/bin/test_gpu_ops" > /tmp/tgo.log 2>&1; echo "rc=$?" >> /tmp/tgo.log ) &
+  export CUDA_VISIBLE_DEVICES=1
+  gt test_gpu_engine 150 "FAIL|passed" -- test_gpu_engine
+  for b in 1 32 64 256; do
+    o=$([ $b = 1 ] && echo 512 || echo 256)
+    for r in 1 2; do
+      [ -x "$here/bin/kiln_main" ] && KB_BIN=kiln_main kb "b$b-main$r" -- -b $b -s 128 -o $o --iters 2
+      kb "b$b-new$r" -- -b $b -s 128 -o $o --iters 2
+    done
+  done
+  kb "b256-warps4" KILN_DECODE_WARPS=4 -- -b 256 -s 128 -o 256 --iters 2
+  kb "b256-ropedec256" KILN_ROPE_DEC_MAX=256 -- -b 256 -s 128 -o 256 --iters 2
+  kb "b64-sample-cl8" KILN_SAMPLE_CLUSTER=8 -- -b 64 -s 128 -o 256 --iters 2
+  kb "p8x2048-default" -- -b 8 -s 2048 -o 4 --iters 2
+  kb "p8x2048-v2" KILN_PREFILL_KERNEL=v2 -- -b 8 -s 2048 -o 4 --iters 2
+  peers="$repo/../shared/peers"; [ -f "$peers/torch_cudagraph_llama.py" ] || peers="$here/peers"
+  timeout 200 python3 "$peers/torch_cudagraph_llama.py" -b 1 -b 32 -b 64 -b 256 -s 128 -o 256 --json 2> /tmp/peer.err \
+    | grep '^[[{]' > "$out/peer.jsonl"; echo "peer rc=$?"; cut -c1-300 "$out/peer.jsonl"; tail -2 /tmp/peer.err
+  timeout 60 "$here/bin/bench_kernels" prefill > /tmp/b_p.log 2>&1; grep -E "prefill" /tmp/b_p.log | sed -E 's/ +/ /g' | cut -c1-110
+  unset CUDA_VISIBLE_DEVICES
+  wait
+  echo "test_gpu_ops: $(grep -E 'passed' /tmp/tgo.log | tail -1) $(tail -1 /tmp/tgo.log)"; grep -E "FAIL" /tmp/tgo.log | head
+  grep -E "^\[ (RUN |FAIL| OK )" /tmp/tgo.log | tail -2
+  if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -ge 2 ]; then gt test_gpu_tp 60 "FAIL|passed" -- test_gpu_tp; fi
 fi
 if has s31; then # tenth session: branch next9 (PDL prefetches, 2-warp decode attention, the decode rope + KV write,
   # greedy cluster sampling + one copy each way, wgmma prefill v2) against main, and the tests.

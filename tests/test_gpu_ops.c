@@ -660,8 +660,9 @@ static double worst_row_err(const float *got, const float *ref, size_t rows, int
     return w;
 }
 
-/* prefill_kernel of run_attention's first pass (test_attention_prefill_wg: 2 and 3) */
-static int attn_kernel;
+/* prefill_kernel of run_attention's first pass: 4 (attn_prefill) in the sweeps, whose long contexts would
+ * otherwise take attn_prefill_wg2 by default on an H200; test_attention_prefill_wg: 2 and 3 */
+static int attn_kernel = 4;
 
 static void run_attention(const attn_case *c) {
     kiln_kv_layout l;
@@ -913,7 +914,7 @@ KT_TEST(test_attention_prefill_wg) {
             run_attention(&c);
         }
     }
-    attn_kernel = 0;
+    attn_kernel = 4;
 }
 
 /* Attention over FP8 caches: decode (one pass, split-K forced and by
@@ -1145,9 +1146,10 @@ KT_TEST(test_sampling_greedy) {
     NEED_GPU();
     /* 1003: rows not 16-byte aligned (scalar loads); 128256: Llama 3's vocabulary */
     const int Vs[] = {1000, 1003, 131072, 128256};
-    const int cls[] = {0, 1, 2, 4, 8};
+    /* KILN_SAMPLE_CLUSTER_AUTO: 8 blocks at 1 row, 4 at 24, kiln_sample at 40 */
+    const int cls[] = {0, 1, 2, 4, 8, KILN_SAMPLE_CLUSTER_AUTO};
     const int was = kiln_gpu_set_sample_cluster(gpu, 8);
-    fprintf(stderr, "  greedy sampling: cluster of %d on this GPU (0: kiln_sample)\n", kiln_gpu_sample_cluster(gpu));
+    fprintf(stderr, "  greedy sampling: cluster of %d on this GPU (0: kiln_sample)\n", kiln_gpu_sample_cluster(gpu, 1));
     for (int vi = 0; vi < 4; vi++) {
         const int V = Vs[vi], R = 40;
         float *logits = malloc(sizeof(float) * (size_t)V * R);
@@ -1204,9 +1206,11 @@ KT_TEST(test_sampling_greedy) {
         for (int shift = 0; shift < 2; shift++) {
             kiln_devptr dls = dl + (kiln_devptr)(4 * shift);
             KT_OK(kiln_rt_memcpy_htod(dls, logits, sizeof(float) * (size_t)V * R, NULL));
-            for (int ci = 0; ci < 5; ci++) {
+            for (int ci = 0; ci < 6; ci++) {
                 kiln_gpu_set_sample_cluster(gpu, cls[ci]);
-                for (int nr = 1; nr <= R; nr += R - 1) { /* one row, every row */
+                const int nrs[] = {1, 24, R}; /* one row, some, every row */
+                for (int ni = 0; ni < 3; ni++) {
+                    const int nr = nrs[ni];
                     KT_OK(kiln_rt_memset8(dtok, 0xff, 4 * (size_t)R, NULL));
                     KT_OK(kiln_gpu_sample_greedy(gpu, st, dtok, dlp, dls, nr, V, dp));
                     int32_t *tok = ddown(dtok, 4 * (size_t)R);

@@ -23,14 +23,15 @@ struct kiln_gpu {
     int max_rows, vocab;
     int gemv_max_m, gemv_rows, gemv_unroll, gemv_ksplit, gemv_rule, gemv_rope, gemv_ar, gemv_silu, gemv_silu_ksplit, gemv_silu_unroll;
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
-    int sk_max_m, sk_max_mb, sk_warps, sk_rt, sk_stages, sk_split, sk_silu;      /* gemm_sk knobs */
+    int sk_max_m, sk_max_mb, sk_max_mb32, sk_warps, sk_rt, sk_stages, sk_split, sk_silu; /* gemm_sk knobs */
     struct { int N, K, maxm, glu, split; } sk_fit[16]; /* gemm_sk splits that fit one wave, by shape */
     kiln_devptr sk_prof; /* gemm_sk's timing records (kiln_gpu_set_skgemm_profile), 0: none */
     int sk_prof_blocks, sk_prof_last;
     int n_sk_fit;
     int elem_wide_min; /* rows / tokens from which the elementwise ops take their wide kernels (0: never) */
     bool decode_adaptive; /* $KILN_DECODE_ADAPTIVE (default 1): decode_partition */
-    int decode_warps;     /* warps of a decode-attention block, 16-bit caches (2|4; kiln_gpu_params.decode_warps) */
+    int decode_warps;     /* warps of a decode-attention block, 16-bit caches (2|4, 0: by the grid;
+                             kiln_gpu_params.decode_warps) */
     int rope_dec_max;     /* rope + KV write of at most this many tokens: kiln_rope_kv_write_dec (kiln_gpu_params) */
     int kv_tile;          /* $KILN_KV_TILE (default KILN_KV_TILE_DEFAULT): the wide KV writes in tiles (1 both, 2 kv_write only) */
     int sample_cl;        /* kiln_gpu_sample_greedy's cluster size (1|2|4|8; 0: kiln_sample) */
@@ -86,6 +87,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->sk_rt != 1 && g->sk_rt != 2 && g->sk_rt != 4) g->sk_rt = 0;
     g->sk_silu = knob(p ? p->skgemm_silu : 0, "KILN_SKGEMM_SILU", KILN_SKGEMM_SILU_DEFAULT) > 0;
     g->sk_max_mb = knob(p ? p->skgemm_max_weight_mb : 0, "KILN_SKGEMM_MAX_WEIGHT_MB", KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT);
+    g->sk_max_mb32 = knob(0, "KILN_SKGEMM_MAX_WEIGHT_MB_M32", KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT);
     g->sk_stages = knob(p ? p->skgemm_stages : 0, "KILN_SKGEMM_STAGES", 0); /* 0: by MAXM */
     if (g->sk_stages < 2 || g->sk_stages > 8) g->sk_stages = 0;
     g->sk_split = knob(p ? p->skgemm_split : 0, "KILN_SKGEMM_SPLIT", 0); /* 0: auto */
@@ -93,10 +95,10 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->elem_wide_min = knob(p ? p->elem_wide_min : 0, "KILN_ELEM_WIDE_MIN", KILN_ELEM_WIDE_MIN_DEFAULT);
     if (g->elem_wide_min < 0) g->elem_wide_min = 0;
     g->decode_adaptive = knob(0, "KILN_DECODE_ADAPTIVE", 1) > 0;
-    g->rope_dec_max = knob(p ? p->rope_dec_max : 0, "KILN_ROPE_DEC_MAX", 0);
+    g->rope_dec_max = knob(p ? p->rope_dec_max : 0, "KILN_ROPE_DEC_MAX", KILN_ROPE_DEC_MAX_DEFAULT);
     if (g->rope_dec_max < 0) g->rope_dec_max = 0;
-    g->decode_warps = knob(p ? p->decode_warps : 0, "KILN_DECODE_WARPS", 4);
-    if (g->decode_warps != 2 && g->decode_warps != 4) g->decode_warps = 4;
+    g->decode_warps = knob(p ? p->decode_warps : 0, "KILN_DECODE_WARPS", 0);
+    if (g->decode_warps != 2 && g->decode_warps != 4) g->decode_warps = 0; /* by the grid */
     g->kv_tile = knob(0, "KILN_KV_TILE", KILN_KV_TILE_DEFAULT);
     if (g->kv_tile < 0 || g->kv_tile > 2) g->kv_tile = KILN_KV_TILE_DEFAULT;
     kiln_gpu_set_sample_cluster(g, knob(p ? p->sample_cluster : 0, "KILN_SAMPLE_CLUSTER", KILN_SAMPLE_CLUSTER_DEFAULT));
@@ -152,7 +154,7 @@ int kiln_gpu_set_rope_dec_max(kiln_gpu *g, int n) {
 
 int kiln_gpu_set_decode_warps(kiln_gpu *g, int n) {
     int was = g->decode_warps;
-    g->decode_warps = n == 2 ? 2 : 4;
+    g->decode_warps = n == 2 || n == 4 ? n : 0;
     return was;
 }
 
@@ -473,7 +475,9 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
      * K steps, 16-byte aligned operands, 32-bit sizes */
     const bool mma_ok = M >= 2 && (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) && act_ok(out_dt) &&
                         K % 8 == 0 && (x | w) % 16 == 0 && N <= INT32_MAX && K <= INT32_MAX;
-    if (mma_ok && M <= g->sk_max_m && (g->sk_max_mb <= 0 || N * K * 2 <= ((int64_t)g->sk_max_mb << 20)))
+    const int sk_mb = M > 16 && g->sk_max_mb32 > 0 && g->sk_max_mb > 0 ? KILN_MIN(g->sk_max_mb, g->sk_max_mb32)
+                                                                        : g->sk_max_mb;
+    if (mma_ok && M <= g->sk_max_m && (sk_mb <= 0 || N * K * 2 <= ((int64_t)sk_mb << 20)))
         return sk_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, 0);
     if (mma_ok && M <= g->tc_max_m)
         return tc_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K);
@@ -1049,8 +1053,9 @@ static void decode_fp8_plan(kiln_rt_func *f, const kiln_rt_device_info *di, cons
 }
 
 /* kernel_src/attn_prefill.cu (kiln_attn_prefill) serves 16-bit caches with
- * head_dim <= 128 (its P2_OK); everything else, and $KILN_PREFILL_KERNEL=v1,
- * runs kiln_attn_prefill_v1 */
+ * head_dim <= 128 (its P2_OK) where the wgmma kernels do not run (prefill_kernel
+ * 4 or $KILN_PREFILL_KERNEL=v2 ask for it); everything else, and
+ * $KILN_PREFILL_KERNEL=v1, runs kiln_attn_prefill_v1 */
 static bool prefill_v2(const kiln_gpu_attn *a, bool kv8, int hd) {
     if (kv8 || hd > 128 || a->prefill_kernel == 1) return false;
     const char *v = getenv("KILN_PREFILL_KERNEL");
@@ -1083,14 +1088,18 @@ static bool prefill_wg(const kiln_gpu_attn *a, const kiln_rt_device_info *di, bo
  * shared memory (its mbarriers) */
 static unsigned prefill_wg2_smem(int hd) { return (unsigned)(1024 + (128 + 3 * 2 * 128) * hd * 2); }
 /* kiln_attn_prefill_wg2 (384 threads: a producer warpgroup, two consumer warpgroups) under the same
- * conditions, when asked for ($KILN_PREFILL_KERNEL=wg2, or prefill_kernel 3) */
+ * conditions, when asked for ($KILN_PREFILL_KERNEL=wg2, or prefill_kernel 3), and by default where the
+ * longest context is at least KILN_PREFILL_WG2_MIN_CTX tokens (its pipeline pays off over long key
+ * ranges: H200, bench_kernels prefill, 8 x 2048 285.1 TFLOP/s against 219.7 for attn_prefill, 1 x 8192
+ * 334.6 against 280.3, but 32 x 512 170.2 against 182.6) */
 static bool prefill_wg2(const kiln_gpu_attn *a, const kiln_rt_device_info *di, bool kv8, int hd) {
     if (kv8 || (hd != 64 && hd != 128) || di->cc_major != 9 || di->cc_minor != 0 ||
         (int)prefill_wg2_smem(hd) + 128 > di->smem_per_block_optin)
         return false;
     if (a->prefill_kernel) return a->prefill_kernel == 3;
     const char *v = getenv("KILN_PREFILL_KERNEL");
-    return v && !strcmp(v, "wg2");
+    if (v && *v) return !strcmp(v, "wg2");
+    return a->max_ctx_len >= KILN_PREFILL_WG2_MIN_CTX;
 }
 
 kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, const kiln_gpu_attn *a) {
@@ -1130,12 +1139,15 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
     int64_t qst = a->q_stride;
     if (a->max_q_len <= 1) {
         /* 16-bit caches: 3 stages (kernel_src/attn_decode.cu STAGES) for each
-         * of nw warps (the block's size; 4 by default: 2 blocks an SM at head
-         * dim 128; $KILN_DECODE_WARPS=2: 4 blocks an SM), split for those
-         * slots; FP8 caches: 4 warps */
-        const int nw = kv8 ? 4 : g->decode_warps;
-        KILN_TRY(kiln_rt_kernels_get(g->k, "attn_decode", defs, &f));
+         * of nw warps (the block's size: 4 blocks an SM at head dim 128 with
+         * 2 warps, 2 with 4), split for those slots. By default 4 warps while
+         * the blocks fit one wave of 2 an SM, else 2 (H200, -b 32: 4 warps
+         * 1.4% faster; -b 64, 512 blocks: 2 warps 0.5-1% faster, the kernel
+         * 24.4 against 28.3 us); $KILN_DECODE_WARPS=2|4 fixes it. FP8 caches:
+         * 4 warps */
         int base = n_seqs * (nq / grp), stages = 3, P = 0, n_parts = 1;
+        const int nw = kv8 ? 4 : g->decode_warps ? g->decode_warps : base > 2 * n_sms ? 2 : 4;
+        KILN_TRY(kiln_rt_kernels_get(g->k, "attn_decode", defs, &f));
         if (kv8) decode_fp8_plan(f, di, a, hd, base, &stages, &P);
         else P = decode_partition(a, base, (nw == 4 ? 2 : 4) * n_sms, g->decode_adaptive, &n_parts);
         if (P > 0) n_parts = (a->max_ctx_len + P - 1) / P;
@@ -1219,20 +1231,29 @@ fail:
 
 int kiln_gpu_set_sample_cluster(kiln_gpu *g, int cl) {
     int was = g->sample_cl;
-    g->sample_cl = cl <= 0 ? 0 : cl >= 8 ? 8 : cl >= 4 ? 4 : cl >= 2 ? 2 : 1;
+    g->sample_cl = cl <= 0                         ? 0
+                   : cl >= KILN_SAMPLE_CLUSTER_AUTO ? KILN_SAMPLE_CLUSTER_AUTO
+                   : cl >= 8                        ? 8
+                   : cl >= 4                        ? 4
+                   : cl >= 2                        ? 2
+                                                    : 1;
     return was;
 }
 
-int kiln_gpu_sample_cluster(const kiln_gpu *g) {
+int kiln_gpu_sample_cluster(const kiln_gpu *g, int n_rows) {
     const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
-    return g->sample_cl > 1 && di->cc_major < 9 ? 0 : g->sample_cl;
+    int cl = g->sample_cl;
+    /* by rows (H200, bench_kernels sample, 128256 logits a row: 1 row 7.6 us with 8 blocks against 23.2
+     * with one; 32 rows 16.7 with 4, 18.8 with 8, 23.8 with one; 64 rows 30.0 with 8, 25.5 with one) */
+    if (cl == KILN_SAMPLE_CLUSTER_AUTO) cl = n_rows <= 16 ? 8 : n_rows <= 32 ? 4 : 0;
+    return cl > 1 && di->cc_major < 9 ? 0 : cl;
 }
 
 kiln_status kiln_gpu_sample_greedy(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr tokens, kiln_devptr logprobs,
                                    kiln_devptr logits, int n_rows, int V, kiln_devptr params) {
     kiln_status st = KILN_OK;
     kiln_rt_func *f;
-    const int cl = kiln_gpu_sample_cluster(g);
+    const int cl = kiln_gpu_sample_cluster(g, n_rows);
     if (!cl) return kiln_gpu_sample(g, s, tokens, logprobs, logits, n_rows, V, params);
     KILN_CHECK(n_rows >= 0 && n_rows <= 65535 && V >= 1, KILN_ERR_LIMIT, "greedy sampling of %d rows of %d", n_rows,
                V);

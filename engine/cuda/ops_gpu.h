@@ -99,13 +99,16 @@ typedef struct kiln_gpu_params {
                                 = 1024; negative, or 0 in the environment: never) */
     int rope_dec_max;        /* rope + KV write steps of at most this many tokens take
                                 kiln_rope_kv_write_dec (a thread per vector, no barrier;
-                                0: $KILN_ROPE_DEC_MAX, else 0 = never; not yet measured) */
+                                0: $KILN_ROPE_DEC_MAX, else KILN_ROPE_DEC_MAX_DEFAULT;
+                                negative, or 0 in the environment: never)          */
     int decode_warps;        /* warps of a decode-attention block over a 16-bit cache
-                                (2|4; 0: $KILN_DECODE_WARPS, else 4): 2 halves its
-                                shared memory, so twice the blocks are resident */
+                                (2|4; 0: $KILN_DECODE_WARPS, else by the grid: 4 while
+                                the blocks fit one wave of 2 an SM, else 2): 2 halves
+                                its shared memory, so twice the blocks are resident */
     int sample_cluster;      /* kiln_gpu_sample_greedy: blocks of the cluster each row is
-                                split over (1|2|4|8, rounded down; 0: $KILN_SAMPLE_CLUSTER,
-                                else KILN_SAMPLE_CLUSTER_DEFAULT; negative, or 0 in the
+                                split over (1|2|4|8, rounded down; KILN_SAMPLE_CLUSTER_AUTO
+                                (16): by rows; 0: $KILN_SAMPLE_CLUSTER, else
+                                KILN_SAMPLE_CLUSTER_DEFAULT = auto; negative, or 0 in the
                                 environment: kiln_sample). Above 1 only on sm_90+;
                                 older GPUs run kiln_sample                        */
 } kiln_gpu_params;
@@ -117,6 +120,11 @@ typedef struct kiln_gpu_params {
  * 66.4 against the blocks 72.5 (58.1 / 52.7 with slots off the block start). */
 #define KILN_KV_TILE_DEFAULT 2
 #define KILN_ELEM_WIDE_MIN_DEFAULT 1024 /* -b 256 decode steps were 2% slower with the wide kernels (H200, 2026-11-30) */
+/* bench_kernels decode-shape (H200, 2026-11-30): the rope + KV write of 32 / 64 decode tokens 4.4 / 4.5 us
+ * through kiln_rope_kv_write_dec against 6.3 / 5.9 (kiln bench -b 32: 5890 tok/s against 5823-5815) */
+#define KILN_ROPE_DEC_MAX_DEFAULT 64
+/* kiln_attn_prefill_wg2 by default from this longest context on (sm_90, 16-bit caches, head_dim 64 | 128) */
+#define KILN_PREFILL_WG2_MIN_CTX 1024
 
 kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gpu **out);
 void kiln_gpu_destroy(kiln_gpu *g);
@@ -272,7 +280,8 @@ typedef struct kiln_gpu_attn {
     int prefill_kernel;  /* tests/bench: 1 runs the first prefill kernel (as $KILN_PREFILL_KERNEL=v1 does), 2
                             the wgmma one (=wg; on sm_90 with a 16-bit cache and head dim 64 or 128, the
                             default kernel elsewhere), 3 its warp-specialized version (=wg2, same
-                            conditions); 0: as $KILN_PREFILL_KERNEL says */
+                            conditions), 4 attn_prefill (=v2; where it serves); 0: as
+                            $KILN_PREFILL_KERNEL says, else by the shape */
 } kiln_gpu_attn;
 kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, const kiln_gpu_attn *a);
 
@@ -300,10 +309,10 @@ kiln_status kiln_gpu_sample(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr tokens, 
  * it; else kiln_gpu_sample itself (params is only read there). */
 kiln_status kiln_gpu_sample_greedy(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr tokens, kiln_devptr logprobs,
                                    kiln_devptr logits, int n_rows, int V, kiln_devptr params);
-/* Tests and benchmarks: set kiln_gpu_params.sample_cluster's value (0: off);
- * returns the previous one. */
+/* Tests and benchmarks: set kiln_gpu_params.sample_cluster's value (0: off,
+ * KILN_SAMPLE_CLUSTER_AUTO: by rows); returns the previous one. */
 int kiln_gpu_set_sample_cluster(kiln_gpu *g, int cl);
-/* The cluster size kiln_gpu_sample_greedy launches now on this device (0: kiln_sample). */
-int kiln_gpu_sample_cluster(const kiln_gpu *g);
+/* The cluster size kiln_gpu_sample_greedy launches now for n_rows rows on this device (0: kiln_sample). */
+int kiln_gpu_sample_cluster(const kiln_gpu *g, int n_rows);
 
 #endif /* KILN_OPS_GPU_H */

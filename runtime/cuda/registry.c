@@ -381,7 +381,8 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
         const int nk[2][2] = {{qkv, hid}, {hid, hid}};
         for (int mm = 8; mm / 2 < KILN_SKGEMM_MAX_M_DEFAULT && mm <= 64; mm *= 2)
             for (int i = 0; i < 2; i++) {
-                if ((int64_t)nk[i][0] * nk[i][1] * 2 > ((int64_t)KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT << 20)) continue;
+                const int mb = mm > 16 ? KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT : KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT;
+                if ((int64_t)nk[i][0] * nk[i][1] * 2 > ((int64_t)mb << 20)) continue;
                 const int rt = KILN_SKGEMM_TILES_DEFAULT(mm);
                 kiln_skgemm_shape p = kiln_skgemm_plan(132, 233472, 232448, 9, nk[i][0], nk[i][1], mm,
                                                        KILN_SKGEMM_WARPS_DEFAULT, rt, KILN_SKGEMM_STAGES_DEFAULT(mm), 0);
@@ -408,6 +409,12 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
     KILN_TRY(add_spec(l, "attn_reduce", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", a, bs, grp, m->head_dim, kv));
     KILN_TRY(add_spec(l, "attn_prefill", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", a, bs, grp, m->head_dim,
                       kv));
+    /* the warp-specialized wgmma prefill the host takes on sm_90 from KILN_PREFILL_WG2_MIN_CTX tokens
+     * (16-bit caches, head_dim 64 | 128; other GPUs compile a trap body they never launch) */
+    const bool wg2 = (m->head_dim == 64 || m->head_dim == 128) && (!strcmp(a, "bf16") || !strcmp(a, "fp16"));
+    if (wg2 && !strcmp(kv, a))
+        KILN_TRY(add_spec(l, "attn_prefill_wg2", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", a, bs, grp,
+                          m->head_dim, kv));
     if (m->kv_calib && strcmp(kv, a)) { /* calibration runs a prefill on an ACT cache */
         KILN_TRY(add_spec(l, "kv_write", "ACT=%s KV=%s", a, a));
         KILN_TRY(add_spec(l, "rope_kv_write", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, a));
@@ -417,6 +424,9 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
         KILN_TRY(add_spec(l, "rope_kv_write_tile", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, a));
         KILN_TRY(add_spec(l, "attn_prefill", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", a, bs, grp,
                           m->head_dim, a));
+        if (wg2)
+            KILN_TRY(add_spec(l, "attn_prefill_wg2", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", a, bs, grp,
+                              m->head_dim, a));
     }
     KILN_TRY(add_spec(l, "gather_last", "ACT=%s", a));
     KILN_TRY(add_spec(l, "gather_rows", "ACT=%s", a));
@@ -424,7 +434,8 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
     KILN_TRY(add_spec(l, "cast", "DST=fp32 SRC=%s", a));
     KILN_TRY(add_spec(l, "sample_penalties", "%s", ""));
     KILN_TRY(add_spec(l, "sample", "%s", ""));
-    KILN_TRY(add_spec(l, "sample_argmax", "CL=%d", KILN_SAMPLE_CLUSTER_DEFAULT));
+    KILN_TRY(add_spec(l, "sample_argmax", "CL=%d", 8)); /* KILN_SAMPLE_CLUSTER_AUTO: 8 or 4 blocks by rows */
+    KILN_TRY(add_spec(l, "sample_argmax", "CL=%d", 4));
 fail:
     return st;
 }
