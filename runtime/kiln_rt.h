@@ -251,6 +251,7 @@ typedef struct kiln_jit_kernel_def {
  * 3.072 ms a step against 2.771 / 2.768 for the GEMV + the fused push
  * all-reduce kernel (its results are right: test_gpu_tp). */
 #define KILN_GEMV_AR_DEFAULT 0
+/* its tiling (defaults; $KILN_GEMV_ROPE_UNROLL 2|4|8, $KILN_GEMV_ROPE_KSPLIT 1|2) */
 #define KILN_GEMV_ROPE_UNROLL 2
 #define KILN_GEMV_ROPE_KSPLIT 2
 #define KILN_GEMV_SILU_UNROLL_DEFAULT 2

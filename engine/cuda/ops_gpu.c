@@ -22,6 +22,7 @@ struct kiln_gpu {
     size_t blas_ws_bytes, ws_bytes;
     int max_rows, vocab;
     int gemv_max_m, gemv_rows, gemv_unroll, gemv_ksplit, gemv_rule, gemv_rope, gemv_ar, gemv_silu, gemv_silu_ksplit, gemv_silu_unroll;
+    int gemv_rope_unroll, gemv_rope_ksplit; /* the rope GEMV's tiling ($KILN_GEMV_ROPE_UNROLL / _KSPLIT) */
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int sk_max_m, sk_max_mb, sk_max_mb32, sk_warps, sk_rt, sk_stages, sk_split, sk_silu; /* gemm_sk knobs */
     struct { int N, K, maxm, glu, split; } sk_fit[16]; /* gemm_sk splits that fit one wave, by shape */
@@ -72,6 +73,11 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->gemv_rule < 0 || g->gemv_rule > 4) g->gemv_rule = 0;
     g->gemv_silu = knob(p ? p->gemv_silu : 0, "KILN_GEMV_SILU", KILN_GEMV_SILU_DEFAULT) > 0;
     g->gemv_rope = knob(p ? p->gemv_rope : 0, "KILN_GEMV_ROPE", KILN_GEMV_ROPE_DEFAULT) > 0;
+    g->gemv_rope_unroll = knob(0, "KILN_GEMV_ROPE_UNROLL", KILN_GEMV_ROPE_UNROLL);
+    if (g->gemv_rope_unroll != 2 && g->gemv_rope_unroll != 4 && g->gemv_rope_unroll != 8)
+        g->gemv_rope_unroll = KILN_GEMV_ROPE_UNROLL;
+    g->gemv_rope_ksplit = knob(0, "KILN_GEMV_ROPE_KSPLIT", KILN_GEMV_ROPE_KSPLIT);
+    if (g->gemv_rope_ksplit != 1 && g->gemv_rope_ksplit != 2) g->gemv_rope_ksplit = KILN_GEMV_ROPE_KSPLIT;
     g->gemv_ar = knob(p ? p->gemv_ar : 0, "KILN_GEMV_AR", KILN_GEMV_AR_DEFAULT) > 0;
     g->gemv_silu_ksplit = knob(p ? p->gemv_silu_ksplit : 0, "KILN_GEMV_SILU_KSPLIT", KILN_GEMV_SILU_KSPLIT_DEFAULT);
     if (g->gemv_silu_ksplit != 1 && g->gemv_silu_ksplit != 2) g->gemv_silu_ksplit = KILN_GEMV_SILU_KSPLIT_DEFAULT;
@@ -585,8 +591,8 @@ kiln_status kiln_gpu_gemm_rope_kv(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr ou
                "qkv GEMV with rope + KV write: N %lld, K %lld, %s (off, or not its shape)", (long long)N, (long long)K,
                dt(act));
     {
-        const int ks = KILN_GEMV_ROPE_KSPLIT, per_block = 8 / ks; /* a row pair a group of ks warps, WARPS 8 */
-        KILN_TRY(get(g, "gemv_rope", &f, "ACT=%s UNROLL=%d KSPLIT=%d ROPE=1 HD=%d KV=%s", dt(act), KILN_GEMV_ROPE_UNROLL,
+        const int ks = g->gemv_rope_ksplit, per_block = 8 / ks; /* a row pair a group of ks warps, WARPS 8 */
+        KILN_TRY(get(g, "gemv_rope", &f, "ACT=%s UNROLL=%d KSPLIT=%d ROPE=1 HD=%d KV=%s", dt(act), g->gemv_rope_unroll,
                      ks, rp->head_dim, dt(act)));
         int n = (int)N, k = (int)K, nkv = l->n_kv_heads, bs = l->block_size;
         float ms = rp->mscale;
