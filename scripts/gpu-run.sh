@@ -136,6 +136,7 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s26:    eighth session: gemm_sk's split checked against the occupancy calculator: test_gpu_engine, bench_kernels
 #           gemm_sk_quick (qkv / o / down at M = 16 / 32, four tilings, cuBLASLt beside), kiln bench -b 32 with
 #           KILN_SKGEMM_MAX_M 32 / 16, -b 16 with 16 / 0
+#   s33:    (tenth session, nvidia-h200-x2) the batch-1 qkv GEMV + rope at each UNROLL x KSPLIT: test_gemv_rope, kiln bench -b 1
 #   s32:    (tenth session, last call, nvidia-h200-x2; KILN_MAIN_BUILD for bin/kiln_main) next9 with the measured
 #           defaults: test_gpu_ops (GPU 0) beside test_gpu_engine and kiln bench -b 1 / 32 / 64 / 256 against main's
 #           binary, A/B rows, the 8 x 2048 prefill, the peer and bench_kernels prefill (GPU 1); then test_gpu_tp
@@ -465,6 +466,15 @@ if has s19; then # seventh session: next's defaults (rope epilogue, push gather,
   kb "tp1-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 1 -b 1 -s 128 -o 512 --iters 2
   kb "tp2-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   for tp in 1 2; do kb "tp$tp-b32" -- --tp $tp -b 32 -s 128 -o 256 --iters 2; done
+fi
+if has s33; then # tenth session: the batch-1 qkv GEMV + rope's tiling (test_gemv_rope on GPU 0, kiln bench -b 1 on GPU 1)
+  ( export CUDA_VISIBLE_DEVICES=0
+    for c in "4 2" "8 2" "2 1" "4 1" "8 1"; do set -- $c
+      gt "rope_u$1_k$2" 90 "FAIL|passed" KILN_GEMV_ROPE_UNROLL=$1 KILN_GEMV_ROPE_KSPLIT=$2 -- test_gpu_ops test_gemv_rope; done > /tmp/s33t.log 2>&1 ) &
+  export CUDA_VISIBLE_DEVICES=1
+  for c in "2 2" "4 2" "8 2" "2 1" "4 1" "8 1" "2 2"; do set -- $c
+    kb "b1-u$1-k$2" KILN_GEMV_ROPE_UNROLL=$1 KILN_GEMV_ROPE_KSPLIT=$2 -- -b 1 -s 128 -o 512 --iters 2; done
+  unset CUDA_VISIBLE_DEVICES; wait; cat /tmp/s33t.log
 fi
 if has s32; then # tenth session, last call: next9 merged with the measured defaults (decode warps by the grid,
   # the decode rope + KV write up to 64 tokens, sampling cluster by rows, gemm_sk on the o projection at M 17-32,
