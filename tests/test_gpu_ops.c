@@ -1380,12 +1380,14 @@ KT_TEST(test_gemv_rope) {
     KT_OK(kiln_gpu_create(dev, &gp, &gv));
     static const int hds[] = {64, 128}, heads[][2] = {{8, 2}, {4, 4}}, Ks[] = {512, 4104}, poss[] = {0, 7, 1000},
                      slotv[] = {21, 0, -1};
+    for (int ks = 1; ks <= 2; ks++) /* warps a row pair (the default picks by the grid) */
     for (int a = 0; a < 2; a++)
         for (int hi = 0; hi < 2; hi++)
             for (int gi = 0; gi < 2; gi++)
                 for (int ki = 0; ki < 2; ki++)
                     for (int pi = 0; pi < 3; pi++) {
                         const kiln_dtype dt = acts[a];
+                        kiln_gpu_set_gemv_rope_ksplit(gv, ks);
                         const int hd = hds[hi], nq = heads[gi][0], nkv = heads[gi][1], K = Ks[ki], bs = 16, nb = 4;
                         const int N = (nq + 2 * nkv) * hd, bias = (hi + pi) & 1;
                         int32_t pos = poss[pi], slot = slotv[pi];
@@ -1414,8 +1416,9 @@ KT_TEST(test_gemv_rope) {
                         KT_OK(kiln_gpu_gemm_rope_kv(gv, st, dout, dx, dw, dt, bias ? db : 0, N, K, nq, dp, &grp, dkc,
                                                     dvc, &l, ds));
                         float *got = down_act(dout, (size_t)N, dt);
-                        CHECK_CLOSE(got, ref, (size_t)N, dt, "gemv+rope %s hd=%d nq=%d nkv=%d K=%d pos=%d: qkv",
-                                    kiln_dtype_name(dt), hd, nq, nkv, K, pos);
+                        CHECK_CLOSE(got, ref, (size_t)N, dt,
+                                    "gemv+rope %s hd=%d nq=%d nkv=%d K=%d pos=%d ksplit=%d: qkv", kiln_dtype_name(dt),
+                                    hd, nq, nkv, K, pos, ks);
                         void *gk = ddown(dkc, cbytes), *gvv = ddown(dvc, cbytes);
                         size_t ne = cbytes / 2;
                         float *a1 = malloc(sizeof(float) * ne * 4), *b1 = a1 + ne, *a2 = b1 + ne, *b2 = a2 + ne;

@@ -155,8 +155,10 @@ int kiln_gpu_set_elem_wide_min(kiln_gpu *g, int n);
  * benchmarks, between launches. */
 int kiln_gpu_set_kv_tile(kiln_gpu *g, int mode);
 /* Warps of a decode-attention block over a 16-bit cache (2 or 4; anything
- * else: 4); returns the previous setting (tests). */
+ * else: by the grid); returns the previous setting (tests). */
 int kiln_gpu_set_decode_warps(kiln_gpu *g, int n);
+/* Tests: the warps a row pair of the batch-1 qkv GEMV with rope (1|2; 0: by the grid); returns the previous value. */
+int kiln_gpu_set_gemv_rope_ksplit(kiln_gpu *g, int ks);
 /* Steps of at most n tokens (0: none) take the decode rope + KV write kernel
  * (kernel_src/rope_kv.cu kiln_rope_kv_write_dec); returns the previous
  * setting (tests). */

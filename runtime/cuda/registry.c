@@ -358,8 +358,9 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
      * activation dtype, rotate-half, head dims 64 / 96 / 128 / 256) */
     if (KILN_GEMV_ROPE_DEFAULT && KILN_GEMV_MAX_M_DEFAULT >= 1 && !m->interleaved && !strcmp(kv, a) &&
         (m->head_dim == 64 || m->head_dim == 96 || m->head_dim == 128 || m->head_dim == 256))
-        KILN_TRY(add_spec(l, "gemv_rope", "ACT=%s UNROLL=%d KSPLIT=%d ROPE=1 HD=%d KV=%s", a, KILN_GEMV_ROPE_UNROLL,
-                          KILN_GEMV_ROPE_KSPLIT, m->head_dim, a));
+        for (int ks = 1; ks <= 2; ks++) /* KSPLIT by the grid (ops_gpu.c kiln_gpu_gemm_rope_kv) */
+            KILN_TRY(add_spec(l, "gemv_rope", "ACT=%s UNROLL=%d KSPLIT=%d ROPE=1 HD=%d KV=%s", a,
+                              KILN_GEMV_ROPE_UNROLL, ks, m->head_dim, a));
     /* the tensor-core GEMM (kernel_src/gemm_tc.cu) for 2 <= M <= the default
      * KILN_TCGEMM_MAX_M, in its default tiling with each number of warps
      * along K (picked by N at launch), act and fp32 out (its split-K
