@@ -816,6 +816,33 @@ KT_TEST(test_attention_decode_2warps) {
     kiln_gpu_set_decode_warps(gpu, was);
 }
 
+/* The same with the split's partitions combined by the attention kernel's last block of each (sequence, KV
+ * group) ($KILN_DECODE_FUSED_REDUCE=1: arrival counters, no kiln_attn_reduce launch), over 16-bit caches with
+ * 4 and 2 warps and over FP8 caches; every case reuses the counters the previous one left (they must be
+ * back at zero, or some group never combines and its output stays NaN). */
+KT_TEST(test_attention_decode_fused) {
+    NEED_GPU();
+    const int was = kiln_gpu_set_decode_fused_reduce(gpu, 1);
+    attention_decode_sweep();
+    const int ww = kiln_gpu_set_decode_warps(gpu, 2);
+    attention_decode_sweep();
+    kiln_gpu_set_decode_warps(gpu, ww);
+    kiln_dtype kvs[] = {KILN_DTYPE_FP8_E4M3, KILN_DTYPE_FP8_E5M2};
+    int ctxs[] = {1, 15, 16, 17, 100, 1000, 3001}, forces[] = {0, 256, 64};
+    for (int k = 0; k < 2; k++)
+        for (int gi = 0; gi < 2; gi++)
+            for (int fi = 0; fi < 3; fi++) {
+                attn_case c = {acts[(k + gi) & 1], kvs[k], 128, 32, gi ? 2 : 8, 16, fi == 2 ? 64 : 0, forces[fi], 0,
+                               {0}, {0}, 0, 0};
+                c.n_seqs = 1 + (int)(next_u64() % 8);
+                for (int s = 0; s < c.n_seqs; s++) c.q_len[s] = 1, c.ctx[s] = ctxs[next_u64() % 7];
+                c.ctx[0] = 3001;
+                run_attention(&c);
+                run_attention(&c); /* the same launch again: the counters it left */
+            }
+    kiln_gpu_set_decode_fused_reduce(gpu, was);
+}
+
 KT_TEST(test_attention_prefill) {
     NEED_GPU();
     int hds[] = {64, 128, 72}, gqa[][2] = {{8, 8}, {16, 4}, {32, 4}};
@@ -1888,6 +1915,7 @@ KT_TEST(test_every_kernel_tested) {
 KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_cast), KT_CASE(test_rope),
         KT_CASE(test_kv_write_and_fused_rope), KT_CASE(test_fp8_cast), KT_CASE(test_attention_decode),
         KT_CASE(test_attention_decode_2warps),
+        KT_CASE(test_attention_decode_fused),
         KT_CASE(test_attention_prefill), KT_CASE(test_attention_prefill_shapes),
         KT_CASE(test_attention_prefill_wg), KT_CASE(test_attention_fp8), KT_CASE(test_sampling), KT_CASE(test_sampling_greedy),
         KT_CASE(test_gemv),

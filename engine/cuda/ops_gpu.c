@@ -33,6 +33,8 @@ struct kiln_gpu {
     bool decode_adaptive; /* $KILN_DECODE_ADAPTIVE (default 1): decode_partition */
     int decode_warps;     /* warps of a decode-attention block, 16-bit caches (2|4, 0: by the grid;
                              kiln_gpu_params.decode_warps) */
+    int decode_fused;     /* split decode attention combines its partitions in its last block ($KILN_DECODE_FUSED_REDUCE) */
+    kiln_devptr attn_counters; /* [KILN_ATTN_COUNTERS] int, zero between launches: its arrival counters */
     int rope_dec_max;     /* rope + KV write of at most this many tokens: kiln_rope_kv_write_dec (kiln_gpu_params) */
     int kv_tile;          /* $KILN_KV_TILE (default KILN_KV_TILE_DEFAULT): the wide KV writes in tiles (1 both, 2 kv_write only) */
     int sample_cl;        /* kiln_gpu_sample_greedy's cluster size (1|2|4|8; 0: kiln_sample) */
@@ -105,17 +107,20 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->rope_dec_max < 0) g->rope_dec_max = 0;
     g->decode_warps = knob(p ? p->decode_warps : 0, "KILN_DECODE_WARPS", 0);
     if (g->decode_warps != 2 && g->decode_warps != 4) g->decode_warps = 0; /* by the grid */
+    g->decode_fused = knob(0, "KILN_DECODE_FUSED_REDUCE", KILN_DECODE_FUSED_REDUCE_DEFAULT) > 0;
     g->kv_tile = knob(0, "KILN_KV_TILE", KILN_KV_TILE_DEFAULT);
     if (g->kv_tile < 0 || g->kv_tile > 2) g->kv_tile = KILN_KV_TILE_DEFAULT;
     kiln_gpu_set_sample_cluster(g, knob(p ? p->sample_cluster : 0, "KILN_SAMPLE_CLUSTER", KILN_SAMPLE_CLUSTER_DEFAULT));
     size_t sample_bytes = (size_t)g->max_rows * (size_t)g->vocab * 4;
-    size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * 256;
+    size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * KILN_ATTN_COUNTERS + 5 * 256;
     KILN_TRY(kiln_rt_pool_create(d, "workspace", total, &g->pool));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, g->blas_ws_bytes, 256, &g->blas_ws));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, g->ws_bytes, 256, &g->ws));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, sample_bytes, 256, &g->sample_ws));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, sample_bytes, 256, &g->counts));
     KILN_TRY(kiln_rt_memset8(g->counts, 0, sample_bytes, NULL));
+    KILN_TRY(kiln_rt_pool_alloc(g->pool, 4 * KILN_ATTN_COUNTERS, 256, &g->attn_counters));
+    KILN_TRY(kiln_rt_memset8(g->attn_counters, 0, 4 * KILN_ATTN_COUNTERS, NULL));
 
     KILN_TRY(kiln_rt_kernels_create(d, p ? p->jit : NULL, &g->k));
     KILN_TRY(kiln_rt_blas_create(d, g->blas_ws, g->blas_ws_bytes, &g->blas));
@@ -161,6 +166,12 @@ int kiln_gpu_set_rope_dec_max(kiln_gpu *g, int n) {
 int kiln_gpu_set_decode_warps(kiln_gpu *g, int n) {
     int was = g->decode_warps;
     g->decode_warps = n == 2 || n == 4 ? n : 0;
+    return was;
+}
+
+int kiln_gpu_set_decode_fused_reduce(kiln_gpu *g, int on) {
+    int was = g->decode_fused;
+    g->decode_fused = on > 0;
     return was;
 }
 
@@ -1169,19 +1180,21 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
         else P = decode_partition(a, base, (nw == 4 ? 2 : 4) * n_sms, g->decode_adaptive, &n_parts);
         if (P > 0) n_parts = (a->max_ctx_len + P - 1) / P;
         unsigned smem = decode_smem(nw, stages, tile_bytes(hd, kv8), hd);
-        kiln_devptr part_o = 0, part_ml = 0;
+        kiln_devptr part_o = 0, part_ml = 0, counters = 0;
         if (P) {
             size_t need_o = (size_t)n_seqs * nq * n_parts * hd * 4, need_ml = (size_t)n_seqs * nq * n_parts * 2 * 4;
             if (need_o + need_ml + 256 > g->ws_bytes) P = 0, n_parts = 1; /* no room: one pass */
             else {
                 part_o = g->ws;
                 part_ml = g->ws + (need_o + 255) / 256 * 256;
+                /* the partitions combined by the attention kernel's last block of each (sequence, KV group) */
+                if (g->decode_fused && (int64_t)n_seqs * (nq / grp) <= KILN_ATTN_COUNTERS) counters = g->attn_counters;
             }
         }
         LAUNCH(f, (unsigned)(nq / grp), (unsigned)n_seqs, (unsigned)n_parts, (unsigned)(32 * nw), smem, s, &out, &q,
                &qst, &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window, &P, &n_parts, &part_o,
-               &part_ml, &kvs);
-        if (P) {
+               &part_ml, &kvs, &counters);
+        if (P && !counters) {
             KILN_TRY(kiln_rt_kernels_get(g->k, "attn_reduce", defs, &fr));
             LAUNCH(fr, (unsigned)nq, (unsigned)n_seqs, 1, (unsigned)KILN_MIN(256, (hd + 31) / 32 * 32), 0, s, &out,
                    &part_o, &part_ml, &qs, &cl, &nq, &n_parts, &P);

@@ -125,6 +125,11 @@ typedef struct kiln_gpu_params {
 #define KILN_ROPE_DEC_MAX_DEFAULT 64
 /* kiln_attn_prefill_wg2 by default from this longest context on (sm_90, 16-bit caches, head_dim 64 | 128) */
 #define KILN_PREFILL_WG2_MIN_CTX 1024
+/* Split decode attention: the kernel's last partition block of each (sequence, KV group) combines the
+ * partitions (arrival counters, KILN_ATTN_COUNTERS of them: n_seqs * nq / GROUP at most) instead of a
+ * kiln_attn_reduce launch a layer ($KILN_DECODE_FUSED_REDUCE=1). Not yet measured: off. */
+#define KILN_DECODE_FUSED_REDUCE_DEFAULT 0
+#define KILN_ATTN_COUNTERS 65536
 
 kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gpu **out);
 void kiln_gpu_destroy(kiln_gpu *g);
@@ -157,6 +162,9 @@ int kiln_gpu_set_kv_tile(kiln_gpu *g, int mode);
 /* Warps of a decode-attention block over a 16-bit cache (2 or 4; anything
  * else: by the grid); returns the previous setting (tests). */
 int kiln_gpu_set_decode_warps(kiln_gpu *g, int n);
+/* Tests: split decode attention combines its partitions in the kernel's last block of each (sequence, KV
+ * group) instead of a kiln_attn_reduce launch (1) or not (0); returns the previous setting. */
+int kiln_gpu_set_decode_fused_reduce(kiln_gpu *g, int on);
 /* Tests: the warps a row pair of the batch-1 qkv GEMV with rope (1|2; 0: by the grid); returns the previous value. */
 int kiln_gpu_set_gemv_rope_ksplit(kiln_gpu *g, int ks);
 /* Steps of at most n tokens (0: none) take the decode rope + KV write kernel

@@ -104,7 +104,7 @@ static const kiln_jit_kernel_def registry[] = {
      "ACT=bf16 INTERLEAVED=0 KV=bf16;ACT=fp16 INTERLEAVED=1 KV=fp16;ACT=bf16 INTERLEAVED=0 KV=fp8_e5m2;"
      "ACT=bf16 INTERLEAVED=0 KV=fp8_e4m3;ACT=fp32 INTERLEAVED=0 KV=fp8_e4m3"},
     {"attn_decode", "kernel_src/attn_decode.cu", "kiln_attn_decode",
-     "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,i32,i32,ptr,ptr,ptr", ATTN_PARAMS, ATTN_EX},
+     "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,i32,i32,ptr,ptr,ptr,ptr", ATTN_PARAMS, ATTN_EX},
     {"attn_reduce", "kernel_src/attn_decode.cu", "kiln_attn_reduce", "ptr,ptr,ptr,ptr,ptr,i32,i32,i32",
      ATTN_PARAMS, ATTN_EX},
     {"attn_prefill", "kernel_src/attn_prefill.cu", "kiln_attn_prefill",
