@@ -136,6 +136,9 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s26:    eighth session: gemm_sk's split checked against the occupancy calculator: test_gpu_engine, bench_kernels
 #           gemm_sk_quick (qkv / o / down at M = 16 / 32, four tilings, cuBLASLt beside), kiln bench -b 32 with
 #           KILN_SKGEMM_MAX_M 32 / 16, -b 16 with 16 / 0
+#   s34:    (eleventh session, nvidia-h200-x2, branch next10) test_attention_decode_fused, test_gemv_rope and the whole
+#           test_gpu_ops on GPU 0; test_gpu_engine with KILN_DECODE_FUSED_REDUCE=1, kiln bench -b 1 and -b 16 / 32 with
+#           --max-model-len 8192 with and without it, bench_kernels decode both ways on GPU 1
 #   s33:    (tenth session, nvidia-h200-x2) the batch-1 qkv GEMV + rope at each UNROLL x KSPLIT: test_gemv_rope, kiln bench -b 1
 #   s32:    (tenth session, last call, nvidia-h200-x2; KILN_MAIN_BUILD for bin/kiln_main) next9 with the measured
 #           defaults: test_gpu_ops (GPU 0) beside test_gpu_engine and kiln bench -b 1 / 32 / 64 / 256 against main's
@@ -466,6 +469,26 @@ if has s19; then # seventh session: next's defaults (rope epilogue, push gather,
   kb "tp1-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 1 -b 1 -s 128 -o 512 --iters 2
   kb "tp2-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   for tp in 1 2; do kb "tp$tp-b32" -- --tp $tp -b 32 -s 128 -o 256 --iters 2; done
+fi
+if has s34; then # eleventh session: the decode split combined in the attention kernel (branch next10) and the tests
+  ( export CUDA_VISIBLE_DEVICES=0
+    gt ops_fused 240 "FAIL|passed" -- test_gpu_ops test_attention_decode_fused
+    gt ops_rope 90 "FAIL|passed" -- test_gpu_ops test_gemv_rope
+    gt ops_all 470 "FAIL|passed" -- test_gpu_ops ) > /tmp/s34t.log 2>&1 &
+  export CUDA_VISIBLE_DEVICES=1
+  gt test_gpu_engine 150 "FAIL|passed" KILN_DECODE_FUSED_REDUCE=1 -- test_gpu_engine
+  for r in 1 2; do
+    kb "b1-def$r" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-fused$r" KILN_DECODE_FUSED_REDUCE=1 -- -b 1 -s 128 -o 512 --iters 2
+  done
+  for b in 16 32; do
+    kb "b$b-long-def" -- -b $b -s 128 -o 256 --iters 2 --max-model-len 8192
+    kb "b$b-long-fused" KILN_DECODE_FUSED_REDUCE=1 -- -b $b -s 128 -o 256 --iters 2 --max-model-len 8192
+  done
+  timeout 60 "$here/bin/bench_kernels" decode > /tmp/b_d.log 2>&1; grep -E "decode" /tmp/b_d.log | sed -E 's/ +/ /g' | cut -c1-110
+  KILN_DECODE_FUSED_REDUCE=1 timeout 60 "$here/bin/bench_kernels" decode > /tmp/b_df.log 2>&1
+  grep -E "decode" /tmp/b_df.log | sed -E 's/ +/ /g; s/^/fused: /' | cut -c1-118
+  unset CUDA_VISIBLE_DEVICES; wait; cat /tmp/s34t.log
 fi
 if has s33; then # tenth session: the batch-1 qkv GEMV + rope's tiling (test_gemv_rope on GPU 0, kiln bench -b 1 on GPU 1)
   ( export CUDA_VISIBLE_DEVICES=0
