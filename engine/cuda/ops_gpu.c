@@ -1080,14 +1080,23 @@ static void decode_fp8_plan(kiln_rt_func *f, const kiln_rt_device_info *di, cons
     }
 }
 
+/* kiln_gpu_attn.prefill_kernel as the choices below read it: 2 (the first wgmma kernel, kiln_attn_prefill_wg,
+ * since removed) counts as 0, the default choice */
+static int prefill_choice(const kiln_gpu_attn *a) { return a->prefill_kernel == 2 ? 0 : a->prefill_kernel; }
+/* $KILN_PREFILL_KERNEL as the choices below read it: "wg" (that removed kernel) counts as unset */
+static const char *prefill_env(void) {
+    const char *v = getenv("KILN_PREFILL_KERNEL");
+    return v && strcmp(v, "wg") ? v : NULL;
+}
 /* kernel_src/attn_prefill.cu (kiln_attn_prefill) serves 16-bit caches with
- * head_dim <= 128 (its P2_OK) where the wgmma kernels do not run (prefill_kernel
+ * head_dim <= 128 (its P2_OK) where the wgmma kernel does not run (prefill_kernel
  * 4 or $KILN_PREFILL_KERNEL=v2 ask for it); everything else, and
  * $KILN_PREFILL_KERNEL=v1, runs kiln_attn_prefill_v1 */
 static bool prefill_v2(const kiln_gpu_attn *a, bool kv8, int hd) {
-    if (kv8 || hd > 128 || a->prefill_kernel == 1) return false;
-    const char *v = getenv("KILN_PREFILL_KERNEL");
-    return a->prefill_kernel || !(v && !strcmp(v, "v1"));
+    const int pk = prefill_choice(a);
+    if (kv8 || hd > 128 || pk == 1) return false;
+    const char *v = prefill_env();
+    return pk || !(v && !strcmp(v, "v1"));
 }
 /* its dynamic shared memory (P2_Q_BYTES + 2 * P2_STAGE_BYTES): Q [128 rows]
  * and 2 stages of K [64 tokens], each ceil16(hd) / 8 chunks of 16 bytes a
@@ -1096,36 +1105,21 @@ static unsigned prefill_smem(int hd) {
     int kch = (hd + 15) / 16 * 2;
     return (unsigned)(kch * 16 * (128 + 2 * 64) + 2 * hd * 128);
 }
-/* the dynamic shared memory of kernel_src/attn_prefill_wg.cu (WG_SMEM): 1024 bytes of alignment slack, Q [128
- * rows], 2 stages of K [128 tokens] and 3 of V [128 tokens], hd 16-bit
- * elements a row (token) or column */
-static unsigned prefill_wg_smem(int hd) { return (unsigned)(1024 + (128 + 2 * 128 + 3 * 128) * hd * 2); }
-/* kernel_src/attn_prefill_wg.cu (kiln_attn_prefill_wg, wgmma: sm_90a) on
- * sm_90 with a 16-bit cache and head_dim 64 or 128, when asked for
- * ($KILN_PREFILL_KERNEL=wg, or prefill_kernel 2); not yet the default */
-static bool prefill_wg(const kiln_gpu_attn *a, const kiln_rt_device_info *di, bool kv8, int hd) {
-    if (kv8 || (hd != 64 && hd != 128) || di->cc_major != 9 || di->cc_minor != 0 ||
-        (int)prefill_wg_smem(hd) > di->smem_per_block_optin)
-        return false;
-    if (a->prefill_kernel) return a->prefill_kernel == 2;
-    const char *v = getenv("KILN_PREFILL_KERNEL");
-    return v && !strcmp(v, "wg");
-}
-/* the dynamic shared memory of its warp-specialized version kiln_attn_prefill_wg2 (W2_SMEM): 1024 bytes of
- * alignment slack, Q [128 rows] and 3 stages of K and V [128 tokens]; the kernel adds 96 bytes of static
- * shared memory (its mbarriers) */
+/* the dynamic shared memory of kernel_src/attn_prefill_wg.cu's kiln_attn_prefill_wg2 (W2_SMEM): 1024 bytes of
+ * alignment slack, Q [128 rows] and 3 stages of K and V [128 tokens], hd 16-bit elements a row (token) or
+ * column; the kernel adds 96 bytes of static shared memory (its mbarriers) */
 static unsigned prefill_wg2_smem(int hd) { return (unsigned)(1024 + (128 + 3 * 2 * 128) * hd * 2); }
-/* kiln_attn_prefill_wg2 (384 threads: a producer warpgroup, two consumer warpgroups) under the same
- * conditions, when asked for ($KILN_PREFILL_KERNEL=wg2, or prefill_kernel 3), and by default where the
- * longest context is at least KILN_PREFILL_WG2_MIN_CTX tokens (its pipeline pays off over long key
- * ranges: H200, bench_kernels prefill, 8 x 2048 285.1 TFLOP/s against 219.7 for attn_prefill, 1 x 8192
- * 334.6 against 280.3, but 32 x 512 170.2 against 182.6) */
+/* kiln_attn_prefill_wg2 (wgmma: sm_90a; 384 threads: a producer warpgroup, two consumer warpgroups) on
+ * sm_90 with a 16-bit cache and head_dim 64 or 128, when asked for ($KILN_PREFILL_KERNEL=wg2, or
+ * prefill_kernel 3), and by default where the longest context is at least KILN_PREFILL_WG2_MIN_CTX tokens
+ * (its pipeline pays off over long key ranges: H200, bench_kernels prefill, 8 x 2048 285.1 TFLOP/s against
+ * 219.7 for attn_prefill, 1 x 8192 334.6 against 280.3, but 32 x 512 170.2 against 182.6) */
 static bool prefill_wg2(const kiln_gpu_attn *a, const kiln_rt_device_info *di, bool kv8, int hd) {
     if (kv8 || (hd != 64 && hd != 128) || di->cc_major != 9 || di->cc_minor != 0 ||
         (int)prefill_wg2_smem(hd) + 128 > di->smem_per_block_optin)
         return false;
-    if (a->prefill_kernel) return a->prefill_kernel == 3;
-    const char *v = getenv("KILN_PREFILL_KERNEL");
+    if (prefill_choice(a)) return prefill_choice(a) == 3;
+    const char *v = prefill_env();
     if (v && *v) return !strcmp(v, "wg2");
     return a->max_ctx_len >= KILN_PREFILL_WG2_MIN_CTX;
 }
@@ -1204,12 +1198,6 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
         int tt = 128 / grp; /* kernel_src/attn_prefill_wg.cu WG_BM / GROUP */
         LAUNCH(f, (unsigned)((a->max_q_len + tt - 1) / tt), (unsigned)n_seqs, (unsigned)(nq / grp), 384,
                prefill_wg2_smem(hd), s, &out, &q, &qst, &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale,
-               &window, &kvs);
-    } else if (prefill_wg(a, di, kv8, hd)) {
-        KILN_TRY(kiln_rt_kernels_get(g->k, "attn_prefill_wg", defs, &f));
-        int tt = 128 / grp; /* kernel_src/attn_prefill_wg.cu WG_BM / GROUP */
-        LAUNCH(f, (unsigned)((a->max_q_len + tt - 1) / tt), (unsigned)n_seqs, (unsigned)(nq / grp), 256,
-               prefill_wg_smem(hd), s, &out, &q, &qst, &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale,
                &window, &kvs);
     } else if (prefill_v2(a, kv8, hd)) {
         KILN_TRY(kiln_rt_kernels_get(g->k, "attn_prefill", defs, &f));

@@ -287,11 +287,11 @@ typedef struct kiln_gpu_attn {
     int window;
     int max_q_len, max_ctx_len;
     int force_partition; /* tests/bench: >0 forces this split-K partition size (decode), -1 forbids splitting */
-    int prefill_kernel;  /* tests/bench: 1 runs the first prefill kernel (as $KILN_PREFILL_KERNEL=v1 does), 2
-                            the wgmma one (=wg; on sm_90 with a 16-bit cache and head dim 64 or 128, the
-                            default kernel elsewhere), 3 its warp-specialized version (=wg2, same
-                            conditions), 4 attn_prefill (=v2; where it serves); 0: as
-                            $KILN_PREFILL_KERNEL says, else by the shape */
+    int prefill_kernel;  /* tests/bench: 1 runs the first prefill kernel (as $KILN_PREFILL_KERNEL=v1 does), 3
+                            the warp-specialized wgmma one (=wg2; on sm_90 with a 16-bit cache and head dim
+                            64 or 128, the default kernel elsewhere), 4 attn_prefill (=v2; where it serves);
+                            0: as $KILN_PREFILL_KERNEL says, else by the shape. 2 (=wg, the first wgmma
+                            kernel) was removed: it counts as 0, and =wg as unset */
 } kiln_gpu_attn;
 kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, const kiln_gpu_attn *a);
 

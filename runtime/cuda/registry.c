@@ -113,11 +113,9 @@ static const kiln_jit_kernel_def registry[] = {
      * above 128, and $KILN_PREFILL_KERNEL=v1 */
     {"attn_prefill_v1", "kernel_src/attn_prefill.cu", "kiln_attn_prefill_v1",
      "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,ptr", ATTN_PARAMS, ATTN_EX},
-    /* the Hopper (wgmma) prefill kernel: $KILN_PREFILL_KERNEL=wg on sm_90 with a 16-bit cache and head
-     * dim 64 or 128; compiled for sm_90a there (kiln_jit_unit_arch), a trapping body elsewhere */
-    {"attn_prefill_wg", "kernel_src/attn_prefill_wg.cu", "kiln_attn_prefill_wg",
-     "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,ptr", ATTN_PARAMS, ATTN_WG_EX},
-    /* its warp-specialized version (same file, one compile): $KILN_PREFILL_KERNEL=wg2, same conditions */
+    /* the Hopper (wgmma, warp-specialized) prefill kernel: on sm_90 with a 16-bit cache and head dim 64 or
+     * 128, $KILN_PREFILL_KERNEL=wg2 or by default for long contexts; compiled for sm_90a there
+     * (kiln_jit_unit_arch), a trapping body elsewhere */
     {"attn_prefill_wg2", "kernel_src/attn_prefill_wg.cu", "kiln_attn_prefill_wg2",
      "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,ptr", ATTN_PARAMS, ATTN_WG_EX},
     {"sample_penalties", "kernel_src/sample.cu", "kiln_sample_penalties", "ptr,i32,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr",
