@@ -1450,7 +1450,8 @@ KT_TEST(test_gemv_rope) {
                         size_t ne = cbytes / 2;
                         float *a1 = malloc(sizeof(float) * ne * 4), *b1 = a1 + ne, *a2 = b1 + ne, *b2 = a2 + ne;
                         for (size_t i = 0; i < ne; i++) {
-                            a1[i] = kiln_cpu_kv_read(gk, &l, (int64_t)i, 1.0f), b1[i] = kiln_cpu_kv_read(kc, &l, (int64_t)i, 1.0f);
+                            a1[i] = kiln_cpu_kv_read(gk, &l, (int64_t)i, 1.0f);
+                            b1[i] = kiln_cpu_kv_read(kc, &l, (int64_t)i, 1.0f);
                             a2[i] = kiln_cpu_kv_read(gvv, &l, (int64_t)i, 1.0f), b2[i] = kiln_cpu_kv_read(vc, &l, (int64_t)i, 1.0f);
                         }
                         CHECK_CLOSE(a1, b1, ne, dt, "gemv+rope %s hd=%d nq=%d nkv=%d slot=%d: key cache",
@@ -1468,6 +1469,137 @@ KT_TEST(test_gemv_rope) {
     gemv_rope_tested = kiln_rt_kernels_was_used(kiln_gpu_kernels(gv), "gemv_rope");
     KT_CHECK(gemv_rope_tested);
     kiln_gpu_destroy(gv);
+}
+
+static bool sk_rope_tested; /* test_gemm_sk_rope runs gemm_sk_rope on its own kiln_gpu's */
+
+/* The qkv GEMM of M = 2..32 rows with rope and the KV-cache write through
+ * gemm_sk's ROPE epilogue (kiln_gpu_gemm_rope_kv_m with skgemm_rope on)
+ * against the CPU: gemm (+ bias) rounded to act as the plain GEMM stores it,
+ * kiln_cpu_rope at pos[m] of each row, rounded again, kiln_cpu_kv_write at
+ * slots[m] into caches that start with the same random bytes. bf16 / fp16,
+ * head dim 128, GQA (32, 8) and MHA (8, 8), K one chunk multiple and not
+ * (4104), bias on / off, positions 0 / 1000 / others (mscale 1 and 1.25),
+ * skipped rows (slot -1); splits 1, 3 and automatic with 4 warps a block,
+ * 2 with 8 (RT 1). The output has a poisoned row past M and every cache
+ * element of a slot no row writes must keep its bytes (no stray writes). */
+KT_TEST(test_gemm_sk_rope) {
+    NEED_GPU();
+    static const struct { int warps, split; } cf[] = {{4, 1}, {4, 3}, {8, 2}, {0, 0}};
+    enum { NCF = 4, MAXR = 32, BS = 16, NB = 4 };
+    kiln_gpu *gs[NCF] = {0};
+    for (int c = 0; c < NCF; c++) {
+        kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1,
+                              .skgemm_max_m = 32, .skgemm_warps = cf[c].warps, .skgemm_split = cf[c].split};
+        KT_OK(kiln_gpu_create(dev, &gp, &gs[c]));
+        kiln_gpu_set_skgemm_rope(gs[c], 1);
+    }
+    kiln_pool *pool = NULL;
+    KT_OK(kiln_pool_create(8, &pool));
+    static const int Ms[] = {2, 5, 17, 32}, heads[][2] = {{32, 8}, {8, 8}}, Ks[] = {512, 4104};
+    const int hd = 128;
+    int32_t pos[MAXR], slots[MAXR];
+    for (int m = 0; m < MAXR; m++) {
+        pos[m] = m % 3 == 0 ? 0 : m % 3 == 1 ? 1000 : 7 + 13 * m;
+        slots[m] = m % 4 == 3 ? -1 : (m * 37 + 5) % (NB * BS); /* distinct: 37 is odd, NB * BS = 64 */
+    }
+    float inv[64], ms = 1;
+    make_inv_freq(hd, true, inv, &ms);
+    kiln_devptr dinv = dupload(inv, sizeof inv), dp = dupload(pos, sizeof pos), ds = dupload(slots, sizeof slots);
+    for (int a = 0; a < 2; a++)
+        for (int gi = 0; gi < 2; gi++)
+            for (int ki = 0; ki < 2; ki++) {
+                const kiln_dtype dt = acts[a];
+                const int nq = heads[gi][0], nkv = heads[gi][1], K = Ks[ki], N = (nq + 2 * nkv) * hd;
+                const int bias = (gi + ki) & 1;
+                ms = (a + ki) & 1 ? 1.25f : 1.0f;
+                kiln_kv_layout l;
+                const size_t cbytes = kiln_kv_layout_init(&l, NB, BS, nkv, hd, dt), ne = cbytes / 2;
+                float *x = rand_act((size_t)MAXR * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.05f),
+                      *b = rand_act((size_t)N, dt, 1), *g32 = malloc(sizeof(float) * (size_t)MAXR * N),
+                      *ref = malloc(sizeof(float) * (size_t)MAXR * N);
+                kiln_cpu_gemm(pool, g32, N, x, w, KILN_DTYPE_F32, bias ? b : NULL, KILN_DTYPE_F32, MAXR, N, K);
+                void *tmp = malloc((size_t)MAXR * N * 2);
+                kiln_from_f32(tmp, dt, g32, (size_t)MAXR * N), kiln_to_f32(g32, tmp, dt, (size_t)MAXR * N);
+                kiln_devptr dx = up_act(x, (size_t)MAXR * K, dt), dw = up_act(w, (size_t)N * K, dt),
+                            db = up_act(b, (size_t)N, dt);
+                kiln_gpu_rope_params grp = {hd, hd, false, dinv, ms, 0, 0, 0, 0};
+                for (int mi = 0; mi < 4; mi++) {
+                    const int M = Ms[mi];
+                    /* the reference: the first M rows, rotated, rounded, written */
+                    memcpy(ref, g32, sizeof(float) * (size_t)M * N);
+                    kiln_rope_params rp = {hd, hd, false, inv, ms, NULL, 0, 0, 0};
+                    kiln_cpu_rope(ref, N, pos, M, nq, nkv, &rp);
+                    kiln_from_f32(tmp, dt, ref, (size_t)M * N), kiln_to_f32(ref, tmp, dt, (size_t)M * N);
+                    void *kc0 = rand_bytes(cbytes), *vc0 = rand_bytes(cbytes);
+                    void *kc = malloc(cbytes), *vc = malloc(cbytes);
+                    memcpy(kc, kc0, cbytes), memcpy(vc, vc0, cbytes);
+                    kiln_cpu_kv_write(kc, vc, &l, ref + (size_t)nq * hd, ref + (size_t)(nq + nkv) * hd, N, slots, M);
+                    /* the cache elements of slots some row writes (key [b, nkv, hd / x, bs, x], value
+                     * [b, nkv, hd, bs]) */
+                    bool wk[NB * BS] = {0};
+                    for (int m = 0; m < M; m++)
+                        if (slots[m] >= 0) wk[slots[m]] = true;
+                    float *a1 = malloc(sizeof(float) * ne * 4), *b1 = a1 + ne, *a2 = b1 + ne, *b2 = a2 + ne;
+                    for (int c = 0; c < NCF; c++) {
+                        char what[160];
+                        snprintf(what, sizeof what, "gemm_sk+rope %s M=%d nq=%d nkv=%d K=%d bias=%d warps %d split %d",
+                                 kiln_dtype_name(dt), M, nq, nkv, K, bias, cf[c].warps, cf[c].split);
+                        KT_REQUIRE(kiln_gpu_gemm_rope_kv_ok(gs[c], dt, M, N, K, nq, &grp, &l));
+                        kiln_devptr dkc = dupload(kc0, cbytes), dvc = dupload(vc0, cbytes),
+                                    dout = dmalloc((size_t)(M + 1) * N * 2); /* a poisoned row past M */
+                        KT_OK(kiln_gpu_gemm_rope_kv_m(gs[c], st, dout, dx, dw, dt, bias ? db : 0, M, N, K, nq, dp,
+                                                      &grp, dkc, dvc, &l, ds));
+                        float *got = down_act(dout, (size_t)(M + 1) * N, dt);
+                        CHECK_CLOSE(got, ref, (size_t)M * N, dt, "%s: qkv", what);
+                        int stray = 0;
+                        for (int j = 0; j < N; j++) stray += !isnan(got[(size_t)M * N + j]);
+                        uint16_t *gk = ddown(dkc, cbytes), *gv = ddown(dvc, cbytes);
+                        const uint16_t *k0 = kc0, *v0 = vc0;
+                        for (size_t i = 0; i < ne; i++) {
+                            const size_t kb = i / ((size_t)nkv * hd * BS); /* the block, both layouts */
+                            const int ko = (int)(i / (size_t)l.x % BS), vo = (int)(i % BS);
+                            if (!wk[kb * BS + ko]) stray += gk[i] != k0[i];
+                            if (!wk[kb * BS + vo]) stray += gv[i] != v0[i];
+                            a1[i] = kiln_cpu_kv_read(gk, &l, (int64_t)i, 1.0f);
+                            b1[i] = kiln_cpu_kv_read(kc, &l, (int64_t)i, 1.0f);
+                            a2[i] = kiln_cpu_kv_read(gv, &l, (int64_t)i, 1.0f);
+                            b2[i] = kiln_cpu_kv_read(vc, &l, (int64_t)i, 1.0f);
+                        }
+                        CHECK_CLOSE(a1, b1, ne, dt, "%s: key cache", what);
+                        CHECK_CLOSE(a2, b2, ne, dt, "%s: value cache", what);
+                        KT_CHECKF(stray == 0, "%d writes outside out[M, N] and the rows' slots: %s", stray, what);
+                        free(got), free(gk), free(gv);
+                        dfree(dkc), dfree(dvc), dfree(dout);
+                    }
+                    free(a1), free(kc0), free(vc0), free(kc), free(vc);
+                }
+                free(x), free(w), free(b), free(g32), free(ref), free(tmp);
+                dfree(dx), dfree(dw), dfree(db);
+            }
+    /* the predicate: off by the knob, M past 32 or 1 (the GEMV's, off here), head dim 64 */
+    {
+        kiln_kv_layout l, l64;
+        kiln_kv_layout_init(&l, NB, BS, 8, hd, KILN_DTYPE_BF16);
+        kiln_kv_layout_init(&l64, NB, BS, 8, 64, KILN_DTYPE_BF16);
+        kiln_gpu_rope_params grp = {hd, hd, false, dinv, 1, 0, 0, 0, 0}, g64 = {64, 64, false, dinv, 1, 0, 0, 0, 0};
+        const int N = 48 * hd;
+        KT_CHECK(!kiln_gpu_gemm_rope_kv_ok(gs[0], KILN_DTYPE_BF16, 33, N, 4096, 32, &grp, &l));
+        KT_CHECK(!kiln_gpu_gemm_rope_kv_ok(gs[0], KILN_DTYPE_BF16, 1, N, 4096, 32, &grp, &l));
+        KT_CHECK(!kiln_gpu_gemm_rope_kv_ok(gs[0], KILN_DTYPE_BF16, 8, 48 * 64, 4096, 32, &g64, &l64));
+        KT_CHECK(kiln_gpu_set_skgemm_rope(gs[0], 0) == 1);
+        KT_CHECK(!kiln_gpu_gemm_rope_kv_ok(gs[0], KILN_DTYPE_BF16, 8, N, 4096, 32, &grp, &l));
+        kiln_gpu_set_skgemm_rope(gs[0], 1);
+        KT_CHECK(kiln_gpu_gemm_rope_kv_ok(gs[0], KILN_DTYPE_BF16, 8, N, 4096, 32, &grp, &l));
+    }
+    sk_rope_tested = true;
+    for (int c = 0; c < NCF; c++) {
+        sk_rope_tested = sk_rope_tested && kiln_rt_kernels_was_used(kiln_gpu_kernels(gs[c]), "gemm_sk_rope");
+        kiln_gpu_destroy(gs[c]);
+    }
+    KT_CHECK(sk_rope_tested);
+    dfree(dinv), dfree(dp), dfree(ds);
+    kiln_pool_destroy(pool);
 }
 
 /* test_gemm_tc runs the tensor-core GEMM and its split-K reduction on its own kiln_gpu's */
@@ -1902,6 +2034,7 @@ KT_TEST(test_every_kernel_tested) {
         KT_CHECKF(kiln_rt_kernels_was_used(kiln_gpu_kernels(gpu), reg[i].name) ||
                       (!strcmp(reg[i].name, "gemv") && gemv_tested) ||
                       (!strcmp(reg[i].name, "gemv_rope") && gemv_rope_tested) ||
+                      (!strcmp(reg[i].name, "gemm_sk_rope") && sk_rope_tested) ||
                       (!strcmp(reg[i].name, "gemv_ar_norm") && gemv_ar_tested) ||
                       (!strcmp(reg[i].name, "gemm_tc") && tc_tested) ||
                       (!strcmp(reg[i].name, "gemm_sk") && sk_tested) ||
@@ -1918,6 +2051,7 @@ KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_
         KT_CASE(test_attention_prefill), KT_CASE(test_attention_prefill_shapes),
         KT_CASE(test_attention_prefill_wg), KT_CASE(test_attention_fp8), KT_CASE(test_sampling), KT_CASE(test_sampling_greedy),
         KT_CASE(test_gemv),
-        KT_CASE(test_gemv_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm_sk), KT_CASE(test_silu_gemm_sk),
+        KT_CASE(test_gemv_rope), KT_CASE(test_gemm_sk_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm_sk),
+        KT_CASE(test_silu_gemm_sk),
         KT_CASE(test_gemm), KT_CASE(test_graph_replay),
         KT_CASE(test_all_reduce_one_rank), KT_CASE(test_every_kernel_tested))

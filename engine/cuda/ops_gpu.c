@@ -25,7 +25,9 @@ struct kiln_gpu {
     int gemv_rope_unroll, gemv_rope_ksplit; /* the rope GEMV's tiling ($KILN_GEMV_ROPE_UNROLL / _KSPLIT) */
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int sk_max_m, sk_max_mb, sk_max_mb32, sk_warps, sk_rt, sk_stages, sk_split, sk_silu; /* gemm_sk knobs */
-    struct { int N, K, maxm, glu, split; } sk_fit[16]; /* gemm_sk splits that fit one wave, by shape */
+    int sk_rope; /* the qkv GEMM with rope + KV write through gemm_sk for 2 <= M <= 32 ($KILN_SKGEMM_ROPE) */
+    struct { int N, K, maxm, glu, split; } sk_fit[16]; /* gemm_sk splits that fit one wave, by shape (glu: the
+                                                          epilogue, 0 none, 1 GLU, 2 ROPE) */
     kiln_devptr sk_prof; /* gemm_sk's timing records (kiln_gpu_set_skgemm_profile), 0: none */
     int sk_prof_blocks, sk_prof_last;
     int n_sk_fit;
@@ -100,6 +102,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->sk_stages < 2 || g->sk_stages > 8) g->sk_stages = 0;
     g->sk_split = knob(p ? p->skgemm_split : 0, "KILN_SKGEMM_SPLIT", 0); /* 0: auto */
     if (g->sk_split < 0 || g->sk_split > 8) g->sk_split = 0;
+    g->sk_rope = knob(0, "KILN_SKGEMM_ROPE", KILN_SKGEMM_ROPE_DEFAULT) > 0;
     g->elem_wide_min = knob(p ? p->elem_wide_min : 0, "KILN_ELEM_WIDE_MIN", KILN_ELEM_WIDE_MIN_DEFAULT);
     if (g->elem_wide_min < 0) g->elem_wide_min = 0;
     g->decode_adaptive = knob(0, "KILN_DECODE_ADAPTIVE", 1) > 0;
@@ -172,6 +175,12 @@ int kiln_gpu_set_decode_warps(kiln_gpu *g, int n) {
 int kiln_gpu_set_decode_fused_reduce(kiln_gpu *g, int on) {
     int was = g->decode_fused;
     g->decode_fused = on > 0;
+    return was;
+}
+
+int kiln_gpu_set_skgemm_rope(kiln_gpu *g, int on) {
+    int was = g->sk_rope;
+    g->sk_rope = on > 0;
     return was;
 }
 
@@ -396,19 +405,28 @@ fail:
     return st;
 }
 
+/* gemm_sk's ROPE epilogue's arguments (kiln_gpu_gemm_rope_kv_m) */
+typedef struct sk_rope_args {
+    int nq, nkv, bs, hd;
+    kiln_devptr pos, inv_freq, kc, vc, slots;
+    float mscale;
+} sk_rope_args;
+
 /* The cluster split-K GEMM (kernel_src/gemm_sk.cu): the tiling from the
  * knobs, the stages, split and shared memory from kiln_skgemm_plan, the
  * automatic split checked against the occupancy calculator once a shape and
- * remembered (sk_fit). */
+ * remembered (sk_fit). glu: the epilogue, 0 none, 1 GLU, 2 ROPE (kiln_gemm_sk_rope
+ * with ra's arguments; a block one head: RT = head_dim / (16 WARPS)). */
 static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ld, kiln_dtype out_dt,
                            kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int M, int N, int K,
-                           int glu) {
+                           int glu, const sk_rope_args *ra) {
     kiln_status st = KILN_OK;
     kiln_rt_func *f;
     const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
     const int maxm = mma_maxm(M);
-    /* GLU: 2 tiles a warp (gate, up) */
-    const int warps = g->sk_warps, rt = glu ? 2 : g->sk_rt ? g->sk_rt : KILN_SKGEMM_TILES_DEFAULT(maxm);
+    /* GLU: 2 tiles a warp (gate, up); ROPE: BN = the head dim */
+    const int warps = g->sk_warps, rt = glu == 2   ? ra->hd / (16 * warps)
+                                        : glu ? 2 : g->sk_rt ? g->sk_rt : KILN_SKGEMM_TILES_DEFAULT(maxm);
     const int stages = g->sk_stages ? g->sk_stages : KILN_SKGEMM_STAGES_DEFAULT(maxm);
     int want = g->sk_split, fit = -1;
     for (int i = 0; i < g->n_sk_fit && !want; i++)
@@ -417,8 +435,12 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     kiln_skgemm_shape p = kiln_skgemm_plan(di->n_sms, di->smem_per_sm, di->smem_per_block_optin, di->cc_major, N, K, maxm,
                                            warps, rt, stages, want);
 #define SK_GET(pl)                                                                                                  \
-    KILN_TRY(get(g, "gemm_sk", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d GLU=%d", dt(in_dt), dt(out_dt), \
-                 maxm, warps, rt, (pl).stages, (pl).split, glu))
+    if (glu == 2)                                                                                                   \
+        KILN_TRY(get(g, "gemm_sk_rope", &f, "ACT=%s MAXM=%d WARPS=%d STAGES=%d CL=%d ROPE=1 HD=%d KV=%s", dt(in_dt),   \
+                     maxm, warps, (pl).stages, (pl).split, ra->hd, dt(in_dt)));                                      \
+    else                                                                                                            \
+        KILN_TRY(get(g, "gemm_sk", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d GLU=%d", dt(in_dt),      \
+                     dt(out_dt), maxm, warps, rt, (pl).stages, (pl).split, glu))
     SK_GET(p);
     if (!want && p.split > 1) {
         /* the automatic split, lowered until the driver's occupancy
@@ -444,8 +466,15 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     int cps = p.cps;
     kiln_devptr prof = g->sk_prof && p.tiles * p.split <= g->sk_prof_blocks ? g->sk_prof : 0;
     g->sk_prof_last = prof ? p.tiles * p.split : 0;
-    LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)(warps * 32), (unsigned)p.smem, s, &out, &ld, &x, &w,
-           &bias, &M, &N, &K, &cps, &prof);
+    if (glu == 2) {
+        sk_rope_args a = *ra;
+        LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)(warps * 32), (unsigned)p.smem, s, &out, &ld, &x,
+               &w, &bias, &M, &N, &K, &cps, &prof, &a.nq, &a.nkv, &a.pos, &a.inv_freq, &a.mscale, &a.kc, &a.vc,
+               &a.slots, &a.bs);
+    } else {
+        LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)(warps * 32), (unsigned)p.smem, s, &out, &ld, &x,
+               &w, &bias, &M, &N, &K, &cps, &prof);
+    }
 fail:
     return st;
 }
@@ -501,7 +530,7 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
     const int sk_mb = M > 16 && g->sk_max_mb32 > 0 && g->sk_max_mb > 0 ? KILN_MIN(g->sk_max_mb, g->sk_max_mb32)
                                                                         : g->sk_max_mb;
     if (mma_ok && M <= g->sk_max_m && (sk_mb <= 0 || N * K * 2 <= ((int64_t)sk_mb << 20)))
-        return sk_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, 0);
+        return sk_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, 0, NULL);
     if (mma_ok && M <= g->tc_max_m)
         return tc_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K);
     return kiln_rt_gemm(g->blas, s, out, ldo, out_dt, x, w, in_dt, bias, M, N, K);
@@ -530,7 +559,7 @@ kiln_status kiln_gpu_gemm_silu(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, 
         KILN_CHECK((x | w) % 16 == 0, KILN_ERR_INVALID_ARGUMENT,
                    "gate/up GEMM with SiLU: x and W must be 16-byte aligned (x %#llx, W %#llx)", (unsigned long long)x,
                    (unsigned long long)w);
-        return sk_gemm(g, s, out, ldo ? ldo : N / 2, in_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, 1);
+        return sk_gemm(g, s, out, ldo ? ldo : N / 2, in_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, 1, NULL);
     }
     {
         int maxm = M == 1 ? 1 : M == 2 ? 2 : M <= 4 ? 4 : 8;
@@ -589,24 +618,53 @@ fail:
     return st;
 }
 
+/* the qkv GEMM of 2 <= M <= 32 rows with rope + KV write through
+ * kernel_src/gemm_sk.cu ROPE=1: a block is one head (head dim 128 = BN of
+ * 4 warps x 2 tiles or 8 x 1), a 16-bit cache of act; no weight-size limit
+ * (it replaces the GEMM and the rope kernel, whatever the plain GEMM takes) */
+static bool sk_rope_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K, int nq,
+                       const kiln_gpu_rope_params *rp, const kiln_kv_layout *l) {
+    const int hd = rp->head_dim;
+    return g->sk_rope && M >= 2 && M <= 32 && (act == KILN_DTYPE_BF16 || act == KILN_DTYPE_F16) && l->dtype == act &&
+           !rp->interleaved && rp->rot_dim == hd && !rp->dyn_seq_len && l->head_dim == hd && hd == 128 &&
+           nq >= 0 && l->n_kv_heads > 0 &&
+           N == (int64_t)(nq + 2 * l->n_kv_heads) * hd && K % 8 == 0 && N <= INT32_MAX && K <= INT32_MAX;
+}
+
 bool kiln_gpu_gemm_rope_kv_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K, int nq,
                               const kiln_gpu_rope_params *rp, const kiln_kv_layout *l) {
     const int hd = rp->head_dim;
-    return g->gemv_rope && M == 1 && M <= g->gemv_max_m && (act == KILN_DTYPE_BF16 || act == KILN_DTYPE_F16) &&
-           l->dtype == act && !rp->interleaved && rp->rot_dim == hd && !rp->dyn_seq_len && l->head_dim == hd &&
-           (hd == 64 || hd == 96 || hd == 128 || hd == 256) && nq >= 0 &&
-           N == (int64_t)(nq + 2 * l->n_kv_heads) * hd && K % vec_elems(act) == 0 && K <= INT32_MAX;
+    return (g->gemv_rope && M == 1 && M <= g->gemv_max_m && (act == KILN_DTYPE_BF16 || act == KILN_DTYPE_F16) &&
+            l->dtype == act && !rp->interleaved && rp->rot_dim == hd && !rp->dyn_seq_len && l->head_dim == hd &&
+            (hd == 64 || hd == 96 || hd == 128 || hd == 256) && nq >= 0 &&
+            N == (int64_t)(nq + 2 * l->n_kv_heads) * hd && K % vec_elems(act) == 0 && K <= INT32_MAX) ||
+           sk_rope_ok(g, act, M, N, K, nq, rp, l);
 }
 
 kiln_status kiln_gpu_gemm_rope_kv(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_devptr w,
                                   kiln_dtype act, kiln_devptr bias, int64_t N, int64_t K, int nq, kiln_devptr pos,
                                   const kiln_gpu_rope_params *rp, kiln_devptr kcache, kiln_devptr vcache,
                                   const kiln_kv_layout *l, kiln_devptr slots) {
+    return kiln_gpu_gemm_rope_kv_m(g, s, out, x, w, act, bias, 1, N, K, nq, pos, rp, kcache, vcache, l, slots);
+}
+
+kiln_status kiln_gpu_gemm_rope_kv_m(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_devptr w,
+                                    kiln_dtype act, kiln_devptr bias, int64_t M, int64_t N, int64_t K, int nq,
+                                    kiln_devptr pos, const kiln_gpu_rope_params *rp, kiln_devptr kcache,
+                                    kiln_devptr vcache, const kiln_kv_layout *l, kiln_devptr slots) {
     kiln_status st = KILN_OK;
     kiln_rt_func *f;
-    KILN_CHECK(kiln_gpu_gemm_rope_kv_ok(g, act, 1, N, K, nq, rp, l), KILN_ERR_INTERNAL,
-               "qkv GEMV with rope + KV write: N %lld, K %lld, %s (off, or not its shape)", (long long)N, (long long)K,
-               dt(act));
+    KILN_CHECK(kiln_gpu_gemm_rope_kv_ok(g, act, M, N, K, nq, rp, l), KILN_ERR_INTERNAL,
+               "qkv GEMM with rope + KV write: M %lld, N %lld, K %lld, %s (off, or not its shape)", (long long)M,
+               (long long)N, (long long)K, dt(act));
+    if (M > 1) { /* gemm_sk's ROPE epilogue (sk_rope_ok) */
+        KILN_CHECK((x | w) % 16 == 0, KILN_ERR_INVALID_ARGUMENT,
+                   "qkv GEMM with rope + KV write: x and W must be 16-byte aligned (x %#llx, W %#llx)",
+                   (unsigned long long)x, (unsigned long long)w);
+        const sk_rope_args ra = {nq, l->n_kv_heads, l->block_size, rp->head_dim, pos, rp->inv_freq, kcache, vcache,
+                                 slots, rp->mscale};
+        return sk_gemm(g, s, out, N, act, x, w, act, bias, (int)M, (int)N, (int)K, 2, &ra);
+    }
     {
         /* a row pair a group of ks warps (WARPS 8): by default 1 where that still gives every SM two
          * blocks (H200, Llama-3-8B qkv N 6144, 384 blocks: -b 1 246.1 / 246.0 tok/s against 242.3 / 242.3

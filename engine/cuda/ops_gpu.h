@@ -167,6 +167,9 @@ int kiln_gpu_set_decode_warps(kiln_gpu *g, int n);
 int kiln_gpu_set_decode_fused_reduce(kiln_gpu *g, int on);
 /* Tests: the warps a row pair of the batch-1 qkv GEMV with rope (1|2; 0: by the grid); returns the previous value. */
 int kiln_gpu_set_gemv_rope_ksplit(kiln_gpu *g, int ks);
+/* Tests: the qkv GEMM with rope + KV write through gemm_sk for 2 <= M <= 32
+ * (kiln_gpu_gemm_rope_kv_m; $KILN_SKGEMM_ROPE) on (1) or off (0); returns the previous setting. */
+int kiln_gpu_set_skgemm_rope(kiln_gpu *g, int on);
 /* Steps of at most n tokens (0: none) take the decode rope + KV write kernel
  * (kernel_src/rope_kv.cu kiln_rope_kv_write_dec); returns the previous
  * setting (tests). */
@@ -223,6 +226,14 @@ kiln_status kiln_gpu_gemm_rope_kv(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr ou
                                   kiln_dtype act, kiln_devptr bias, int64_t N, int64_t K, int nq, kiln_devptr pos,
                                   const kiln_gpu_rope_params *rp, kiln_devptr kcache, kiln_devptr vcache,
                                   const kiln_kv_layout *l, kiln_devptr slots);
+/* The same for M rows (out [M, N], row m rotated at pos[m] and written at
+ * slots[m]): M = 1 the GEMV above; 2 <= M <= 32 through kernel_src/gemm_sk.cu
+ * ROPE=1 (kiln_gpu_gemm_rope_kv_ok: skgemm_rope on, head dim 128, the other
+ * conditions as above; x and W 16-byte aligned). */
+kiln_status kiln_gpu_gemm_rope_kv_m(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_devptr w,
+                                    kiln_dtype act, kiln_devptr bias, int64_t M, int64_t N, int64_t K, int nq,
+                                    kiln_devptr pos, const kiln_gpu_rope_params *rp, kiln_devptr kcache,
+                                    kiln_devptr vcache, const kiln_kv_layout *l, kiln_devptr slots);
 /* out[T, I] = silu(x[:, :I]) * x[:, I:]  (x [T, 2I]); gelu_tanh variant. */
 kiln_status kiln_gpu_silu_mul(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_dtype act, int T,
                               int I);
