@@ -136,8 +136,10 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s26:    eighth session: gemm_sk's split checked against the occupancy calculator: test_gpu_engine, bench_kernels
 #           gemm_sk_quick (qkv / o / down at M = 16 / 32, four tilings, cuBLASLt beside), kiln bench -b 32 with
 #           KILN_SKGEMM_MAX_M 32 / 16, -b 16 with 16 / 0
-#   s34:    (eleventh session, nvidia-h200-x2, branch next10) test_attention_decode_fused, test_gemv_rope and the whole
-#           test_gpu_ops on GPU 0; test_gpu_engine with KILN_DECODE_FUSED_REDUCE=1, kiln bench -b 1 and -b 16 / 32 with
+#   s34:    (eleventh session, nvidia-h200-x2, branch next10) test_attention_decode_fused, test_gemv_rope,
+#           test_gemm_sk_rope and the whole
+#           test_gpu_ops on GPU 0; test_gpu_engine with KILN_DECODE_FUSED_REDUCE=1 and with KILN_SKGEMM_ROPE=1, kiln
+#           bench -b 8 / 32 with and without KILN_SKGEMM_ROPE=1, -b 1 and -b 16 / 32 with
 #           --max-model-len 8192 with and without it, bench_kernels decode both ways on GPU 1
 #   s33:    (tenth session, nvidia-h200-x2) the batch-1 qkv GEMV + rope at each UNROLL x KSPLIT: test_gemv_rope, kiln bench -b 1
 #   s32:    (tenth session, last call, nvidia-h200-x2; KILN_MAIN_BUILD for bin/kiln_main) next9 with the measured
@@ -474,6 +476,7 @@ if has s34; then # eleventh session: the decode split combined in the attention 
   ( export CUDA_VISIBLE_DEVICES=0
     gt ops_fused 240 "FAIL|passed" -- test_gpu_ops test_attention_decode_fused
     gt ops_rope 90 "FAIL|passed" -- test_gpu_ops test_gemv_rope
+    gt ops_skrope 150 "FAIL|passed" -- test_gpu_ops test_gemm_sk_rope
     gt ops_all 470 "FAIL|passed" -- test_gpu_ops ) > /tmp/s34t.log 2>&1 &
   export CUDA_VISIBLE_DEVICES=1
   gt test_gpu_engine 150 "FAIL|passed" KILN_DECODE_FUSED_REDUCE=1 -- test_gpu_engine
@@ -481,6 +484,11 @@ if has s34; then # eleventh session: the decode split combined in the attention 
     kb "b1-def$r" -- -b 1 -s 128 -o 512 --iters 2
     kb "b1-fused$r" KILN_DECODE_FUSED_REDUCE=1 -- -b 1 -s 128 -o 512 --iters 2
   done
+  gt test_gpu_engine_skrope 150 "FAIL|passed" KILN_SKGEMM_ROPE=1 -- test_gpu_engine
+  for b in 8 32; do for r in 1 2; do
+    kb "b$b-def$r" -- -b $b -s 128 -o 256 --iters 2
+    kb "b$b-skrope$r" KILN_SKGEMM_ROPE=1 -- -b $b -s 128 -o 256 --iters 2
+  done; done
   for b in 16 32; do
     kb "b$b-long-def" -- -b $b -s 128 -o 256 --iters 2 --max-model-len 8192
     kb "b$b-long-fused" KILN_DECODE_FUSED_REDUCE=1 -- -b $b -s 128 -o 256 --iters 2 --max-model-len 8192
