@@ -137,8 +137,7 @@ cat > "$out/remote.sh" <<'REMOTE'
 #           gemm_sk_quick (qkv / o / down at M = 16 / 32, four tilings, cuBLASLt beside), kiln bench -b 32 with
 #           KILN_SKGEMM_MAX_M 32 / 16, -b 16 with 16 / 0
 #   s34:    (eleventh session, nvidia-h200-x2, branch next10) test_attention_decode_fused, test_gemv_rope,
-#           test_gemm_sk_rope and the whole
-#           test_gpu_ops on GPU 0; test_gpu_engine with KILN_DECODE_FUSED_REDUCE=1 and with KILN_SKGEMM_ROPE=1, kiln
+#           test_gemm_sk_rope on GPU 0 (the whole suite: `S31_BENCH=0 remote.sh s31`, a call of its own); test_gpu_engine with KILN_DECODE_FUSED_REDUCE=1 and with KILN_SKGEMM_ROPE=1, kiln
 #           bench -b 8 / 32 with and without KILN_SKGEMM_ROPE=1, -b 1 and -b 16 / 32 with
 #           --max-model-len 8192 with and without it, bench_kernels decode both ways on GPU 1
 #   s33:    (tenth session, nvidia-h200-x2) the batch-1 qkv GEMV + rope at each UNROLL x KSPLIT: test_gemv_rope, kiln bench -b 1
@@ -476,8 +475,7 @@ if has s34; then # eleventh session: the decode split combined in the attention 
   ( export CUDA_VISIBLE_DEVICES=0
     gt ops_fused 240 "FAIL|passed" -- test_gpu_ops test_attention_decode_fused
     gt ops_rope 90 "FAIL|passed" -- test_gpu_ops test_gemv_rope
-    gt ops_skrope 150 "FAIL|passed" -- test_gpu_ops test_gemm_sk_rope
-    gt ops_all 470 "FAIL|passed" -- test_gpu_ops ) > /tmp/s34t.log 2>&1 &
+    gt ops_skrope 150 "FAIL|passed" -- test_gpu_ops test_gemm_sk_rope ) > /tmp/s34t.log 2>&1 &
   export CUDA_VISIBLE_DEVICES=1
   gt test_gpu_engine 150 "FAIL|passed" KILN_DECODE_FUSED_REDUCE=1 -- test_gpu_engine
   for r in 1 2; do
