@@ -148,6 +148,19 @@ KILN_DEV out_t sk_glu(float g, float u, const out_t *bias, int p, int I) {
     return from_f32<out_t>(gf / (1.0f + expf(-gf)) * uf);
 }
 
+// Each accumulator of this thread (one CL = 1 block's outputs): tile r, n tile
+// j, element e, with its x row m (the output row) and W row n (the column)
+// (ROPE's epilogue; the plain one keeps its loops: the same indices, its measured code)
+template <typename F> KILN_DEV void sk_each_acc(int warp, int g, int t, int n_blk, F f) {
+#pragma unroll
+    for (int r = 0; r < RT; r++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                f(r, j, e, 8 * j + 2 * t + (e & 1), n_blk + 16 * (warp * RT + r) + g + 8 * (e >> 1));
+}
+
 #if ROPE
 // ROPE's output of out[m, n]: xo its GEMM value (+ bias) rounded to act, xp
 // the partner's (n -+ HD / 2); rotated as gemv.cu's kiln_gemv_rope rotates
@@ -435,30 +448,18 @@ kiln_gemm_sk
     cp_async_wait<0>();
     __syncthreads(); // the ring is free (the last groups were empty): the pair exchange reuses it
     float *xch = reinterpret_cast<float *>(smem); // [WARPS][ACCN][32]
-#pragma unroll
-    for (int r = 0; r < RT; r++)
-#pragma unroll
-        for (int j = 0; j < NT; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int n = n_blk + 16 * (warp * RT + r) + g + 8 * (e >> 1);
-                const float b = bias && n < N ? to_f32(bias[n]) : 0.0f;
-                acc[r][j][e] = to_f32(from_f32<act_t>(acc[r][j][e] + b)); // as the plain GEMM stores it
-                xch[(warp * ACCN + (r * NT + j) * 4 + e) * 32 + lane] = acc[r][j][e];
-            }
+    sk_each_acc(warp, g, t, n_blk, [&](int r, int j, int e, int, int n) {
+        const float b = bias && n < N ? to_f32(bias[n]) : 0.0f;
+        acc[r][j][e] = to_f32(from_f32<act_t>(acc[r][j][e] + b)); // as the plain GEMM stores it
+        xch[(warp * ACCN + (r * NT + j) * 4 + e) * 32 + lane] = acc[r][j][e];
+    });
     __syncthreads();
     const int pw = (warp + WARPS / 2) % WARPS; // the partner warp: rows n +- HD / 2
-#pragma unroll
-    for (int r = 0; r < RT; r++)
-#pragma unroll
-        for (int j = 0; j < NT; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int m = 8 * j + 2 * t + (e & 1), n = n_blk + 16 * (warp * RT + r) + g + 8 * (e >> 1);
-                if (m >= M || n >= N) continue;
-                sk_rope_put(out, ldo, m, n, acc[r][j][e], xch[(pw * ACCN + (r * NT + j) * 4 + e) * 32 + lane], nq, nkv,
-                            pos, inv_freq, mscale, kc, vc, slots, bs);
-            }
+    sk_each_acc(warp, g, t, n_blk, [&](int r, int j, int e, int m, int n) {
+        if (m >= M || n >= N) return;
+        sk_rope_put(out, ldo, m, n, acc[r][j][e], xch[(pw * ACCN + (r * NT + j) * 4 + e) * 32 + lane], nq, nkv, pos,
+                    inv_freq, mscale, kc, vc, slots, bs);
+    });
     if (pr) pr[6] = clock64();
 #else
 #pragma unroll
