@@ -1,9 +1,10 @@
 /*
- * cmd_kernels.c -- `kiln kernels [--arch sm_90] [--model DIR]`: list the
- * CUDA kernel registry and compile every kernel (the registry's example
- * specializations, or those a model needs) for an arch, with no GPU needed,
- * filling the JIT disk cache. Prints kernel, specialization, registers,
- * static shared memory, stack, spills, compile ms and cache hit.
+ * cmd_kernels.c -- `kiln kernels [--arch sm_90] [--model DIR | --specs FILE]`:
+ * list the CUDA kernel registry and compile every kernel (the registry's
+ * example specializations, those a model needs, or those a run recorded with
+ * $KILN_JIT_RECORD) for an arch, with no GPU needed, filling the JIT disk
+ * cache. Prints kernel, specialization, registers, static shared memory,
+ * stack, spills, compile ms and cache hit.
  */
 #include "cli.h"
 #include "kiln_rt.h"
@@ -13,12 +14,14 @@
 #include <stdlib.h>
 
 int kiln_cmd_kernels(int argc, char **argv) {
-    const char *arch = NULL, *model = NULL, *kv = "auto", *cache = NULL;
+    const char *arch = NULL, *model = NULL, *kv = "auto", *cache = NULL, *specs = NULL;
     int block_size = 16, threads = 0;
     bool list_only = false, no_cache = false;
     cli_opt opts[] = {
         {"arch", CLI_STR, &arch, "SM", "target architecture (default: the GPU's, else sm_90)"},
         {"model", CLI_STR, &model, "DIR|NAME", "compile only what this model needs (its config.json, or a built-in config)"},
+        {"specs", CLI_STR, &specs, "FILE", "compile the specializations of FILE (\"name<TAB>defines\" lines, as "
+                                              "$KILN_JIT_RECORD writes them)"},
         {"kv-cache-dtype", CLI_STR, &kv, "T", "KV cache dtype for --model: auto, fp8_e4m3, fp8_e5m2"},
         {"block-size", CLI_INT, &block_size, "N", "KV block size for --model (default 16)"},
         {"cache-dir", CLI_STR, &cache, "DIR", "JIT cache directory (default $KILN_CACHE_DIR or ~/.cache/kiln/jit)"},
@@ -66,9 +69,52 @@ int kiln_cmd_kernels(int argc, char **argv) {
 
     /* (registry name, defines) pairs to compile */
     typedef struct row { const kiln_jit_kernel_def *def; char defines[128]; int unit; } row;
-    row rows[256];
-    int n_rows = 0;
-    if (model) {
+    enum { MAX_ROWS = 2048 };
+    row *rows = calloc(MAX_ROWS, sizeof *rows);
+    kiln_jit_unit *units = calloc(MAX_ROWS, sizeof *units);
+    int n_rows = 0, ret = 1;
+    if (!rows || !units) {
+        fprintf(stderr, "kiln kernels: out of memory\n");
+        goto out;
+    }
+    if (model && specs) {
+        fprintf(stderr, "kiln kernels: --model and --specs exclude each other\n");
+        goto out;
+    }
+    if (specs) {
+        FILE *f = fopen(specs, "r");
+        if (!f) {
+            fprintf(stderr, "kiln kernels: cannot open --specs file %s\n", specs);
+            goto out;
+        }
+        char line[512];
+        for (int ln = 1; fgets(line, sizeof line, f); ln++) {
+            line[strcspn(line, "\r\n")] = 0;
+            if (!line[0] || line[0] == '#') continue;
+            char *tab = strchr(line, '\t');
+            if (tab) *tab = 0;
+            const char *defs = tab ? tab + 1 : "";
+            const kiln_jit_kernel_def *def = kiln_jit_find(line);
+            if (!def || strlen(defs) >= sizeof rows[0].defines) {
+                fprintf(stderr, "kiln kernels: %s line %d: %s\n", specs, ln,
+                        def ? "specialization too long" : "no such registry kernel");
+                fclose(f);
+                goto out;
+            }
+            bool seen = false; /* a recording repeats what each program compiled */
+            for (int i = 0; i < n_rows && !seen; i++) seen = rows[i].def == def && !strcmp(rows[i].defines, defs);
+            if (seen) continue;
+            if (n_rows == MAX_ROWS) {
+                fprintf(stderr, "kiln kernels: %s: more than %d specializations\n", specs, MAX_ROWS);
+                fclose(f);
+                goto out;
+            }
+            rows[n_rows].def = def;
+            snprintf(rows[n_rows].defines, sizeof rows[n_rows].defines, "%s", defs);
+            n_rows++;
+        }
+        fclose(f);
+    } else if (model) {
         kiln_model_config cfg;
         char *dir = NULL;
         memset(&cfg, 0, sizeof cfg);
@@ -81,7 +127,8 @@ int kiln_cmd_kernels(int argc, char **argv) {
             if (!builtin && !strchr(model, '/'))
                 kiln_error_context("\"%s\" is neither a model directory nor a built-in config (%s)", model,
                                    kiln_builtin_config_names());
-            return cli_fail("kernels");
+            ret = cli_fail("kernels");
+            goto out;
         }
         kiln_jit_model m = {cfg.dtype == KILN_DTYPE_F16 ? KILN_DTYPE_F16 : KILN_DTYPE_BF16, KILN_DTYPE_INVALID,
                             cfg.head_dim, cfg.num_heads, cfg.num_kv_heads, block_size,
@@ -90,8 +137,11 @@ int kiln_cmd_kernels(int argc, char **argv) {
         m.kv_calib = m.kv == KILN_DTYPE_FP8_E4M3; /* what the engine prepares (start-up calibration) */
         kiln_model_config_free(&cfg);
         kiln_jit_spec_list l;
-        if (kiln_jit_model_specs(&m, &l) != KILN_OK) return cli_fail("kernels");
-        for (int i = 0; i < l.n && n_rows < 256; i++) {
+        if (kiln_jit_model_specs(&m, &l) != KILN_OK) {
+            ret = cli_fail("kernels");
+            goto out;
+        }
+        for (int i = 0; i < l.n && n_rows < MAX_ROWS; i++) {
             rows[n_rows].def = kiln_jit_find(l.specs[i].name);
             snprintf(rows[n_rows].defines, sizeof rows[n_rows].defines, "%s", l.specs[i].defines);
             n_rows++;
@@ -100,13 +150,13 @@ int kiln_cmd_kernels(int argc, char **argv) {
         for (int i = 0; i < n_reg; i++) {
             char *ex = kiln_strdup(reg[i].examples), *save = NULL;
             bool any = false;
-            for (char *t = strtok_r(ex, ";", &save); t && n_rows < 256; t = strtok_r(NULL, ";", &save)) {
+            for (char *t = strtok_r(ex, ";", &save); t && n_rows < MAX_ROWS; t = strtok_r(NULL, ";", &save)) {
                 rows[n_rows].def = &reg[i];
                 snprintf(rows[n_rows].defines, sizeof rows[n_rows].defines, "%s", t);
                 n_rows++;
                 any = true;
             }
-            if (!any && n_rows < 256) {
+            if (!any && n_rows < MAX_ROWS) {
                 rows[n_rows].def = &reg[i];
                 rows[n_rows].defines[0] = 0;
                 n_rows++;
@@ -115,11 +165,12 @@ int kiln_cmd_kernels(int argc, char **argv) {
         }
     }
     /* one unit per (file, defines) */
-    kiln_jit_unit units[256];
     int n_units = 0;
-    memset(units, 0, sizeof units);
     for (int i = 0; i < n_rows; i++) {
-        if (kiln_jit_check_defines(rows[i].def, rows[i].defines) != KILN_OK) return cli_fail("kernels");
+        if (kiln_jit_check_defines(rows[i].def, rows[i].defines) != KILN_OK) {
+            ret = cli_fail("kernels");
+            goto out;
+        }
         int u = -1;
         for (int j = 0; j < n_units; j++)
             if (!strcmp(units[j].file, rows[i].def->file) && !strcmp(units[j].defines, rows[i].defines)) u = j;
@@ -156,6 +207,9 @@ int kiln_cmd_kernels(int argc, char **argv) {
     for (int j = 0; j < n_units; j++) hits += units[j].cache_hit;
     printf("%d units (%d from cache) in %.0f ms\n", n_units, hits, wall * 1e3);
     for (int j = 0; j < n_units; j++) kiln_jit_unit_clear(&units[j]);
-    if (st) return cli_fail("kernels");
-    return 0;
+    ret = st ? cli_fail("kernels") : 0;
+out:
+    free(rows);
+    free(units);
+    return ret;
 }

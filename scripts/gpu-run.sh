@@ -47,6 +47,23 @@ for f in attn_decode.cu rmsnorm_row.cuh rmsnorm.cu rmsnorm_wide.cu; do
 done
 git -C "$root" show da0d32d -- kernel_src/rope_kv.cu | patch -s -R "$out/ksrc_old/rope_kv.cu"
 if [ -n "${KILN_MAIN_BUILD:-}" ] && [ -x "$KILN_MAIN_BUILD/kiln" ]; then cp "$KILN_MAIN_BUILD/kiln" "$out/bin/kiln_main"; fi
+# the GPU machine's JIT cache, compiled here ahead (NVRTC for sm_90 needs no GPU) from the
+# specializations a device run recorded ($KILN_JIT_RECORD: remote.sh returns them as
+# jit_specs.txt; `sort -u` them into scripts/gpu_jit_specs.txt): the tests then load their
+# kernels from the cache instead of compiling each on first use. A persistent cache in
+# build-gpu/jit-cache (only changed kernels recompile; wiped past 30 MB, the carry's limit
+# being 64 MiB in all); KILN_JIT_PREFILL=0 skips it.
+specs="$root/scripts/gpu_jit_specs.txt"
+if [ -f "$specs" ] && [ "${KILN_JIT_PREFILL:-1}" = 1 ]; then
+  jc="$build/jit-cache"
+  if [ -d "$jc" ] && [ "$(du -sm "$jc" | cut -f1)" -gt 30 ]; then rm -rf "$jc"; fi
+  if "$build/kiln" kernels --arch sm_90 --specs "$specs" --cache-dir "$jc" > "$build/jit-prefill.log" 2>&1; then
+    mkdir -p "$out/jit"; cp "$jc"/*.kjit "$out/jit/"
+    echo "JIT cache for the device: $(tail -1 "$build/jit-prefill.log")"
+  else
+    echo "JIT prefill failed (the device compiles on first use): $(tail -2 "$build/jit-prefill.log")"
+  fi
+fi
 cat > "$out/remote.sh" <<'REMOTE'
 #!/usr/bin/env bash
 # remote.sh MODE[,MODE...] [bench filter] -- runs on the device
@@ -169,6 +186,10 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 export LD_LIBRARY_PATH="$here/lib:/usr/local/cuda/lib64:/usr/local/nvidia/lib64:${LD_LIBRARY_PATH:-}"
 export KILN_CACHE_DIR=/tmp/kiln-jit NCCL_NVLS_ENABLE=0
+# the cache compiled ahead on the build machine (gpu-run.sh), and this run's specializations
+# recorded for the next one (jit_specs.txt comes back with the other *.txt)
+mkdir -p /tmp/kiln-jit; if [ -d "$here/jit" ]; then cp -n "$here/jit/"*.kjit /tmp/kiln-jit/ 2>/dev/null || true; fi
+export KILN_JIT_RECORD="${OUT:-/tmp/out}/jit_specs.txt"
 # the test binaries name tests/data by the absolute path they were built at
 built="$(cat "$here/build_root")"
 if [ ! -e "$built/tests/data" ]; then mkdir -p "$(dirname "$built")"; ln -sfn "$repo" "$built"; fi

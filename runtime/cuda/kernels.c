@@ -185,6 +185,22 @@ fail:
     return st;
 }
 
+/* $KILN_JIT_RECORD=FILE: every registry kernel compiled (or read from the
+ * disk cache) for a program appends "name<TAB>defines" to FILE, so a run's
+ * specializations can be compiled ahead elsewhere (`kiln kernels --specs
+ * FILE`; scripts/gpu-run.sh fills the GPU machine's cache that way). A line
+ * is one write in append mode: processes may share FILE. */
+static void record_spec(const char *name, const char *defines) {
+    const char *path = getenv("KILN_JIT_RECORD");
+    if (!path || !*path) return;
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    char line[512];
+    int n = snprintf(line, sizeof line, "%s\t%s\n", name, defines ? defines : "");
+    if (n > 0 && n < (int)sizeof line) fputs(line, f);
+    fclose(f);
+}
+
 kiln_status kiln_rt_kernels_get(kiln_rt_kernels *k, const char *name, const char *defines, kiln_rt_func **out) {
     kiln_status st = KILN_OK;
     kiln_jit_unit u = {0};
@@ -203,6 +219,7 @@ kiln_status kiln_rt_kernels_get(kiln_rt_kernels *k, const char *name, const char
         KILN_TRY(kiln_jit_compile(&u, 1, &o));
         KILN_TRY(add_loaded(k, file, norm, &u));
         l = find_loaded(k, file, norm);
+        if (builtin) record_spec(name, norm);
     }
     KILN_TRY(kiln_rt_module_get(l->mod, entry, out));
     /* kiln's kernels wait on their predecessor (pdl_wait) before reading its
@@ -242,6 +259,7 @@ kiln_status kiln_rt_kernels_prepare(kiln_rt_kernels *k, const kiln_jit_spec *spe
             free(norm);
             continue;
         }
+        if (!find_override(k, specs[i].name)) record_spec(specs[i].name, norm);
         norms[nu] = norm;
         units[nu].file = file;
         units[nu].source = source;
