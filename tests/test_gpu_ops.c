@@ -1317,6 +1317,23 @@ static void silu_gemm_case(kiln_gpu *gv, kiln_dtype dt, int M, int I, int K, boo
     dfree(dx), dfree(dw), dfree(db), dfree(dgu), dfree(dtwo), dfree(dout);
 }
 
+/* silu_gemm_case over both activation dtypes, the n_m row counts of Ms, I
+ * 384 / 1001 (odd: no whole 16-byte vectors), K 512 / 4104 / 40, bias on
+ * alternate cases; the bit comparison (pair) where bits allows it and I is
+ * whole 16-byte vectors (kiln_gpu_silu_mul's unit) */
+static void silu_gemm_sweep(kiln_gpu *gv, const int *Ms, int n_m, bool bits, const char *what) {
+    static const int Is[] = {384, 1001}, Ks[] = {512, 4104, 40};
+    for (int a = 0; a < 2; a++)
+        for (int mi = 0; mi < n_m; mi++)
+            for (int ii = 0; ii < 2; ii++)
+                for (int ki = 0; ki < 3; ki++) {
+                    const kiln_dtype dt = acts[a];
+                    const int M = Ms[mi], I = Is[ii], K = Ks[ki], bias = (mi + ki) & 1;
+                    KT_REQUIRE(kiln_gpu_gemm_silu_ok(gv, dt, M, 2 * I, K));
+                    silu_gemm_case(gv, dt, M, I, K, bias, bits && I % 8 == 0, what);
+                }
+}
+
 /* the small-M GEMV kernel (kernel_src/gemv.cu), on its own kiln_gpu with it
  * enabled, in four tilings: M 1..8, odd N, K not a multiple of the unrolled stride, an
  * output row stride, bias, fp32 or act output */
@@ -1373,20 +1390,10 @@ KT_TEST(test_gemv) {
                               .gemv_rule = -1};
         kiln_gpu *gv = NULL;
         KT_OK(kiln_gpu_create(dev, &gp, &gv));
-        int Ms[] = {1, 3, 8}, Is[] = {384, 1001}, Ks[] = {512, 4104, 40};
-        for (int a = 0; a < 2; a++)
-            for (int mi = 0; mi < 3; mi++)
-                for (int ii = 0; ii < 2; ii++)
-                    for (int ki = 0; ki < 3; ki++) {
-                        kiln_dtype dt = acts[a];
-                        int M = Ms[mi], I = Is[ii], N = 2 * I, K = Ks[ki], bias = (mi + ki) & 1;
-                        KT_REQUIRE(kiln_gpu_gemm_silu_ok(gv, dt, M, N, K));
-                        /* kiln_gpu_silu_mul takes whole 16-byte vectors: the bit comparison where I allows
-                         * it, with K split 1 */
-                        char what[64];
-                        snprintf(what, sizeof what, "gemv+silu ksplit %d unroll %d", ksplit, unroll);
-                        silu_gemm_case(gv, dt, M, I, K, bias, ksplit == 1 && I % 8 == 0, what);
-                    }
+        static const int Ms[] = {1, 3, 8};
+        char what[64];
+        snprintf(what, sizeof what, "gemv+silu ksplit %d unroll %d", ksplit, unroll);
+        silu_gemm_sweep(gv, Ms, 3, ksplit == 1, what); /* the same bits with K split 1 */
         kiln_gpu_destroy(gv);
     }
 }
@@ -1834,19 +1841,10 @@ KT_TEST(test_silu_gemm_sk) {
                               .skgemm_split = splits[si]};
         kiln_gpu *gv = NULL;
         KT_OK(kiln_gpu_create(dev, &gp, &gv));
-        int Ms[] = {2, 5, 8, 16, 31, 32}, Is[] = {384, 1001}, Ks[] = {512, 4104, 40};
-        for (int a = 0; a < 2; a++)
-            for (int mi = 0; mi < 6; mi++)
-                for (int ii = 0; ii < 2; ii++)
-                    for (int ki = 0; ki < 3; ki++) {
-                        kiln_dtype dt = acts[a];
-                        int M = Ms[mi], I = Is[ii], N = 2 * I, K = Ks[ki], bias = (mi + ki) & 1;
-                        KT_REQUIRE(kiln_gpu_gemm_silu_ok(gv, dt, M, N, K));
-                        char what[64];
-                        snprintf(what, sizeof what, "gemm_sk+silu split %d", splits[si]);
-                        /* silu_mul: whole 16-byte vectors */
-                        silu_gemm_case(gv, dt, M, I, K, bias, splits[si] > 0 && I % 8 == 0, what);
-                    }
+        static const int Ms[] = {2, 5, 8, 16, 31, 32};
+        char what[64];
+        snprintf(what, sizeof what, "gemm_sk+silu split %d", splits[si]);
+        silu_gemm_sweep(gv, Ms, 6, splits[si] > 0, what); /* the same bits at a forced split */
         kiln_gpu_destroy(gv);
     }
 }
