@@ -26,8 +26,8 @@ struct kiln_gpu {
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int sk_max_m, sk_max_mb, sk_max_mb32, sk_warps, sk_rt, sk_stages, sk_split, sk_silu; /* gemm_sk knobs */
     int sk_rope; /* the qkv GEMM with rope + KV write through gemm_sk for 2 <= M <= 32 ($KILN_SKGEMM_ROPE) */
-    struct { int N, K, maxm, glu, split; } sk_fit[16]; /* gemm_sk splits that fit one wave, by shape (glu: the
-                                                          epilogue, 0 none, 1 GLU, 2 ROPE) */
+    struct { int N, K, maxm, epi, split; } sk_fit[16]; /* gemm_sk splits that fit one wave, by shape and
+                                                          epilogue (sk_epilogue) */
     kiln_devptr sk_prof; /* gemm_sk's timing records (kiln_gpu_set_skgemm_profile), 0: none */
     int sk_prof_blocks, sk_prof_last;
     int n_sk_fit;
@@ -405,6 +405,8 @@ fail:
     return st;
 }
 
+/* gemm_sk's epilogues: none, the SiLU-and-mul (GLU=1), rope + KV write (kiln_gemm_sk_rope) */
+typedef enum { SK_PLAIN, SK_GLU, SK_ROPE } sk_epilogue;
 /* gemm_sk's ROPE epilogue's arguments (kiln_gpu_gemm_rope_kv_m) */
 typedef struct sk_rope_args {
     int nq, nkv, bs, hd;
@@ -415,32 +417,34 @@ typedef struct sk_rope_args {
 /* The cluster split-K GEMM (kernel_src/gemm_sk.cu): the tiling from the
  * knobs, the stages, split and shared memory from kiln_skgemm_plan, the
  * automatic split checked against the occupancy calculator once a shape and
- * remembered (sk_fit). glu: the epilogue, 0 none, 1 GLU, 2 ROPE (kiln_gemm_sk_rope
- * with ra's arguments; a block one head: RT = head_dim / (16 WARPS)). */
+ * remembered (sk_fit). epi: the epilogue (SK_ROPE: kiln_gemm_sk_rope with ra's
+ * arguments; a block one head: RT = head_dim / (16 WARPS)). */
 static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ld, kiln_dtype out_dt,
                            kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int M, int N, int K,
-                           int glu, const sk_rope_args *ra) {
+                           sk_epilogue epi, const sk_rope_args *ra) {
     kiln_status st = KILN_OK;
     kiln_rt_func *f;
     const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
     const int maxm = mma_maxm(M);
     /* GLU: 2 tiles a warp (gate, up); ROPE: BN = the head dim */
-    const int warps = g->sk_warps, rt = glu == 2   ? ra->hd / (16 * warps)
-                                        : glu ? 2 : g->sk_rt ? g->sk_rt : KILN_SKGEMM_TILES_DEFAULT(maxm);
+    const int warps = g->sk_warps, rt = epi == SK_ROPE  ? ra->hd / (16 * warps)
+                                        : epi == SK_GLU ? 2
+                                        : g->sk_rt      ? g->sk_rt
+                                                        : KILN_SKGEMM_TILES_DEFAULT(maxm);
     const int stages = g->sk_stages ? g->sk_stages : KILN_SKGEMM_STAGES_DEFAULT(maxm);
     int want = g->sk_split, fit = -1;
     for (int i = 0; i < g->n_sk_fit && !want; i++)
-        if (g->sk_fit[i].N == N && g->sk_fit[i].K == K && g->sk_fit[i].maxm == maxm && g->sk_fit[i].glu == glu)
+        if (g->sk_fit[i].N == N && g->sk_fit[i].K == K && g->sk_fit[i].maxm == maxm && g->sk_fit[i].epi == (int)epi)
             fit = want = g->sk_fit[i].split;
     kiln_skgemm_shape p = kiln_skgemm_plan(di->n_sms, di->smem_per_sm, di->smem_per_block_optin, di->cc_major, N, K, maxm,
                                            warps, rt, stages, want);
 #define SK_GET(pl)                                                                                                  \
-    if (glu == 2)                                                                                                   \
+    if (epi == SK_ROPE)                                                                                             \
         KILN_TRY(get(g, "gemm_sk_rope", &f, "ACT=%s MAXM=%d WARPS=%d STAGES=%d CL=%d ROPE=1 HD=%d KV=%s", dt(in_dt),   \
                      maxm, warps, (pl).stages, (pl).split, ra->hd, dt(in_dt)));                                      \
     else                                                                                                            \
         KILN_TRY(get(g, "gemm_sk", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d GLU=%d", dt(in_dt),      \
-                     dt(out_dt), maxm, warps, rt, (pl).stages, (pl).split, glu))
+                     dt(out_dt), maxm, warps, rt, (pl).stages, (pl).split, epi == SK_GLU))
     SK_GET(p);
     if (!want && p.split > 1) {
         /* the automatic split, lowered until the driver's occupancy
@@ -462,12 +466,12 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     }
 #undef SK_GET
     if (!g->sk_split && fit < 0 && g->n_sk_fit < (int)KILN_ARRAY_LEN(g->sk_fit))
-        g->sk_fit[g->n_sk_fit++] = (__typeof__(g->sk_fit[0])){N, K, maxm, glu, p.split};
+        g->sk_fit[g->n_sk_fit++] = (__typeof__(g->sk_fit[0])){N, K, maxm, (int)epi, p.split};
     int cps = p.cps;
     kiln_devptr prof = g->sk_prof && p.tiles * p.split <= g->sk_prof_blocks ? g->sk_prof : 0;
     g->sk_prof_last = prof ? p.tiles * p.split : 0;
-    if (glu == 2) {
-        sk_rope_args a = *ra;
+    if (epi == SK_ROPE) {
+        sk_rope_args a = *ra; /* LAUNCH takes the arguments' addresses: a writable copy */
         LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)(warps * 32), (unsigned)p.smem, s, &out, &ld, &x,
                &w, &bias, &M, &N, &K, &cps, &prof, &a.nq, &a.nkv, &a.pos, &a.inv_freq, &a.mscale, &a.kc, &a.vc,
                &a.slots, &a.bs);
@@ -530,7 +534,7 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
     const int sk_mb = M > 16 && g->sk_max_mb32 > 0 && g->sk_max_mb > 0 ? KILN_MIN(g->sk_max_mb, g->sk_max_mb32)
                                                                         : g->sk_max_mb;
     if (mma_ok && M <= g->sk_max_m && (sk_mb <= 0 || N * K * 2 <= ((int64_t)sk_mb << 20)))
-        return sk_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, 0, NULL);
+        return sk_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, SK_PLAIN, NULL);
     if (mma_ok && M <= g->tc_max_m)
         return tc_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K);
     return kiln_rt_gemm(g->blas, s, out, ldo, out_dt, x, w, in_dt, bias, M, N, K);
@@ -559,7 +563,7 @@ kiln_status kiln_gpu_gemm_silu(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, 
         KILN_CHECK((x | w) % 16 == 0, KILN_ERR_INVALID_ARGUMENT,
                    "gate/up GEMM with SiLU: x and W must be 16-byte aligned (x %#llx, W %#llx)", (unsigned long long)x,
                    (unsigned long long)w);
-        return sk_gemm(g, s, out, ldo ? ldo : N / 2, in_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, 1, NULL);
+        return sk_gemm(g, s, out, ldo ? ldo : N / 2, in_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, SK_GLU, NULL);
     }
     {
         int maxm = M == 1 ? 1 : M == 2 ? 2 : M <= 4 ? 4 : 8;
@@ -663,7 +667,7 @@ kiln_status kiln_gpu_gemm_rope_kv_m(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr 
                    (unsigned long long)x, (unsigned long long)w);
         const sk_rope_args ra = {nq, l->n_kv_heads, l->block_size, rp->head_dim, pos, rp->inv_freq, kcache, vcache,
                                  slots, rp->mscale};
-        return sk_gemm(g, s, out, N, act, x, w, act, bias, (int)M, (int)N, (int)K, 2, &ra);
+        return sk_gemm(g, s, out, N, act, x, w, act, bias, (int)M, (int)N, (int)K, SK_ROPE, &ra);
     }
     {
         /* a row pair a group of ks warps (WARPS 8): by default 1 where that still gives every SM two
@@ -1176,7 +1180,8 @@ static bool prefill_wg2(const kiln_gpu_attn *a, const kiln_rt_device_info *di, b
     if (kv8 || (hd != 64 && hd != 128) || di->cc_major != 9 || di->cc_minor != 0 ||
         (int)prefill_wg2_smem(hd) + 128 > di->smem_per_block_optin)
         return false;
-    if (prefill_choice(a)) return prefill_choice(a) == 3;
+    const int pk = prefill_choice(a);
+    if (pk) return pk == 3;
     const char *v = prefill_env();
     if (v && *v) return !strcmp(v, "wg2");
     return a->max_ctx_len >= KILN_PREFILL_WG2_MIN_CTX;
