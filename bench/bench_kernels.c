@@ -862,6 +862,8 @@ int main(int argc, char **argv) {
         bench_attention(32, 256, 1, 0, false, bf);
         bench_attention(64, 256, 1, 0, false, bf);
         bench_attention(64, 384, 1, 0, false, bf);
+        bench_attention(64, 512, 1, 0, false, bf); /* where 2 warps stop paying (KILN_DECODE_W2_MAX_CTX) */
+        bench_attention(64, 768, 1, 0, false, bf);
         bench_attention(1, 384, 1, 0, false, bf);
     }
     if (want("decode fp8")) { /* issue 7: >= 85% of copy bandwidth on the FP8 bytes at b64 ctx4096 */

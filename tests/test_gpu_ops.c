@@ -1594,8 +1594,11 @@ KT_TEST(test_gemm_sk_rope) {
         KT_CHECK(!kiln_gpu_gemm_rope_kv_ok(gs[0], KILN_DTYPE_BF16, 33, N, 4096, 32, &grp, &l));
         KT_CHECK(!kiln_gpu_gemm_rope_kv_ok(gs[0], KILN_DTYPE_BF16, 1, N, 4096, 32, &grp, &l));
         KT_CHECK(!kiln_gpu_gemm_rope_kv_ok(gs[0], KILN_DTYPE_BF16, 8, 48 * 64, 4096, 32, &g64, &l64));
-        KT_CHECK(kiln_gpu_set_skgemm_rope(gs[0], 0) == 1);
+        KT_CHECK(kiln_gpu_set_skgemm_rope(gs[0], 0) == 32);
         KT_CHECK(!kiln_gpu_gemm_rope_kv_ok(gs[0], KILN_DTYPE_BF16, 8, N, 4096, 32, &grp, &l));
+        KT_CHECK(kiln_gpu_set_skgemm_rope(gs[0], 16) == 0); /* the default's limit: 16 rows, not 17 */
+        KT_CHECK(kiln_gpu_gemm_rope_kv_ok(gs[0], KILN_DTYPE_BF16, 16, N, 4096, 32, &grp, &l));
+        KT_CHECK(!kiln_gpu_gemm_rope_kv_ok(gs[0], KILN_DTYPE_BF16, 17, N, 4096, 32, &grp, &l));
         kiln_gpu_set_skgemm_rope(gs[0], 1);
         KT_CHECK(kiln_gpu_gemm_rope_kv_ok(gs[0], KILN_DTYPE_BF16, 8, N, 4096, 32, &grp, &l));
     }

@@ -25,7 +25,8 @@ struct kiln_gpu {
     int gemv_rope_unroll, gemv_rope_ksplit; /* the rope GEMV's tiling ($KILN_GEMV_ROPE_UNROLL / _KSPLIT) */
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int sk_max_m, sk_max_mb, sk_max_mb32, sk_warps, sk_rt, sk_stages, sk_split, sk_silu; /* gemm_sk knobs */
-    int sk_rope; /* the qkv GEMM with rope + KV write through gemm_sk for 2 <= M <= 32 ($KILN_SKGEMM_ROPE) */
+    int sk_rope; /* the qkv GEMM with rope + KV write through gemm_sk for 2 <= M <= sk_rope (<= 32; 0: never;
+                    $KILN_SKGEMM_ROPE) */
     struct { int N, K, maxm, epi, split; } sk_fit[16]; /* gemm_sk splits that fit one wave, by shape and
                                                           epilogue (sk_epilogue) */
     kiln_devptr sk_prof; /* gemm_sk's timing records (kiln_gpu_set_skgemm_profile), 0: none */
@@ -50,6 +51,9 @@ static int knob(int param, const char *env, int def) {
     return v && *v ? atoi(v) : def;
 }
 
+/* The rows up to which the qkv GEMM takes gemm_sk's rope + KV write epilogue, from
+ * $KILN_SKGEMM_ROPE / kiln_gpu_set_skgemm_rope: 1 means all it serves (32), 2..32 that many, else none */
+static int sk_rope_rows(int v) { return v == 1 ? 32 : v >= 2 ? KILN_MIN(v, 32) : 0; }
 static void tc_knobs(kiln_gpu *g, const kiln_gpu_params *p);
 /* The MAXM bucket of the tensor-core GEMMs (gemm_tc, gemm_sk) for M <= 64 */
 static int mma_maxm(int M) { return M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64; }
@@ -102,7 +106,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->sk_stages < 2 || g->sk_stages > 8) g->sk_stages = 0;
     g->sk_split = knob(p ? p->skgemm_split : 0, "KILN_SKGEMM_SPLIT", 0); /* 0: auto */
     if (g->sk_split < 0 || g->sk_split > 8) g->sk_split = 0;
-    g->sk_rope = knob(0, "KILN_SKGEMM_ROPE", KILN_SKGEMM_ROPE_DEFAULT) > 0;
+    g->sk_rope = sk_rope_rows(knob(0, "KILN_SKGEMM_ROPE", KILN_SKGEMM_ROPE_DEFAULT));
     g->elem_wide_min = knob(p ? p->elem_wide_min : 0, "KILN_ELEM_WIDE_MIN", KILN_ELEM_WIDE_MIN_DEFAULT);
     if (g->elem_wide_min < 0) g->elem_wide_min = 0;
     g->decode_adaptive = knob(0, "KILN_DECODE_ADAPTIVE", 1) > 0;
@@ -180,7 +184,7 @@ int kiln_gpu_set_decode_fused_reduce(kiln_gpu *g, int on) {
 
 int kiln_gpu_set_skgemm_rope(kiln_gpu *g, int on) {
     int was = g->sk_rope;
-    g->sk_rope = on > 0;
+    g->sk_rope = sk_rope_rows(on);
     return was;
 }
 
@@ -629,7 +633,7 @@ fail:
 static bool sk_rope_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K, int nq,
                        const kiln_gpu_rope_params *rp, const kiln_kv_layout *l) {
     const int hd = rp->head_dim;
-    return g->sk_rope && M >= 2 && M <= 32 && (act == KILN_DTYPE_BF16 || act == KILN_DTYPE_F16) && l->dtype == act &&
+    return M >= 2 && M <= g->sk_rope && (act == KILN_DTYPE_BF16 || act == KILN_DTYPE_F16) && l->dtype == act &&
            !rp->interleaved && rp->rot_dim == hd && !rp->dyn_seq_len && l->head_dim == hd && hd == 128 &&
            nq >= 0 && l->n_kv_heads > 0 &&
            N == (int64_t)(nq + 2 * l->n_kv_heads) * hd && K % 8 == 0 && N <= INT32_MAX && K <= INT32_MAX;
@@ -1225,13 +1229,18 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
     if (a->max_q_len <= 1) {
         /* 16-bit caches: 3 stages (kernel_src/attn_decode.cu STAGES) for each
          * of nw warps (the block's size: 4 blocks an SM at head dim 128 with
-         * 2 warps, 2 with 4), split for those slots. By default 4 warps while
-         * the blocks fit one wave of 2 an SM, else 2 (H200, -b 32: 4 warps
-         * 1.4% faster; -b 64, 512 blocks: 2 warps 0.5-1% faster, the kernel
-         * 24.4 against 28.3 us); $KILN_DECODE_WARPS=2|4 fixes it. FP8 caches:
-         * 4 warps */
+         * 2 warps, 2 with 4), split for those slots. By default 4 warps,
+         * except 2 where the blocks would not fit one wave of 2 an SM and no
+         * context exceeds KILN_DECODE_W2_MAX_CTX (H200, bench_kernels decode,
+         * b64: 2 warps 10% faster at 256 tokens, 6% at 384, 4 warps 12% at
+         * 1024 and 3% at 4096; -b 32: 4 warps 1.4% faster). A captured
+         * graph's max_ctx_len is the model's, so graphs take 4 warps.
+         * $KILN_DECODE_WARPS=2|4 fixes it. FP8 caches: 4 warps */
         int base = n_seqs * (nq / grp), stages = 3, P = 0, n_parts = 1;
-        const int nw = kv8 ? 4 : g->decode_warps ? g->decode_warps : base > 2 * n_sms ? 2 : 4;
+        const int nw = kv8                                ? 4
+                       : g->decode_warps                  ? g->decode_warps
+                       : base > 2 * n_sms && a->max_ctx_len <= KILN_DECODE_W2_MAX_CTX ? 2
+                                                          : 4;
         KILN_TRY(kiln_rt_kernels_get(g->k, "attn_decode", defs, &f));
         if (kv8) decode_fp8_plan(f, di, a, hd, base, &stages, &P);
         else P = decode_partition(a, base, (nw == 4 ? 2 : 4) * n_sms, g->decode_adaptive, &n_parts);

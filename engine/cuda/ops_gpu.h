@@ -102,9 +102,10 @@ typedef struct kiln_gpu_params {
                                 0: $KILN_ROPE_DEC_MAX, else KILN_ROPE_DEC_MAX_DEFAULT;
                                 negative, or 0 in the environment: never)          */
     int decode_warps;        /* warps of a decode-attention block over a 16-bit cache
-                                (2|4; 0: $KILN_DECODE_WARPS, else by the grid: 4 while
-                                the blocks fit one wave of 2 an SM, else 2): 2 halves
-                                its shared memory, so twice the blocks are resident */
+                                (2|4; 0: $KILN_DECODE_WARPS, else 4 unless the blocks
+                                exceed one wave of 2 an SM and no context exceeds
+                                KILN_DECODE_W2_MAX_CTX): 2 halves its shared memory,
+                                so twice the blocks are resident */
     int sample_cluster;      /* kiln_gpu_sample_greedy: blocks of the cluster each row is
                                 split over (1|2|4|8, rounded down; KILN_SAMPLE_CLUSTER_AUTO
                                 (16): by rows; 0: $KILN_SAMPLE_CLUSTER, else
@@ -127,8 +128,13 @@ typedef struct kiln_gpu_params {
 #define KILN_PREFILL_WG2_MIN_CTX 1024
 /* Split decode attention: the kernel's last partition block of each (sequence, KV group) combines the
  * partitions (arrival counters, KILN_ATTN_COUNTERS of them: n_seqs * nq / GROUP at most) instead of a
- * kiln_attn_reduce launch a layer ($KILN_DECODE_FUSED_REDUCE=1). Not yet measured: off. */
+ * kiln_attn_reduce launch a layer ($KILN_DECODE_FUSED_REDUCE=1). Off: kiln bench on the H200 (2026-11-30,
+ * same call) -b 1 236.6 tok/s against 245.4 (the last block's serial combination outlasts the reduce
+ * launch), -b 32 at --max-model-len 8192 5887 against 5844 (+0.7%) */
 #define KILN_DECODE_FUSED_REDUCE_DEFAULT 0
+/* decode attention over a 16-bit cache takes 2 warps a block (when the grid exceeds a wave of 4-warp
+ * blocks) only while the longest context is at most this many tokens (engine/cuda/ops_gpu.c) */
+#define KILN_DECODE_W2_MAX_CTX 512
 #define KILN_ATTN_COUNTERS 65536
 
 kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gpu **out);
@@ -167,8 +173,9 @@ int kiln_gpu_set_decode_warps(kiln_gpu *g, int n);
 int kiln_gpu_set_decode_fused_reduce(kiln_gpu *g, int on);
 /* Tests: the warps a row pair of the batch-1 qkv GEMV with rope (1|2; 0: by the grid); returns the previous value. */
 int kiln_gpu_set_gemv_rope_ksplit(kiln_gpu *g, int ks);
-/* Tests: the qkv GEMM with rope + KV write through gemm_sk for 2 <= M <= 32
- * (kiln_gpu_gemm_rope_kv_m; $KILN_SKGEMM_ROPE) on (1) or off (0); returns the previous setting. */
+/* Tests: the qkv GEMM with rope + KV write through gemm_sk for 2 <= M <= rows
+ * (kiln_gpu_gemm_rope_kv_m; $KILN_SKGEMM_ROPE): rows 1 means 32 (all it serves), 2..32 that many, 0 never;
+ * returns the previous row limit. */
 int kiln_gpu_set_skgemm_rope(kiln_gpu *g, int on);
 /* Steps of at most n tokens (0: none) take the decode rope + KV write kernel
  * (kernel_src/rope_kv.cu kiln_rope_kv_write_dec); returns the previous
