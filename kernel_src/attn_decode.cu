@@ -24,6 +24,10 @@
 //   (split mode: unnormalized output, running max (log2 domain) and sum)
 //   kv_scales [2, nkv] f32 (FP8 caches: this layer's key then value scales
 //   per KV head; NULL: 1)
+//   counters [n_seqs, nq / GROUP] int, all zero (split mode, optional): the
+//   last partition block of a (sequence, KV group) to finish combines the
+//   partitions itself (as kiln_attn_reduce would) and zeroes its counter
+//   again, so no reduction kernel follows; NULL: kiln_attn_reduce does it.
 // Grid (nq / GROUP, n_seqs, n_parts), nw * 32 threads (nw = 4, or 2), dynamic smem
 // max(nw warps * stages * TILE_BYTES, the merge's (nw * 16 * 2 + nw * 16 * HD) * 4).
 // 16-bit caches: the 16 rows of an m16n8k16 tile are the group's query heads
@@ -112,12 +116,40 @@ KILN_DEV void mask_scale_t(float (*s)[4], int t, int j0, int lo, int pos, float 
 }
 #endif
 
+// out[tok_row, qh, d] from the np partitions at base (part_o / part_ml rows):
+// kiln_attn_reduce's combination (CG false: plain loads, a previous launch
+// wrote them), and that of the last partition block when the decode kernel
+// has counters (CG true: the loads bypass L1, ld.global.cg, since other
+// blocks wrote them during this launch). The reduce kernel with the cg loads
+// for both measured 2 us slower at b1 ctx32768 (H200: 47.8 against ~44.3 us).
+__device__ __forceinline__ float ld_cg(const float *p) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+}
+template <bool CG> __device__ __forceinline__ float ld_part(const float *p) { return CG ? ld_cg(p) : *p; }
+template <bool CG>
+__device__ __forceinline__ void combine_parts(act_t *__restrict__ out, const float *__restrict__ part_o,
+                                              const float *__restrict__ part_ml, int tok_row, int nq, int qh, int d,
+                                              size_t base, int np) {
+    float M = -KILN_INF;
+    for (int p = 0; p < np; p++) M = fmaxf(M, ld_part<CG>(part_ml + (base + p) * 2));
+    float L = 0.0f, acc = 0.0f;
+    for (int p = 0; p < np; p++) {
+        const float pm = ld_part<CG>(part_ml + (base + p) * 2);
+        const float f = pm == -KILN_INF ? 0.0f : exp2f(pm - M);
+        L += ld_part<CG>(part_ml + (base + p) * 2 + 1) * f;
+        acc += ld_part<CG>(part_o + (base + p) * HD + d) * f;
+    }
+    out[(size_t)tok_row * nq * HD + (size_t)qh * HD + d] = from_f32<act_t>(L > 0.0f ? acc / L : 0.0f);
+}
+
 extern "C" __global__ void __launch_bounds__(NW * 32)
 kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const kv_t *__restrict__ kc,
                  const kv_t *__restrict__ vc, const int *__restrict__ qstart, const int *__restrict__ ctx_len,
                  const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
                  int window, int partition_size, int n_parts, float *__restrict__ part_o, float *__restrict__ part_ml,
-                 const float *__restrict__ kv_scales) {
+                 const float *__restrict__ kv_scales, int *__restrict__ counters) {
     const int nw = (int)(blockDim.x >> 5); // warps of this block (NW at most)
 #if KV_FP8
     pdl_wait();
@@ -483,6 +515,28 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
             out[(size_t)tok_row * nq * HD + (size_t)qh * HD + d] = from_f32<act_t>(L > 0.0f ? acc / L : 0.0f);
         }
     }
+    if (partition_size == 0 || !counters) return;
+    // split with counters: the last of the live partitions (those with tokens) to get here combines them
+    // (no __shared__ flag: static shared memory would move the dynamic tiles off their alignment, and the
+    // kernel measured 15-20% slower with one even where no counters are passed; the vote is a barrier's)
+    // the live partitions (reloaded rather than kept in registers through the loop)
+    const int ctx_e = ctx_len[s], psz_e = part_size(ctx_e, partition_size, n_parts);
+    const int np = min(n_parts, (ctx_e + psz_e - 1) / psz_e);
+    __syncthreads(); // this block's parts are stored
+    int last = 0;
+    if (threadIdx.x == 0) {
+        __threadfence(); // ... and visible to the other blocks before the count says so
+        int *c = counters + (size_t)s * gridDim.x + blockIdx.x;
+        last = atomicAdd(c, 1) == np - 1;
+        if (last) *c = 0; // every live partition has counted: ready for the next launch
+    }
+    if (!__syncthreads_or(last)) return;
+    __threadfence();
+#pragma unroll 1
+    for (int e = threadIdx.x; e < GROUP * HD; e += blockDim.x) {
+        const int row = e / HD, d = e - row * HD;
+        combine_parts<true>(out, part_o, part_ml, tok_row, nq, qh0 + row, d, ((size_t)s * nq + qh0 + row) * n_parts, np);
+    }
 }
 
 // Combine the partitions of each (sequence, head): grid (nq, n_seqs), HD threads.
@@ -495,16 +549,5 @@ extern "C" __global__ void kiln_attn_reduce(act_t *__restrict__ out, const float
     const int ctx = ctx_len[s], psz = part_size(ctx, partition_size, n_parts);
     const int np = min(n_parts, (ctx + psz - 1) / psz);
     const size_t base = ((size_t)s * nq + qh) * n_parts;
-    float M = -KILN_INF;
-    for (int p = 0; p < np; p++) M = fmaxf(M, part_ml[(base + p) * 2]);
-    for (int d = threadIdx.x; d < HD; d += blockDim.x) {
-        float L = 0.0f, acc = 0.0f;
-        for (int p = 0; p < np; p++) {
-            float pm = part_ml[(base + p) * 2];
-            float f = pm == -KILN_INF ? 0.0f : exp2f(pm - M);
-            L += part_ml[(base + p) * 2 + 1] * f;
-            acc += part_o[(base + p) * HD + d] * f;
-        }
-        out[(size_t)qstart[s] * nq * HD + (size_t)qh * HD + d] = from_f32<act_t>(L > 0.0f ? acc / L : 0.0f);
-    }
+    for (int d = threadIdx.x; d < HD; d += blockDim.x) combine_parts<false>(out, part_o, part_ml, qstart[s], nq, qh, d, base, np);
 }

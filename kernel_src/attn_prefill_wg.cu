@@ -1,7 +1,11 @@
 // attn_prefill_wg.cu -- the prefill attention of attn_prefill.cu (same
 // semantics, arguments and grid shape) on Hopper's warpgroup MMA (wgmma,
-// sm_90a), FlashAttention-3 style. Registry "attn_prefill_wg", selected by
-// $KILN_PREFILL_KERNEL=wg on sm_90 (engine/cuda/ops_gpu.c prefill_wg).
+// sm_90a), warp-specialized as FlashAttention-3: kiln_attn_prefill_wg2,
+// registry "attn_prefill_wg2", selected on sm_90 by $KILN_PREFILL_KERNEL=wg2
+// and by default for long contexts (engine/cuda/ops_gpu.c prefill_wg2). The
+// file's first kernel, kiln_attn_prefill_wg (the same computation without
+// warp specialization: 256 threads, each copying and computing), was
+// removed; this one measured faster at every shape (bench/RESULTS.md).
 // Semantics: engine/ops_cpu.h kiln_cpu_attention: sequence s owns query rows
 // [qstart[s], qstart[s+1]), ctx_len[s] includes them; query i of s sits at
 // position ctx_len[s] - q_len + i and attends to cached positions p with
@@ -12,68 +16,43 @@
 // kiln_jit_unit_arch). Any other specialization or arch compiles a body that
 // traps; the host never launches it there.
 //
-// A block (256 threads = 2 warpgroups) computes BM = 128 rows = TT tokens x
-// GROUP heads of one KV head (row r: head qh0 + r / TT, token tok0 + r % TT,
-// TT = 128 / GROUP); warpgroup w owns rows 64w .. 64w + 63, warp i of it
-// rows 64w + 16i .. + 15 (the wgmma accumulator layout). Per KV tile of BN =
-// 128 tokens:
-//   S = Q K^T     wgmma m64n128k16, Q and K from shared memory (descriptors)
-//   O += P V      wgmma m64n{HEAD_DIM}k16, P from registers (the S
-//                 accumulators rounded to 16 bits are already the A fragment
-//                 layout), V from shared memory
-// Both asynchronous: iteration j issues S_j = Q K_j^T and then O += P_{j-1}
-// V_{j-1}, waits for S_j only (wait_group 1) and runs tile j's mask and
-// online softmax while the PV product still runs, then waits for it
-// (wait_group 0) and rescales O. The other warpgroup's MMAs fill the rest.
-// Every thread also copies: K and V tiles stream through cp.async into 2 K
-// and 3 V stages (V_{j-1} is still read while tile j+1 lands), one
-// __syncthreads an iteration; tile j+1 is issued at the start of iteration j.
-// Online softmax as attn_prefill.cu: exp2 with scale * log2(e) folded into
-// one FMA, the running max exact, masks only on tiles that cross a warp's
-// diagonal or window edge.
-// Shared memory (1024-aligned), every tile K-major in 128-byte swizzle atoms
-// (wgmma's SWIZZLE_128B canonical layout): a tile of R rows and C 16-byte
-// chunks (8 elements) is [C / 8 atoms][R rows][8 chunks], chunk c of row r
-// stored at position (c % 8) ^ (r % 8) of its 128-byte row:
-//   Q [BM rows][HEAD_DIM]          row = query row, chunk = 8 dims
-//   K stage [BN tokens][HEAD_DIM]  row = token, chunk = 8 dims
-//   V stage [HEAD_DIM dims][BN]    row = dim, chunk = 8 tokens (the cache's
-//                                  value layout is already token-contiguous)
-// Tokens >= ctx_len are zero in K and V; query rows past the sequence are
-// zero in Q (computed, never stored).
-//   q [T, q_stride] (head h at h * HEAD_DIM), out [T, nq * HEAD_DIM]
-// Grid (ceil(max_q_len / TT), n_seqs, nq / GROUP), 256 threads, dynamic smem
-// WG_SMEM = 1024 + (128 + 2 * 128 + 3 * 128) * HEAD_DIM * 2 bytes (ops_gpu.c
-// prefill_wg_smem). Blocks past their sequence's queries exit; the grid's x
-// is walked in reverse so the longest (latest) query tiles start first.
-//
-// kiln_attn_prefill_wg2 (registry "attn_prefill_wg2", $KILN_PREFILL_KERNEL=
-// wg2: ops_gpu.c prefill_wg2) is the same computation, warp-specialized as
-// FlashAttention-3: same arguments, grid, tiles, swizzled layouts, MMAs and
-// softmax, but 384 threads in three roles (branches of one if/else, so
-// setmaxnreg applies: 168 registers a thread at launch = 24 x 128 + 240 x
-// 256):
+// A block computes BM = 128 rows = TT tokens x GROUP heads of one KV head
+// (row r: head qh0 + r / TT, token tok0 + r % TT, TT = 128 / GROUP) over KV
+// tiles of BN = 128 tokens, with 384 threads in three roles (branches of one
+// if/else, so setmaxnreg applies: 168 registers a thread at launch = 24 x
+// 128 + 240 x 256):
 //   warpgroup 0, producer (setmaxnreg.dec 24): copies K_i and V_i of KV
 //     tile i into stage i % 3 with cp.async (a paged cache: 16-byte chunks
-//     through the block table, as wg_load_kv; no TMA), in the order K_0,
-//     K_1, V_0, K_2, V_1, .. (the consumers read K_j with V_{j-1}), each
-//     once that stage's K / V is empty (empty_k[s] / empty_v[s]), and
-//     signals it with cp.async.mbarrier.arrive.noinc on full_k[s] /
-//     full_v[s] (count 128: one arrival a producer thread, made when all
-//     its earlier copies have landed).
+//     through the block table; no TMA), in the order K_0, K_1, V_0, K_2,
+//     V_1, .. (the consumers read K_j with V_{j-1}), each once that stage's
+//     K / V is empty (empty_k[s] / empty_v[s]), and signals it with
+//     cp.async.mbarrier.arrive.noinc on full_k[s] / full_v[s] (count 128:
+//     one arrival a producer thread, made when all its earlier copies have
+//     landed).
 //   warpgroups 1, 2, consumers (setmaxnreg.inc 240): query rows 0..63 /
-//     64..127. Each loads its own Q rows (cp.async, wait, fence.proxy.async,
-//     a 128-thread named barrier 3 / 4), then runs the loop of the kernel
-//     above: wait full_k (tile j) and full_v (tile j - 1) with
+//     64..127, warp i of a consumer its rows 16i .. 16i + 15 (the wgmma
+//     accumulator layout). Each loads its own Q rows (cp.async, wait,
+//     fence.proxy.async, a 128-thread named barrier 3 / 4), computes S_0 and
+//     its softmax, then per KV tile j >= 1:
+//       S_j = Q K_j^T          wgmma m64n128k16, Q and K from shared memory
+//                              (descriptors)
+//       O += P_{j-1} V_{j-1}   wgmma m64n{HEAD_DIM}k16, P from registers (the
+//                              S accumulators rounded to 16 bits are already
+//                              the A fragment layout), V from shared memory
+//     It waits full_k (tile j) and full_v (tile j - 1) with
 //     mbarrier.try_wait.parity, fence.proxy.async.shared::cta (the copies
-//     were generic-proxy writes; wgmma reads through the async proxy), issue
-//     S_j = Q K_j^T and O += P_{j-1} V_{j-1}; wgmma.wait_group 1 (S_j
-//     done), lane 0 of each warp arrives on empty_k[stage of j] (count 8 =
-//     the consumer warps); softmax of S_j under the PV product;
-//     wait_group 0, lane 0 arrives on empty_v[stage of j - 1]. An arrival
-//     follows the completion of every wgmma of that warp that read the
-//     buffer, so the producer never overwrites what a wgmma still reads
-//     (the WAR hazard).
+//     were generic-proxy writes; wgmma reads through the async proxy),
+//     issues S_j, rescales O to tile j - 1's max under S_j's MMAs, issues
+//     the PV product (both asynchronous); wgmma.wait_group 1 (S_j done),
+//     lane 0 of each warp arrives on empty_k[stage of j] (count 8 = the
+//     consumer warps); runs tile j's mask and online softmax while the PV
+//     product still runs; wait_group 0, lane 0 arrives on empty_v[stage of
+//     j - 1]. A last PV product adds the last tile. An arrival follows the
+//     completion of every wgmma of that warp that read the buffer, so the
+//     producer never overwrites what a wgmma still reads (the WAR hazard).
+//   Online softmax as attn_prefill.cu: exp2 with scale * log2(e) folded into
+//     one FMA, the running max exact, masks only on tiles that cross a
+//     warp's diagonal or window edge.
 //   Parities: use u of a stage (u = tile / 3) completes phase u of its
 //     barriers; consumers wait full with parity u & 1, the producer waits
 //     empty with parity (u & 1) ^ 1 (u = 0: the phase before init counts as
@@ -83,10 +62,24 @@
 //     first), so one's softmax runs under the other's MMAs. Both take
 //     n_tiles + 1 turns; consumer 1 skips its last hand-over so that every
 //     named barrier generation completes.
-// Shared memory: Q and 3 stages of (K, V) tiles (layouts above), W2_SMEM =
-// 1024 + (128 + 3 * 2 * 128) * HEAD_DIM * 2 bytes (ops_gpu.c
+// Shared memory (1024-aligned): Q and 3 stages of (K, V) tiles, every tile
+// K-major in 128-byte swizzle atoms (wgmma's SWIZZLE_128B canonical layout):
+// a tile of R rows and C 16-byte chunks (8 elements) is [C / 8 atoms][R
+// rows][8 chunks], chunk c of row r stored at position (c % 8) ^ (r % 8) of
+// its 128-byte row:
+//   Q [BM rows][HEAD_DIM]          row = query row, chunk = 8 dims
+//   K stage [BN tokens][HEAD_DIM]  row = token, chunk = 8 dims
+//   V stage [HEAD_DIM dims][BN]    row = dim, chunk = 8 tokens (the cache's
+//                                  value layout is already token-contiguous)
+// Tokens >= ctx_len are zero in K and V; query rows past the sequence are
+// zero in Q (computed, never stored).
+//   q [T, q_stride] (head h at h * HEAD_DIM), out [T, nq * HEAD_DIM]
+// Grid (ceil(max_q_len / TT), n_seqs, nq / GROUP), 384 threads, dynamic smem
+// W2_SMEM = 1024 + (128 + 3 * 2 * 128) * HEAD_DIM * 2 bytes (ops_gpu.c
 // prefill_wg2_smem: 230400 at head dim 128) plus 96 bytes of static
-// mbarriers. One block an SM, as the kernel above.
+// mbarriers: one block an SM. Blocks past their sequence's queries exit; the
+// grid's x is walked in reverse so the longest (latest) query tiles start
+// first.
 #include "attn_common.cuh"
 
 #if !KV_FP8 && (HD == 64 || HD == 128) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -102,9 +95,6 @@
 #define WG_Q_BYTES (WG_BM * HD * 2)
 #define WG_K_BYTES (WG_BN * HD * 2)
 #define WG_V_BYTES (HD * WG_BN * 2)
-#define WG_KS 2 /* K stages */
-#define WG_VS 3 /* V stages */
-#define WG_SMEM (1024 + WG_Q_BYTES + WG_KS * WG_K_BYTES + WG_VS * WG_V_BYTES) /* 1024: alignment slack */
 #if ACT_KIND == 1
 #define WG_AB ".bf16.bf16"
 #else
@@ -184,41 +174,6 @@ KILN_DEV void wg_mma_rs_n64(float (&d)[32], const u32 (&a)[4], u64 db) {
                  "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0; }\n"
                  : WG_D32(d)
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
-}
-
-// cp.async of KV tile (tokens t0 .. t0 + BN - 1) into K stage sk and V stage
-// sv; 256 threads. K: token j = tid % 128, chunks tid / 128 + 2i (a warp
-// writes 32 rows of one chunk column: 8 distinct positions an 8-row group,
-// no bank conflicts). V: token group tg = tid % 16, dims tid / 16 + 16i.
-KILN_DEV void wg_load_kv(u32 sk, u32 sv, const act_t *__restrict__ kc, const act_t *__restrict__ vc,
-                         const int *__restrict__ bt, int nkv, int kvh, int ctx, int t0, int tid) {
-    {
-        const int j = tid & (WG_BN - 1), c0 = tid >> 7, tok = t0 + j;
-        const bool ok = tok < ctx;
-        const act_t *base = kc;
-        if (ok) {
-            int b = bt[tok / BLOCK_SIZE];
-            base = kc + (((size_t)b * nkv + kvh) * (HD / 8) * BLOCK_SIZE + tok % BLOCK_SIZE) * 8 +
-                   (size_t)c0 * BLOCK_SIZE * 8;
-        }
-#pragma unroll
-        for (int i = 0; i < HD / 16; i++)
-            cp_async16_u32(sk + wg_sw(WG_BN, j, c0 + 2 * i),
-                           ok ? (const void *)(base + (size_t)i * 2 * BLOCK_SIZE * 8) : (const void *)kc, ok ? 16 : 0);
-    }
-    {
-        const int tg = tid & 15, d0 = tid >> 4, tok = t0 + tg * 8, nv = ctx - tok;
-        const int bytes = nv >= 8 ? 16 : nv > 0 ? nv * 2 : 0;
-        const act_t *base = vc;
-        if (bytes) {
-            int b = bt[tok / BLOCK_SIZE];
-            base = vc + ((size_t)b * nkv + kvh) * HD * BLOCK_SIZE + tok % BLOCK_SIZE + (size_t)d0 * BLOCK_SIZE;
-        }
-#pragma unroll
-        for (int i = 0; i < HD / 16; i++)
-            cp_async16_u32(sv + wg_sw(HD, d0 + 16 * i, tg),
-                           bytes ? (const void *)(base + (size_t)i * 16 * BLOCK_SIZE) : (const void *)vc, bytes);
-    }
 }
 
 // S = Q K^T of one warpgroup (sq: its first Q row, sk: the K stage)
@@ -330,7 +285,7 @@ KILN_DEV void wg_rescale(float (&o)[HD / 2], const float (&alpha)[2]) {
     }
 }
 
-// ---- v2 (kiln_attn_prefill_wg2): warp-specialized, see the header ----
+// ---- warp specialization: stages, registers, barriers (see the header) ----
 #define W2_NS 3                                   /* K+V stages (one 128-token tile each) */
 #define W2_STAGE (WG_K_BYTES + WG_V_BYTES)
 #define W2_SMEM (1024 + WG_Q_BYTES + W2_NS * W2_STAGE) /* 1024: alignment slack */
@@ -371,8 +326,9 @@ template <int N> KILN_DEV void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.s
 template <int N> KILN_DEV void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N)); }
 
 // The producer warpgroup's copies of KV tile t0 .. t0 + BN - 1 (pt: 0..127).
-// K: token pt, every chunk (a warp writes 32 rows of one chunk column: no
-// bank conflicts, see wg_load_kv). V: token group pt % 16, dims pt / 16 + 8i.
+// K: token pt, every chunk (a warp writes 32 rows of one chunk column: 8
+// distinct positions an 8-row group, no bank conflicts). V: token group
+// pt % 16, dims pt / 16 + 8i.
 KILN_DEV void w2_load_k(u32 sk, const act_t *__restrict__ kc, const int *__restrict__ bt, int nkv, int kvh, int ctx,
                         int t0, int pt) {
     const int tok = t0 + pt;
@@ -381,8 +337,8 @@ KILN_DEV void w2_load_k(u32 sk, const act_t *__restrict__ kc, const int *__restr
     if (ok) base = kc + (((size_t)bt[tok / BLOCK_SIZE] * nkv + kvh) * (HD / 8) * BLOCK_SIZE + tok % BLOCK_SIZE) * 8;
 #pragma unroll 4 // (full unrolling spills at 24 registers)
     for (int c = 0; c < HD / 8; c++)
-        cp_async16_u32(sk + wg_sw(WG_BN, pt, c), ok ? (const void *)(base + (size_t)c * BLOCK_SIZE * 8) : (const void *)kc,
-                       ok ? 16 : 0);
+        cp_async16_u32(sk + wg_sw(WG_BN, pt, c),
+                       ok ? (const void *)(base + (size_t)c * BLOCK_SIZE * 8) : (const void *)kc, ok ? 16 : 0);
 }
 KILN_DEV void w2_load_v(u32 sv, const act_t *__restrict__ vc, const int *__restrict__ bt, int nkv, int kvh, int ctx,
                         int t0, int pt) {
@@ -399,146 +355,8 @@ KILN_DEV void w2_load_v(u32 sv, const act_t *__restrict__ vc, const int *__restr
 }
 #endif
 
-extern "C" __global__ void __launch_bounds__(256, 1)
-kiln_attn_prefill_wg(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const kv_t *__restrict__ kc,
-                     const kv_t *__restrict__ vc, const int *__restrict__ qstart, const int *__restrict__ ctx_len,
-                     const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
-                     int window, const float *__restrict__ kv_scales) {
-#if WG_OK
-    pdl_wait();
-    pdl_launch();
-    extern __shared__ float4 smem4[];
-    const u32 sq = (smem_addr(smem4) + 1023u) & ~1023u, sk0 = sq + WG_Q_BYTES, sv0 = sk0 + WG_KS * WG_K_BYTES;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
-    const int wg = warp >> 2;
-    const int s = blockIdx.y, qh0 = blockIdx.z * GROUP;
-    const int ratio = nq / nkv, kvh = qh0 / ratio;
-    const int q0 = qstart[s], q_len = qstart[s + 1] - q0;
-    const int tok0 = (int)(gridDim.x - 1 - blockIdx.x) * WG_TT;
-    if (tok0 >= q_len) return;
-    const int ctx = ctx_len[s];
-    const int pos0 = ctx - q_len; // position of query token 0
-    int kt_first, kt_end;
-    prefill_kv_tiles(pos0, tok0, q_len, WG_TT, WG_BN, window, kt_first, kt_end);
-    const int n_tiles = kt_end - kt_first;
-    const int *bt = block_tables + (size_t)s * max_blocks;
-
-    // Q -> shared memory: row tid % 128, chunks tid / 128 + 2i (rows past the sequence: zero)
-    {
-        const int row = tid & (WG_BM - 1), c0 = tid >> 7, head = qh0 + row / WG_TT, tok = tok0 + row % WG_TT;
-        const bool ok = tok < q_len;
-        const act_t *src = q + (size_t)(q0 + (ok ? tok : 0)) * q_stride + (size_t)head * HD;
-#pragma unroll
-        for (int i = 0; i < HD / 16; i++)
-            cp_async16_u32(sq + wg_sw(WG_BM, row, c0 + 2 * i),
-                           ok ? (const void *)(src + (c0 + 2 * i) * 8) : (const void *)q, ok ? 16 : 0);
-    }
-    wg_load_kv(sk0, sv0, kc, vc, bt, nkv, kvh, ctx, kt_first * WG_BN, tid);
-    cp_async_commit();
-
-    // this thread's rows wg * 64 + (warp % 4) * 16 + h * 8 + g; rows past the
-    // sequence take its last position (computed, never stored)
-    int rp[2], wlo, whi;
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int row = warp * 16 + h * 8 + g;
-        rp[h] = pos0 + min(tok0 + row % WG_TT, q_len - 1);
-    }
-    wlo = min(rp[0], rp[1]);
-    whi = max(rp[0], rp[1]);
-#pragma unroll
-    for (int off = 4; off < 32; off <<= 1) { // lanes of one quad share rows
-        wlo = min(wlo, __shfl_xor_sync(0xffffffffu, wlo, off));
-        whi = max(whi, __shfl_xor_sync(0xffffffffu, whi, off));
-    }
-    const float sl2 = scale * LOG2E;
-    const u32 sqw = sq + (u32)(wg * 64 * 128); // this warpgroup's Q rows (8 row groups of 1024 bytes)
-
-    float o[HD / 2], m[2] = {-KILN_INF, -KILN_INF}, l[2] = {0.0f, 0.0f}, alpha[2];
-    u32 p[WG_BN / 16][4];
-#pragma unroll
-    for (int i = 0; i < HD / 2; i++) o[i] = 0.0f;
-
-    // tile 0: S, softmax, P (alpha = 0 rescales the zero O at iteration 1)
-    cp_async_wait<0>();
-    wg_fence_proxy();
-    __syncthreads();
-    if (n_tiles > 1)
-        wg_load_kv(sk0 + WG_K_BYTES, sv0 + WG_V_BYTES, kc, vc, bt, nkv, kvh, ctx, (kt_first + 1) * WG_BN, tid);
-    cp_async_commit();
-    {
-        float sc[WG_BN / 2], pe[WG_BN / 2];
-        wg_fence();
-        wg_qk(sc, sqw, sk0);
-        wg_commit();
-        wg_wait<0>();
-        wg_keep(sc);
-        wg_softmax(sc, pe, m, l, alpha, rp, kt_first * WG_BN, tig, wlo, whi, window, sl2);
-        wg_pack_p(p, pe);
-    }
-
-    int ks = 1, vs_prev = 0, vs_load = 2; // K stage of tile j, V stage of tile j - 1, V stage for tile j + 1
-#pragma unroll 1
-    for (int j = 1; j < n_tiles; j++) {
-        cp_async_wait<0>(); // tile j landed (this thread's copies)
-        wg_fence_proxy();
-        __syncthreads(); // everyone's copies; every MMA of iteration j - 1 done
-        if (j + 1 < n_tiles)
-            wg_load_kv(sk0 + (u32)((ks ^ 1) * WG_K_BYTES), sv0 + (u32)(vs_load * WG_V_BYTES), kc, vc, bt, nkv, kvh, ctx,
-                       (kt_first + j + 1) * WG_BN, tid);
-        cp_async_commit();
-        float sc[WG_BN / 2], pe[WG_BN / 2]; // fresh each tile (see wg_softmax)
-        wg_fence();
-        wg_qk(sc, sqw, sk0 + (u32)(ks * WG_K_BYTES));
-        wg_commit();
-        wg_rescale(o, alpha); // O to tile j - 1's max, under S_j's MMAs
-        wg_keep(o);
-        wg_fence();
-        wg_pv(o, p, sv0 + (u32)(vs_prev * WG_V_BYTES));
-        wg_commit();
-        wg_wait<1>(); // S_j
-        wg_keep(sc);
-        wg_softmax(sc, pe, m, l, alpha, rp, (kt_first + j) * WG_BN, tig, wlo, whi, window, sl2);
-        wg_wait<0>(); // O += P_{j-1} V_{j-1}
-        wg_keep(o);
-        wg_keep(p);
-        wg_pack_p(p, pe);
-        ks ^= 1;
-        vs_prev = vs_prev == WG_VS - 1 ? 0 : vs_prev + 1;
-        vs_load = vs_load == WG_VS - 1 ? 0 : vs_load + 1;
-    }
-    // the last tile's O += P V (its V landed with its K)
-    wg_rescale(o, alpha);
-    wg_keep(o);
-    wg_fence();
-    wg_pv(o, p, sv0 + (u32)(vs_prev * WG_V_BYTES));
-    wg_commit();
-    wg_wait<0>();
-    wg_keep(o);
-
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        float sum = l[h];
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        const int row = warp * 16 + h * 8 + g;
-        const int head = qh0 + row / WG_TT, tok = tok0 + row % WG_TT;
-        if (tok >= q_len) continue;
-        float inv; // 1 / sum (approximate reciprocal, as attn_prefill.cu)
-        asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(inv) : "f"(sum));
-        if (!(sum > 0.0f)) inv = 0.0f;
-        act_t *orow = out + (size_t)(q0 + tok) * nq * HD + (size_t)head * HD;
-#pragma unroll
-        for (int nb = 0; nb < HD / 8; nb++)
-            *(u32 *)(orow + nb * 8 + tig * 2) = pack2<act_t>(o[4 * nb + 2 * h] * inv, o[4 * nb + 2 * h + 1] * inv);
-    }
-#else
-    asm volatile("trap;");
-#endif
-}
-
-// v2: warp-specialized (see the header). 384 threads: warpgroup 0 copies,
-// warpgroups 1 and 2 compute query rows 0..63 and 64..127.
+// The kernel (see the header). 384 threads: warpgroup 0 copies, warpgroups 1
+// and 2 compute query rows 0..63 and 64..127.
 extern "C" __global__ void __launch_bounds__(384, 1)
 kiln_attn_prefill_wg2(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const kv_t *__restrict__ kc,
                       const kv_t *__restrict__ vc, const int *__restrict__ qstart, const int *__restrict__ ctx_len,

@@ -38,6 +38,24 @@
 // the same outputs; out[m, p] = silu(g) * u with g and u (+ bias) rounded to
 // ACT first, the bits of the plain GEMM then act.cu's silu_mul at the same
 // split. The split-K reduction hands out (g, u) pairs.
+// ROPE=1: kiln_gemm_sk_rope, the qkv projection of a decode step of M
+// sequences with the rotary embedding and the KV-cache write as its epilogue
+// (kiln_gpu_gemm_rope_kv_m), what gemv.cu's kiln_gemv_rope does at M = 1:
+// W's N = (nq + 2 nkv) * HD rows are the q heads, then k, then v, and a block
+// owns exactly one head (BN == HD). Every output is the GEMM's (+ bias)
+// rounded to ACT as the plain GEMM stores it; the q and k heads are rotated
+// (rotate-half over the whole head) at position pos[m] of row m with cos /
+// sin from the precise sincosf of (float)pos[m] * inv_freq[d] times mscale,
+// fp32 math, rounded to ACT, and stored back into out; the rotated k and the
+// v heads also go into the 16-bit caches of ACT at slots[m] (< 0: row not
+// written; key [blocks, nkv, HD / x, bs, x], value [blocks, nkv, HD, bs],
+// x = 16 / sizeof(ACT), as rope_kv.cu). The pair (d, d + HD / 2) a rotation
+// mixes is held by warps w and w + WARPS / 2 at the same lane and fragment
+// index (row 16 (w RT + r) + g + 8 (e >> 1) + HD / 2 is warp w + WARPS / 2's),
+// and after the split-K reduction by the same cluster block (it hands out
+// the same element indices in every warp): each thread parks its rounded
+// values in its own block's shared memory (past the part the cluster reads),
+// a block barrier, and each reads its partner's and writes its own output.
 // Semantics: engine/ops_cpu.h kiln_cpu_gemm. K % 8 == 0, x and W 16-byte
 // aligned; W rows >= N and k >= K read as zero; x rows M..MAXM are not
 // copied (whatever the ring holds there reaches only output columns that are
@@ -45,6 +63,10 @@
 // ldo; prof: NULL, or a timing record a block (SK_PROF_N u64, below).
 // Grid: (ceil(N / BN), CL) blocks of WARPS * 32 threads (GLU: ceil(I / (BN /
 // 2))), dynamic shared memory SMEM_BYTES (host: engine/cuda/ops_gpu.c sk_gemm).
+#if defined(ROPE) && ROPE // kiln_gemm_sk_rope's fixed shape (above): one head a block
+#define GLU 0
+#define RT (HD / (16 * WARPS))
+#endif
 #include "gemm_tc_common.cuh"
 
 #ifndef MAXM
@@ -65,6 +87,9 @@
 #ifndef GLU
 #define GLU 0
 #endif
+#ifndef ROPE
+#define ROPE 0
+#endif
 #define THREADS (WARPS * 32)
 #define NT (MAXM / 8)
 #define BN (WARPS * RT * 16)
@@ -84,6 +109,13 @@ static_assert(STAGES >= 2 && STAGES <= 8, "STAGES: 2..8");
 static_assert(CL >= 1 && CL <= 8, "CL: 1..8 (a portable cluster)");
 static_assert((BN * 8) % THREADS == 0, "W copies divide among the threads");
 static_assert(!GLU || RT == 2, "GLU: a warp's tile 0 is 16 gate rows, its tile 1 the matching up rows");
+#if ROPE
+typedef KV kv_t;
+static_assert(sizeof(kv_t) == sizeof(act_t) && sizeof(out_t) == sizeof(act_t), "ROPE: act out, a cache of act");
+static_assert(BN == HD && MAXM <= 32, "ROPE: a block is one head; the pair (d, d + HD / 2) in warps w, w + WARPS / 2");
+static_assert(2 * RED_BYTES <= SMEM_BYTES, "ROPE: the pair exchange past the split-K reduction's buffer");
+#define KV_X (16 / (int)sizeof(kv_t))
+#endif
 
 #if CL > 1 && __CUDA_ARCH__ >= 900
 #define SK_CLUSTER __cluster_dims__(1, CL, 1)
@@ -116,9 +148,61 @@ KILN_DEV out_t sk_glu(float g, float u, const out_t *bias, int p, int I) {
     return from_f32<out_t>(gf / (1.0f + expf(-gf)) * uf);
 }
 
+// Each accumulator of this thread (one CL = 1 block's outputs): tile r, n tile
+// j, element e, with its x row m (the output row) and W row n (the column)
+// (ROPE's epilogue; the plain one keeps its loops: the same indices, its measured code)
+template <typename F> KILN_DEV void sk_each_acc(int warp, int g, int t, int n_blk, F f) {
+#pragma unroll
+    for (int r = 0; r < RT; r++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                f(r, j, e, 8 * j + 2 * t + (e & 1), n_blk + 16 * (warp * RT + r) + g + 8 * (e >> 1));
+}
+
+#if ROPE
+// ROPE's output of out[m, n]: xo its GEMM value (+ bias) rounded to act, xp
+// the partner's (n -+ HD / 2); rotated as gemv.cu's kiln_gemv_rope rotates
+// (y0 = x0 c - x1 s, y1 = x1 c + x0 s) for a q or k head, stored, and k / v
+// into the caches at slots[m]
+KILN_DEV void sk_rope_put(out_t *out, i64 ldo, int m, int n, float xo, float xp, int nq, int nkv,
+                          const int *__restrict__ pos, const float *__restrict__ inv_freq, float mscale,
+                          kv_t *__restrict__ kc, kv_t *__restrict__ vc, const int *__restrict__ slots, int bs) {
+    const int half = HD / 2, h = n / HD, d = n - h * HD;
+    float y = xo;
+    if (h < nq + nkv) { // a q or k head: rotate
+        float sn, cs;
+        sincosf((float)pos[m] * inv_freq[d < half ? d : d - half], &sn, &cs);
+        const float c = cs * mscale, s = sn * mscale;
+        y = to_f32(from_f32<act_t>(d < half ? xo * c - xp * s : xo * c + xp * s));
+    }
+    out[(size_t)m * ldo + n] = from_f32<out_t>(y);
+    const int slot = slots[m];
+    if (h < nq || slot < 0) return;
+    const int b = slot / bs, o = slot - b * bs;
+    if (h < nq + nkv) { // key [blocks, nkv, HD / x, bs, x]
+        const size_t kb = ((size_t)b * nkv + (h - nq)) * (HD / KV_X);
+        kc[((kb + d / KV_X) * bs + o) * KV_X + d % KV_X] = from_f32<kv_t>(y);
+    } else { // value [blocks, nkv, HD, bs]
+        vc[(((size_t)b * nkv + (h - nq - nkv)) * HD + d) * bs + o] = from_f32<kv_t>(y);
+    }
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(THREADS) SK_CLUSTER
-kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const act_t *__restrict__ w,
-             const out_t *__restrict__ bias, int M, int N, int K, int cps, u64 *__restrict__ prof) {
+#if ROPE
+kiln_gemm_sk_rope
+#else
+kiln_gemm_sk
+#endif
+(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const act_t *__restrict__ w,
+             const out_t *__restrict__ bias, int M, int N, int K, int cps, u64 *__restrict__ prof
+#if ROPE
+             , int nq, int nkv, const int *__restrict__ pos, const float *__restrict__ inv_freq, float mscale,
+             kv_t *__restrict__ kc, kv_t *__restrict__ vc, const int *__restrict__ slots, int bs
+#endif
+             ) {
     extern __shared__ __align__(128) unsigned char smem[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int n_blk = blockIdx.x * (GLU ? BN / 2 : BN); // first W row (GLU: first row pair) of the block
@@ -289,6 +373,38 @@ kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, cons
             for (int q = 0; q < CL; q++) v[o][h][q] = gi < NG ? cluster_ld(rbase[q] + off) : 0.0f;
         }
     }
+#if ROPE
+    // the sums (+ bias) rounded to act, parked for the partner warp past red
+    // (which the other blocks of the cluster may still read)
+    float xs[PER];
+    float *xch = reinterpret_cast<float *>(smem + RED_BYTES); // [WARPS][PER][32]
+#pragma unroll
+    for (int o = 0; o < PER; o++) {
+        const int gi = (int)me + o * CL;
+        xs[o] = 0.0f;
+        if (gi >= NG) break;
+        const int r = gi / (NT * 4), e = gi % 4;
+        const int n = n_blk + 16 * (warp * RT + r) + g + 8 * (e >> 1);
+        float sum = 0.0f;
+#pragma unroll
+        for (int q = 0; q < CL; q++) sum += v[o][0][q];
+        if (bias && n < N) sum += to_f32(bias[n]);
+        xs[o] = to_f32(from_f32<act_t>(sum));
+        xch[(warp * PER + o) * 32 + lane] = xs[o];
+    }
+    __syncthreads();
+    const int pw = (warp + WARPS / 2) % WARPS; // the partner warp: rows n +- HD / 2
+#pragma unroll
+    for (int o = 0; o < PER; o++) {
+        const int gi = (int)me + o * CL;
+        if (gi >= NG) break;
+        const int r = gi / (NT * 4), j = (gi / 4) % NT, e = gi % 4;
+        const int m = 8 * j + 2 * t + (e & 1), n = n_blk + 16 * (warp * RT + r) + g + 8 * (e >> 1);
+        if (m >= M || n >= N) continue;
+        sk_rope_put(out, ldo, m, n, xs[o], xch[(pw * PER + o) * 32 + lane], nq, nkv, pos, inv_freq, mscale, kc, vc,
+                    slots, bs);
+    }
+#else
 #pragma unroll
     for (int o = 0; o < PER; o++) {
         const int gi = (int)me + o * CL;
@@ -312,6 +428,7 @@ kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, cons
         out[(size_t)m * ldo + n] = from_f32<out_t>(sum);
 #endif
     }
+#endif // ROPE
     if (pr) pr[6] = clock64();
     cluster_sync_all(); // no block leaves while another may still read its shared memory
 #else
@@ -326,6 +443,23 @@ kiln_gemm_sk(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, cons
             if (m >= M || p >= N / 2) continue;
             out[(size_t)m * ldo + p] = sk_glu(acc[0][j][e], acc[1][j][e], bias, p, N / 2);
         }
+    if (pr) pr[6] = clock64();
+#elif ROPE
+    cp_async_wait<0>();
+    __syncthreads(); // the ring is free (the last groups were empty): the pair exchange reuses it
+    float *xch = reinterpret_cast<float *>(smem); // [WARPS][ACCN][32]
+    sk_each_acc(warp, g, t, n_blk, [&](int r, int j, int e, int, int n) {
+        const float b = bias && n < N ? to_f32(bias[n]) : 0.0f;
+        acc[r][j][e] = to_f32(from_f32<act_t>(acc[r][j][e] + b)); // as the plain GEMM stores it
+        xch[(warp * ACCN + (r * NT + j) * 4 + e) * 32 + lane] = acc[r][j][e];
+    });
+    __syncthreads();
+    const int pw = (warp + WARPS / 2) % WARPS; // the partner warp: rows n +- HD / 2
+    sk_each_acc(warp, g, t, n_blk, [&](int r, int j, int e, int m, int n) {
+        if (m >= M || n >= N) return;
+        sk_rope_put(out, ldo, m, n, acc[r][j][e], xch[(pw * ACCN + (r * NT + j) * 4 + e) * 32 + lane], nq, nkv, pos,
+                    inv_freq, mscale, kc, vc, slots, bs);
+    });
     if (pr) pr[6] = clock64();
 #else
 #pragma unroll

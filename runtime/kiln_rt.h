@@ -299,6 +299,12 @@ typedef struct kiln_jit_kernel_def {
  * with cuBLASLt, same call), not the 48 MiB qkv */
 #define KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT 40
 #define KILN_SKGEMM_SILU_DEFAULT 0 /* the gate/up GEMM with SiLU through gemm_sk: not yet measured */
+/* the qkv GEMM with rope + KV write through gemm_sk (ROPE=1) for 2 <= M <= this
+ * many rows (at most 32; $KILN_SKGEMM_ROPE=N, 1 meaning 32, 0 never; engine/cuda/ops_gpu.c
+ * kiln_gpu_gemm_rope_kv_m). kiln bench, H200 x2 node, 2026-11-30, same call: -b 8 1712 / 1713 tok/s
+ * against 1677 / 1677 with cuBLASLt + kiln_rope_kv_write_dec, -b 16 3341 against 3288, -b 32 5998 /
+ * 6011 against 6009 / 5978 (no gain at 32 rows: left to cuBLASLt) */
+#define KILN_SKGEMM_ROPE_DEFAULT 16
 #define KILN_SKGEMM_WARPS_DEFAULT 4
 #define KILN_SKGEMM_TILES_DEFAULT(maxm) 2
 #define KILN_SKGEMM_STAGES_DEFAULT(maxm) ((maxm) >= 32 ? 3 : 4)

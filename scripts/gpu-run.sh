@@ -153,6 +153,22 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s26:    eighth session: gemm_sk's split checked against the occupancy calculator: test_gpu_engine, bench_kernels
 #           gemm_sk_quick (qkv / o / down at M = 16 / 32, four tilings, cuBLASLt beside), kiln bench -b 32 with
 #           KILN_SKGEMM_MAX_M 32 / 16, -b 16 with 16 / 0
+#   s37:    (eleventh session, last call) the new defaults: GPU 0 test_gemm_sk_rope, test_attention_decode, then
+#           test_gpu_engine; GPU 1 bench_kernels decode, decode-short at 2 / 4 warps, kiln bench -b 64 (-s 128 and
+#           1024) default against KILN_DECODE_WARPS=2, -b 8 / 16 default against KILN_SKGEMM_ROPE=0, -b 1;
+#           test_gpu_tp after both
+#   s36:    (eleventh session, nvidia-h200-x2, last call) GPU 0: the whole test_gpu_ops, and beside it the cases
+#           the s35 run did not reach (test_gemm_sk, test_silu_gemm_sk, test_graph_replay, test_all_reduce) and
+#           the decode cases again; GPU 1: test_gpu_engine (default, KILN_DECODE_FUSED_REDUCE=1), bench_kernels
+#           decode, kiln bench -b 1 / 8 / 32 / 64 (and 32 at --max-model-len 8192) with each knob beside main's
+#           binary; test_gpu_tp after both
+#   s35:    (eleventh session, nvidia-h200-x2) the whole test_gpu_ops on GPU 0; test_gpu_engine, then bench_kernels
+#           decode at each decode-attention source in $here/kv/* (KILN_KERNEL_DIR; a bisection of the
+#           b64 slowdown) and with KILN_DECODE_WARPS 4 / 2 on GPU 1; test_gpu_tp after both
+#   s34:    (eleventh session, nvidia-h200-x2, branch next10) test_attention_decode_fused, test_gemv_rope,
+#           test_gemm_sk_rope on GPU 0 (the whole suite: `S31_BENCH=0 remote.sh s31`, a call of its own); test_gpu_engine with KILN_DECODE_FUSED_REDUCE=1 and with KILN_SKGEMM_ROPE=1, kiln
+#           bench -b 8 / 32 with and without KILN_SKGEMM_ROPE=1, -b 1 and -b 16 / 32 with
+#           --max-model-len 8192 with and without it, bench_kernels decode both ways on GPU 1
 #   s33:    (tenth session, nvidia-h200-x2) the batch-1 qkv GEMV + rope at each UNROLL x KSPLIT: test_gemv_rope, kiln bench -b 1
 #   s32:    (tenth session, last call, nvidia-h200-x2; KILN_MAIN_BUILD for bin/kiln_main) next9 with the measured
 #           defaults: test_gpu_ops (GPU 0) beside test_gpu_engine and kiln bench -b 1 / 32 / 64 / 256 against main's
@@ -487,6 +503,102 @@ if has s19; then # seventh session: next's defaults (rope epilogue, push gather,
   kb "tp1-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 1 -b 1 -s 128 -o 512 --iters 2
   kb "tp2-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   for tp in 1 2; do kb "tp$tp-b32" -- --tp $tp -b 32 -s 128 -o 256 --iters 2; done
+fi
+if has s37; then # eleventh session, last call: gemm_sk + rope up to 16 rows and 4-warp decode attention past 512 tokens
+  ( export CUDA_VISIBLE_DEVICES=0
+    gt ops_skrope 150 "FAIL|passed" -- test_gpu_ops test_gemm_sk_rope
+    gt ops_decode 200 "FAIL|passed" -- test_gpu_ops test_attention_decode
+    gt test_gpu_engine 150 "FAIL|passed" -- test_gpu_engine ) > /tmp/s37t.log 2>&1 &
+  export CUDA_VISIBLE_DEVICES=1
+  timeout 90 "$here/bin/bench_kernels" decode > /tmp/bd.log 2>&1
+  grep -E "ceilings|attn decode" /tmp/bd.log | sed -E "s/ +/ /g; s/32q.8kv hd128 //; s/ of copy target/ target/" | cut -c1-110
+  for w in 2 4; do KILN_DECODE_WARPS=$w timeout 60 "$here/bin/bench_kernels" decode-short > /tmp/bds.log 2>&1
+    grep -E "attn decode" /tmp/bds.log | sed -E "s/ +/ /g; s/32q.8kv hd128 //; s/ of copy target.*//; s/^/w$w: /" | cut -c1-100; done
+  for r in 1 2; do
+    kb "b64-def$r" -- -b 64 -s 128 -o 256 --iters 2
+    kb "b64-w2-$r" KILN_DECODE_WARPS=2 -- -b 64 -s 128 -o 256 --iters 2
+  done
+  kb "b64-s1024-def" -- -b 64 -s 1024 -o 256 --iters 1
+  kb "b64-s1024-w2" KILN_DECODE_WARPS=2 -- -b 64 -s 1024 -o 256 --iters 1
+  for b in 8 16; do kb "b$b-def" -- -b $b -s 128 -o 256 --iters 2; kb "b$b-rope0" KILN_SKGEMM_ROPE=0 -- -b $b -s 128 -o 256 --iters 2; done
+  kb "b1-def" -- -b 1 -s 128 -o 512 --iters 2
+  kb "b32-def" -- -b 32 -s 128 -o 256 --iters 2
+  unset CUDA_VISIBLE_DEVICES; wait; cat /tmp/s37t.log
+  gt test_gpu_tp 100 "FAIL|passed" -- test_gpu_tp
+fi
+if has s36; then # eleventh session, last call: next10 with the decode kernel's static shared flag removed
+  ( CUDA_VISIBLE_DEVICES=0 timeout 500 "$here/bin/test_gpu_ops" > /tmp/tgo.log 2>&1; echo "rc=$?" >> /tmp/tgo.log ) &
+  for c in test_attention_decode test_attention_fp8 test_gemm_sk test_silu_gemm_sk test_graph_replay test_all_reduce; do
+    ( CUDA_VISIBLE_DEVICES=0 KT_VERBOSE=1 timeout 400 "$here/bin/test_gpu_ops" $c > "$out/ops_$c.log" 2>&1; echo "rc=$?" >> "$out/ops_$c.log" ) &
+  done
+  export CUDA_VISIBLE_DEVICES=1
+  gt test_gpu_engine 150 "FAIL|passed" -- test_gpu_engine
+  gt test_gpu_engine_fused 150 "FAIL|passed" KILN_DECODE_FUSED_REDUCE=1 -- test_gpu_engine
+  timeout 90 "$here/bin/bench_kernels" decode > /tmp/bd.log 2>&1
+  grep -E "ceilings|attn decode" /tmp/bd.log | sed -E "s/ +/ /g; s/32q.8kv hd128 //; s/ of copy target/ target/" | cut -c1-110
+  for r in 1 2; do
+    KB_BIN=kiln_main kb "b1-main$r" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-def$r" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-fused$r" KILN_DECODE_FUSED_REDUCE=1 -- -b 1 -s 128 -o 512 --iters 2
+  done
+  for b in 8 32; do for r in 1 2; do
+    KB_BIN=kiln_main kb "b$b-main$r" -- -b $b -s 128 -o 256 --iters 2
+    kb "b$b-def$r" -- -b $b -s 128 -o 256 --iters 2
+    kb "b$b-skrope$r" KILN_SKGEMM_ROPE=1 -- -b $b -s 128 -o 256 --iters 2
+  done; done
+  kb "b16-skrope" KILN_SKGEMM_ROPE=1 -- -b 16 -s 128 -o 256 --iters 2
+  kb "b16-def" -- -b 16 -s 128 -o 256 --iters 2
+  for r in 1 2; do KB_BIN=kiln_main kb "b64-main$r" -- -b 64 -s 128 -o 256 --iters 2; kb "b64-def$r" -- -b 64 -s 128 -o 256 --iters 2; done
+  kb "b32-long-def" -- -b 32 -s 128 -o 256 --iters 2 --max-model-len 8192
+  kb "b32-long-fused" KILN_DECODE_FUSED_REDUCE=1 -- -b 32 -s 128 -o 256 --iters 2 --max-model-len 8192
+  KB_BIN=kiln_main kb "b256-main" -- -b 256 -s 128 -o 256 --iters 1
+  kb "b256-def" -- -b 256 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES; wait
+  for c in test_attention_decode test_attention_fp8 test_gemm_sk test_silu_gemm_sk test_graph_replay test_all_reduce; do
+    echo "ops $c: $(grep -E 'passed' "$out/ops_$c.log" | tail -1) $(tail -1 "$out/ops_$c.log")"; grep -E "FAIL" "$out/ops_$c.log" | head -4; done
+  echo "test_gpu_ops (whole): $(grep -E 'passed' /tmp/tgo.log | tail -1) $(tail -1 /tmp/tgo.log)"; grep -E "FAIL" /tmp/tgo.log | head
+  grep -E "^\[ (RUN |FAIL| OK )" /tmp/tgo.log | tail -2; cp /tmp/tgo.log "$out/test_gpu_ops.log"
+  gt test_gpu_tp 100 "FAIL|passed" -- test_gpu_tp
+fi
+if has s35; then # eleventh session: the suite, and where decode attention lost 15-20% since the fourth session
+  ( CUDA_VISIBLE_DEVICES=0 timeout 500 "$here/bin/test_gpu_ops" > /tmp/tgo.log 2>&1; echo "rc=$?" >> /tmp/tgo.log ) &
+  export CUDA_VISIBLE_DEVICES=1
+  gt test_gpu_engine 150 "FAIL|passed" -- test_gpu_engine
+  dec() { local tag="$1"; shift; env "$@" timeout 90 "$here/bin/bench_kernels" decode > /tmp/bd.log 2>&1
+    grep -E "ceilings|attn decode" /tmp/bd.log | sed -E "s/ +/ /g; s/^/$tag: /; s/32q.8kv hd128 //; s/ of copy target.*//" | cut -c1-100; }
+  dec head-w4 KILN_DECODE_WARPS=4
+  dec head-w2 KILN_DECODE_WARPS=2
+  for d in "$here"/kv/*; do dec "$(basename "$d")" KILN_DECODE_WARPS=4 KILN_KERNEL_DIR="$d" KILN_DECODE_ADAPTIVE=0; done
+  dec head-w4-fixed KILN_DECODE_WARPS=4 KILN_DECODE_ADAPTIVE=0
+  unset CUDA_VISIBLE_DEVICES; wait
+  echo "test_gpu_ops: $(grep -E 'passed' /tmp/tgo.log | tail -1) $(tail -1 /tmp/tgo.log)"; grep -E "FAIL" /tmp/tgo.log | head
+  grep -E "^\[ (RUN |FAIL| OK )" /tmp/tgo.log | tail -2; cp /tmp/tgo.log "$out/test_gpu_ops.log"
+  gt test_gpu_tp 240 "FAIL|passed" -- test_gpu_tp
+fi
+if has s34; then # eleventh session: the decode split combined in the attention kernel (branch next10) and the tests
+  ( export CUDA_VISIBLE_DEVICES=0
+    gt ops_fused 240 "FAIL|passed" -- test_gpu_ops test_attention_decode_fused
+    gt ops_rope 90 "FAIL|passed" -- test_gpu_ops test_gemv_rope
+    gt ops_skrope 150 "FAIL|passed" -- test_gpu_ops test_gemm_sk_rope ) > /tmp/s34t.log 2>&1 &
+  export CUDA_VISIBLE_DEVICES=1
+  gt test_gpu_engine 150 "FAIL|passed" KILN_DECODE_FUSED_REDUCE=1 -- test_gpu_engine
+  for r in 1 2; do
+    kb "b1-def$r" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-fused$r" KILN_DECODE_FUSED_REDUCE=1 -- -b 1 -s 128 -o 512 --iters 2
+  done
+  gt test_gpu_engine_skrope 150 "FAIL|passed" KILN_SKGEMM_ROPE=1 -- test_gpu_engine
+  for b in 8 32; do for r in 1 2; do
+    kb "b$b-def$r" -- -b $b -s 128 -o 256 --iters 2
+    kb "b$b-skrope$r" KILN_SKGEMM_ROPE=1 -- -b $b -s 128 -o 256 --iters 2
+  done; done
+  for b in 16 32; do
+    kb "b$b-long-def" -- -b $b -s 128 -o 256 --iters 2 --max-model-len 8192
+    kb "b$b-long-fused" KILN_DECODE_FUSED_REDUCE=1 -- -b $b -s 128 -o 256 --iters 2 --max-model-len 8192
+  done
+  timeout 60 "$here/bin/bench_kernels" decode > /tmp/b_d.log 2>&1; grep -E "decode" /tmp/b_d.log | sed -E 's/ +/ /g' | cut -c1-110
+  KILN_DECODE_FUSED_REDUCE=1 timeout 60 "$here/bin/bench_kernels" decode > /tmp/b_df.log 2>&1
+  grep -E "decode" /tmp/b_df.log | sed -E 's/ +/ /g; s/^/fused: /' | cut -c1-118
+  unset CUDA_VISIBLE_DEVICES; wait; cat /tmp/s34t.log
 fi
 if has s33; then # tenth session: the batch-1 qkv GEMV + rope's tiling (test_gemv_rope on GPU 0, kiln bench -b 1 on GPU 1)
   ( export CUDA_VISIBLE_DEVICES=0

@@ -661,7 +661,7 @@ static double worst_row_err(const float *got, const float *ref, size_t rows, int
 }
 
 /* prefill_kernel of run_attention's first pass: 4 (attn_prefill) in the sweeps, whose long contexts would
- * otherwise take attn_prefill_wg2 by default on an H200; test_attention_prefill_wg: 2 and 3 */
+ * otherwise take attn_prefill_wg2 by default on an H200; test_attention_prefill_wg: 3 (attn_prefill_wg2) */
 static int attn_kernel = 4;
 
 static void run_attention(const attn_case *c) {
@@ -750,6 +750,7 @@ static void run_attention(const attn_case *c) {
                 dbt = dupload(bt, sizeof(int32_t) * (size_t)(max_blocks * c->n_seqs)),
                 dout = dmalloc((size_t)T * c->nq * c->hd * 2);
     for (int v1 = 0; v1 < (c->both ? 2 : 1); v1++) {
+        const char *which = v1 ? " (prefill v1)" : attn_kernel == 3 ? " (prefill wg2)" : "";
         kiln_gpu_attn a = {dout, dq, q_stride, dkc, dvc, &l, c->nq, dqs, dcl, dbt, c->n_seqs, max_blocks, scale,
                            c->window, max_q, launch_ctx, c->force, v1 ? 1 : attn_kernel};
         KT_OK(kiln_rt_memset8(dout, 0xff, (size_t)T * c->nq * c->hd * 2, st)); /* NaNs where nothing is written */
@@ -758,13 +759,13 @@ static void run_attention(const attn_case *c) {
         CHECK_CLOSE(got, ref, (size_t)T * c->nq * c->hd, c->dt,
                     "attention%s %s kv %s hd=%d nq=%d nkv=%d bs=%d window=%d force=%d seqs=%d launch ctx %d "
                     "(q,ctx)=(%d,%d)(%d,%d)..",
-                    v1 ? " (prefill v1)" : attn_kernel == 2 ? " (prefill wg)" : attn_kernel == 3 ? " (prefill wg2)" : "", kiln_dtype_name(c->dt), kiln_dtype_name(kvdt), c->hd, c->nq, c->nkv,
-                    c->bs, c->window, c->force, c->n_seqs, launch_ctx, c->q_len[0], c->ctx[0],
-                    c->q_len[c->n_seqs - 1], c->ctx[c->n_seqs - 1]);
+                    which, kiln_dtype_name(c->dt), kiln_dtype_name(kvdt), c->hd, c->nq, c->nkv, c->bs, c->window,
+                    c->force, c->n_seqs, launch_ctx, c->q_len[0], c->ctx[0], c->q_len[c->n_seqs - 1],
+                    c->ctx[c->n_seqs - 1]);
         if (c->both) {
             double w = worst_row_err(got, ref, (size_t)T * c->nq, c->hd);
             KT_CHECKF(w <= 10 * tol_for(c->dt), "worst row rel err %.3g (tol %.2g)%s hd=%d nq=%d nkv=%d bs=%d window=%d",
-                      w, 10 * tol_for(c->dt), v1 ? " (prefill v1)" : attn_kernel == 2 ? " (prefill wg)" : attn_kernel == 3 ? " (prefill wg2)" : "", c->hd, c->nq, c->nkv, c->bs, c->window);
+                      w, 10 * tol_for(c->dt), which, c->hd, c->nq, c->nkv, c->bs, c->window);
         }
         free(got);
     }
@@ -814,6 +815,33 @@ KT_TEST(test_attention_decode_2warps) {
     int was = kiln_gpu_set_decode_warps(gpu, 2);
     attention_decode_sweep();
     kiln_gpu_set_decode_warps(gpu, was);
+}
+
+/* The same with the split's partitions combined by the attention kernel's last block of each (sequence, KV
+ * group) ($KILN_DECODE_FUSED_REDUCE=1: arrival counters, no kiln_attn_reduce launch), over 16-bit caches with
+ * 4 and 2 warps and over FP8 caches; every case reuses the counters the previous one left (they must be
+ * back at zero, or some group never combines and its output stays NaN). */
+KT_TEST(test_attention_decode_fused) {
+    NEED_GPU();
+    const int was = kiln_gpu_set_decode_fused_reduce(gpu, 1);
+    attention_decode_sweep();
+    const int ww = kiln_gpu_set_decode_warps(gpu, 2);
+    attention_decode_sweep();
+    kiln_gpu_set_decode_warps(gpu, ww);
+    kiln_dtype kvs[] = {KILN_DTYPE_FP8_E4M3, KILN_DTYPE_FP8_E5M2};
+    int ctxs[] = {1, 15, 16, 17, 100, 1000, 3001}, forces[] = {0, 256, 64};
+    for (int k = 0; k < 2; k++)
+        for (int gi = 0; gi < 2; gi++)
+            for (int fi = 0; fi < 3; fi++) {
+                attn_case c = {acts[(k + gi) & 1], kvs[k], 128, 32, gi ? 2 : 8, 16, fi == 2 ? 64 : 0, forces[fi], 0,
+                               {0}, {0}, 0, 0};
+                c.n_seqs = 1 + (int)(next_u64() % 8);
+                for (int s = 0; s < c.n_seqs; s++) c.q_len[s] = 1, c.ctx[s] = ctxs[next_u64() % 7];
+                c.ctx[0] = 3001;
+                run_attention(&c);
+                run_attention(&c); /* the same launch again: the counters it left */
+            }
+    kiln_gpu_set_decode_fused_reduce(gpu, was);
 }
 
 KT_TEST(test_attention_prefill) {
@@ -869,50 +897,49 @@ KT_TEST(test_attention_prefill_shapes) {
             run_prefill_shape(acts[a], sh[i].hd, sh[i].nq, sh[i].nkv, sh[i].bs, sh[i].window, i, false);
 }
 
-/* The wgmma prefill kernels (kernel_src/attn_prefill_wg.cu, sm_90 only:
- * $KILN_PREFILL_KERNEL=wg, and its warp-specialized version =wg2, each in
- * turn) against the CPU and the first kernel: the sweep
+/* The wgmma prefill kernel (kernel_src/attn_prefill_wg.cu's warp-specialized
+ * kiln_attn_prefill_wg2, sm_90 only: $KILN_PREFILL_KERNEL=wg2, prefill_kernel
+ * 3) against the CPU and the first kernel: the sweep
  * of test_attention_prefill at head dims 64 and 128 (prompts and chunks
  * continuing cached context that end mid-block, GQA 1 / 4 / 8, windows),
  * then longer prompts over several 128-row blocks and 128-token KV tiles:
  * GROUP 2 / 16, block sizes 8, 32 and 64, windows, a context ending exactly
  * on a tile edge; both activation dtypes, outputs poisoned with NaNs. */
-static bool wg_device; /* the device runs attn_prefill_wg / attn_prefill_wg2 (sm_90) */
+static bool wg_device; /* the device runs attn_prefill_wg2 (sm_90) */
 KT_TEST(test_attention_prefill_wg) {
     NEED_GPU();
     const kiln_rt_device_info *di = kiln_rt_device_get_info(dev);
     wg_device = di->cc_major == 9 && di->cc_minor == 0;
-    if (!wg_device) KT_SKIP("attn_prefill_wg needs sm_90 (this GPU is %s)", di->arch);
-    for (attn_kernel = 2; attn_kernel <= 3; attn_kernel++) {
-        int hds[] = {64, 128}, gqa[][2] = {{8, 8}, {16, 4}, {32, 4}};
-        for (int a = 0; a < 2; a++)
-            for (int hi = 0; hi < 2; hi++)
-                for (int gi = 0; gi < 3; gi++)
-                    for (int w = 0; w < 2; w++) {
-                        attn_case c = {acts[a], 0, hds[hi], gqa[gi][0], gqa[gi][1], 16, w ? 100 : 0, 0, 0, {0}, {0}, 1, 0};
-                        c.n_seqs = 1 + (int)(next_u64() % 6);
-                        for (int s = 0; s < c.n_seqs; s++) {
-                            c.q_len[s] = 1 + (int)(next_u64() % 300);
-                            c.ctx[s] = c.q_len[s] + (s % 2 ? (int)(next_u64() % 400) : 0); /* cached prefix on odd seqs */
-                        }
-                        run_attention(&c);
+    if (!wg_device) KT_SKIP("attn_prefill_wg2 needs sm_90 (this GPU is %s)", di->arch);
+    attn_kernel = 3;
+    int hds[] = {64, 128}, gqa[][2] = {{8, 8}, {16, 4}, {32, 4}};
+    for (int a = 0; a < 2; a++)
+        for (int hi = 0; hi < 2; hi++)
+            for (int gi = 0; gi < 3; gi++)
+                for (int w = 0; w < 2; w++) {
+                    attn_case c = {acts[a], 0, hds[hi], gqa[gi][0], gqa[gi][1], 16, w ? 100 : 0, 0, 0, {0}, {0}, 1, 0};
+                    c.n_seqs = 1 + (int)(next_u64() % 6);
+                    for (int s = 0; s < c.n_seqs; s++) {
+                        c.q_len[s] = 1 + (int)(next_u64() % 300);
+                        c.ctx[s] = c.q_len[s] + (s % 2 ? (int)(next_u64() % 400) : 0); /* cached prefix on odd seqs */
                     }
-        struct {
-            int hd, nq, nkv, bs, window;
-        } sh[] = {{128, 32, 2, 16, 0}, {64, 32, 2, 32, 37}, {128, 8, 8, 16, 300}, {64, 4, 1, 16, 0},
-                  {128, 8, 4, 8, 0},   {64, 16, 8, 64, 129}, {128, 32, 8, 32, 0}, {128, 16, 16, 16, 1000}};
-        for (int a = 0; a < 2; a++)
-            for (int i = 0; i < (int)(sizeof sh / sizeof sh[0]); i++) /* i == 6: tiles and blocks end together */
-                run_prefill_shape(acts[a], sh[i].hd, sh[i].nq, sh[i].nkv, sh[i].bs, sh[i].window, i, i == 6);
-        /* long enough that wg2's three stages are each reused several times (11 KV tiles), and one KV
-         * tile in all (one stage, no loop) */
-        for (int i = 0; i < 2; i++) {
-            attn_case c = {acts[i], 0, 128, 32, 8, 16, 0, 0, 0, {0}, {0}, 1, 0};
-            c.n_seqs = 2;
-            c.q_len[0] = i ? 1300 : 70, c.ctx[0] = i ? 1400 : 100;
-            c.q_len[1] = i ? 37 : 128, c.ctx[1] = i ? 1337 : 128;
-            run_attention(&c);
-        }
+                    run_attention(&c);
+                }
+    struct {
+        int hd, nq, nkv, bs, window;
+    } sh[] = {{128, 32, 2, 16, 0}, {64, 32, 2, 32, 37}, {128, 8, 8, 16, 300}, {64, 4, 1, 16, 0},
+              {128, 8, 4, 8, 0},   {64, 16, 8, 64, 129}, {128, 32, 8, 32, 0}, {128, 16, 16, 16, 1000}};
+    for (int a = 0; a < 2; a++)
+        for (int i = 0; i < (int)(sizeof sh / sizeof sh[0]); i++) /* i == 6: tiles and blocks end together */
+            run_prefill_shape(acts[a], sh[i].hd, sh[i].nq, sh[i].nkv, sh[i].bs, sh[i].window, i, i == 6);
+    /* long enough that wg2's three stages are each reused several times (11 KV tiles), and one KV
+     * tile in all (one stage, no loop) */
+    for (int i = 0; i < 2; i++) {
+        attn_case c = {acts[i], 0, 128, 32, 8, 16, 0, 0, 0, {0}, {0}, 1, 0};
+        c.n_seqs = 2;
+        c.q_len[0] = i ? 1300 : 70, c.ctx[0] = i ? 1400 : 100;
+        c.q_len[1] = i ? 37 : 128, c.ctx[1] = i ? 1337 : 128;
+        run_attention(&c);
     }
     attn_kernel = 4;
 }
@@ -1430,7 +1457,8 @@ KT_TEST(test_gemv_rope) {
                         size_t ne = cbytes / 2;
                         float *a1 = malloc(sizeof(float) * ne * 4), *b1 = a1 + ne, *a2 = b1 + ne, *b2 = a2 + ne;
                         for (size_t i = 0; i < ne; i++) {
-                            a1[i] = kiln_cpu_kv_read(gk, &l, (int64_t)i, 1.0f), b1[i] = kiln_cpu_kv_read(kc, &l, (int64_t)i, 1.0f);
+                            a1[i] = kiln_cpu_kv_read(gk, &l, (int64_t)i, 1.0f);
+                            b1[i] = kiln_cpu_kv_read(kc, &l, (int64_t)i, 1.0f);
                             a2[i] = kiln_cpu_kv_read(gvv, &l, (int64_t)i, 1.0f), b2[i] = kiln_cpu_kv_read(vc, &l, (int64_t)i, 1.0f);
                         }
                         CHECK_CLOSE(a1, b1, ne, dt, "gemv+rope %s hd=%d nq=%d nkv=%d slot=%d: key cache",
@@ -1448,6 +1476,140 @@ KT_TEST(test_gemv_rope) {
     gemv_rope_tested = kiln_rt_kernels_was_used(kiln_gpu_kernels(gv), "gemv_rope");
     KT_CHECK(gemv_rope_tested);
     kiln_gpu_destroy(gv);
+}
+
+static bool sk_rope_tested; /* test_gemm_sk_rope runs gemm_sk_rope on its own kiln_gpu's */
+
+/* The qkv GEMM of M = 2..32 rows with rope and the KV-cache write through
+ * gemm_sk's ROPE epilogue (kiln_gpu_gemm_rope_kv_m with skgemm_rope on)
+ * against the CPU: gemm (+ bias) rounded to act as the plain GEMM stores it,
+ * kiln_cpu_rope at pos[m] of each row, rounded again, kiln_cpu_kv_write at
+ * slots[m] into caches that start with the same random bytes. bf16 / fp16,
+ * head dim 128, GQA (32, 8) and MHA (8, 8), K one chunk multiple and not
+ * (4104), bias on / off, positions 0 / 1000 / others (mscale 1 and 1.25),
+ * skipped rows (slot -1); splits 1, 3 and automatic with 4 warps a block,
+ * 2 with 8 (RT 1). The output has a poisoned row past M and every cache
+ * element of a slot no row writes must keep its bytes (no stray writes). */
+KT_TEST(test_gemm_sk_rope) {
+    NEED_GPU();
+    static const struct { int warps, split; } cf[] = {{4, 1}, {4, 3}, {8, 2}, {0, 0}};
+    enum { NCF = 4, MAXR = 32, BS = 16, NB = 4 };
+    kiln_gpu *gs[NCF] = {0};
+    for (int c = 0; c < NCF; c++) {
+        kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1,
+                              .skgemm_max_m = 32, .skgemm_warps = cf[c].warps, .skgemm_split = cf[c].split};
+        KT_OK(kiln_gpu_create(dev, &gp, &gs[c]));
+        kiln_gpu_set_skgemm_rope(gs[c], 1);
+    }
+    kiln_pool *pool = NULL;
+    KT_OK(kiln_pool_create(8, &pool));
+    static const int Ms[] = {2, 5, 17, 32}, heads[][2] = {{32, 8}, {8, 8}}, Ks[] = {512, 4104};
+    const int hd = 128;
+    int32_t pos[MAXR], slots[MAXR];
+    for (int m = 0; m < MAXR; m++) {
+        pos[m] = m % 3 == 0 ? 0 : m % 3 == 1 ? 1000 : 7 + 13 * m;
+        slots[m] = m % 4 == 3 ? -1 : (m * 37 + 5) % (NB * BS); /* distinct: 37 is odd, NB * BS = 64 */
+    }
+    float inv[64], ms = 1;
+    make_inv_freq(hd, true, inv, &ms);
+    kiln_devptr dinv = dupload(inv, sizeof inv), dp = dupload(pos, sizeof pos), ds = dupload(slots, sizeof slots);
+    for (int a = 0; a < 2; a++)
+        for (int gi = 0; gi < 2; gi++)
+            for (int ki = 0; ki < 2; ki++) {
+                const kiln_dtype dt = acts[a];
+                const int nq = heads[gi][0], nkv = heads[gi][1], K = Ks[ki], N = (nq + 2 * nkv) * hd;
+                const int bias = (gi + ki) & 1;
+                ms = (a + ki) & 1 ? 1.25f : 1.0f;
+                kiln_kv_layout l;
+                const size_t cbytes = kiln_kv_layout_init(&l, NB, BS, nkv, hd, dt), ne = cbytes / 2;
+                float *x = rand_act((size_t)MAXR * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.05f),
+                      *b = rand_act((size_t)N, dt, 1), *g32 = malloc(sizeof(float) * (size_t)MAXR * N),
+                      *ref = malloc(sizeof(float) * (size_t)MAXR * N);
+                kiln_cpu_gemm(pool, g32, N, x, w, KILN_DTYPE_F32, bias ? b : NULL, KILN_DTYPE_F32, MAXR, N, K);
+                void *tmp = malloc((size_t)MAXR * N * 2);
+                kiln_from_f32(tmp, dt, g32, (size_t)MAXR * N), kiln_to_f32(g32, tmp, dt, (size_t)MAXR * N);
+                kiln_devptr dx = up_act(x, (size_t)MAXR * K, dt), dw = up_act(w, (size_t)N * K, dt),
+                            db = up_act(b, (size_t)N, dt);
+                kiln_gpu_rope_params grp = {hd, hd, false, dinv, ms, 0, 0, 0, 0};
+                for (int mi = 0; mi < 4; mi++) {
+                    const int M = Ms[mi];
+                    /* the reference: the first M rows, rotated, rounded, written */
+                    memcpy(ref, g32, sizeof(float) * (size_t)M * N);
+                    kiln_rope_params rp = {hd, hd, false, inv, ms, NULL, 0, 0, 0};
+                    kiln_cpu_rope(ref, N, pos, M, nq, nkv, &rp);
+                    kiln_from_f32(tmp, dt, ref, (size_t)M * N), kiln_to_f32(ref, tmp, dt, (size_t)M * N);
+                    void *kc0 = rand_bytes(cbytes), *vc0 = rand_bytes(cbytes);
+                    void *kc = malloc(cbytes), *vc = malloc(cbytes);
+                    memcpy(kc, kc0, cbytes), memcpy(vc, vc0, cbytes);
+                    kiln_cpu_kv_write(kc, vc, &l, ref + (size_t)nq * hd, ref + (size_t)(nq + nkv) * hd, N, slots, M);
+                    /* the cache elements of slots some row writes (key [b, nkv, hd / x, bs, x], value
+                     * [b, nkv, hd, bs]) */
+                    bool wk[NB * BS] = {0};
+                    for (int m = 0; m < M; m++)
+                        if (slots[m] >= 0) wk[slots[m]] = true;
+                    float *a1 = malloc(sizeof(float) * ne * 4), *b1 = a1 + ne, *a2 = b1 + ne, *b2 = a2 + ne;
+                    for (int c = 0; c < NCF; c++) {
+                        char what[160];
+                        snprintf(what, sizeof what, "gemm_sk+rope %s M=%d nq=%d nkv=%d K=%d bias=%d warps %d split %d",
+                                 kiln_dtype_name(dt), M, nq, nkv, K, bias, cf[c].warps, cf[c].split);
+                        KT_REQUIRE(kiln_gpu_gemm_rope_kv_ok(gs[c], dt, M, N, K, nq, &grp, &l));
+                        kiln_devptr dkc = dupload(kc0, cbytes), dvc = dupload(vc0, cbytes),
+                                    dout = dmalloc((size_t)(M + 1) * N * 2); /* a poisoned row past M */
+                        KT_OK(kiln_gpu_gemm_rope_kv_m(gs[c], st, dout, dx, dw, dt, bias ? db : 0, M, N, K, nq, dp,
+                                                      &grp, dkc, dvc, &l, ds));
+                        float *got = down_act(dout, (size_t)(M + 1) * N, dt);
+                        CHECK_CLOSE(got, ref, (size_t)M * N, dt, "%s: qkv", what);
+                        int stray = 0;
+                        for (int j = 0; j < N; j++) stray += !isnan(got[(size_t)M * N + j]);
+                        uint16_t *gk = ddown(dkc, cbytes), *gv = ddown(dvc, cbytes);
+                        const uint16_t *k0 = kc0, *v0 = vc0;
+                        for (size_t i = 0; i < ne; i++) {
+                            const size_t kb = i / ((size_t)nkv * hd * BS); /* the block, both layouts */
+                            const int ko = (int)(i / (size_t)l.x % BS), vo = (int)(i % BS);
+                            if (!wk[kb * BS + ko]) stray += gk[i] != k0[i];
+                            if (!wk[kb * BS + vo]) stray += gv[i] != v0[i];
+                            a1[i] = kiln_cpu_kv_read(gk, &l, (int64_t)i, 1.0f);
+                            b1[i] = kiln_cpu_kv_read(kc, &l, (int64_t)i, 1.0f);
+                            a2[i] = kiln_cpu_kv_read(gv, &l, (int64_t)i, 1.0f);
+                            b2[i] = kiln_cpu_kv_read(vc, &l, (int64_t)i, 1.0f);
+                        }
+                        CHECK_CLOSE(a1, b1, ne, dt, "%s: key cache", what);
+                        CHECK_CLOSE(a2, b2, ne, dt, "%s: value cache", what);
+                        KT_CHECKF(stray == 0, "%d writes outside out[M, N] and the rows' slots: %s", stray, what);
+                        free(got), free(gk), free(gv);
+                        dfree(dkc), dfree(dvc), dfree(dout);
+                    }
+                    free(a1), free(kc0), free(vc0), free(kc), free(vc);
+                }
+                free(x), free(w), free(b), free(g32), free(ref), free(tmp);
+                dfree(dx), dfree(dw), dfree(db);
+            }
+    /* the predicate: off by the knob, M past 32 or 1 (the GEMV's, off here), head dim 64 */
+    {
+        kiln_kv_layout l, l64;
+        kiln_kv_layout_init(&l, NB, BS, 8, hd, KILN_DTYPE_BF16);
+        kiln_kv_layout_init(&l64, NB, BS, 8, 64, KILN_DTYPE_BF16);
+        kiln_gpu_rope_params grp = {hd, hd, false, dinv, 1, 0, 0, 0, 0}, g64 = {64, 64, false, dinv, 1, 0, 0, 0, 0};
+        const int N = 48 * hd;
+        KT_CHECK(!kiln_gpu_gemm_rope_kv_ok(gs[0], KILN_DTYPE_BF16, 33, N, 4096, 32, &grp, &l));
+        KT_CHECK(!kiln_gpu_gemm_rope_kv_ok(gs[0], KILN_DTYPE_BF16, 1, N, 4096, 32, &grp, &l));
+        KT_CHECK(!kiln_gpu_gemm_rope_kv_ok(gs[0], KILN_DTYPE_BF16, 8, 48 * 64, 4096, 32, &g64, &l64));
+        KT_CHECK(kiln_gpu_set_skgemm_rope(gs[0], 0) == 32);
+        KT_CHECK(!kiln_gpu_gemm_rope_kv_ok(gs[0], KILN_DTYPE_BF16, 8, N, 4096, 32, &grp, &l));
+        KT_CHECK(kiln_gpu_set_skgemm_rope(gs[0], 16) == 0); /* the default's limit: 16 rows, not 17 */
+        KT_CHECK(kiln_gpu_gemm_rope_kv_ok(gs[0], KILN_DTYPE_BF16, 16, N, 4096, 32, &grp, &l));
+        KT_CHECK(!kiln_gpu_gemm_rope_kv_ok(gs[0], KILN_DTYPE_BF16, 17, N, 4096, 32, &grp, &l));
+        kiln_gpu_set_skgemm_rope(gs[0], 1);
+        KT_CHECK(kiln_gpu_gemm_rope_kv_ok(gs[0], KILN_DTYPE_BF16, 8, N, 4096, 32, &grp, &l));
+    }
+    sk_rope_tested = true;
+    for (int c = 0; c < NCF; c++) {
+        sk_rope_tested = sk_rope_tested && kiln_rt_kernels_was_used(kiln_gpu_kernels(gs[c]), "gemm_sk_rope");
+        kiln_gpu_destroy(gs[c]);
+    }
+    KT_CHECK(sk_rope_tested);
+    dfree(dinv), dfree(dp), dfree(ds);
+    kiln_pool_destroy(pool);
 }
 
 /* test_gemm_tc runs the tensor-core GEMM and its split-K reduction on its own kiln_gpu's */
@@ -1873,12 +2035,12 @@ KT_TEST(test_every_kernel_tested) {
         KT_CHECKF(kiln_rt_kernels_was_used(kiln_gpu_kernels(gpu), reg[i].name) ||
                       (!strcmp(reg[i].name, "gemv") && gemv_tested) ||
                       (!strcmp(reg[i].name, "gemv_rope") && gemv_rope_tested) ||
+                      (!strcmp(reg[i].name, "gemm_sk_rope") && sk_rope_tested) ||
                       (!strcmp(reg[i].name, "gemv_ar_norm") && gemv_ar_tested) ||
                       (!strcmp(reg[i].name, "gemm_tc") && tc_tested) ||
                       (!strcmp(reg[i].name, "gemm_sk") && sk_tested) ||
                       (!strcmp(reg[i].name, "gemm_tc_reduce") && tc_reduce_tested) ||
-                      (!strcmp(reg[i].name, "attn_prefill_wg") && !wg_device) || /* sm_90 only */
-                      (!strcmp(reg[i].name, "attn_prefill_wg2") && !wg_device),
+                      (!strcmp(reg[i].name, "attn_prefill_wg2") && !wg_device), /* sm_90 only */
                   "registry kernel %s has no GPU test", reg[i].name);
     KT_CHECK(kiln_rt_check_device(dev) == KILN_OK);
 }
@@ -1886,9 +2048,11 @@ KT_TEST(test_every_kernel_tested) {
 KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_cast), KT_CASE(test_rope),
         KT_CASE(test_kv_write_and_fused_rope), KT_CASE(test_fp8_cast), KT_CASE(test_attention_decode),
         KT_CASE(test_attention_decode_2warps),
+        KT_CASE(test_attention_decode_fused),
         KT_CASE(test_attention_prefill), KT_CASE(test_attention_prefill_shapes),
         KT_CASE(test_attention_prefill_wg), KT_CASE(test_attention_fp8), KT_CASE(test_sampling), KT_CASE(test_sampling_greedy),
         KT_CASE(test_gemv),
-        KT_CASE(test_gemv_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm_sk), KT_CASE(test_silu_gemm_sk),
+        KT_CASE(test_gemv_rope), KT_CASE(test_gemm_sk_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm_sk),
+        KT_CASE(test_silu_gemm_sk),
         KT_CASE(test_gemm), KT_CASE(test_graph_replay),
         KT_CASE(test_all_reduce_one_rank), KT_CASE(test_every_kernel_tested))

@@ -298,7 +298,7 @@ static bool gemv_ar_follows(const exec_gpu *x, int i, int64_t rows, int T, int n
 }
 
 /* Is op i the qkv GEMM (M = rows) whose output the next op, a rope + KV
- * write of it, reads first, and can kiln_gpu_gemm_rope_kv do both? */
+ * write of it, reads first, and can kiln_gpu_gemm_rope_kv_m do both? */
 static bool rope_follows(const exec_gpu *x, int i, int64_t rows) {
     const kiln_program *p = x->p;
     const kiln_op *o = &p->ops[i], *nx = i + 1 < p->n_ops ? &p->ops[i + 1] : NULL;
@@ -373,11 +373,12 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
                 break;
             }
             if (!x->prof.on && rope_follows(x, i, rows)) {
-                /* the qkv GEMV with rope + KV write as its epilogue (the rope op after it is done) */
+                /* the qkv GEMV (M = 1) or gemm_sk (M <= 32) with rope + KV write as its epilogue, row m at
+                 * pos[m] into slots[m] (the rope op after it is done) */
                 const kiln_op *nx = &p->ops[i + 1];
-                KILN_TRY(kiln_gpu_gemm_rope_kv(g, s, Dp, Sp, Wp, x->act, bias, W->rows, W->cols, nx->n_heads,
-                                               D(x, pos, int32_t), &x->rope, x->kc[nx->kv_layer], x->vc[nx->kv_layer],
-                                               kv_layout(x, nx->kv_layer), D(x, slots, int32_t)));
+                KILN_TRY(kiln_gpu_gemm_rope_kv_m(g, s, Dp, Sp, Wp, x->act, bias, rows, W->rows, W->cols, nx->n_heads,
+                                                 D(x, pos, int32_t), &x->rope, x->kc[nx->kv_layer], x->vc[nx->kv_layer],
+                                                 kv_layout(x, nx->kv_layer), D(x, slots, int32_t)));
                 i++;
                 break;
             }

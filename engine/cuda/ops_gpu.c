@@ -25,7 +25,10 @@ struct kiln_gpu {
     int gemv_rope_unroll, gemv_rope_ksplit; /* the rope GEMV's tiling ($KILN_GEMV_ROPE_UNROLL / _KSPLIT) */
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int sk_max_m, sk_max_mb, sk_max_mb32, sk_warps, sk_rt, sk_stages, sk_split, sk_silu; /* gemm_sk knobs */
-    struct { int N, K, maxm, glu, split; } sk_fit[16]; /* gemm_sk splits that fit one wave, by shape */
+    int sk_rope; /* the qkv GEMM with rope + KV write through gemm_sk for 2 <= M <= sk_rope (<= 32; 0: never;
+                    $KILN_SKGEMM_ROPE) */
+    struct { int N, K, maxm, epi, split; } sk_fit[16]; /* gemm_sk splits that fit one wave, by shape and
+                                                          epilogue (sk_epilogue) */
     kiln_devptr sk_prof; /* gemm_sk's timing records (kiln_gpu_set_skgemm_profile), 0: none */
     int sk_prof_blocks, sk_prof_last;
     int n_sk_fit;
@@ -33,6 +36,8 @@ struct kiln_gpu {
     bool decode_adaptive; /* $KILN_DECODE_ADAPTIVE (default 1): decode_partition */
     int decode_warps;     /* warps of a decode-attention block, 16-bit caches (2|4, 0: by the grid;
                              kiln_gpu_params.decode_warps) */
+    int decode_fused;     /* split decode attention combines its partitions in its last block ($KILN_DECODE_FUSED_REDUCE) */
+    kiln_devptr attn_counters; /* [KILN_ATTN_COUNTERS] int, zero between launches: its arrival counters */
     int rope_dec_max;     /* rope + KV write of at most this many tokens: kiln_rope_kv_write_dec (kiln_gpu_params) */
     int kv_tile;          /* $KILN_KV_TILE (default KILN_KV_TILE_DEFAULT): the wide KV writes in tiles (1 both, 2 kv_write only) */
     int sample_cl;        /* kiln_gpu_sample_greedy's cluster size (1|2|4|8; 0: kiln_sample) */
@@ -46,6 +51,9 @@ static int knob(int param, const char *env, int def) {
     return v && *v ? atoi(v) : def;
 }
 
+/* The rows up to which the qkv GEMM takes gemm_sk's rope + KV write epilogue, from
+ * $KILN_SKGEMM_ROPE / kiln_gpu_set_skgemm_rope: 1 means all it serves (32), 2..32 that many, else none */
+static int sk_rope_rows(int v) { return v == 1 ? 32 : v >= 2 ? KILN_MIN(v, 32) : 0; }
 static void tc_knobs(kiln_gpu *g, const kiln_gpu_params *p);
 /* The MAXM bucket of the tensor-core GEMMs (gemm_tc, gemm_sk) for M <= 64 */
 static int mma_maxm(int M) { return M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64; }
@@ -98,6 +106,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->sk_stages < 2 || g->sk_stages > 8) g->sk_stages = 0;
     g->sk_split = knob(p ? p->skgemm_split : 0, "KILN_SKGEMM_SPLIT", 0); /* 0: auto */
     if (g->sk_split < 0 || g->sk_split > 8) g->sk_split = 0;
+    g->sk_rope = sk_rope_rows(knob(0, "KILN_SKGEMM_ROPE", KILN_SKGEMM_ROPE_DEFAULT));
     g->elem_wide_min = knob(p ? p->elem_wide_min : 0, "KILN_ELEM_WIDE_MIN", KILN_ELEM_WIDE_MIN_DEFAULT);
     if (g->elem_wide_min < 0) g->elem_wide_min = 0;
     g->decode_adaptive = knob(0, "KILN_DECODE_ADAPTIVE", 1) > 0;
@@ -105,17 +114,20 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->rope_dec_max < 0) g->rope_dec_max = 0;
     g->decode_warps = knob(p ? p->decode_warps : 0, "KILN_DECODE_WARPS", 0);
     if (g->decode_warps != 2 && g->decode_warps != 4) g->decode_warps = 0; /* by the grid */
+    g->decode_fused = knob(0, "KILN_DECODE_FUSED_REDUCE", KILN_DECODE_FUSED_REDUCE_DEFAULT) > 0;
     g->kv_tile = knob(0, "KILN_KV_TILE", KILN_KV_TILE_DEFAULT);
     if (g->kv_tile < 0 || g->kv_tile > 2) g->kv_tile = KILN_KV_TILE_DEFAULT;
     kiln_gpu_set_sample_cluster(g, knob(p ? p->sample_cluster : 0, "KILN_SAMPLE_CLUSTER", KILN_SAMPLE_CLUSTER_DEFAULT));
     size_t sample_bytes = (size_t)g->max_rows * (size_t)g->vocab * 4;
-    size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * 256;
+    size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * KILN_ATTN_COUNTERS + 5 * 256;
     KILN_TRY(kiln_rt_pool_create(d, "workspace", total, &g->pool));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, g->blas_ws_bytes, 256, &g->blas_ws));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, g->ws_bytes, 256, &g->ws));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, sample_bytes, 256, &g->sample_ws));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, sample_bytes, 256, &g->counts));
     KILN_TRY(kiln_rt_memset8(g->counts, 0, sample_bytes, NULL));
+    KILN_TRY(kiln_rt_pool_alloc(g->pool, 4 * KILN_ATTN_COUNTERS, 256, &g->attn_counters));
+    KILN_TRY(kiln_rt_memset8(g->attn_counters, 0, 4 * KILN_ATTN_COUNTERS, NULL));
 
     KILN_TRY(kiln_rt_kernels_create(d, p ? p->jit : NULL, &g->k));
     KILN_TRY(kiln_rt_blas_create(d, g->blas_ws, g->blas_ws_bytes, &g->blas));
@@ -161,6 +173,18 @@ int kiln_gpu_set_rope_dec_max(kiln_gpu *g, int n) {
 int kiln_gpu_set_decode_warps(kiln_gpu *g, int n) {
     int was = g->decode_warps;
     g->decode_warps = n == 2 || n == 4 ? n : 0;
+    return was;
+}
+
+int kiln_gpu_set_decode_fused_reduce(kiln_gpu *g, int on) {
+    int was = g->decode_fused;
+    g->decode_fused = on > 0;
+    return was;
+}
+
+int kiln_gpu_set_skgemm_rope(kiln_gpu *g, int on) {
+    int was = g->sk_rope;
+    g->sk_rope = sk_rope_rows(on);
     return was;
 }
 
@@ -385,29 +409,46 @@ fail:
     return st;
 }
 
+/* gemm_sk's epilogues: none, the SiLU-and-mul (GLU=1), rope + KV write (kiln_gemm_sk_rope) */
+typedef enum { SK_PLAIN, SK_GLU, SK_ROPE } sk_epilogue;
+/* gemm_sk's ROPE epilogue's arguments (kiln_gpu_gemm_rope_kv_m) */
+typedef struct sk_rope_args {
+    int nq, nkv, bs, hd;
+    kiln_devptr pos, inv_freq, kc, vc, slots;
+    float mscale;
+} sk_rope_args;
+
 /* The cluster split-K GEMM (kernel_src/gemm_sk.cu): the tiling from the
  * knobs, the stages, split and shared memory from kiln_skgemm_plan, the
  * automatic split checked against the occupancy calculator once a shape and
- * remembered (sk_fit). */
+ * remembered (sk_fit). epi: the epilogue (SK_ROPE: kiln_gemm_sk_rope with ra's
+ * arguments; a block one head: RT = head_dim / (16 WARPS)). */
 static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ld, kiln_dtype out_dt,
                            kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int M, int N, int K,
-                           int glu) {
+                           sk_epilogue epi, const sk_rope_args *ra) {
     kiln_status st = KILN_OK;
     kiln_rt_func *f;
     const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
     const int maxm = mma_maxm(M);
-    /* GLU: 2 tiles a warp (gate, up) */
-    const int warps = g->sk_warps, rt = glu ? 2 : g->sk_rt ? g->sk_rt : KILN_SKGEMM_TILES_DEFAULT(maxm);
+    /* GLU: 2 tiles a warp (gate, up); ROPE: BN = the head dim */
+    const int warps = g->sk_warps, rt = epi == SK_ROPE  ? ra->hd / (16 * warps)
+                                        : epi == SK_GLU ? 2
+                                        : g->sk_rt      ? g->sk_rt
+                                                        : KILN_SKGEMM_TILES_DEFAULT(maxm);
     const int stages = g->sk_stages ? g->sk_stages : KILN_SKGEMM_STAGES_DEFAULT(maxm);
     int want = g->sk_split, fit = -1;
     for (int i = 0; i < g->n_sk_fit && !want; i++)
-        if (g->sk_fit[i].N == N && g->sk_fit[i].K == K && g->sk_fit[i].maxm == maxm && g->sk_fit[i].glu == glu)
+        if (g->sk_fit[i].N == N && g->sk_fit[i].K == K && g->sk_fit[i].maxm == maxm && g->sk_fit[i].epi == (int)epi)
             fit = want = g->sk_fit[i].split;
     kiln_skgemm_shape p = kiln_skgemm_plan(di->n_sms, di->smem_per_sm, di->smem_per_block_optin, di->cc_major, N, K, maxm,
                                            warps, rt, stages, want);
 #define SK_GET(pl)                                                                                                  \
-    KILN_TRY(get(g, "gemm_sk", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d GLU=%d", dt(in_dt), dt(out_dt), \
-                 maxm, warps, rt, (pl).stages, (pl).split, glu))
+    if (epi == SK_ROPE)                                                                                             \
+        KILN_TRY(get(g, "gemm_sk_rope", &f, "ACT=%s MAXM=%d WARPS=%d STAGES=%d CL=%d ROPE=1 HD=%d KV=%s", dt(in_dt),   \
+                     maxm, warps, (pl).stages, (pl).split, ra->hd, dt(in_dt)));                                      \
+    else                                                                                                            \
+        KILN_TRY(get(g, "gemm_sk", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d GLU=%d", dt(in_dt),      \
+                     dt(out_dt), maxm, warps, rt, (pl).stages, (pl).split, epi == SK_GLU))
     SK_GET(p);
     if (!want && p.split > 1) {
         /* the automatic split, lowered until the driver's occupancy
@@ -429,12 +470,19 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     }
 #undef SK_GET
     if (!g->sk_split && fit < 0 && g->n_sk_fit < (int)KILN_ARRAY_LEN(g->sk_fit))
-        g->sk_fit[g->n_sk_fit++] = (__typeof__(g->sk_fit[0])){N, K, maxm, glu, p.split};
+        g->sk_fit[g->n_sk_fit++] = (__typeof__(g->sk_fit[0])){N, K, maxm, (int)epi, p.split};
     int cps = p.cps;
     kiln_devptr prof = g->sk_prof && p.tiles * p.split <= g->sk_prof_blocks ? g->sk_prof : 0;
     g->sk_prof_last = prof ? p.tiles * p.split : 0;
-    LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)(warps * 32), (unsigned)p.smem, s, &out, &ld, &x, &w,
-           &bias, &M, &N, &K, &cps, &prof);
+    if (epi == SK_ROPE) {
+        sk_rope_args a = *ra; /* LAUNCH takes the arguments' addresses: a writable copy */
+        LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)(warps * 32), (unsigned)p.smem, s, &out, &ld, &x,
+               &w, &bias, &M, &N, &K, &cps, &prof, &a.nq, &a.nkv, &a.pos, &a.inv_freq, &a.mscale, &a.kc, &a.vc,
+               &a.slots, &a.bs);
+    } else {
+        LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)(warps * 32), (unsigned)p.smem, s, &out, &ld, &x,
+               &w, &bias, &M, &N, &K, &cps, &prof);
+    }
 fail:
     return st;
 }
@@ -490,7 +538,7 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
     const int sk_mb = M > 16 && g->sk_max_mb32 > 0 && g->sk_max_mb > 0 ? KILN_MIN(g->sk_max_mb, g->sk_max_mb32)
                                                                         : g->sk_max_mb;
     if (mma_ok && M <= g->sk_max_m && (sk_mb <= 0 || N * K * 2 <= ((int64_t)sk_mb << 20)))
-        return sk_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, 0);
+        return sk_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, SK_PLAIN, NULL);
     if (mma_ok && M <= g->tc_max_m)
         return tc_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K);
     return kiln_rt_gemm(g->blas, s, out, ldo, out_dt, x, w, in_dt, bias, M, N, K);
@@ -519,7 +567,7 @@ kiln_status kiln_gpu_gemm_silu(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, 
         KILN_CHECK((x | w) % 16 == 0, KILN_ERR_INVALID_ARGUMENT,
                    "gate/up GEMM with SiLU: x and W must be 16-byte aligned (x %#llx, W %#llx)", (unsigned long long)x,
                    (unsigned long long)w);
-        return sk_gemm(g, s, out, ldo ? ldo : N / 2, in_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, 1);
+        return sk_gemm(g, s, out, ldo ? ldo : N / 2, in_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, SK_GLU, NULL);
     }
     {
         int maxm = M == 1 ? 1 : M == 2 ? 2 : M <= 4 ? 4 : 8;
@@ -578,24 +626,53 @@ fail:
     return st;
 }
 
+/* the qkv GEMM of 2 <= M <= 32 rows with rope + KV write through
+ * kernel_src/gemm_sk.cu ROPE=1: a block is one head (head dim 128 = BN of
+ * 4 warps x 2 tiles or 8 x 1), a 16-bit cache of act; no weight-size limit
+ * (it replaces the GEMM and the rope kernel, whatever the plain GEMM takes) */
+static bool sk_rope_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K, int nq,
+                       const kiln_gpu_rope_params *rp, const kiln_kv_layout *l) {
+    const int hd = rp->head_dim;
+    return M >= 2 && M <= g->sk_rope && (act == KILN_DTYPE_BF16 || act == KILN_DTYPE_F16) && l->dtype == act &&
+           !rp->interleaved && rp->rot_dim == hd && !rp->dyn_seq_len && l->head_dim == hd && hd == 128 &&
+           nq >= 0 && l->n_kv_heads > 0 &&
+           N == (int64_t)(nq + 2 * l->n_kv_heads) * hd && K % 8 == 0 && N <= INT32_MAX && K <= INT32_MAX;
+}
+
 bool kiln_gpu_gemm_rope_kv_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K, int nq,
                               const kiln_gpu_rope_params *rp, const kiln_kv_layout *l) {
     const int hd = rp->head_dim;
-    return g->gemv_rope && M == 1 && M <= g->gemv_max_m && (act == KILN_DTYPE_BF16 || act == KILN_DTYPE_F16) &&
-           l->dtype == act && !rp->interleaved && rp->rot_dim == hd && !rp->dyn_seq_len && l->head_dim == hd &&
-           (hd == 64 || hd == 96 || hd == 128 || hd == 256) && nq >= 0 &&
-           N == (int64_t)(nq + 2 * l->n_kv_heads) * hd && K % vec_elems(act) == 0 && K <= INT32_MAX;
+    return (g->gemv_rope && M == 1 && M <= g->gemv_max_m && (act == KILN_DTYPE_BF16 || act == KILN_DTYPE_F16) &&
+            l->dtype == act && !rp->interleaved && rp->rot_dim == hd && !rp->dyn_seq_len && l->head_dim == hd &&
+            (hd == 64 || hd == 96 || hd == 128 || hd == 256) && nq >= 0 &&
+            N == (int64_t)(nq + 2 * l->n_kv_heads) * hd && K % vec_elems(act) == 0 && K <= INT32_MAX) ||
+           sk_rope_ok(g, act, M, N, K, nq, rp, l);
 }
 
 kiln_status kiln_gpu_gemm_rope_kv(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_devptr w,
                                   kiln_dtype act, kiln_devptr bias, int64_t N, int64_t K, int nq, kiln_devptr pos,
                                   const kiln_gpu_rope_params *rp, kiln_devptr kcache, kiln_devptr vcache,
                                   const kiln_kv_layout *l, kiln_devptr slots) {
+    return kiln_gpu_gemm_rope_kv_m(g, s, out, x, w, act, bias, 1, N, K, nq, pos, rp, kcache, vcache, l, slots);
+}
+
+kiln_status kiln_gpu_gemm_rope_kv_m(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_devptr w,
+                                    kiln_dtype act, kiln_devptr bias, int64_t M, int64_t N, int64_t K, int nq,
+                                    kiln_devptr pos, const kiln_gpu_rope_params *rp, kiln_devptr kcache,
+                                    kiln_devptr vcache, const kiln_kv_layout *l, kiln_devptr slots) {
     kiln_status st = KILN_OK;
     kiln_rt_func *f;
-    KILN_CHECK(kiln_gpu_gemm_rope_kv_ok(g, act, 1, N, K, nq, rp, l), KILN_ERR_INTERNAL,
-               "qkv GEMV with rope + KV write: N %lld, K %lld, %s (off, or not its shape)", (long long)N, (long long)K,
-               dt(act));
+    KILN_CHECK(kiln_gpu_gemm_rope_kv_ok(g, act, M, N, K, nq, rp, l), KILN_ERR_INTERNAL,
+               "qkv GEMM with rope + KV write: M %lld, N %lld, K %lld, %s (off, or not its shape)", (long long)M,
+               (long long)N, (long long)K, dt(act));
+    if (M > 1) { /* gemm_sk's ROPE epilogue (sk_rope_ok) */
+        KILN_CHECK((x | w) % 16 == 0, KILN_ERR_INVALID_ARGUMENT,
+                   "qkv GEMM with rope + KV write: x and W must be 16-byte aligned (x %#llx, W %#llx)",
+                   (unsigned long long)x, (unsigned long long)w);
+        const sk_rope_args ra = {nq, l->n_kv_heads, l->block_size, rp->head_dim, pos, rp->inv_freq, kcache, vcache,
+                                 slots, rp->mscale};
+        return sk_gemm(g, s, out, N, act, x, w, act, bias, (int)M, (int)N, (int)K, SK_ROPE, &ra);
+    }
     {
         /* a row pair a group of ks warps (WARPS 8): by default 1 where that still gives every SM two
          * blocks (H200, Llama-3-8B qkv N 6144, 384 blocks: -b 1 246.1 / 246.0 tok/s against 242.3 / 242.3
@@ -1069,14 +1146,23 @@ static void decode_fp8_plan(kiln_rt_func *f, const kiln_rt_device_info *di, cons
     }
 }
 
+/* kiln_gpu_attn.prefill_kernel as the choices below read it: 2 (the first wgmma kernel, kiln_attn_prefill_wg,
+ * since removed) counts as 0, the default choice */
+static int prefill_choice(const kiln_gpu_attn *a) { return a->prefill_kernel == 2 ? 0 : a->prefill_kernel; }
+/* $KILN_PREFILL_KERNEL as the choices below read it: "wg" (that removed kernel) counts as unset */
+static const char *prefill_env(void) {
+    const char *v = getenv("KILN_PREFILL_KERNEL");
+    return v && strcmp(v, "wg") ? v : NULL;
+}
 /* kernel_src/attn_prefill.cu (kiln_attn_prefill) serves 16-bit caches with
- * head_dim <= 128 (its P2_OK) where the wgmma kernels do not run (prefill_kernel
+ * head_dim <= 128 (its P2_OK) where the wgmma kernel does not run (prefill_kernel
  * 4 or $KILN_PREFILL_KERNEL=v2 ask for it); everything else, and
  * $KILN_PREFILL_KERNEL=v1, runs kiln_attn_prefill_v1 */
 static bool prefill_v2(const kiln_gpu_attn *a, bool kv8, int hd) {
-    if (kv8 || hd > 128 || a->prefill_kernel == 1) return false;
-    const char *v = getenv("KILN_PREFILL_KERNEL");
-    return a->prefill_kernel || !(v && !strcmp(v, "v1"));
+    const int pk = prefill_choice(a);
+    if (kv8 || hd > 128 || pk == 1) return false;
+    const char *v = prefill_env();
+    return pk || !(v && !strcmp(v, "v1"));
 }
 /* its dynamic shared memory (P2_Q_BYTES + 2 * P2_STAGE_BYTES): Q [128 rows]
  * and 2 stages of K [64 tokens], each ceil16(hd) / 8 chunks of 16 bytes a
@@ -1085,36 +1171,22 @@ static unsigned prefill_smem(int hd) {
     int kch = (hd + 15) / 16 * 2;
     return (unsigned)(kch * 16 * (128 + 2 * 64) + 2 * hd * 128);
 }
-/* the dynamic shared memory of kernel_src/attn_prefill_wg.cu (WG_SMEM): 1024 bytes of alignment slack, Q [128
- * rows], 2 stages of K [128 tokens] and 3 of V [128 tokens], hd 16-bit
- * elements a row (token) or column */
-static unsigned prefill_wg_smem(int hd) { return (unsigned)(1024 + (128 + 2 * 128 + 3 * 128) * hd * 2); }
-/* kernel_src/attn_prefill_wg.cu (kiln_attn_prefill_wg, wgmma: sm_90a) on
- * sm_90 with a 16-bit cache and head_dim 64 or 128, when asked for
- * ($KILN_PREFILL_KERNEL=wg, or prefill_kernel 2); not yet the default */
-static bool prefill_wg(const kiln_gpu_attn *a, const kiln_rt_device_info *di, bool kv8, int hd) {
-    if (kv8 || (hd != 64 && hd != 128) || di->cc_major != 9 || di->cc_minor != 0 ||
-        (int)prefill_wg_smem(hd) > di->smem_per_block_optin)
-        return false;
-    if (a->prefill_kernel) return a->prefill_kernel == 2;
-    const char *v = getenv("KILN_PREFILL_KERNEL");
-    return v && !strcmp(v, "wg");
-}
-/* the dynamic shared memory of its warp-specialized version kiln_attn_prefill_wg2 (W2_SMEM): 1024 bytes of
- * alignment slack, Q [128 rows] and 3 stages of K and V [128 tokens]; the kernel adds 96 bytes of static
- * shared memory (its mbarriers) */
+/* the dynamic shared memory of kernel_src/attn_prefill_wg.cu's kiln_attn_prefill_wg2 (W2_SMEM): 1024 bytes of
+ * alignment slack, Q [128 rows] and 3 stages of K and V [128 tokens], hd 16-bit elements a row (token) or
+ * column; the kernel adds 96 bytes of static shared memory (its mbarriers) */
 static unsigned prefill_wg2_smem(int hd) { return (unsigned)(1024 + (128 + 3 * 2 * 128) * hd * 2); }
-/* kiln_attn_prefill_wg2 (384 threads: a producer warpgroup, two consumer warpgroups) under the same
- * conditions, when asked for ($KILN_PREFILL_KERNEL=wg2, or prefill_kernel 3), and by default where the
- * longest context is at least KILN_PREFILL_WG2_MIN_CTX tokens (its pipeline pays off over long key
- * ranges: H200, bench_kernels prefill, 8 x 2048 285.1 TFLOP/s against 219.7 for attn_prefill, 1 x 8192
- * 334.6 against 280.3, but 32 x 512 170.2 against 182.6) */
+/* kiln_attn_prefill_wg2 (wgmma: sm_90a; 384 threads: a producer warpgroup, two consumer warpgroups) on
+ * sm_90 with a 16-bit cache and head_dim 64 or 128, when asked for ($KILN_PREFILL_KERNEL=wg2, or
+ * prefill_kernel 3), and by default where the longest context is at least KILN_PREFILL_WG2_MIN_CTX tokens
+ * (its pipeline pays off over long key ranges: H200, bench_kernels prefill, 8 x 2048 285.1 TFLOP/s against
+ * 219.7 for attn_prefill, 1 x 8192 334.6 against 280.3, but 32 x 512 170.2 against 182.6) */
 static bool prefill_wg2(const kiln_gpu_attn *a, const kiln_rt_device_info *di, bool kv8, int hd) {
     if (kv8 || (hd != 64 && hd != 128) || di->cc_major != 9 || di->cc_minor != 0 ||
         (int)prefill_wg2_smem(hd) + 128 > di->smem_per_block_optin)
         return false;
-    if (a->prefill_kernel) return a->prefill_kernel == 3;
-    const char *v = getenv("KILN_PREFILL_KERNEL");
+    const int pk = prefill_choice(a);
+    if (pk) return pk == 3;
+    const char *v = prefill_env();
     if (v && *v) return !strcmp(v, "wg2");
     return a->max_ctx_len >= KILN_PREFILL_WG2_MIN_CTX;
 }
@@ -1157,31 +1229,38 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
     if (a->max_q_len <= 1) {
         /* 16-bit caches: 3 stages (kernel_src/attn_decode.cu STAGES) for each
          * of nw warps (the block's size: 4 blocks an SM at head dim 128 with
-         * 2 warps, 2 with 4), split for those slots. By default 4 warps while
-         * the blocks fit one wave of 2 an SM, else 2 (H200, -b 32: 4 warps
-         * 1.4% faster; -b 64, 512 blocks: 2 warps 0.5-1% faster, the kernel
-         * 24.4 against 28.3 us); $KILN_DECODE_WARPS=2|4 fixes it. FP8 caches:
-         * 4 warps */
+         * 2 warps, 2 with 4), split for those slots. By default 4 warps,
+         * except 2 where the blocks would not fit one wave of 2 an SM and no
+         * context exceeds KILN_DECODE_W2_MAX_CTX (H200, bench_kernels decode,
+         * b64: 2 warps 10% faster at 256 tokens, 6% at 384, 4 warps 12% at
+         * 1024 and 3% at 4096; -b 32: 4 warps 1.4% faster). A captured
+         * graph's max_ctx_len is the model's, so graphs take 4 warps.
+         * $KILN_DECODE_WARPS=2|4 fixes it. FP8 caches: 4 warps */
         int base = n_seqs * (nq / grp), stages = 3, P = 0, n_parts = 1;
-        const int nw = kv8 ? 4 : g->decode_warps ? g->decode_warps : base > 2 * n_sms ? 2 : 4;
+        const int nw = kv8                                ? 4
+                       : g->decode_warps                  ? g->decode_warps
+                       : base > 2 * n_sms && a->max_ctx_len <= KILN_DECODE_W2_MAX_CTX ? 2
+                                                          : 4;
         KILN_TRY(kiln_rt_kernels_get(g->k, "attn_decode", defs, &f));
         if (kv8) decode_fp8_plan(f, di, a, hd, base, &stages, &P);
         else P = decode_partition(a, base, (nw == 4 ? 2 : 4) * n_sms, g->decode_adaptive, &n_parts);
         if (P > 0) n_parts = (a->max_ctx_len + P - 1) / P;
         unsigned smem = decode_smem(nw, stages, tile_bytes(hd, kv8), hd);
-        kiln_devptr part_o = 0, part_ml = 0;
+        kiln_devptr part_o = 0, part_ml = 0, counters = 0;
         if (P) {
             size_t need_o = (size_t)n_seqs * nq * n_parts * hd * 4, need_ml = (size_t)n_seqs * nq * n_parts * 2 * 4;
             if (need_o + need_ml + 256 > g->ws_bytes) P = 0, n_parts = 1; /* no room: one pass */
             else {
                 part_o = g->ws;
                 part_ml = g->ws + (need_o + 255) / 256 * 256;
+                /* the partitions combined by the attention kernel's last block of each (sequence, KV group) */
+                if (g->decode_fused && (int64_t)n_seqs * (nq / grp) <= KILN_ATTN_COUNTERS) counters = g->attn_counters;
             }
         }
         LAUNCH(f, (unsigned)(nq / grp), (unsigned)n_seqs, (unsigned)n_parts, (unsigned)(32 * nw), smem, s, &out, &q,
                &qst, &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window, &P, &n_parts, &part_o,
-               &part_ml, &kvs);
-        if (P) {
+               &part_ml, &kvs, &counters);
+        if (P && !counters) {
             KILN_TRY(kiln_rt_kernels_get(g->k, "attn_reduce", defs, &fr));
             LAUNCH(fr, (unsigned)nq, (unsigned)n_seqs, 1, (unsigned)KILN_MIN(256, (hd + 31) / 32 * 32), 0, s, &out,
                    &part_o, &part_ml, &qs, &cl, &nq, &n_parts, &P);
@@ -1191,12 +1270,6 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
         int tt = 128 / grp; /* kernel_src/attn_prefill_wg.cu WG_BM / GROUP */
         LAUNCH(f, (unsigned)((a->max_q_len + tt - 1) / tt), (unsigned)n_seqs, (unsigned)(nq / grp), 384,
                prefill_wg2_smem(hd), s, &out, &q, &qst, &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale,
-               &window, &kvs);
-    } else if (prefill_wg(a, di, kv8, hd)) {
-        KILN_TRY(kiln_rt_kernels_get(g->k, "attn_prefill_wg", defs, &f));
-        int tt = 128 / grp; /* kernel_src/attn_prefill_wg.cu WG_BM / GROUP */
-        LAUNCH(f, (unsigned)((a->max_q_len + tt - 1) / tt), (unsigned)n_seqs, (unsigned)(nq / grp), 256,
-               prefill_wg_smem(hd), s, &out, &q, &qst, &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale,
                &window, &kvs);
     } else if (prefill_v2(a, kv8, hd)) {
         KILN_TRY(kiln_rt_kernels_get(g->k, "attn_prefill", defs, &f));

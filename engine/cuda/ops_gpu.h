@@ -102,9 +102,10 @@ typedef struct kiln_gpu_params {
                                 0: $KILN_ROPE_DEC_MAX, else KILN_ROPE_DEC_MAX_DEFAULT;
                                 negative, or 0 in the environment: never)          */
     int decode_warps;        /* warps of a decode-attention block over a 16-bit cache
-                                (2|4; 0: $KILN_DECODE_WARPS, else by the grid: 4 while
-                                the blocks fit one wave of 2 an SM, else 2): 2 halves
-                                its shared memory, so twice the blocks are resident */
+                                (2|4; 0: $KILN_DECODE_WARPS, else 4 unless the blocks
+                                exceed one wave of 2 an SM and no context exceeds
+                                KILN_DECODE_W2_MAX_CTX): 2 halves its shared memory,
+                                so twice the blocks are resident */
     int sample_cluster;      /* kiln_gpu_sample_greedy: blocks of the cluster each row is
                                 split over (1|2|4|8, rounded down; KILN_SAMPLE_CLUSTER_AUTO
                                 (16): by rows; 0: $KILN_SAMPLE_CLUSTER, else
@@ -125,6 +126,16 @@ typedef struct kiln_gpu_params {
 #define KILN_ROPE_DEC_MAX_DEFAULT 64
 /* kiln_attn_prefill_wg2 by default from this longest context on (sm_90, 16-bit caches, head_dim 64 | 128) */
 #define KILN_PREFILL_WG2_MIN_CTX 1024
+/* Split decode attention: the kernel's last partition block of each (sequence, KV group) combines the
+ * partitions (arrival counters, KILN_ATTN_COUNTERS of them: n_seqs * nq / GROUP at most) instead of a
+ * kiln_attn_reduce launch a layer ($KILN_DECODE_FUSED_REDUCE=1). Off: kiln bench on the H200 (2026-11-30,
+ * same call) -b 1 236.6 tok/s against 245.4 (the last block's serial combination outlasts the reduce
+ * launch), -b 32 at --max-model-len 8192 5887 against 5844 (+0.7%) */
+#define KILN_DECODE_FUSED_REDUCE_DEFAULT 0
+/* decode attention over a 16-bit cache takes 2 warps a block (when the grid exceeds a wave of 4-warp
+ * blocks) only while the longest context is at most this many tokens (engine/cuda/ops_gpu.c) */
+#define KILN_DECODE_W2_MAX_CTX 512
+#define KILN_ATTN_COUNTERS 65536
 
 kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gpu **out);
 void kiln_gpu_destroy(kiln_gpu *g);
@@ -157,8 +168,15 @@ int kiln_gpu_set_kv_tile(kiln_gpu *g, int mode);
 /* Warps of a decode-attention block over a 16-bit cache (2 or 4; anything
  * else: by the grid); returns the previous setting (tests). */
 int kiln_gpu_set_decode_warps(kiln_gpu *g, int n);
+/* Tests: split decode attention combines its partitions in the kernel's last block of each (sequence, KV
+ * group) instead of a kiln_attn_reduce launch (1) or not (0); returns the previous setting. */
+int kiln_gpu_set_decode_fused_reduce(kiln_gpu *g, int on);
 /* Tests: the warps a row pair of the batch-1 qkv GEMV with rope (1|2; 0: by the grid); returns the previous value. */
 int kiln_gpu_set_gemv_rope_ksplit(kiln_gpu *g, int ks);
+/* Tests: the qkv GEMM with rope + KV write through gemm_sk for 2 <= M <= rows
+ * (kiln_gpu_gemm_rope_kv_m; $KILN_SKGEMM_ROPE): rows 1 means 32 (all it serves), 2..32 that many, 0 never;
+ * returns the previous row limit. */
+int kiln_gpu_set_skgemm_rope(kiln_gpu *g, int on);
 /* Steps of at most n tokens (0: none) take the decode rope + KV write kernel
  * (kernel_src/rope_kv.cu kiln_rope_kv_write_dec); returns the previous
  * setting (tests). */
@@ -215,6 +233,14 @@ kiln_status kiln_gpu_gemm_rope_kv(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr ou
                                   kiln_dtype act, kiln_devptr bias, int64_t N, int64_t K, int nq, kiln_devptr pos,
                                   const kiln_gpu_rope_params *rp, kiln_devptr kcache, kiln_devptr vcache,
                                   const kiln_kv_layout *l, kiln_devptr slots);
+/* The same for M rows (out [M, N], row m rotated at pos[m] and written at
+ * slots[m]): M = 1 the GEMV above; 2 <= M <= 32 through kernel_src/gemm_sk.cu
+ * ROPE=1 (kiln_gpu_gemm_rope_kv_ok: skgemm_rope on, head dim 128, the other
+ * conditions as above; x and W 16-byte aligned). */
+kiln_status kiln_gpu_gemm_rope_kv_m(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_devptr w,
+                                    kiln_dtype act, kiln_devptr bias, int64_t M, int64_t N, int64_t K, int nq,
+                                    kiln_devptr pos, const kiln_gpu_rope_params *rp, kiln_devptr kcache,
+                                    kiln_devptr vcache, const kiln_kv_layout *l, kiln_devptr slots);
 /* out[T, I] = silu(x[:, :I]) * x[:, I:]  (x [T, 2I]); gelu_tanh variant. */
 kiln_status kiln_gpu_silu_mul(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_dtype act, int T,
                               int I);
@@ -279,11 +305,11 @@ typedef struct kiln_gpu_attn {
     int window;
     int max_q_len, max_ctx_len;
     int force_partition; /* tests/bench: >0 forces this split-K partition size (decode), -1 forbids splitting */
-    int prefill_kernel;  /* tests/bench: 1 runs the first prefill kernel (as $KILN_PREFILL_KERNEL=v1 does), 2
-                            the wgmma one (=wg; on sm_90 with a 16-bit cache and head dim 64 or 128, the
-                            default kernel elsewhere), 3 its warp-specialized version (=wg2, same
-                            conditions), 4 attn_prefill (=v2; where it serves); 0: as
-                            $KILN_PREFILL_KERNEL says, else by the shape */
+    int prefill_kernel;  /* tests/bench: 1 runs the first prefill kernel (as $KILN_PREFILL_KERNEL=v1 does), 3
+                            the warp-specialized wgmma one (=wg2; on sm_90 with a 16-bit cache and head dim
+                            64 or 128, the default kernel elsewhere), 4 attn_prefill (=v2; where it serves);
+                            0: as $KILN_PREFILL_KERNEL says, else by the shape. 2 (=wg, the first wgmma
+                            kernel) was removed: it counts as 0, and =wg as unset */
 } kiln_gpu_attn;
 kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, const kiln_gpu_attn *a);
 

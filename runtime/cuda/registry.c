@@ -104,7 +104,7 @@ static const kiln_jit_kernel_def registry[] = {
      "ACT=bf16 INTERLEAVED=0 KV=bf16;ACT=fp16 INTERLEAVED=1 KV=fp16;ACT=bf16 INTERLEAVED=0 KV=fp8_e5m2;"
      "ACT=bf16 INTERLEAVED=0 KV=fp8_e4m3;ACT=fp32 INTERLEAVED=0 KV=fp8_e4m3"},
     {"attn_decode", "kernel_src/attn_decode.cu", "kiln_attn_decode",
-     "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,i32,i32,ptr,ptr,ptr", ATTN_PARAMS, ATTN_EX},
+     "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,i32,i32,ptr,ptr,ptr,ptr", ATTN_PARAMS, ATTN_EX},
     {"attn_reduce", "kernel_src/attn_decode.cu", "kiln_attn_reduce", "ptr,ptr,ptr,ptr,ptr,i32,i32,i32",
      ATTN_PARAMS, ATTN_EX},
     {"attn_prefill", "kernel_src/attn_prefill.cu", "kiln_attn_prefill",
@@ -113,11 +113,9 @@ static const kiln_jit_kernel_def registry[] = {
      * above 128, and $KILN_PREFILL_KERNEL=v1 */
     {"attn_prefill_v1", "kernel_src/attn_prefill.cu", "kiln_attn_prefill_v1",
      "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,ptr", ATTN_PARAMS, ATTN_EX},
-    /* the Hopper (wgmma) prefill kernel: $KILN_PREFILL_KERNEL=wg on sm_90 with a 16-bit cache and head
-     * dim 64 or 128; compiled for sm_90a there (kiln_jit_unit_arch), a trapping body elsewhere */
-    {"attn_prefill_wg", "kernel_src/attn_prefill_wg.cu", "kiln_attn_prefill_wg",
-     "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,ptr", ATTN_PARAMS, ATTN_WG_EX},
-    /* its warp-specialized version (same file, one compile): $KILN_PREFILL_KERNEL=wg2, same conditions */
+    /* the Hopper (wgmma, warp-specialized) prefill kernel: on sm_90 with a 16-bit cache and head dim 64 or
+     * 128, $KILN_PREFILL_KERNEL=wg2 or by default for long contexts; compiled for sm_90a there
+     * (kiln_jit_unit_arch), a trapping body elsewhere */
     {"attn_prefill_wg2", "kernel_src/attn_prefill_wg.cu", "kiln_attn_prefill_wg2",
      "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,ptr", ATTN_PARAMS, ATTN_WG_EX},
     {"sample_penalties", "kernel_src/sample.cu", "kiln_sample_penalties", "ptr,i32,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr",
@@ -181,6 +179,17 @@ static const kiln_jit_kernel_def registry[] = {
      {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "8|16|32|64"}, {"WARPS", "4|8"}, {"RT", "1|2|4"},
       {"STAGES", "2|3|4|5|6|7|8"}, {"CL", "1|2|3|4|5|6|7|8"}, {"GLU", "0|1"}},
      GEMM_SK_EX},
+    /* gemm_sk with the qkv epilogue of rope + KV write (ROPE=1; engine/cuda/ops_gpu.c kiln_gpu_gemm_rope_kv_m):
+     * gemm_sk's arguments (out, ldo, x, w, bias, M, N, K, chunks a slice, prof), then nq, nkv, pos, inv_freq,
+     * mscale, kcache, vcache, slots, block size; a block is one head (RT = HD / (16 WARPS)) */
+    {"gemm_sk_rope", "kernel_src/gemm_sk.cu", "kiln_gemm_sk_rope",
+     "ptr,i64,ptr,ptr,ptr,i32,i32,i32,i32,ptr,i32,i32,ptr,ptr,f32,ptr,ptr,ptr,i32",
+     {{"ACT", ACT2}, {"MAXM", "8|16|32"}, {"WARPS", "4|8"}, {"STAGES", "2|3|4|5|6|7|8"},
+      {"CL", "1|2|3|4|5|6|7|8"}, {"ROPE", "1"}, {"HD", "128"}, {"KV", ACT2}},
+     "ACT=bf16 MAXM=32 WARPS=4 STAGES=3 CL=4 ROPE=1 HD=128 KV=bf16;"
+     "ACT=fp16 MAXM=8 WARPS=4 STAGES=4 CL=1 ROPE=1 HD=128 KV=fp16;"
+     "ACT=bf16 MAXM=16 WARPS=8 STAGES=4 CL=3 ROPE=1 HD=128 KV=bf16;"
+     "ACT=fp16 MAXM=32 WARPS=4 STAGES=2 CL=1 ROPE=1 HD=128 KV=fp16"},
 };
 
 const kiln_jit_kernel_def *kiln_jit_registry(int *n) {
@@ -390,6 +399,18 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
                 KILN_TRY(add_spec(l, "gemm_sk", "ACT=%s OUT=%s MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d GLU=0", a, a, mm,
                                   KILN_SKGEMM_WARPS_DEFAULT, rt, p.stages, p.split));
             }
+    }
+    /* ... and with its rope + KV write epilogue on the qkv projection (ops_gpu.c sk_rope_ok: head dim 128,
+     * a cache of the activation dtype, rotate-half; 2 <= M <= 32), where on by default */
+    if (KILN_SKGEMM_ROPE_DEFAULT && m->head_dim == 128 && !m->interleaved && !strcmp(kv, a)) {
+        const int hid = m->n_heads * m->head_dim, qkv = (m->n_heads + 2 * m->n_kv_heads) * m->head_dim;
+        const int warps = KILN_SKGEMM_WARPS_DEFAULT;
+        for (int mm = 8; mm <= KILN_MIN(32, KILN_SKGEMM_ROPE_DEFAULT); mm *= 2) {
+            kiln_skgemm_shape p = kiln_skgemm_plan(132, 233472, 232448, 9, qkv, hid, mm, warps, 128 / (16 * warps),
+                                                   KILN_SKGEMM_STAGES_DEFAULT(mm), 0);
+            KILN_TRY(add_spec(l, "gemm_sk_rope", "ACT=%s MAXM=%d WARPS=%d STAGES=%d CL=%d ROPE=1 HD=128 KV=%s", a, mm,
+                              warps, p.stages, p.split, a));
+        }
     }
     KILN_TRY(add_spec(l, "rmsnorm", "ACT=%s W=%s", a, a));
     KILN_TRY(add_spec(l, "add_rmsnorm", "ACT=%s W=%s", a, a));
