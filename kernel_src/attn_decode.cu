@@ -155,7 +155,7 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
     pdl_wait();
     pdl_launch();
 #endif
-    extern __shared__ float4 smem4[];
+    extern __shared__ __align__(128) float4 smem4[]; // 128: the swizzled tiles
     char *smem = (char *)smem4;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int g = lane >> 2, tig = lane & 3;

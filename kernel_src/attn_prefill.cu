@@ -137,7 +137,7 @@ kiln_attn_prefill(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_st
     pdl_wait();
     pdl_launch();
 #if P2_OK
-    extern __shared__ float4 smem4[];
+    extern __shared__ __align__(128) float4 smem4[]; // 128: the swizzled tiles
     const u32 sq = smem_addr(smem4), sst = sq + P2_Q_BYTES;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
     const int s = blockIdx.y, qh0 = blockIdx.z * GROUP;
