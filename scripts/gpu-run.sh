@@ -153,6 +153,10 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s26:    eighth session: gemm_sk's split checked against the occupancy calculator: test_gpu_engine, bench_kernels
 #           gemm_sk_quick (qkv / o / down at M = 16 / 32, four tilings, cuBLASLt beside), kiln bench -b 32 with
 #           KILN_SKGEMM_MAX_M 32 / 16, -b 16 with 16 / 0
+#   s38:    (twelfth session, nvidia-h200-x2, branch next11) GPU 0: the whole test_gpu_ops, beside it
+#           test_attention_decode_fused; GPU 1: test_gpu_engine with KILN_DECODE_FUSED_REDUCE=1, kiln bench -b 1
+#           (x3) and -b 32 at --max-model-len 8192 with and without it beside main's binary, bench_kernels
+#           decode both ways; test_gpu_tp after both
 #   s37:    (eleventh session, last call) the new defaults: GPU 0 test_gemm_sk_rope, test_attention_decode, then
 #           test_gpu_engine; GPU 1 bench_kernels decode, decode-short at 2 / 4 warps, kiln bench -b 64 (-s 128 and
 #           1024) default against KILN_DECODE_WARPS=2, -b 8 / 16 default against KILN_SKGEMM_ROPE=0, -b 1;
@@ -503,6 +507,31 @@ if has s19; then # seventh session: next's defaults (rope epilogue, push gather,
   kb "tp1-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 1 -b 1 -s 128 -o 512 --iters 2
   kb "tp2-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   for tp in 1 2; do kb "tp$tp-b32" -- --tp $tp -b 32 -s 128 -o 256 --iters 2; done
+fi
+if has s38; then # twelfth session: the fused decode split with the warp-parallel combination (branch next11)
+  ( CUDA_VISIBLE_DEVICES=0 timeout 400 "$here/bin/test_gpu_ops" > /tmp/tgo.log 2>&1; echo "rc=$?" >> /tmp/tgo.log ) &
+  ( CUDA_VISIBLE_DEVICES=0 KT_VERBOSE=1 timeout 300 "$here/bin/test_gpu_ops" test_attention_decode_fused > "$out/ops_fused.log" 2>&1
+    echo "rc=$?" >> "$out/ops_fused.log" ) &
+  export CUDA_VISIBLE_DEVICES=1
+  gt test_gpu_engine_fused 150 "FAIL|passed" KILN_DECODE_FUSED_REDUCE=1 -- test_gpu_engine
+  for r in 1 2 3; do
+    [ -x "$here/bin/kiln_main" ] && KB_BIN=kiln_main kb "b1-main$r" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-def$r" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-fused$r" KILN_DECODE_FUSED_REDUCE=1 -- -b 1 -s 128 -o 512 --iters 2
+  done
+  for r in 1 2; do
+    kb "b32-long-def$r" -- -b 32 -s 128 -o 256 --iters 2 --max-model-len 8192
+    kb "b32-long-fused$r" KILN_DECODE_FUSED_REDUCE=1 -- -b 32 -s 128 -o 256 --iters 2 --max-model-len 8192
+  done
+  kb "b8-def" -- -b 8 -s 128 -o 256 --iters 2
+  kb "b8-fused" KILN_DECODE_FUSED_REDUCE=1 -- -b 8 -s 128 -o 256 --iters 2
+  for f in 0 1; do KILN_DECODE_FUSED_REDUCE=$f timeout 60 "$here/bin/bench_kernels" decode > /tmp/bd.log 2>&1
+    grep -E "attn decode" /tmp/bd.log | grep -E "b1 |b8 " | sed -E "s/ +/ /g; s/32q.8kv hd128 //; s/ of copy target.*//; s/^/fused=$f: /" | cut -c1-100; done
+  unset CUDA_VISIBLE_DEVICES; wait
+  echo "ops fused: $(grep -E 'passed' "$out/ops_fused.log" | tail -1) $(tail -1 "$out/ops_fused.log")"; grep -E "FAIL" "$out/ops_fused.log" | head -4
+  echo "test_gpu_ops (whole): $(grep -E 'passed' /tmp/tgo.log | tail -1) $(tail -1 /tmp/tgo.log)"; grep -E "FAIL" /tmp/tgo.log | head
+  grep -E "^\[ (RUN |FAIL| OK )" /tmp/tgo.log | tail -2; cp /tmp/tgo.log "$out/test_gpu_ops.log"
+  gt test_gpu_tp 100 "FAIL|passed" -- test_gpu_tp
 fi
 if has s37; then # eleventh session, last call: gemm_sk + rope up to 16 rows and 4-warp decode attention past 512 tokens
   ( export CUDA_VISIBLE_DEVICES=0

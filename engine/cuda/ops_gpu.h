@@ -129,8 +129,10 @@ typedef struct kiln_gpu_params {
 /* Split decode attention: the kernel's last partition block of each (sequence, KV group) combines the
  * partitions (arrival counters, KILN_ATTN_COUNTERS of them: n_seqs * nq / GROUP at most) instead of a
  * kiln_attn_reduce launch a layer ($KILN_DECODE_FUSED_REDUCE=1). Off: kiln bench on the H200 (2026-11-30,
- * same call) -b 1 236.6 tok/s against 245.4 (the last block's serial combination outlasts the reduce
- * launch), -b 32 at --max-model-len 8192 5887 against 5844 (+0.7%) */
+ * same call) -b 1 236.6 tok/s against 245.4 (the last block's combination, a thread an element looping
+ * over the partitions, outlasted the reduce launch), -b 32 at --max-model-len 8192 5887 against 5844
+ * (+0.7%). The combination is now warp-parallel (kernel_src/attn_decode.cu combine_group): not yet
+ * measured */
 #define KILN_DECODE_FUSED_REDUCE_DEFAULT 0
 /* decode attention over a 16-bit cache takes 2 warps a block (when the grid exceeds a wave of 4-warp
  * blocks) only while the longest context is at most this many tokens (engine/cuda/ops_gpu.c) */
