@@ -156,7 +156,8 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s38:    (twelfth session, nvidia-h200-x2, branch next11) GPU 0: the whole test_gpu_ops, beside it
 #           test_attention_decode_fused; GPU 1: test_gpu_engine with KILN_DECODE_FUSED_REDUCE=1, kiln bench -b 1
 #           (x3) and -b 32 at --max-model-len 8192 with and without it beside main's binary, bench_kernels
-#           decode both ways; test_gpu_tp after both
+#           decode both ways; -b 32 with the qkv + rope through gemm_sk at 32 rows (KILN_SKGEMM_ROPE=32) at
+#           stages 3 / 4 and split 4, bench_kernels gemm_sk_quick; test_gpu_tp after both
 #   s37:    (eleventh session, last call) the new defaults: GPU 0 test_gemm_sk_rope, test_attention_decode, then
 #           test_gpu_engine; GPU 1 bench_kernels decode, decode-short at 2 / 4 warps, kiln bench -b 64 (-s 128 and
 #           1024) default against KILN_DECODE_WARPS=2, -b 8 / 16 default against KILN_SKGEMM_ROPE=0, -b 1;
@@ -525,6 +526,17 @@ if has s38; then # twelfth session: the fused decode split with the warp-paralle
   done
   kb "b8-def" -- -b 8 -s 128 -o 256 --iters 2
   kb "b8-fused" KILN_DECODE_FUSED_REDUCE=1 -- -b 8 -s 128 -o 256 --iters 2
+  # -b 32: the qkv GEMM + rope through gemm_sk at 32 rows in other launch shapes (at the default 3 stages and
+  # split 5 it only matched cuBLASLt + the rope kernel; 240 blocks in clusters of 5 land up to 3 on an SM)
+  for r in 1 2; do
+    kb "b32-def$r" -- -b 32 -s 128 -o 256 --iters 2
+    kb "b32-rope32-$r" KILN_SKGEMM_ROPE=32 -- -b 32 -s 128 -o 256 --iters 2
+    kb "b32-rope32-st4-$r" KILN_SKGEMM_ROPE=32 KILN_SKGEMM_STAGES=4 -- -b 32 -s 128 -o 256 --iters 2
+    kb "b32-rope32-st4-sp4-$r" KILN_SKGEMM_ROPE=32 KILN_SKGEMM_STAGES=4 KILN_SKGEMM_SPLIT=4 -- -b 32 -s 128 -o 256 --iters 2
+    kb "b32-st4-$r" KILN_SKGEMM_STAGES=4 -- -b 32 -s 128 -o 256 --iters 2
+  done
+  timeout 120 "$here/bin/bench_kernels" gemm_sk_quick > /tmp/bsk.log 2>&1
+  grep -E "M=32" /tmp/bsk.log | sed -E "s/ +/ /g" | cut -c1-110
   for f in 0 1; do KILN_DECODE_FUSED_REDUCE=$f timeout 60 "$here/bin/bench_kernels" decode > /tmp/bd.log 2>&1
     grep -E "attn decode" /tmp/bd.log | grep -E "b1 |b8 " | sed -E "s/ +/ /g; s/32q.8kv hd128 //; s/ of copy target.*//; s/^/fused=$f: /" | cut -c1-100; done
   unset CUDA_VISIBLE_DEVICES; wait
