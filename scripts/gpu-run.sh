@@ -544,6 +544,10 @@ if has s38; then # twelfth session: the fused decode split with the warp-paralle
   echo "test_gpu_ops (whole): $(grep -E 'passed' /tmp/tgo.log | tail -1) $(tail -1 /tmp/tgo.log)"; grep -E "FAIL" /tmp/tgo.log | head
   grep -E "^\[ (RUN |FAIL| OK )" /tmp/tgo.log | tail -2; cp /tmp/tgo.log "$out/test_gpu_ops.log"
   gt test_gpu_tp 100 "FAIL|passed" -- test_gpu_tp
+  # tensor parallelism 2 with the qkv + rope through gemm_sk (default up to 16 rows since the eleventh session,
+  # not yet measured on the TP shards)
+  for b in 8 16; do kb "tp2-b$b-def" -- --tp 2 -b $b -s 128 -o 256 --iters 2
+    kb "tp2-b$b-rope0" KILN_SKGEMM_ROPE=0 -- --tp 2 -b $b -s 128 -o 256 --iters 2; done
 fi
 if has s37; then # eleventh session, last call: gemm_sk + rope up to 16 rows and 4-warp decode attention past 512 tokens
   ( export CUDA_VISIBLE_DEVICES=0
