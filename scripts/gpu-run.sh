@@ -534,6 +534,7 @@ if has s38; then # twelfth session: the fused decode split with the warp-paralle
     kb "b32-rope32-st4-$r" KILN_SKGEMM_ROPE=32 KILN_SKGEMM_STAGES=4 -- -b 32 -s 128 -o 256 --iters 2
     kb "b32-rope32-st4-sp4-$r" KILN_SKGEMM_ROPE=32 KILN_SKGEMM_STAGES=4 KILN_SKGEMM_SPLIT=4 -- -b 32 -s 128 -o 256 --iters 2
     kb "b32-st4-$r" KILN_SKGEMM_STAGES=4 -- -b 32 -s 128 -o 256 --iters 2
+    kb "b32-rope32-rst4-$r" KILN_SKGEMM_ROPE=32 KILN_SKGEMM_ROPE_STAGES=4 -- -b 32 -s 128 -o 256 --iters 2
   done
   timeout 120 "$here/bin/bench_kernels" gemm_sk_quick > /tmp/bsk.log 2>&1
   grep -E "M=32" /tmp/bsk.log | sed -E "s/ +/ /g" | cut -c1-110

@@ -25,6 +25,7 @@ struct kiln_gpu {
     int gemv_rope_unroll, gemv_rope_ksplit; /* the rope GEMV's tiling ($KILN_GEMV_ROPE_UNROLL / _KSPLIT) */
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int sk_max_m, sk_max_mb, sk_max_mb32, sk_warps, sk_rt, sk_stages, sk_split, sk_silu; /* gemm_sk knobs */
+    int sk_rope_stages; /* its stages when set ($KILN_SKGEMM_ROPE_STAGES, 2..8; 0: as the other gemm_sk launches) */
     int sk_rope; /* the qkv GEMM with rope + KV write through gemm_sk for 2 <= M <= sk_rope (<= 32; 0: never;
                     $KILN_SKGEMM_ROPE) */
     struct { int N, K, maxm, epi, split; } sk_fit[16]; /* gemm_sk splits that fit one wave, by shape and
@@ -107,6 +108,8 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->sk_split = knob(p ? p->skgemm_split : 0, "KILN_SKGEMM_SPLIT", 0); /* 0: auto */
     if (g->sk_split < 0 || g->sk_split > 8) g->sk_split = 0;
     g->sk_rope = sk_rope_rows(knob(0, "KILN_SKGEMM_ROPE", KILN_SKGEMM_ROPE_DEFAULT));
+    g->sk_rope_stages = knob(0, "KILN_SKGEMM_ROPE_STAGES", 0);
+    if (g->sk_rope_stages < 2 || g->sk_rope_stages > 8) g->sk_rope_stages = 0;
     g->elem_wide_min = knob(p ? p->elem_wide_min : 0, "KILN_ELEM_WIDE_MIN", KILN_ELEM_WIDE_MIN_DEFAULT);
     if (g->elem_wide_min < 0) g->elem_wide_min = 0;
     g->decode_adaptive = knob(0, "KILN_DECODE_ADAPTIVE", 1) > 0;
@@ -435,7 +438,9 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
                                         : epi == SK_GLU ? 2
                                         : g->sk_rt      ? g->sk_rt
                                                         : KILN_SKGEMM_TILES_DEFAULT(maxm);
-    const int stages = g->sk_stages ? g->sk_stages : KILN_SKGEMM_STAGES_DEFAULT(maxm);
+    const int stages = epi == SK_ROPE && g->sk_rope_stages ? g->sk_rope_stages
+                       : g->sk_stages                        ? g->sk_stages
+                                                             : KILN_SKGEMM_STAGES_DEFAULT(maxm);
     int want = g->sk_split, fit = -1;
     for (int i = 0; i < g->n_sk_fit && !want; i++)
         if (g->sk_fit[i].N == N && g->sk_fit[i].K == K && g->sk_fit[i].maxm == maxm && g->sk_fit[i].epi == (int)epi)
