@@ -576,13 +576,16 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
     __syncthreads(); // this block's parts are stored
     int last = 0;
     if (threadIdx.x == 0) {
-        __threadfence(); // ... and visible to the other blocks before the count says so
-        int *c = counters + (size_t)s * gridDim.x + blockIdx.x;
-        last = atomicAdd(c, 1) == np - 1;
+        // one acquire-release count at GPU scope instead of __threadfence() (fence.sc) on both sides: its
+        // release publishes this block's parts (ordered before it by the barrier above), its acquire in
+        // the last block orders the other blocks' parts before that block's loads (through the barrier
+        // below); the seventh and tenth sessions' versions with the SC fences lost to the reduce launch
+        int *c = counters + (size_t)s * gridDim.x + blockIdx.x, prev;
+        asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(prev) : "l"(c) : "memory");
+        last = prev == np - 1;
         if (last) *c = 0; // every live partition has counted: ready for the next launch
     }
     if (!__syncthreads_or(last)) return;
-    __threadfence();
     combine_group(out, part_o, part_ml, tok_row, nq, qh0, ((size_t)s * nq + qh0) * n_parts, n_parts, np, nw);
 }
 
