@@ -631,26 +631,30 @@ fail:
     return st;
 }
 
-/* the qkv GEMM of 2 <= M <= 32 rows with rope + KV write through
- * kernel_src/gemm_sk.cu ROPE=1: a block is one head (head dim 128 = BN of
- * 4 warps x 2 tiles or 8 x 1), a 16-bit cache of act; no weight-size limit
- * (it replaces the GEMM and the rope kernel, whatever the plain GEMM takes) */
+/* What both rope epilogues need: a 16-bit act with a cache of it, rotate-half over the whole head without
+ * dynamic NTK, and N the q, k and v heads of the cache's head dim */
+static bool rope_epilogue_ok(kiln_dtype act, int64_t N, int nq, const kiln_gpu_rope_params *rp,
+                             const kiln_kv_layout *l) {
+    const int hd = rp->head_dim;
+    return (act == KILN_DTYPE_BF16 || act == KILN_DTYPE_F16) && l->dtype == act && !rp->interleaved &&
+           rp->rot_dim == hd && !rp->dyn_seq_len && l->head_dim == hd && nq >= 0 &&
+           N == (int64_t)(nq + 2 * l->n_kv_heads) * hd;
+}
+/* the qkv GEMM of 2 <= M <= sk_rope (at most 32) rows with rope + KV write
+ * through kernel_src/gemm_sk.cu ROPE=1: a block is one head (head dim 128 =
+ * BN of 4 warps x 2 tiles or 8 x 1); no weight-size limit (it replaces the
+ * GEMM and the rope kernel, whatever the plain GEMM takes) */
 static bool sk_rope_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K, int nq,
                        const kiln_gpu_rope_params *rp, const kiln_kv_layout *l) {
-    const int hd = rp->head_dim;
-    return M >= 2 && M <= g->sk_rope && (act == KILN_DTYPE_BF16 || act == KILN_DTYPE_F16) && l->dtype == act &&
-           !rp->interleaved && rp->rot_dim == hd && !rp->dyn_seq_len && l->head_dim == hd && hd == 128 &&
-           nq >= 0 && l->n_kv_heads > 0 &&
-           N == (int64_t)(nq + 2 * l->n_kv_heads) * hd && K % 8 == 0 && N <= INT32_MAX && K <= INT32_MAX;
+    return M >= 2 && M <= g->sk_rope && rope_epilogue_ok(act, N, nq, rp, l) && rp->head_dim == 128 &&
+           l->n_kv_heads > 0 && K % 8 == 0 && N <= INT32_MAX && K <= INT32_MAX;
 }
 
 bool kiln_gpu_gemm_rope_kv_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K, int nq,
                               const kiln_gpu_rope_params *rp, const kiln_kv_layout *l) {
     const int hd = rp->head_dim;
-    return (g->gemv_rope && M == 1 && M <= g->gemv_max_m && (act == KILN_DTYPE_BF16 || act == KILN_DTYPE_F16) &&
-            l->dtype == act && !rp->interleaved && rp->rot_dim == hd && !rp->dyn_seq_len && l->head_dim == hd &&
-            (hd == 64 || hd == 96 || hd == 128 || hd == 256) && nq >= 0 &&
-            N == (int64_t)(nq + 2 * l->n_kv_heads) * hd && K % vec_elems(act) == 0 && K <= INT32_MAX) ||
+    return (g->gemv_rope && M == 1 && M <= g->gemv_max_m && rope_epilogue_ok(act, N, nq, rp, l) &&
+            (hd == 64 || hd == 96 || hd == 128 || hd == 256) && K % vec_elems(act) == 0 && K <= INT32_MAX) ||
            sk_rope_ok(g, act, M, N, K, nq, rp, l);
 }
 
@@ -1236,9 +1240,10 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
          * of nw warps (the block's size: 4 blocks an SM at head dim 128 with
          * 2 warps, 2 with 4), split for those slots. By default 4 warps,
          * except 2 where the blocks would not fit one wave of 2 an SM and no
-         * context exceeds KILN_DECODE_W2_MAX_CTX (H200, bench_kernels decode,
-         * b64: 2 warps 10% faster at 256 tokens, 6% at 384, 4 warps 12% at
-         * 1024 and 3% at 4096; -b 32: 4 warps 1.4% faster). A captured
+         * context exceeds KILN_DECODE_W2_MAX_CTX (H200, bench_kernels
+         * decode-short, b64: 2 warps 25.1 / 33.3 / 41.1 us at 256 / 384 / 512
+         * tokens against 26.1 / 33.8 / 42.7 with 4, but 72.6 against 55.9 at
+         * 768; -b 32: 4 warps 1.4% faster). A captured
          * graph's max_ctx_len is the model's, so graphs take 4 warps.
          * $KILN_DECODE_WARPS=2|4 fixes it. FP8 caches: 4 warps */
         int base = n_seqs * (nq / grp), stages = 3, P = 0, n_parts = 1;

@@ -134,10 +134,10 @@ typedef struct kiln_gpu_params {
  * (+0.7%). The combination is now warp-parallel (kernel_src/attn_decode.cu combine_group): not yet
  * measured */
 #define KILN_DECODE_FUSED_REDUCE_DEFAULT 0
+#define KILN_ATTN_COUNTERS 65536
 /* decode attention over a 16-bit cache takes 2 warps a block (when the grid exceeds a wave of 4-warp
  * blocks) only while the longest context is at most this many tokens (engine/cuda/ops_gpu.c) */
 #define KILN_DECODE_W2_MAX_CTX 512
-#define KILN_ATTN_COUNTERS 65536
 
 kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gpu **out);
 void kiln_gpu_destroy(kiln_gpu *g);
@@ -236,9 +236,10 @@ kiln_status kiln_gpu_gemm_rope_kv(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr ou
                                   const kiln_gpu_rope_params *rp, kiln_devptr kcache, kiln_devptr vcache,
                                   const kiln_kv_layout *l, kiln_devptr slots);
 /* The same for M rows (out [M, N], row m rotated at pos[m] and written at
- * slots[m]): M = 1 the GEMV above; 2 <= M <= 32 through kernel_src/gemm_sk.cu
- * ROPE=1 (kiln_gpu_gemm_rope_kv_ok: skgemm_rope on, head dim 128, the other
- * conditions as above; x and W 16-byte aligned). */
+ * slots[m]): M = 1 the GEMV above; 2 <= M <= the skgemm_rope row limit
+ * (KILN_SKGEMM_ROPE_DEFAULT, at most 32) through kernel_src/gemm_sk.cu ROPE=1
+ * (kiln_gpu_gemm_rope_kv_ok: head dim 128, the other conditions as above; x
+ * and W 16-byte aligned). */
 kiln_status kiln_gpu_gemm_rope_kv_m(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_devptr w,
                                     kiln_dtype act, kiln_devptr bias, int64_t M, int64_t N, int64_t K, int nq,
                                     kiln_devptr pos, const kiln_gpu_rope_params *rp, kiln_devptr kcache,

@@ -401,11 +401,11 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
             }
     }
     /* ... and with its rope + KV write epilogue on the qkv projection (ops_gpu.c sk_rope_ok: head dim 128,
-     * a cache of the activation dtype, rotate-half; 2 <= M <= 32), where on by default */
+     * a cache of the activation dtype, rotate-half; 2 <= M <= KILN_SKGEMM_ROPE_DEFAULT), where on by default */
     if (KILN_SKGEMM_ROPE_DEFAULT && m->head_dim == 128 && !m->interleaved && !strcmp(kv, a)) {
         const int hid = m->n_heads * m->head_dim, qkv = (m->n_heads + 2 * m->n_kv_heads) * m->head_dim;
         const int warps = KILN_SKGEMM_WARPS_DEFAULT;
-        for (int mm = 8; mm <= KILN_MIN(32, KILN_SKGEMM_ROPE_DEFAULT); mm *= 2) {
+        for (int mm = 8; mm / 2 < KILN_SKGEMM_ROPE_DEFAULT && mm <= 32; mm *= 2) { /* the MAXM buckets it takes */
             kiln_skgemm_shape p = kiln_skgemm_plan(132, 233472, 232448, 9, qkv, hid, mm, warps, 128 / (16 * warps),
                                                    KILN_SKGEMM_STAGES_DEFAULT(mm), 0);
             KILN_TRY(add_spec(l, "gemm_sk_rope", "ACT=%s MAXM=%d WARPS=%d STAGES=%d CL=%d ROPE=1 HD=128 KV=%s", a, mm,
