@@ -234,6 +234,13 @@ kb() {
   python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%-22s %8.1f tok/s, step %.3f ms, full-batch step %.3f ms, ttft %.1f ms, kv tokens %s" % (sys.argv[2], j["output_tok_s"], j["decode_step_ms"], j["full_batch_step_ms"], j["ttft_ms"], j["kv_tokens"]))' \
     "$out/kb_$tag.json" "$tag" || { echo "$tag failed"; tail -3 "$out/kb.err"; }
 }
+# ops_bg GPU SECONDS: the whole test_gpu_ops in the background on that GPU (/tmp/tgo.log, "rc=N" last);
+# ops_report LABEL, after `wait`: its passed line, failures and last cases, the log copied to $out
+ops_bg() { ( CUDA_VISIBLE_DEVICES=$1 timeout "$2" "$here/bin/test_gpu_ops" > /tmp/tgo.log 2>&1; echo "rc=$?" >> /tmp/tgo.log ) & }
+ops_report() {
+  echo "$1: $(grep -E 'passed' /tmp/tgo.log | tail -1) $(tail -1 /tmp/tgo.log)"; grep -E "FAIL" /tmp/tgo.log | head
+  grep -E "^\[ (RUN |FAIL| OK )" /tmp/tgo.log | tail -2; cp /tmp/tgo.log "$out/test_gpu_ops.log"
+}
 # ops_by_case CASE... -- test_gpu_ops, one process per case filter in parallel
 # (each JIT-compiles its own kernels on a cold cache), then test_gpu_engine
 # alone; a line per case and the engine test's failures and errors
@@ -574,7 +581,7 @@ if has s37; then # eleventh session, last call: gemm_sk + rope up to 16 rows and
   gt test_gpu_tp 100 "FAIL|passed" -- test_gpu_tp
 fi
 if has s36; then # eleventh session, last call: next10 with the decode kernel's static shared flag removed
-  ( CUDA_VISIBLE_DEVICES=0 timeout 500 "$here/bin/test_gpu_ops" > /tmp/tgo.log 2>&1; echo "rc=$?" >> /tmp/tgo.log ) &
+  ops_bg 0 500
   for c in test_attention_decode test_attention_fp8 test_gemm_sk test_silu_gemm_sk test_graph_replay test_all_reduce; do
     ( CUDA_VISIBLE_DEVICES=0 KT_VERBOSE=1 timeout 400 "$here/bin/test_gpu_ops" $c > "$out/ops_$c.log" 2>&1; echo "rc=$?" >> "$out/ops_$c.log" ) &
   done
@@ -603,12 +610,11 @@ if has s36; then # eleventh session, last call: next10 with the decode kernel's 
   unset CUDA_VISIBLE_DEVICES; wait
   for c in test_attention_decode test_attention_fp8 test_gemm_sk test_silu_gemm_sk test_graph_replay test_all_reduce; do
     echo "ops $c: $(grep -E 'passed' "$out/ops_$c.log" | tail -1) $(tail -1 "$out/ops_$c.log")"; grep -E "FAIL" "$out/ops_$c.log" | head -4; done
-  echo "test_gpu_ops (whole): $(grep -E 'passed' /tmp/tgo.log | tail -1) $(tail -1 /tmp/tgo.log)"; grep -E "FAIL" /tmp/tgo.log | head
-  grep -E "^\[ (RUN |FAIL| OK )" /tmp/tgo.log | tail -2; cp /tmp/tgo.log "$out/test_gpu_ops.log"
+  ops_report "test_gpu_ops (whole)"
   gt test_gpu_tp 100 "FAIL|passed" -- test_gpu_tp
 fi
 if has s35; then # eleventh session: the suite, and where decode attention lost 15-20% since the fourth session
-  ( CUDA_VISIBLE_DEVICES=0 timeout 500 "$here/bin/test_gpu_ops" > /tmp/tgo.log 2>&1; echo "rc=$?" >> /tmp/tgo.log ) &
+  ops_bg 0 500
   export CUDA_VISIBLE_DEVICES=1
   gt test_gpu_engine 150 "FAIL|passed" -- test_gpu_engine
   dec() { local tag="$1"; shift; env "$@" timeout 90 "$here/bin/bench_kernels" decode > /tmp/bd.log 2>&1
@@ -618,8 +624,7 @@ if has s35; then # eleventh session: the suite, and where decode attention lost 
   for d in "$here"/kv/*; do dec "$(basename "$d")" KILN_DECODE_WARPS=4 KILN_KERNEL_DIR="$d" KILN_DECODE_ADAPTIVE=0; done
   dec head-w4-fixed KILN_DECODE_WARPS=4 KILN_DECODE_ADAPTIVE=0
   unset CUDA_VISIBLE_DEVICES; wait
-  echo "test_gpu_ops: $(grep -E 'passed' /tmp/tgo.log | tail -1) $(tail -1 /tmp/tgo.log)"; grep -E "FAIL" /tmp/tgo.log | head
-  grep -E "^\[ (RUN |FAIL| OK )" /tmp/tgo.log | tail -2; cp /tmp/tgo.log "$out/test_gpu_ops.log"
+  ops_report "test_gpu_ops"
   gt test_gpu_tp 240 "FAIL|passed" -- test_gpu_tp
 fi
 if has s34; then # eleventh session: the decode split combined in the attention kernel (branch next10) and the tests
