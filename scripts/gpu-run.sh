@@ -518,7 +518,7 @@ if has s19; then # seventh session: next's defaults (rope epilogue, push gather,
   for tp in 1 2; do kb "tp$tp-b32" -- --tp $tp -b 32 -s 128 -o 256 --iters 2; done
 fi
 if has s38; then # twelfth session: the fused decode split with the warp-parallel combination (branch next11)
-  ( CUDA_VISIBLE_DEVICES=0 timeout 400 "$here/bin/test_gpu_ops" > /tmp/tgo.log 2>&1; echo "rc=$?" >> /tmp/tgo.log ) &
+  ops_bg 0 400
   ( CUDA_VISIBLE_DEVICES=0 KT_VERBOSE=1 timeout 300 "$here/bin/test_gpu_ops" test_attention_decode_fused > "$out/ops_fused.log" 2>&1
     echo "rc=$?" >> "$out/ops_fused.log" ) &
   export CUDA_VISIBLE_DEVICES=1
@@ -550,8 +550,7 @@ if has s38; then # twelfth session: the fused decode split with the warp-paralle
     grep -E "attn decode" /tmp/bd.log | grep -E "b1 |b8 " | sed -E "s/ +/ /g; s/32q.8kv hd128 //; s/ of copy target.*//; s/^/fused=$f: /" | cut -c1-100; done
   unset CUDA_VISIBLE_DEVICES; wait
   echo "ops fused: $(grep -E 'passed' "$out/ops_fused.log" | tail -1) $(tail -1 "$out/ops_fused.log")"; grep -E "FAIL" "$out/ops_fused.log" | head -4
-  echo "test_gpu_ops (whole): $(grep -E 'passed' /tmp/tgo.log | tail -1) $(tail -1 /tmp/tgo.log)"; grep -E "FAIL" /tmp/tgo.log | head
-  grep -E "^\[ (RUN |FAIL| OK )" /tmp/tgo.log | tail -2; cp /tmp/tgo.log "$out/test_gpu_ops.log"
+  ops_report "test_gpu_ops (whole)"
   gt test_gpu_tp 100 "FAIL|passed" -- test_gpu_tp
   # tensor parallelism 2 with the qkv + rope through gemm_sk (default up to 16 rows since the eleventh session,
   # not yet measured on the TP shards)
