@@ -257,6 +257,10 @@ typedef struct kiln_jit_kernel_def {
  * 4 x 1 244.6, 8 x 1 233.3, 2 x 2 242.2, 4 x 2 241.0, 8 x 2 238.4 tok/s).
  * The model kernel set compiles both. */
 #define KILN_GEMV_ROPE_UNROLL 2
+/* its rows a warp ($KILN_GEMV_ROPE_ROWS): 2, both rows of a rotation pair; 1, a row a warp group, the pair's
+ * rows meeting in shared memory (the plain GEMV's best qkv tiling streams W a row a warp: s11, qkv 82.4% of
+ * copy with rows 1 / unroll 2 / K split 2 against 73.8% with rows 2 / 4 / 2) */
+#define KILN_GEMV_ROPE_ROWS 2
 #define KILN_GEMV_SILU_UNROLL_DEFAULT 2
 #define KILN_GEMV_SILU_KSPLIT_DEFAULT 2
 

@@ -557,6 +557,34 @@ if has s38; then # twelfth session: the fused decode split with the warp-paralle
   for b in 8 16; do kb "tp2-b$b-def" -- --tp 2 -b $b -s 128 -o 256 --iters 2
     kb "tp2-b$b-rope0" KILN_SKGEMM_ROPE=0 -- --tp 2 -b $b -s 128 -o 256 --iters 2; done
 fi
+if has s39; then # twelfth session: the rope GEMV a row a warp (RR 1), GEMV K split 4, fused reduce from 2 sequences
+  ops_bg 0 420
+  export CUDA_VISIBLE_DEVICES=1
+  b1() { kb "$1" "${@:2}" -- -b 1 -s 128 -o 512 --iters 2; }
+  for r in 1 2; do
+    [ -x "$here/bin/kiln_main" ] && KB_BIN=kiln_main kb "b1-main$r" -- -b 1 -s 128 -o 512 --iters 2
+    b1 "b1-def$r"
+    b1 "b1-rr1-u2k1-$r" KILN_GEMV_ROPE_ROWS=1 KILN_GEMV_ROPE_KSPLIT=1
+    b1 "b1-rr1-u2k2-$r" KILN_GEMV_ROPE_ROWS=1 KILN_GEMV_ROPE_KSPLIT=2
+    b1 "b1-rule5-$r" KILN_GEMV_RULE=5
+  done
+  b1 b1-rr1-u4k1 KILN_GEMV_ROPE_ROWS=1 KILN_GEMV_ROPE_KSPLIT=1 KILN_GEMV_ROPE_UNROLL=4
+  b1 b1-rr1-u4k2 KILN_GEMV_ROPE_ROWS=1 KILN_GEMV_ROPE_KSPLIT=2 KILN_GEMV_ROPE_UNROLL=4
+  b1 b1-rr1-u2k4 KILN_GEMV_ROPE_ROWS=1 KILN_GEMV_ROPE_KSPLIT=4
+  b1 b1-rr2-u2k4 KILN_GEMV_ROPE_KSPLIT=4
+  b1 b1-rule6 KILN_GEMV_RULE=6
+  b1 b1-def3
+  # the fused decode split from 2 sequences (-b 1 loses with it: 243.8 against 245.9, s38)
+  for b in 8 16 32 64; do for r in 1 2; do
+    kb "b$b-def$r" -- -b $b -s 128 -o 256 --iters 2
+    kb "b$b-fused2-$r" KILN_DECODE_FUSED_REDUCE=2 -- -b $b -s 128 -o 256 --iters 2
+  done; done
+  unset CUDA_VISIBLE_DEVICES; wait
+  ops_report "test_gpu_ops (whole)"
+  gt test_gpu_tp 100 "FAIL|passed" -- test_gpu_tp
+  kb tp2-b1-def -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+  kb tp2-b1-rr1 KILN_GEMV_ROPE_ROWS=1 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+fi
 if has s37; then # eleventh session, last call: gemm_sk + rope up to 16 rows and 4-warp decode attention past 512 tokens
   ( export CUDA_VISIBLE_DEVICES=0
     gt ops_skrope 150 "FAIL|passed" -- test_gpu_ops test_gemm_sk_rope

@@ -175,6 +175,8 @@ int kiln_gpu_set_decode_warps(kiln_gpu *g, int n);
 int kiln_gpu_set_decode_fused_reduce(kiln_gpu *g, int on);
 /* Tests: the warps a row pair of the batch-1 qkv GEMV with rope (1|2; 0: by the grid); returns the previous value. */
 int kiln_gpu_set_gemv_rope_ksplit(kiln_gpu *g, int ks);
+/* the rope GEMV's rows a warp (1 or 2; else the default, KILN_GEMV_ROPE_ROWS); returns the previous */
+int kiln_gpu_set_gemv_rope_rows(kiln_gpu *g, int rows);
 /* Tests: the qkv GEMM with rope + KV write through gemm_sk for 2 <= M <= rows
  * (kiln_gpu_gemm_rope_kv_m; $KILN_SKGEMM_ROPE): rows 1 means 32 (all it serves), 2..32 that many, 0 never;
  * returns the previous row limit. */
