@@ -257,10 +257,12 @@ typedef struct kiln_jit_kernel_def {
  * 4 x 1 244.6, 8 x 1 233.3, 2 x 2 242.2, 4 x 2 241.0, 8 x 2 238.4 tok/s).
  * The model kernel set compiles both. */
 #define KILN_GEMV_ROPE_UNROLL 2
-/* its rows a warp ($KILN_GEMV_ROPE_ROWS): 2, both rows of a rotation pair; 1, a row a warp group, the pair's
- * rows meeting in shared memory (the plain GEMV's best qkv tiling streams W a row a warp: s11, qkv 82.4% of
- * copy with rows 1 / unroll 2 / K split 2 against 73.8% with rows 2 / 4 / 2) */
-#define KILN_GEMV_ROPE_ROWS 2
+/* its rows a warp ($KILN_GEMV_ROPE_ROWS): 1, a row a warp group, the pair's rows meeting in shared memory
+ * (as the plain GEMV's best qkv tiling streams W), or 2, both rows of a rotation pair in one warp. H200,
+ * 2026-11-30, remote.sh s39, -b 1 -s 128 -o 512: rows 1 (unroll 2, K split 1 by the grid) 246.8 / 246.9
+ * tok/s against 245.8 / 245.8 / 245.9 with 2; rows 1 with K split 2 245.1 / 245.2, unroll 4 238.9, K split
+ * 4 243.8; TP 2 -b 1 (K split 2) 388.0 against 387.4 */
+#define KILN_GEMV_ROPE_ROWS 1
 #define KILN_GEMV_SILU_UNROLL_DEFAULT 2
 #define KILN_GEMV_SILU_KSPLIT_DEFAULT 2
 

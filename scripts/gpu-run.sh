@@ -47,6 +47,17 @@ for f in attn_decode.cu rmsnorm_row.cuh rmsnorm.cu rmsnorm_wide.cu; do
 done
 git -C "$root" show da0d32d -- kernel_src/rope_kv.cu | patch -s -R "$out/ksrc_old/rope_kv.cu"
 if [ -n "${KILN_MAIN_BUILD:-}" ] && [ -x "$KILN_MAIN_BUILD/kiln" ]; then cp "$KILN_MAIN_BUILD/kiln" "$out/bin/kiln_main"; fi
+# programmatic-dependent-launch trigger variants (twelfth session, remote.sh s40; KILN_KERNEL_DIR):
+# early_small: the elementwise kernels, decode attention and its reduction signal launch_dependents
+# before griddepcontrol.wait instead of after (the next kernel, e.g. a GEMV, starts issuing its first
+# weight loads under them); early_all: every kernel does (pdl_wait itself signals first)
+rm -rf "$out/kv"; mkdir -p "$out/kv"
+cp -r "$root/kernel_src" "$out/kv/early_small"; cp -r "$root/kernel_src" "$out/kv/early_all"
+for f in rmsnorm_row.cuh rmsnorm_wide.cu act.cu attn_decode.cu rope_kv.cu embed.cu; do
+  perl -0pi -e 's/pdl_wait\(\);(\s*)pdl_launch\(\);/pdl_launch();$1pdl_wait();/g' "$out/kv/early_small/$f"
+done
+perl -0pi -e 's/asm volatile\("griddepcontrol\.wait;"/asm volatile("griddepcontrol.launch_dependents;\\n\\tgriddepcontrol.wait;"/' \
+  "$out/kv/early_all/kiln_common.cuh"
 # the GPU machine's JIT cache, compiled here ahead (NVRTC for sm_90 needs no GPU) from the
 # specializations a device run recorded ($KILN_JIT_RECORD: remote.sh returns them as
 # jit_specs.txt; `sort -u` them into scripts/gpu_jit_specs.txt): the tests then load their
@@ -584,6 +595,28 @@ if has s39; then # twelfth session: the rope GEMV a row a warp (RR 1), GEMV K sp
   gt test_gpu_tp 100 "FAIL|passed" -- test_gpu_tp
   kb tp2-b1-def -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   kb tp2-b1-rr1 KILN_GEMV_ROPE_ROWS=1 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+fi
+if has s40; then # twelfth session: the rope GEMV's rows 1 default; PDL trigger variants (kv/early_small, kv/early_all)
+  ( CUDA_VISIBLE_DEVICES=0 KT_VERBOSE=1 timeout 200 "$here/bin/test_gpu_engine" > "$out/tge.log" 2>&1; echo "rc=$?" >> "$out/tge.log"
+    CUDA_VISIBLE_DEVICES=0 KT_VERBOSE=1 KILN_KERNEL_DIR="$here/kv/early_all" timeout 200 "$here/bin/test_gpu_engine" > "$out/tge_ea.log" 2>&1
+    echo "rc=$?" >> "$out/tge_ea.log"
+    CUDA_VISIBLE_DEVICES=0 KT_VERBOSE=1 KILN_KERNEL_DIR="$here/kv/early_small" timeout 200 "$here/bin/test_gpu_engine" > "$out/tge_es.log" 2>&1
+    echo "rc=$?" >> "$out/tge_es.log" ) &
+  export CUDA_VISIBLE_DEVICES=1
+  [ -x "$here/bin/kiln_main" ] && KB_BIN=kiln_main kb "b1-main" -- -b 1 -s 128 -o 512 --iters 2
+  for r in 1 2; do
+    for b in 1 8 32 64; do
+      o=$([ $b = 1 ] && echo 512 || echo 256)
+      kb "b$b-def$r" -- -b $b -s 128 -o $o --iters 2
+      kb "b$b-early_small$r" KILN_KERNEL_DIR="$here/kv/early_small" -- -b $b -s 128 -o $o --iters 2
+      kb "b$b-early_all$r" KILN_KERNEL_DIR="$here/kv/early_all" -- -b $b -s 128 -o $o --iters 2
+    done
+  done
+  unset CUDA_VISIBLE_DEVICES; wait
+  for f in tge tge_ea tge_es; do echo "$f: $(grep -E 'passed' "$out/$f.log" | tail -1) $(tail -1 "$out/$f.log")"; grep -E "FAIL" "$out/$f.log" | head -6; done
+  gt test_gpu_tp 100 "FAIL|passed" -- test_gpu_tp
+  kb tp2-b1 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+  kb tp2-b1-early_small KILN_KERNEL_DIR="$here/kv/early_small" -- --tp 2 -b 1 -s 128 -o 512 --iters 2
 fi
 if has s37; then # eleventh session, last call: gemm_sk + rope up to 16 rows and 4-warp decode attention past 512 tokens
   ( export CUDA_VISIBLE_DEVICES=0
