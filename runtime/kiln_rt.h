@@ -446,6 +446,21 @@ kiln_status kiln_rt_kernels_get(kiln_rt_kernels *k, const char *name, const char
 /* True when get/prepare has loaded `name` (tests: every registry kernel
  * must be exercised). */
 bool kiln_rt_kernels_was_used(kiln_rt_kernels *k, const char *name);
+/* Early trigger (sm_90+, with programmatic dependent launch): while on, get
+ * hands out kiln's kernels specialized with PDL_EARLY=1, whose pdl_wait()
+ * signals griddepcontrol.launch_dependents before waiting
+ * (kernel_src/kiln_common.cuh), so the next kernel (a GEMV's first weight
+ * loads) starts under this one's wait and work. Off by default; the GPU
+ * executor turns it on for small decode batches (KILN_PDL_EARLY_MAX_SEQS).
+ * Returns the previous setting. */
+bool kiln_rt_kernels_set_pdl_early(kiln_rt_kernels *k, bool on);
+/* The GPU executor's early-trigger batches: decode steps of at most this
+ * many sequences ($KILN_PDL_EARLY_MAX_SEQS; 0 never). H200, 2026-11-30,
+ * remote.sh s40 (every kernel early, through KILN_KERNEL_DIR): -b 1 251.1 /
+ * 251.2 tok/s against 249.5 / 249.6, -b 8 1,766 / 1,764 against 1,749 /
+ * 1,749; -b 32 6,030 / 6,125 against 6,118 / 6,115 and -b 64 10,501 /
+ * 10,208 against 10,479 / 10,509 (no gain there). */
+#define KILN_PDL_EARLY_MAX_SEQS_DEFAULT 8
 /* Register a policy-provided kernel: CUDA source text with its entry point
  * and signature. When name is a registry name, it replaces that variant
  * (same defines and signature apply). */

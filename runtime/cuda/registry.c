@@ -250,6 +250,15 @@ kiln_status kiln_jit_check_defines(const kiln_jit_kernel_def *def, const char *d
             return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "kernel %s: define \"%.*s\" is not NAME=VALUE", def->name,
                              (int)len, p);
         size_t nlen = (size_t)(eq - p);
+        /* PDL_EARLY=0|1 (kernel_src/kiln_common.cuh: pdl_wait signals the next kernel first) applies to
+         * every kernel */
+        if (nlen == 9 && !strncmp(p, "PDL_EARLY", 9)) {
+            if (len != 11 || (p[10] != '0' && p[10] != '1'))
+                return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "kernel %s: %.*s is not allowed (allowed: PDL_EARLY=0|1)",
+                                 def->name, (int)len, p);
+            p += len;
+            continue;
+        }
         int k = -1;
         for (int i = 0; i < KILN_JIT_MAX_PARAMS && def->params[i].name; i++)
             if (strlen(def->params[i].name) == nlen && !strncmp(def->params[i].name, p, nlen)) k = i;
