@@ -622,6 +622,27 @@ if has s40; then # twelfth session: the rope GEMV's rows 1 default; PDL trigger 
     kb tp2-b1-early_small KILN_KERNEL_DIR="$here/kv/early_small" -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   fi
 fi
+if has s41; then # twelfth session: the early PDL trigger for decode steps of <= 8 sequences (default), against off
+  ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+  export CUDA_VISIBLE_DEVICES=0
+  gt test_gpu_engine 300 "FAIL|passed" -- test_gpu_engine
+  for r in 1 2; do
+    kb "b1-def$r" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-early0-$r" KILN_PDL_EARLY_MAX_SEQS=0 -- -b 1 -s 128 -o 512 --iters 2
+    kb "b8-def$r" -- -b 8 -s 128 -o 256 --iters 2
+    kb "b8-early0-$r" KILN_PDL_EARLY_MAX_SEQS=0 -- -b 8 -s 128 -o 256 --iters 2
+  done
+  kb b16-def -- -b 16 -s 128 -o 256 --iters 2
+  kb b16-early16 KILN_PDL_EARLY_MAX_SEQS=16 -- -b 16 -s 128 -o 256 --iters 2
+  kb b32-def -- -b 32 -s 128 -o 256 --iters 2
+  kb b64-def -- -b 64 -s 128 -o 256 --iters 2
+  unset CUDA_VISIBLE_DEVICES
+  if [ "$ngpu" -ge 2 ]; then
+    gt test_gpu_tp 100 "FAIL|passed" -- test_gpu_tp
+    kb tp2-b1 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+    kb tp2-b1-early0 KILN_PDL_EARLY_MAX_SEQS=0 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+  fi
+fi
 if has s37; then # eleventh session, last call: gemm_sk + rope up to 16 rows and 4-warp decode attention past 512 tokens
   ( export CUDA_VISIBLE_DEVICES=0
     gt ops_skrope 150 "FAIL|passed" -- test_gpu_ops test_gemm_sk_rope
