@@ -646,6 +646,17 @@ if has s41; then # twelfth session: the early PDL trigger for decode steps of <=
     kb tp2-b1-early0 KILN_PDL_EARLY_MAX_SEQS=0 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   fi
 fi
+if has s42; then # twelfth session: the early trigger in run_ops (default) against every kernel early (kv/early_all)
+  export CUDA_VISIBLE_DEVICES=0
+  for r in 1 2; do
+    kb "b1-def$r" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-early_all$r" KILN_KERNEL_DIR="$here/kv/early_all" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-early0-$r" KILN_PDL_EARLY_MAX_SEQS=0 -- -b 1 -s 128 -o 512 --iters 2
+  done
+  kb b8-def -- -b 8 -s 128 -o 256 --iters 2
+  kb b8-early_all KILN_KERNEL_DIR="$here/kv/early_all" -- -b 8 -s 128 -o 256 --iters 2
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s37; then # eleventh session, last call: gemm_sk + rope up to 16 rows and 4-warp decode attention past 512 tokens
   ( export CUDA_VISIBLE_DEVICES=0
     gt ops_skrope 150 "FAIL|passed" -- test_gpu_ops test_gemm_sk_rope
