@@ -657,6 +657,14 @@ if has s42; then # twelfth session: the early trigger in run_ops (default) again
   kb b8-early_all KILN_KERNEL_DIR="$here/kv/early_all" -- -b 8 -s 128 -o 256 --iters 2
   unset CUDA_VISIBLE_DEVICES
 fi
+if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows 1; the early trigger under TP 2
+  gt test_gpu_tp 100 "FAIL|passed" -- test_gpu_tp
+  gt test_gpu_tp_early 100 "FAIL|passed" KILN_PDL_EARLY_MAX_SEQS=8 -- test_gpu_tp
+  for r in 1 2; do
+    kb "tp2-b1-def$r" -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+    kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+  done
+fi
 if has s37; then # eleventh session, last call: gemm_sk + rope up to 16 rows and 4-warp decode attention past 512 tokens
   ( export CUDA_VISIBLE_DEVICES=0
     gt ops_skrope 150 "FAIL|passed" -- test_gpu_ops test_gemm_sk_rope
