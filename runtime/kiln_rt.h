@@ -455,11 +455,12 @@ bool kiln_rt_kernels_was_used(kiln_rt_kernels *k, const char *name);
  * Returns the previous setting. */
 bool kiln_rt_kernels_set_pdl_early(kiln_rt_kernels *k, bool on);
 /* The GPU executor's early-trigger batches: decode steps of at most this
- * many sequences ($KILN_PDL_EARLY_MAX_SEQS; 0 never). H200, 2026-11-30,
- * remote.sh s40 (every kernel early, through KILN_KERNEL_DIR): -b 1 251.1 /
- * 251.2 tok/s against 249.5 / 249.6, -b 8 1,766 / 1,764 against 1,749 /
- * 1,749; -b 32 6,030 / 6,125 against 6,118 / 6,115 and -b 64 10,501 /
- * 10,208 against 10,479 / 10,509 (no gain there). */
+ * many sequences ($KILN_PDL_EARLY_MAX_SEQS; 0 never), tensor parallel too.
+ * H200, 2026-11-30, kiln bench -s 128 (bench/RESULTS.md, twelfth session):
+ * remote.sh s41, -b 1 248.8 / 248.8 tok/s against 247.0 / 247.0 off, -b 8
+ * 1,736 / 1,734 against 1,719 / 1,720, -b 16 with it 3,327 against 3,353
+ * (so 8); s43, TP 2 -b 1 407.5 / 407.0 against 390.3 / 390.0; s40 (every
+ * kernel early through KILN_KERNEL_DIR) -b 32 and -b 64 no gain. */
 #define KILN_PDL_EARLY_MAX_SEQS_DEFAULT 8
 /* Register a policy-provided kernel: CUDA source text with its entry point
  * and signature. When name is a registry name, it replaces that variant

@@ -1160,8 +1160,7 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     }
     {
         const char *pe = getenv("KILN_PDL_EARLY_MAX_SEQS");
-        /* not yet measured under tensor parallelism (its all-reduce kernels): there only when asked for */
-        x->pdl_early_max = pe && *pe ? atoi(pe) : p->tp_size > 1 ? 0 : KILN_PDL_EARLY_MAX_SEQS_DEFAULT;
+        x->pdl_early_max = pe && *pe ? atoi(pe) : KILN_PDL_EARLY_MAX_SEQS_DEFAULT;
     }
     double tj = kiln_now_sec();
     KILN_TRY(kiln_gpu_prepare(x->g, &jm, x->pdl_early_max > 0));
