@@ -146,6 +146,14 @@ int kiln_cmd_kernels(int argc, char **argv) {
             snprintf(rows[n_rows].defines, sizeof rows[n_rows].defines, "%s", l.specs[i].defines);
             n_rows++;
         }
+        /* sm_90+: also the early-trigger copies small decode steps run (kiln_gpu_prepare) */
+        int sm = 0;
+        if (sscanf(arch, "sm_%d", &sm) == 1 && sm >= 90 && KILN_PDL_EARLY_MAX_SEQS_DEFAULT > 0)
+            for (int i = 0; i < l.n && n_rows < MAX_ROWS; i++) {
+                rows[n_rows].def = kiln_jit_find(l.specs[i].name);
+                snprintf(rows[n_rows].defines, sizeof rows[n_rows].defines, "%s PDL_EARLY=1", l.specs[i].defines);
+                n_rows++;
+            }
     } else {
         for (int i = 0; i < n_reg; i++) {
             char *ex = kiln_strdup(reg[i].examples), *save = NULL;

@@ -117,31 +117,82 @@ KILN_DEV void mask_scale_t(float (*s)[4], int t, int j0, int lo, int pos, float 
 #endif
 
 // out[tok_row, qh, d] from the np partitions at base (part_o / part_ml rows):
-// kiln_attn_reduce's combination (CG false: plain loads, a previous launch
-// wrote them), and that of the last partition block when the decode kernel
-// has counters (CG true: the loads bypass L1, ld.global.cg, since other
-// blocks wrote them during this launch). The reduce kernel with the cg loads
-// for both measured 2 us slower at b1 ctx32768 (H200: 47.8 against ~44.3 us).
+// kiln_attn_reduce's combination (plain loads: a previous launch wrote them;
+// with the .cg loads of the fused path below it measured 2 us slower at b1
+// ctx32768, H200: 47.8 against ~44.3 us)
+__device__ __forceinline__ void combine_parts(act_t *__restrict__ out, const float *__restrict__ part_o,
+                                              const float *__restrict__ part_ml, int tok_row, int nq, int qh, int d,
+                                              size_t base, int np) {
+    float M = -KILN_INF;
+    for (int p = 0; p < np; p++) M = fmaxf(M, part_ml[(base + p) * 2]);
+    float L = 0.0f, acc = 0.0f;
+    for (int p = 0; p < np; p++) {
+        const float pm = part_ml[(base + p) * 2];
+        const float f = pm == -KILN_INF ? 0.0f : exp2f(pm - M);
+        L += part_ml[(base + p) * 2 + 1] * f;
+        acc += part_o[(base + p) * HD + d] * f;
+    }
+    out[(size_t)tok_row * nq * HD + (size_t)qh * HD + d] = from_f32<act_t>(L > 0.0f ? acc / L : 0.0f);
+}
+
+// Loads that bypass L1 (ld.global.cg): other blocks of this launch wrote the parts
 __device__ __forceinline__ float ld_cg(const float *p) {
     float v;
     asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
     return v;
 }
-template <bool CG> __device__ __forceinline__ float ld_part(const float *p) { return CG ? ld_cg(p) : *p; }
-template <bool CG>
-__device__ __forceinline__ void combine_parts(act_t *__restrict__ out, const float *__restrict__ part_o,
-                                              const float *__restrict__ part_ml, int tok_row, int nq, int qh, int d,
-                                              size_t base, int np) {
-    float M = -KILN_INF;
-    for (int p = 0; p < np; p++) M = fmaxf(M, ld_part<CG>(part_ml + (base + p) * 2));
-    float L = 0.0f, acc = 0.0f;
-    for (int p = 0; p < np; p++) {
-        const float pm = ld_part<CG>(part_ml + (base + p) * 2);
-        const float f = pm == -KILN_INF ? 0.0f : exp2f(pm - M);
-        L += ld_part<CG>(part_ml + (base + p) * 2 + 1) * f;
-        acc += ld_part<CG>(part_o + (base + p) * HD + d) * f;
+__device__ __forceinline__ float4 ld_cg4(const float *p) {
+    float4 v;
+    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+    return v;
+}
+
+// The fused split's combination in the last partition block of a (sequence,
+// KV group): warp w combines the group's heads w, w + nw, ...; its lanes take
+// the partitions' maxima and sums 32 at a time (warp reductions), then 4
+// output dimensions each, the partitions' rows read 8 at a time (16-byte
+// .cg loads issued together, then the sums), so a handful of L2 round trips
+// instead of one per partition and element. HD is a multiple of 8.
+#define CMB_BATCH 8
+__device__ __forceinline__ void combine_group(act_t *__restrict__ out, const float *__restrict__ part_o,
+                                              const float *__restrict__ part_ml, int tok_row, int nq, int qh0,
+                                              size_t base0, int n_parts, int np, int nw) {
+    const int lane = threadIdx.x & 31;
+    for (int row = threadIdx.x >> 5; row < GROUP; row += nw) {
+        const size_t base = base0 + (size_t)row * n_parts;
+        float M = -KILN_INF;
+        for (int p = lane; p < np; p += 32) M = fmaxf(M, ld_cg(part_ml + (base + p) * 2));
+        M = warp_max(M);
+        float L = 0.0f;
+        for (int p = lane; p < np; p += 32) {
+            const float pm = ld_cg(part_ml + (base + p) * 2);
+            L += pm == -KILN_INF ? 0.0f : ld_cg(part_ml + (base + p) * 2 + 1) * exp2f(pm - M);
+        }
+        L = warp_sum(L);
+        const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+        act_t *o = out + (size_t)tok_row * nq * HD + (size_t)(qh0 + row) * HD;
+        for (int d = lane * 4; d < HD; d += 128) {
+            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+            for (int p0 = 0; p0 < np; p0 += CMB_BATCH) {
+                float4 v[CMB_BATCH];
+                float f[CMB_BATCH];
+#pragma unroll
+                for (int j = 0; j < CMB_BATCH; j++)
+                    if (p0 + j < np) {
+                        f[j] = ld_cg(part_ml + (base + p0 + j) * 2);
+                        v[j] = ld_cg4(part_o + (base + p0 + j) * HD + d);
+                    }
+#pragma unroll
+                for (int j = 0; j < CMB_BATCH; j++)
+                    if (p0 + j < np) {
+                        const float w = f[j] == -KILN_INF ? 0.0f : exp2f(f[j] - M);
+                        a0 += v[j].x * w, a1 += v[j].y * w, a2 += v[j].z * w, a3 += v[j].w * w;
+                    }
+            }
+            o[d] = from_f32<act_t>(a0 * inv), o[d + 1] = from_f32<act_t>(a1 * inv);
+            o[d + 2] = from_f32<act_t>(a2 * inv), o[d + 3] = from_f32<act_t>(a3 * inv);
+        }
     }
-    out[(size_t)tok_row * nq * HD + (size_t)qh * HD + d] = from_f32<act_t>(L > 0.0f ? acc / L : 0.0f);
 }
 
 extern "C" __global__ void __launch_bounds__(NW * 32)
@@ -525,18 +576,17 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
     __syncthreads(); // this block's parts are stored
     int last = 0;
     if (threadIdx.x == 0) {
-        __threadfence(); // ... and visible to the other blocks before the count says so
-        int *c = counters + (size_t)s * gridDim.x + blockIdx.x;
-        last = atomicAdd(c, 1) == np - 1;
+        // one acquire-release count at GPU scope instead of __threadfence() (fence.sc) on both sides: its
+        // release publishes this block's parts (ordered before it by the barrier above), its acquire in
+        // the last block orders the other blocks' parts before that block's loads (through the barrier
+        // below); the seventh and tenth sessions' versions with the SC fences lost to the reduce launch
+        int *c = counters + (size_t)s * gridDim.x + blockIdx.x, prev;
+        asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(prev) : "l"(c) : "memory");
+        last = prev == np - 1;
         if (last) *c = 0; // every live partition has counted: ready for the next launch
     }
     if (!__syncthreads_or(last)) return;
-    __threadfence();
-#pragma unroll 1
-    for (int e = threadIdx.x; e < GROUP * HD; e += blockDim.x) {
-        const int row = e / HD, d = e - row * HD;
-        combine_parts<true>(out, part_o, part_ml, tok_row, nq, qh0 + row, d, ((size_t)s * nq + qh0 + row) * n_parts, np);
-    }
+    combine_group(out, part_o, part_ml, tok_row, nq, qh0, ((size_t)s * nq + qh0) * n_parts, n_parts, np, nw);
 }
 
 // Combine the partitions of each (sequence, head): grid (nq, n_seqs), HD threads.
@@ -549,5 +599,5 @@ extern "C" __global__ void kiln_attn_reduce(act_t *__restrict__ out, const float
     const int ctx = ctx_len[s], psz = part_size(ctx, partition_size, n_parts);
     const int np = min(n_parts, (ctx + psz - 1) / psz);
     const size_t base = ((size_t)s * nq + qh) * n_parts;
-    for (int d = threadIdx.x; d < HD; d += blockDim.x) combine_parts<false>(out, part_o, part_ml, qstart[s], nq, qh, d, base, np);
+    for (int d = threadIdx.x; d < HD; d += blockDim.x) combine_parts(out, part_o, part_ml, qstart[s], nq, qh, d, base, np);
 }

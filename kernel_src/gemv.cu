@@ -15,7 +15,7 @@
 // out[m, j] = silu(g) * u, where g and u are the two dot products (+ bias)
 // rounded to ACT as the plain GEMV would store them and the product is
 // act.cu's (the same bits as the two kernels). Grid: ceil(I / WARPS) blocks.
-// KSPLIT (1 or 2): KSPLIT consecutive warps of a block share output j (GLU)
+// KSPLIT (1, 2 or 4): KSPLIT consecutive warps of a block share output j (GLU)
 // or their ROWS rows (plain), each taking its share of the K vectors (whole 128-byte sectors; lane-
 // strided within it) of both rows; after a block barrier the first warp of
 // the group adds the others' warp sums in warp order, then the bias, and
@@ -32,7 +32,10 @@
 #if defined(ROPE) && ROPE // kiln_gemv_rope's fixed shape (below)
 #define OUT ACT
 #define MAXM 1
-#define ROWS 2
+#ifndef RR
+#define RR 2
+#endif
+#define ROWS RR
 #define GLU 0
 #endif
 typedef ACT act_t;
@@ -54,7 +57,7 @@ typedef OUT out_t;
 #define KSPLIT 1
 #endif
 static_assert(!GLU || ROWS == 2, "GLU: a gate row and an up row a warp");
-static_assert(KSPLIT == 1 || KSPLIT == 2, "KSPLIT: 1 or 2");
+static_assert(KSPLIT == 1 || KSPLIT == 2 || KSPLIT == 4, "KSPLIT: 1, 2 or 4");
 #ifndef ROPE
 #define ROPE 0
 #endif
@@ -211,45 +214,28 @@ kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const a
 // dot products rounded to ACT as the GEMV stores them, cos / sin from the
 // precise sincosf of (float)pos * inv_freq[d] times mscale, fp32 math,
 // rounded to ACT); the rotated k and the v heads also into the caches at
-// slots[0] (< 0: not written; layouts as rope_kv.cu). A group of KSPLIT
-// warps takes the rows d and d + HD / 2 of one head (ROWS 2), so the pair a
-// rotation mixes meets in one lane. Grid: ceil(N / 2 / (WARPS / KSPLIT)).
-static_assert(ROWS == 2 && !GLU && MAXM == 1, "ROPE: rows d and d + HD / 2 of a head, batch 1");
+// slots[0] (< 0: not written; layouts as rope_kv.cu). The rows d and d + HD / 2
+// of one head (the pair a rotation mixes) meet in one thread:
+//   RR 2: a group of KSPLIT warps takes both rows of a pair (ROWS 2), so they
+//         meet in its lane 0. Grid: ceil(N / 2 / (WARPS / KSPLIT)).
+//   RR 1: a group of KSPLIT warps takes one row (ROWS 1, as the plain GEMV's
+//         best qkv tiling streams W); the block's WARPS / KSPLIT groups take
+//         NPB = WARPS / KSPLIT / 2 pairs, the first NPB groups their rows d, the
+//         others their rows d + HD / 2, and the warp sums meet in shared
+//         memory (summed in warp order, as with RR 2). Grid: ceil(N / 2 / NPB).
+static_assert((ROWS == RR) && (RR == 1 || RR == 2) && !GLU && MAXM == 1, "ROPE: RR rows a warp, batch 1");
 typedef KV kv_t;
 static_assert(sizeof(kv_t) == sizeof(act_t), "ROPE: a cache of the activation type");
 #define KV_X (16 / (int)sizeof(kv_t))
 static_assert(HD % (2 * KV_X) == 0, "ROPE: HD");
 
-extern "C" __global__ void __launch_bounds__(WARPS * 32, 2)
-kiln_gemv_rope(act_t *__restrict__ out, const act_t *__restrict__ x, const act_t *__restrict__ w,
-               const act_t *__restrict__ bias, int N, int K, int nq, int nkv, const int *__restrict__ pos,
-               const float *__restrict__ inv_freq, float mscale, kv_t *__restrict__ kc, kv_t *__restrict__ vc,
-               const int *__restrict__ slots, int bs) {
-    typedef vec16<act_t> V;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = HD / 2;
-    const int j = blockIdx.x * (WARPS / KSPLIT) + warp / KSPLIT; // the row pair
-    const int h = j / half, d = j - h * half, n0 = h * HD + d;   // rows n0 and n0 + half
-    const bool live = j < N / 2;
-#if KSPLIT == 1
-    if (!live) return; // whole warps; no block barrier below
-    const int ib = 0, ie = K / V::N;
-#else
-    const int nv = K / V::N, nvs = (nv + 8 * KSPLIT - 1) / (8 * KSPLIT) * 8;
-    const int ib = min(nv, warp % KSPLIT * nvs), ie = live ? min(nv, ib + nvs) : ib;
-#endif
-    float acc[ROWS][MAXM];
-    gemv_rows(acc, x, w, 1, live ? N : 0, K, n0, half, ib, ie, lane);
-    float g0 = warp_sum(acc[0][0]), g1 = warp_sum(acc[1][0]);
-#if KSPLIT > 1
-    __shared__ float part[WARPS][2];
-    if (lane == 0) part[warp][0] = g0, part[warp][1] = g1;
-    __syncthreads();
-    if (warp % KSPLIT || !live) return;
-    g0 = part[warp][0], g1 = part[warp][1];
-#pragma unroll
-    for (int k = 1; k < KSPLIT; k++) g0 += part[warp + k][0], g1 += part[warp + k][1];
-#endif
-    if (lane) return;
+// The epilogue of the pair (rows n0 = h * HD + d and n0 + HD / 2) whose dot products are g0, g1.
+__device__ __forceinline__ void rope_pair_store(act_t *__restrict__ out, float g0, float g1, int h, int d,
+                                                const act_t *__restrict__ bias, int nq, int nkv,
+                                                const int *__restrict__ pos, const float *__restrict__ inv_freq,
+                                                float mscale, kv_t *__restrict__ kc, kv_t *__restrict__ vc,
+                                                const int *__restrict__ slots, int bs) {
+    const int half = HD / 2, n0 = h * HD + d;
     if (bias) g0 += to_f32(bias[n0]), g1 += to_f32(bias[n0 + half]);
     float x0 = to_f32(from_f32<act_t>(g0)), x1 = to_f32(from_f32<act_t>(g1)); // as the GEMV stores them
     if (h < nq + nkv) { // a q or k head: rotate
@@ -273,6 +259,65 @@ kiln_gemv_rope(act_t *__restrict__ out, const act_t *__restrict__ x, const act_t
         vc[(vb + d) * bs + o] = from_f32<kv_t>(x0);
         vc[(vb + d + half) * bs + o] = from_f32<kv_t>(x1);
     }
+}
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32, 2)
+kiln_gemv_rope(act_t *__restrict__ out, const act_t *__restrict__ x, const act_t *__restrict__ w,
+               const act_t *__restrict__ bias, int N, int K, int nq, int nkv, const int *__restrict__ pos,
+               const float *__restrict__ inv_freq, float mscale, kv_t *__restrict__ kc, kv_t *__restrict__ vc,
+               const int *__restrict__ slots, int bs) {
+    typedef vec16<act_t> V;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = HD / 2;
+#if RR == 2
+    const int j = blockIdx.x * (WARPS / KSPLIT) + warp / KSPLIT; // the row pair
+    const int h = j / half, d = j - h * half, n0 = h * HD + d;   // rows n0 and n0 + half
+    const bool live = j < N / 2;
+#if KSPLIT == 1
+    if (!live) return; // whole warps; no block barrier below
+    const int ib = 0, ie = K / V::N;
+#else
+    const int nv = K / V::N, nvs = (nv + 8 * KSPLIT - 1) / (8 * KSPLIT) * 8;
+    const int ib = min(nv, warp % KSPLIT * nvs), ie = live ? min(nv, ib + nvs) : ib;
+#endif
+    float acc[ROWS][MAXM];
+    gemv_rows(acc, x, w, 1, live ? N : 0, K, n0, half, ib, ie, lane);
+    float g0 = warp_sum(acc[0][0]), g1 = warp_sum(acc[1][0]);
+#if KSPLIT > 1
+    __shared__ float part[WARPS][2];
+    if (lane == 0) part[warp][0] = g0, part[warp][1] = g1;
+    __syncthreads();
+    if (warp % KSPLIT || !live) return;
+    g0 = part[warp][0], g1 = part[warp][1];
+#pragma unroll
+    for (int k = 1; k < KSPLIT; k++) g0 += part[warp + k][0], g1 += part[warp + k][1];
+#endif
+    if (lane) return;
+    rope_pair_store(out, g0, g1, h, d, bias, nq, nkv, pos, inv_freq, mscale, kc, vc, slots, bs);
+#else // RR 1
+    constexpr int NPB = WARPS / KSPLIT / 2; // row pairs a block
+    static_assert(NPB >= 1, "RR 1: WARPS / KSPLIT groups, two a pair");
+    const int grp = warp / KSPLIT, q = grp % NPB;
+    const int j = blockIdx.x * NPB + q; // this group's pair
+    const int h = j / half, d = j - h * half, n = h * HD + d + (grp / NPB) * half;
+    const bool live = j < N / 2;
+    // every thread reaches the block barrier below: a group past the end takes no vectors
+    const int nv = K / V::N, nvs = (nv + 8 * KSPLIT - 1) / (8 * KSPLIT) * 8;
+    const int ib = min(nv, warp % KSPLIT * nvs), ie = live ? min(nv, ib + nvs) : ib;
+    float acc[ROWS][MAXM];
+    gemv_rows(acc, x, w, 1, live ? N : 0, K, n, 0, ib, ie, lane);
+    const float gs = warp_sum(acc[0][0]);
+    __shared__ float part[WARPS];
+    if (lane == 0) part[warp] = gs;
+    __syncthreads();
+    if (threadIdx.x >= NPB) return;
+    const int jj = blockIdx.x * NPB + threadIdx.x; // the pair thread threadIdx.x stores
+    if (jj >= N / 2) return;
+    float g0 = part[threadIdx.x * KSPLIT], g1 = part[(threadIdx.x + NPB) * KSPLIT];
+#pragma unroll
+    for (int k = 1; k < KSPLIT; k++) g0 += part[threadIdx.x * KSPLIT + k], g1 += part[(threadIdx.x + NPB) * KSPLIT + k];
+    const int hh = jj / half;
+    rope_pair_store(out, g0, g1, hh, jj - hh * half, bias, nq, nkv, pos, inv_freq, mscale, kc, vc, slots, bs);
+#endif
 }
 #endif // ROPE
 

@@ -30,8 +30,21 @@ typedef float fp32;
 // earlier kernel reads); work that touches only weights may come before it.
 // pdl_launch() lets the next kernel start launching (it too will wait).
 // Both are no-ops before sm_90 and when launched normally.
+// PDL_EARLY=1 (a define every kernel takes; the GPU executor asks for it in
+// small decode batches): pdl_wait() first signals launch_dependents, so the
+// next kernel launches as soon as this one's blocks are all running and
+// issues its weight loads under this kernel's wait and work. Safe for the
+// same reason as the late signal: every kernel still waits for its
+// predecessor to complete before touching its output, and a kernel that has
+// completed had waited for its own, so the chain stays ordered.
+#ifndef PDL_EARLY
+#define PDL_EARLY 0
+#endif
 KILN_DEV void pdl_wait() {
 #if __CUDA_ARCH__ >= 900
+#if PDL_EARLY
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }

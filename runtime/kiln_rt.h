@@ -257,6 +257,12 @@ typedef struct kiln_jit_kernel_def {
  * 4 x 1 244.6, 8 x 1 233.3, 2 x 2 242.2, 4 x 2 241.0, 8 x 2 238.4 tok/s).
  * The model kernel set compiles both. */
 #define KILN_GEMV_ROPE_UNROLL 2
+/* its rows a warp ($KILN_GEMV_ROPE_ROWS): 1, a row a warp group, the pair's rows meeting in shared memory
+ * (as the plain GEMV's best qkv tiling streams W), or 2, both rows of a rotation pair in one warp. H200,
+ * 2026-11-30, remote.sh s39, -b 1 -s 128 -o 512: rows 1 (unroll 2, K split 1 by the grid) 246.8 / 246.9
+ * tok/s against 245.8 / 245.8 / 245.9 with 2; rows 1 with K split 2 245.1 / 245.2, unroll 4 238.9, K split
+ * 4 243.8; TP 2 -b 1 (K split 2) 388.0 against 387.4 */
+#define KILN_GEMV_ROPE_ROWS 1
 #define KILN_GEMV_SILU_UNROLL_DEFAULT 2
 #define KILN_GEMV_SILU_KSPLIT_DEFAULT 2
 
@@ -440,6 +446,22 @@ kiln_status kiln_rt_kernels_get(kiln_rt_kernels *k, const char *name, const char
 /* True when get/prepare has loaded `name` (tests: every registry kernel
  * must be exercised). */
 bool kiln_rt_kernels_was_used(kiln_rt_kernels *k, const char *name);
+/* Early trigger (sm_90+, with programmatic dependent launch): while on, get
+ * hands out kiln's kernels specialized with PDL_EARLY=1, whose pdl_wait()
+ * signals griddepcontrol.launch_dependents before waiting
+ * (kernel_src/kiln_common.cuh), so the next kernel (a GEMV's first weight
+ * loads) starts under this one's wait and work. Off by default; the GPU
+ * executor turns it on for small decode batches (KILN_PDL_EARLY_MAX_SEQS).
+ * Returns the previous setting. */
+bool kiln_rt_kernels_set_pdl_early(kiln_rt_kernels *k, bool on);
+/* The GPU executor's early-trigger batches: decode steps of at most this
+ * many sequences ($KILN_PDL_EARLY_MAX_SEQS; 0 never), tensor parallel too.
+ * H200, 2026-11-30, kiln bench -s 128 (bench/RESULTS.md, twelfth session):
+ * remote.sh s41, -b 1 248.8 / 248.8 tok/s against 247.0 / 247.0 off, -b 8
+ * 1,736 / 1,734 against 1,719 / 1,720, -b 16 with it 3,327 against 3,353
+ * (so 8); s43, TP 2 -b 1 407.5 / 407.0 against 390.3 / 390.0; s40 (every
+ * kernel early through KILN_KERNEL_DIR) -b 32 and -b 64 no gain. */
+#define KILN_PDL_EARLY_MAX_SEQS_DEFAULT 8
 /* Register a policy-provided kernel: CUDA source text with its entry point
  * and signature. When name is a registry name, it replaces that variant
  * (same defines and signature apply). */

@@ -47,6 +47,17 @@ for f in attn_decode.cu rmsnorm_row.cuh rmsnorm.cu rmsnorm_wide.cu; do
 done
 git -C "$root" show da0d32d -- kernel_src/rope_kv.cu | patch -s -R "$out/ksrc_old/rope_kv.cu"
 if [ -n "${KILN_MAIN_BUILD:-}" ] && [ -x "$KILN_MAIN_BUILD/kiln" ]; then cp "$KILN_MAIN_BUILD/kiln" "$out/bin/kiln_main"; fi
+# programmatic-dependent-launch trigger variants (twelfth session, remote.sh s40; KILN_KERNEL_DIR):
+# early_small: the elementwise kernels, decode attention and its reduction signal launch_dependents
+# before griddepcontrol.wait instead of after (the next kernel, e.g. a GEMV, starts issuing its first
+# weight loads under them); early_all: every kernel does (pdl_wait itself signals first)
+rm -rf "$out/kv"; mkdir -p "$out/kv"
+cp -r "$root/kernel_src" "$out/kv/early_small"; cp -r "$root/kernel_src" "$out/kv/early_all"
+for f in rmsnorm_row.cuh rmsnorm_wide.cu act.cu attn_decode.cu rope_kv.cu embed.cu; do
+  perl -0pi -e 's/pdl_wait\(\);(\s*)pdl_launch\(\);/pdl_launch();$1pdl_wait();/g' "$out/kv/early_small/$f"
+done
+perl -0pi -e 's/asm volatile\("griddepcontrol\.wait;"/asm volatile("griddepcontrol.launch_dependents;\\n\\tgriddepcontrol.wait;"/' \
+  "$out/kv/early_all/kiln_common.cuh"
 # the GPU machine's JIT cache, compiled here ahead (NVRTC for sm_90 needs no GPU) from the
 # specializations a device run recorded ($KILN_JIT_RECORD: remote.sh returns them as
 # jit_specs.txt; `sort -u` them into scripts/gpu_jit_specs.txt): the tests then load their
@@ -58,6 +69,9 @@ specs="$root/scripts/gpu_jit_specs.txt"
 if [ -f "$specs" ] && [ "${KILN_JIT_PREFILL:-1}" = 1 ]; then
   jc="$build/jit-cache"
   if [ -d "$jc" ] && [ "$(du -sm "$jc" | cut -f1)" -gt 36 ]; then rm -rf "$jc"; fi
+  "$build/kiln" kernels --arch sm_90 --specs "$specs" --cache-dir "$jc" > "$build/jit-prefill.log" 2>&1
+  # past 36 MB after it (a change to a shared header recompiles everything beside the stale units): once more, fresh
+  if [ "$(du -sm "$jc" | cut -f1)" -gt 36 ]; then rm -rf "$jc"; fi
   if "$build/kiln" kernels --arch sm_90 --specs "$specs" --cache-dir "$jc" > "$build/jit-prefill.log" 2>&1; then
     mkdir -p "$out/jit"; cp "$jc"/*.kjit "$out/jit/"
     echo "JIT cache for the device: $(tail -1 "$build/jit-prefill.log")"
@@ -154,6 +168,11 @@ cat > "$out/remote.sh" <<'REMOTE'
 #   s26:    eighth session: gemm_sk's split checked against the occupancy calculator: test_gpu_engine, bench_kernels
 #           gemm_sk_quick (qkv / o / down at M = 16 / 32, four tilings, cuBLASLt beside), kiln bench -b 32 with
 #           KILN_SKGEMM_MAX_M 32 / 16, -b 16 with 16 / 0
+#   s38:    (twelfth session, nvidia-h200-x2, branch next11) GPU 0: the whole test_gpu_ops, beside it
+#           test_attention_decode_fused; GPU 1: test_gpu_engine with KILN_DECODE_FUSED_REDUCE=1, kiln bench -b 1
+#           (x3) and -b 32 at --max-model-len 8192 with and without it beside main's binary, bench_kernels
+#           decode both ways; -b 32 with the qkv + rope through gemm_sk at 32 rows (KILN_SKGEMM_ROPE=32) at
+#           stages 3 / 4 and split 4, bench_kernels gemm_sk_quick; test_gpu_tp after both
 #   s37:    (eleventh session, last call) the new defaults: GPU 0 test_gemm_sk_rope, test_attention_decode, then
 #           test_gpu_engine; GPU 1 bench_kernels decode, decode-short at 2 / 4 warps, kiln bench -b 64 (-s 128 and
 #           1024) default against KILN_DECODE_WARPS=2, -b 8 / 16 default against KILN_SKGEMM_ROPE=0, -b 1;
@@ -511,6 +530,140 @@ if has s19; then # seventh session: next's defaults (rope epilogue, push gather,
   kb "tp1-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 1 -b 1 -s 128 -o 512 --iters 2
   kb "tp2-b1-rope0" KILN_GEMV_ROPE=0 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   for tp in 1 2; do kb "tp$tp-b32" -- --tp $tp -b 32 -s 128 -o 256 --iters 2; done
+fi
+if has s38; then # twelfth session: the fused decode split with the warp-parallel combination (branch next11)
+  ops_bg 0 400
+  ( CUDA_VISIBLE_DEVICES=0 KT_VERBOSE=1 timeout 300 "$here/bin/test_gpu_ops" test_attention_decode_fused > "$out/ops_fused.log" 2>&1
+    echo "rc=$?" >> "$out/ops_fused.log" ) &
+  export CUDA_VISIBLE_DEVICES=1
+  gt test_gpu_engine_fused 150 "FAIL|passed" KILN_DECODE_FUSED_REDUCE=1 -- test_gpu_engine
+  for r in 1 2 3; do
+    [ -x "$here/bin/kiln_main" ] && KB_BIN=kiln_main kb "b1-main$r" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-def$r" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-fused$r" KILN_DECODE_FUSED_REDUCE=1 -- -b 1 -s 128 -o 512 --iters 2
+  done
+  for r in 1 2; do
+    kb "b32-long-def$r" -- -b 32 -s 128 -o 256 --iters 2 --max-model-len 8192
+    kb "b32-long-fused$r" KILN_DECODE_FUSED_REDUCE=1 -- -b 32 -s 128 -o 256 --iters 2 --max-model-len 8192
+  done
+  kb "b8-def" -- -b 8 -s 128 -o 256 --iters 2
+  kb "b8-fused" KILN_DECODE_FUSED_REDUCE=1 -- -b 8 -s 128 -o 256 --iters 2
+  # -b 32: the qkv GEMM + rope through gemm_sk at 32 rows in other launch shapes (at the default 3 stages and
+  # split 5 it only matched cuBLASLt + the rope kernel; 240 blocks in clusters of 5 land up to 3 on an SM)
+  for r in 1 2; do
+    kb "b32-def$r" -- -b 32 -s 128 -o 256 --iters 2
+    kb "b32-rope32-$r" KILN_SKGEMM_ROPE=32 -- -b 32 -s 128 -o 256 --iters 2
+    kb "b32-rope32-st4-$r" KILN_SKGEMM_ROPE=32 KILN_SKGEMM_STAGES=4 -- -b 32 -s 128 -o 256 --iters 2
+    kb "b32-rope32-st4-sp4-$r" KILN_SKGEMM_ROPE=32 KILN_SKGEMM_STAGES=4 KILN_SKGEMM_SPLIT=4 -- -b 32 -s 128 -o 256 --iters 2
+    kb "b32-st4-$r" KILN_SKGEMM_STAGES=4 -- -b 32 -s 128 -o 256 --iters 2
+    kb "b32-rope32-rst4-$r" KILN_SKGEMM_ROPE=32 KILN_SKGEMM_ROPE_STAGES=4 -- -b 32 -s 128 -o 256 --iters 2
+  done
+  timeout 120 "$here/bin/bench_kernels" gemm_sk_quick > /tmp/bsk.log 2>&1
+  grep -E "M=32" /tmp/bsk.log | sed -E "s/ +/ /g" | cut -c1-110
+  for f in 0 1; do KILN_DECODE_FUSED_REDUCE=$f timeout 60 "$here/bin/bench_kernels" decode > /tmp/bd.log 2>&1
+    grep -E "attn decode" /tmp/bd.log | grep -E "b1 |b8 " | sed -E "s/ +/ /g; s/32q.8kv hd128 //; s/ of copy target.*//; s/^/fused=$f: /" | cut -c1-100; done
+  unset CUDA_VISIBLE_DEVICES; wait
+  echo "ops fused: $(grep -E 'passed' "$out/ops_fused.log" | tail -1) $(tail -1 "$out/ops_fused.log")"; grep -E "FAIL" "$out/ops_fused.log" | head -4
+  ops_report "test_gpu_ops (whole)"
+  gt test_gpu_tp 100 "FAIL|passed" -- test_gpu_tp
+  # tensor parallelism 2 with the qkv + rope through gemm_sk (default up to 16 rows since the eleventh session,
+  # not yet measured on the TP shards)
+  for b in 8 16; do kb "tp2-b$b-def" -- --tp 2 -b $b -s 128 -o 256 --iters 2
+    kb "tp2-b$b-rope0" KILN_SKGEMM_ROPE=0 -- --tp 2 -b $b -s 128 -o 256 --iters 2; done
+fi
+if has s39; then # twelfth session: the rope GEMV a row a warp (RR 1), GEMV K split 4, fused reduce from 2 sequences
+  ops_bg 0 420
+  export CUDA_VISIBLE_DEVICES=1
+  b1() { kb "$1" "${@:2}" -- -b 1 -s 128 -o 512 --iters 2; }
+  for r in 1 2; do
+    [ -x "$here/bin/kiln_main" ] && KB_BIN=kiln_main kb "b1-main$r" -- -b 1 -s 128 -o 512 --iters 2
+    b1 "b1-def$r"
+    b1 "b1-rr1-u2k1-$r" KILN_GEMV_ROPE_ROWS=1 KILN_GEMV_ROPE_KSPLIT=1
+    b1 "b1-rr1-u2k2-$r" KILN_GEMV_ROPE_ROWS=1 KILN_GEMV_ROPE_KSPLIT=2
+    b1 "b1-rule5-$r" KILN_GEMV_RULE=5
+  done
+  b1 b1-rr1-u4k1 KILN_GEMV_ROPE_ROWS=1 KILN_GEMV_ROPE_KSPLIT=1 KILN_GEMV_ROPE_UNROLL=4
+  b1 b1-rr1-u4k2 KILN_GEMV_ROPE_ROWS=1 KILN_GEMV_ROPE_KSPLIT=2 KILN_GEMV_ROPE_UNROLL=4
+  b1 b1-rr1-u2k4 KILN_GEMV_ROPE_ROWS=1 KILN_GEMV_ROPE_KSPLIT=4
+  b1 b1-rr2-u2k4 KILN_GEMV_ROPE_KSPLIT=4
+  b1 b1-rule6 KILN_GEMV_RULE=6
+  b1 b1-def3
+  # the fused decode split from 2 sequences (-b 1 loses with it: 243.8 against 245.9, s38)
+  for b in 8 16 32 64; do for r in 1 2; do
+    kb "b$b-def$r" -- -b $b -s 128 -o 256 --iters 2
+    kb "b$b-fused2-$r" KILN_DECODE_FUSED_REDUCE=2 -- -b $b -s 128 -o 256 --iters 2
+  done; done
+  unset CUDA_VISIBLE_DEVICES; wait
+  ops_report "test_gpu_ops (whole)"
+  gt test_gpu_tp 100 "FAIL|passed" -- test_gpu_tp
+  kb tp2-b1-def -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+  kb tp2-b1-rr1 KILN_GEMV_ROPE_ROWS=1 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+fi
+if has s40; then # twelfth session: the rope GEMV's rows 1 default; PDL trigger variants (kv/early_small, kv/early_all)
+  ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+  ( CUDA_VISIBLE_DEVICES=0 KT_VERBOSE=1 timeout 200 "$here/bin/test_gpu_engine" > "$out/tge.log" 2>&1; echo "rc=$?" >> "$out/tge.log"
+    CUDA_VISIBLE_DEVICES=0 KT_VERBOSE=1 KILN_KERNEL_DIR="$here/kv/early_all" timeout 200 "$here/bin/test_gpu_engine" > "$out/tge_ea.log" 2>&1
+    echo "rc=$?" >> "$out/tge_ea.log"
+    CUDA_VISIBLE_DEVICES=0 KT_VERBOSE=1 KILN_KERNEL_DIR="$here/kv/early_small" timeout 200 "$here/bin/test_gpu_engine" > "$out/tge_es.log" 2>&1
+    echo "rc=$?" >> "$out/tge_es.log" ) &
+  # one GPU: the tests first, alone
+  if [ "$ngpu" -ge 2 ]; then export CUDA_VISIBLE_DEVICES=1; else wait; export CUDA_VISIBLE_DEVICES=0; fi
+  [ -x "$here/bin/kiln_main" ] && KB_BIN=kiln_main kb "b1-main" -- -b 1 -s 128 -o 512 --iters 2
+  for r in 1 2; do
+    for b in 1 8 32 64; do
+      o=$([ $b = 1 ] && echo 512 || echo 256)
+      kb "b$b-def$r" -- -b $b -s 128 -o $o --iters 2
+      kb "b$b-early_small$r" KILN_KERNEL_DIR="$here/kv/early_small" -- -b $b -s 128 -o $o --iters 2
+      kb "b$b-early_all$r" KILN_KERNEL_DIR="$here/kv/early_all" -- -b $b -s 128 -o $o --iters 2
+    done
+  done
+  unset CUDA_VISIBLE_DEVICES; wait
+  for f in tge tge_ea tge_es; do echo "$f: $(grep -E 'passed' "$out/$f.log" | tail -1) $(tail -1 "$out/$f.log")"; grep -E "FAIL" "$out/$f.log" | head -6; done
+  if [ "$ngpu" -ge 2 ]; then
+    gt test_gpu_tp 100 "FAIL|passed" -- test_gpu_tp
+    kb tp2-b1 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+    kb tp2-b1-early_small KILN_KERNEL_DIR="$here/kv/early_small" -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+  fi
+fi
+if has s41; then # twelfth session: the early PDL trigger for decode steps of <= 8 sequences (default), against off
+  ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+  export CUDA_VISIBLE_DEVICES=0
+  gt test_gpu_engine 300 "FAIL|passed" -- test_gpu_engine
+  for r in 1 2; do
+    kb "b1-def$r" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-early0-$r" KILN_PDL_EARLY_MAX_SEQS=0 -- -b 1 -s 128 -o 512 --iters 2
+    kb "b8-def$r" -- -b 8 -s 128 -o 256 --iters 2
+    kb "b8-early0-$r" KILN_PDL_EARLY_MAX_SEQS=0 -- -b 8 -s 128 -o 256 --iters 2
+  done
+  kb b16-def -- -b 16 -s 128 -o 256 --iters 2
+  kb b16-early16 KILN_PDL_EARLY_MAX_SEQS=16 -- -b 16 -s 128 -o 256 --iters 2
+  kb b32-def -- -b 32 -s 128 -o 256 --iters 2
+  kb b64-def -- -b 64 -s 128 -o 256 --iters 2
+  unset CUDA_VISIBLE_DEVICES
+  if [ "$ngpu" -ge 2 ]; then
+    gt test_gpu_tp 100 "FAIL|passed" -- test_gpu_tp
+    kb tp2-b1 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+    kb tp2-b1-early0 KILN_PDL_EARLY_MAX_SEQS=0 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+  fi
+fi
+if has s42; then # twelfth session: the early trigger in run_ops (default) against every kernel early (kv/early_all)
+  export CUDA_VISIBLE_DEVICES=0
+  for r in 1 2; do
+    kb "b1-def$r" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-early_all$r" KILN_KERNEL_DIR="$here/kv/early_all" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-early0-$r" KILN_PDL_EARLY_MAX_SEQS=0 -- -b 1 -s 128 -o 512 --iters 2
+  done
+  kb b8-def -- -b 8 -s 128 -o 256 --iters 2
+  kb b8-early_all KILN_KERNEL_DIR="$here/kv/early_all" -- -b 8 -s 128 -o 256 --iters 2
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows 1; the early trigger under TP 2
+  gt test_gpu_tp 100 "FAIL|passed" -- test_gpu_tp
+  gt test_gpu_tp_early 100 "FAIL|passed" KILN_PDL_EARLY_MAX_SEQS=8 -- test_gpu_tp
+  for r in 1 2; do
+    kb "tp2-b1-def$r" -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+    kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
+  done
 fi
 if has s37; then # eleventh session, last call: gemm_sk + rope up to 16 rows and 4-warp decode attention past 512 tokens
   ( export CUDA_VISIBLE_DEVICES=0

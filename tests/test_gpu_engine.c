@@ -103,16 +103,21 @@ KT_TEST(test_gpu_batching_graphs) {
     kiln_request r[8];
     kt_greedy_requests(r, g, n);
     kiln_engine *eg = gpu_engine("llama3-hd128", 0, false), *ee = gpu_engine("llama3-hd128", 0, true);
-    if (!eg || !ee) {
+    /* and graphs without the early PDL trigger of small decode steps (the same arithmetic) */
+    setenv("KILN_PDL_EARLY_MAX_SEQS", "0", 1);
+    kiln_engine *eo = gpu_engine("llama3-hd128", 0, false);
+    unsetenv("KILN_PDL_EARLY_MAX_SEQS");
+    if (!eg || !ee || !eo) {
         kiln_engine_destroy(eg);
         kiln_engine_destroy(ee);
+        kiln_engine_destroy(eo);
         KT_REQUIRE(false);
     }
-    /* one decode step through graph and eager: identical logits */
+    /* one decode step through graph and eager (and a graph without the early trigger): identical logits */
     const kt_golden *c = &g[2];
-    float lg[512], le[512];
-    for (int pass = 0; pass < 2; pass++) {
-        kiln_engine *e = pass ? ee : eg;
+    float lg[512], le[512], lo[512];
+    for (int pass = 0; pass < 3; pass++) {
+        kiln_engine *e = pass == 0 ? eg : pass == 1 ? ee : eo;
         kiln_kv_table t;
         kiln_kv_table_init(&e->kv, &t);
         kiln_kv_grow(&e->kv, &t, c->n_prompt + 1);
@@ -133,11 +138,13 @@ KT_TEST(test_gpu_batching_graphs) {
                         .qstart = qs1, .ctx_len = ctx1, .block_tables = tables, .max_blocks = e->kv.max_blocks_per_seq,
                         .slots = slots + n0, .out_rows = o1, .max_q_len = 1, .max_ctx_len = n0 + 1};
         KT_OK(e->exec->vt->forward(e->exec, &d, &l));
-        memcpy(pass ? le : lg, l, sizeof lg);
+        memcpy(pass == 0 ? lg : pass == 1 ? le : lo, l, sizeof lg);
         kiln_kv_table_fini(&e->kv, &t);
     }
     KT_CHECKF(!memcmp(lg, le, sizeof lg), "CUDA-graph replay and eager decode logits differ");
+    KT_CHECKF(!memcmp(lg, lo, sizeof lg), "decode logits differ with and without the early PDL trigger");
     kiln_engine_destroy(ee);
+    kiln_engine_destroy(eo);
     /* reference: all together; then one at a time; then a tiny pool */
     kiln_result all[8], one[8], pre[8];
     KT_OK(kiln_engine_generate(eg, r, n, all));

@@ -1335,12 +1335,13 @@ static void silu_gemm_sweep(kiln_gpu *gv, const int *Ms, int n_m, bool bits, con
 }
 
 /* the small-M GEMV kernel (kernel_src/gemv.cu), on its own kiln_gpu with it
- * enabled, in four tilings: M 1..8, odd N, K not a multiple of the unrolled stride, an
+ * enabled, in its tilings (K split 1, 2 and 4): M 1..8, odd N, K not a multiple of the unrolled stride, an
  * output row stride, bias, fp32 or act output */
 KT_TEST(test_gemv) {
     NEED_GPU();
     static const int tiles[][3] = {{KILN_GEMV_ROWS_DEFAULT, KILN_GEMV_UNROLL_DEFAULT, KILN_GEMV_KSPLIT_DEFAULT},
-                                   {1, 2, 1}, {4, 4, 1}, {2, 8, 1}, {1, 4, 2}, {2, 4, 2}, {4, 2, 2}, {1, 2, 2}};
+                                   {1, 2, 1}, {4, 4, 1}, {2, 8, 1}, {1, 4, 2}, {2, 4, 2}, {4, 2, 2}, {1, 2, 2},
+                                   {2, 4, 4}, {1, 2, 4}};
     for (int ti = 0; ti < (int)KILN_ARRAY_LEN(tiles); ti++) {
     kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = 8, .gemv_rows = tiles[ti][0],
                           .gemv_unroll = tiles[ti][1], .gemv_ksplit = tiles[ti][2]};
@@ -1404,7 +1405,8 @@ static bool gemv_ar_tested; /* test_all_reduce_one_rank runs it on its own kiln_
 /* The batch-1 qkv GEMV with rope and the KV-cache write as its epilogue
  * (kernel_src/gemv.cu ROPE=1) against the CPU: gemm (+ bias), rounded to act
  * as the GEMV stores it, kiln_cpu_rope, rounded again, kiln_cpu_kv_write into
- * caches that start with the same random bytes; bf16 / fp16, head dims 64 /
+ * caches that start with the same random bytes; a warp a row pair or a row, K
+ * split 1 / 2 / 4; bf16 / fp16, head dims 64 /
  * 128, GQA and MHA, positions 0 / 7 / 1000 (mscale 1 and 1.25), a slot in
  * the middle of a block, slot 0 and a skipped token (-1). */
 KT_TEST(test_gemv_rope) {
@@ -1414,7 +1416,8 @@ KT_TEST(test_gemv_rope) {
     KT_OK(kiln_gpu_create(dev, &gp, &gv));
     static const int hds[] = {64, 128}, heads[][2] = {{8, 2}, {4, 4}}, Ks[] = {512, 4104}, poss[] = {0, 7, 1000},
                      slotv[] = {21, 0, -1};
-    for (int ks = 1; ks <= 2; ks++) /* warps a row pair (the default picks by the grid) */
+    for (int rr = 1; rr <= 2; rr++) /* rows a warp: a row (the pair meets in shared memory) or the pair */
+    for (int ks = 1; ks <= 4; ks *= 2) /* warps a row (pair) (the default picks by the grid) */
     for (int a = 0; a < 2; a++)
         for (int hi = 0; hi < 2; hi++)
             for (int gi = 0; gi < 2; gi++)
@@ -1422,6 +1425,7 @@ KT_TEST(test_gemv_rope) {
                     for (int pi = 0; pi < 3; pi++) {
                         const kiln_dtype dt = acts[a];
                         kiln_gpu_set_gemv_rope_ksplit(gv, ks);
+                        kiln_gpu_set_gemv_rope_rows(gv, rr);
                         const int hd = hds[hi], nq = heads[gi][0], nkv = heads[gi][1], K = Ks[ki], bs = 16, nb = 4;
                         const int N = (nq + 2 * nkv) * hd, bias = (hi + pi) & 1;
                         int32_t pos = poss[pi], slot = slotv[pi];
@@ -1451,8 +1455,8 @@ KT_TEST(test_gemv_rope) {
                                                     dvc, &l, ds));
                         float *got = down_act(dout, (size_t)N, dt);
                         CHECK_CLOSE(got, ref, (size_t)N, dt,
-                                    "gemv+rope %s hd=%d nq=%d nkv=%d K=%d pos=%d ksplit=%d: qkv", kiln_dtype_name(dt),
-                                    hd, nq, nkv, K, pos, ks);
+                                    "gemv+rope %s hd=%d nq=%d nkv=%d K=%d pos=%d ksplit=%d rows=%d: qkv",
+                                    kiln_dtype_name(dt), hd, nq, nkv, K, pos, ks, rr);
                         void *gk = ddown(dkc, cbytes), *gvv = ddown(dvc, cbytes);
                         size_t ne = cbytes / 2;
                         float *a1 = malloc(sizeof(float) * ne * 4), *b1 = a1 + ne, *a2 = b1 + ne, *b2 = a2 + ne;

@@ -14,7 +14,7 @@ fail=0
 out=$(KILN_CACHE_DIR="$cache" "$KILN" kernels --arch sm_90 --model llama3-8b 2>&1); rc=$?
 if [ $rc -ne 0 ] && grep -qi "nvrtc" <<<"$out"; then echo "SKIP: no NVRTC: $out"; exit 77; fi
 [ $rc -eq 0 ] || { echo "kiln kernels --model llama3-8b failed ($rc): $out"; exit 1; }
-for want in "^gemv_rope .*ROPE=1 HD=128 KV=bf16" "^gemv .*GLU=1" "^attn_decode .*GROUP=4 HEAD_DIM=128 KV=bf16" \
+for want in "^gemv_rope .*ROPE=1 RR=[12] HD=128 KV=bf16" "^gemv .*GLU=1" "^attn_decode .*GROUP=4 HEAD_DIM=128 KV=bf16" \
             "^attn_prefill " "^add_rmsnorm "; do
   grep -qE "$want" <<<"$out" || { echo "missing from the llama3-8b set: $want"; fail=1; }
 done

@@ -114,6 +114,7 @@ typedef struct exec_gpu {
     kiln_rt_p2p *p2p; /* one-shot all-reduce over peer memory, or NULL (NCCL) */
     bool fuse_ar_norm; /* all-reduce + add + rmsnorm in one kernel ($KILN_FUSE_AR_NORM=0: off) */
     int decode_partition; /* $KILN_DECODE_PARTITION: decode attention's split-K partition (0: by shape) */
+    int pdl_early_max;    /* decode steps of at most this many sequences run the PDL_EARLY kernels ($KILN_PDL_EARLY_MAX_SEQS) */
     bool p2p_gather; /* the logits all-gather over the push exchange where it fits ($KILN_P2P_GATHER=0: NCCL) */
     /* profiling mode: an event before every op and after the last */
     kiln_profile prof;
@@ -339,6 +340,8 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
     kiln_gpu *g = x->g;
     kiln_rt_stream *s = x->st;
     size_t es = kiln_dtype_size(x->act);
+    /* small decode steps: the early-trigger kernels (KILN_PDL_EARLY_MAX_SEQS_DEFAULT) */
+    kiln_rt_kernels_set_pdl_early(kiln_gpu_kernels(g), max_q <= 1 && T == S && S <= x->pdl_early_max);
     for (int i = 0; i < p->n_ops; i++) {
         const kiln_op *o = &p->ops[i];
         if (x->prof.on && !x->capturing) KILN_TRY(kiln_rt_event_record(x->ev[i], s));
@@ -499,6 +502,7 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
         kiln_profile_step(&x->prof, max_q == 1 && T == S);
     }
 fail:
+    kiln_rt_kernels_set_pdl_early(kiln_gpu_kernels(g), false);
     return st;
 }
 
@@ -1154,8 +1158,12 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
             goto fail;
         }
     }
+    {
+        const char *pe = getenv("KILN_PDL_EARLY_MAX_SEQS");
+        x->pdl_early_max = pe && *pe ? atoi(pe) : KILN_PDL_EARLY_MAX_SEQS_DEFAULT;
+    }
     double tj = kiln_now_sec();
-    KILN_TRY(kiln_gpu_prepare(x->g, &jm));
+    KILN_TRY(kiln_gpu_prepare(x->g, &jm, x->pdl_early_max > 0));
     KILN_INFO("kernels ready in %.2f s", kiln_now_sec() - tj);
     if (p->tp_size > 1) KILN_TRY(setup_p2p(x, cfg->comm));
 

@@ -22,9 +22,10 @@ struct kiln_gpu {
     size_t blas_ws_bytes, ws_bytes;
     int max_rows, vocab;
     int gemv_max_m, gemv_rows, gemv_unroll, gemv_ksplit, gemv_rule, gemv_rope, gemv_ar, gemv_silu, gemv_silu_ksplit, gemv_silu_unroll;
-    int gemv_rope_unroll, gemv_rope_ksplit; /* the rope GEMV's tiling ($KILN_GEMV_ROPE_UNROLL / _KSPLIT) */
+    int gemv_rope_unroll, gemv_rope_ksplit, gemv_rope_rows; /* the rope GEMV's tiling ($KILN_GEMV_ROPE_UNROLL / _KSPLIT / _ROWS) */
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int sk_max_m, sk_max_mb, sk_max_mb32, sk_warps, sk_rt, sk_stages, sk_split, sk_silu; /* gemm_sk knobs */
+    int sk_rope_stages; /* its stages when set ($KILN_SKGEMM_ROPE_STAGES, 2..8; 0: as the other gemm_sk launches) */
     int sk_rope; /* the qkv GEMM with rope + KV write through gemm_sk for 2 <= M <= sk_rope (<= 32; 0: never;
                     $KILN_SKGEMM_ROPE) */
     struct { int N, K, maxm, epi, split; } sk_fit[16]; /* gemm_sk splits that fit one wave, by shape and
@@ -36,7 +37,7 @@ struct kiln_gpu {
     bool decode_adaptive; /* $KILN_DECODE_ADAPTIVE (default 1): decode_partition */
     int decode_warps;     /* warps of a decode-attention block, 16-bit caches (2|4, 0: by the grid;
                              kiln_gpu_params.decode_warps) */
-    int decode_fused;     /* split decode attention combines its partitions in its last block ($KILN_DECODE_FUSED_REDUCE) */
+    int decode_fused;     /* split decode attention combines its partitions in its last block ($KILN_DECODE_FUSED_REDUCE: 1 on, 2 from 2 sequences) */
     kiln_devptr attn_counters; /* [KILN_ATTN_COUNTERS] int, zero between launches: its arrival counters */
     int rope_dec_max;     /* rope + KV write of at most this many tokens: kiln_rope_kv_write_dec (kiln_gpu_params) */
     int kv_tile;          /* $KILN_KV_TILE (default KILN_KV_TILE_DEFAULT): the wide KV writes in tiles (1 both, 2 kv_write only) */
@@ -76,16 +77,18 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->gemv_unroll != 2 && g->gemv_unroll != 4 && g->gemv_unroll != 8) g->gemv_unroll = KILN_GEMV_UNROLL_DEFAULT;
     if (g->gemv_rows * g->gemv_unroll > 16) g->gemv_unroll = 16 / g->gemv_rows; /* registers (no spills) */
     g->gemv_ksplit = knob(p ? p->gemv_ksplit : 0, "KILN_GEMV_KSPLIT", KILN_GEMV_KSPLIT_DEFAULT);
-    if (g->gemv_ksplit != 1 && g->gemv_ksplit != 2) g->gemv_ksplit = KILN_GEMV_KSPLIT_DEFAULT;
+    if (g->gemv_ksplit != 1 && g->gemv_ksplit != 2 && g->gemv_ksplit != 4) g->gemv_ksplit = KILN_GEMV_KSPLIT_DEFAULT;
     g->gemv_rule = knob(p ? p->gemv_rule : 0, "KILN_GEMV_RULE", KILN_GEMV_RULE_DEFAULT);
-    if (g->gemv_rule < 0 || g->gemv_rule > 4) g->gemv_rule = 0;
+    if (g->gemv_rule < 0 || g->gemv_rule > 6) g->gemv_rule = 0;
     g->gemv_silu = knob(p ? p->gemv_silu : 0, "KILN_GEMV_SILU", KILN_GEMV_SILU_DEFAULT) > 0;
     g->gemv_rope = knob(p ? p->gemv_rope : 0, "KILN_GEMV_ROPE", KILN_GEMV_ROPE_DEFAULT) > 0;
     g->gemv_rope_unroll = knob(0, "KILN_GEMV_ROPE_UNROLL", KILN_GEMV_ROPE_UNROLL);
     if (g->gemv_rope_unroll != 2 && g->gemv_rope_unroll != 4 && g->gemv_rope_unroll != 8)
         g->gemv_rope_unroll = KILN_GEMV_ROPE_UNROLL;
     g->gemv_rope_ksplit = knob(0, "KILN_GEMV_ROPE_KSPLIT", 0); /* 0: by the grid */
-    if (g->gemv_rope_ksplit != 1 && g->gemv_rope_ksplit != 2) g->gemv_rope_ksplit = 0;
+    if (g->gemv_rope_ksplit != 1 && g->gemv_rope_ksplit != 2 && g->gemv_rope_ksplit != 4) g->gemv_rope_ksplit = 0;
+    g->gemv_rope_rows = knob(0, "KILN_GEMV_ROPE_ROWS", KILN_GEMV_ROPE_ROWS);
+    if (g->gemv_rope_rows != 1 && g->gemv_rope_rows != 2) g->gemv_rope_rows = KILN_GEMV_ROPE_ROWS;
     g->gemv_ar = knob(p ? p->gemv_ar : 0, "KILN_GEMV_AR", KILN_GEMV_AR_DEFAULT) > 0;
     g->gemv_silu_ksplit = knob(p ? p->gemv_silu_ksplit : 0, "KILN_GEMV_SILU_KSPLIT", KILN_GEMV_SILU_KSPLIT_DEFAULT);
     if (g->gemv_silu_ksplit != 1 && g->gemv_silu_ksplit != 2) g->gemv_silu_ksplit = KILN_GEMV_SILU_KSPLIT_DEFAULT;
@@ -107,6 +110,8 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->sk_split = knob(p ? p->skgemm_split : 0, "KILN_SKGEMM_SPLIT", 0); /* 0: auto */
     if (g->sk_split < 0 || g->sk_split > 8) g->sk_split = 0;
     g->sk_rope = sk_rope_rows(knob(0, "KILN_SKGEMM_ROPE", KILN_SKGEMM_ROPE_DEFAULT));
+    g->sk_rope_stages = knob(0, "KILN_SKGEMM_ROPE_STAGES", 0);
+    if (g->sk_rope_stages < 2 || g->sk_rope_stages > 8) g->sk_rope_stages = 0;
     g->elem_wide_min = knob(p ? p->elem_wide_min : 0, "KILN_ELEM_WIDE_MIN", KILN_ELEM_WIDE_MIN_DEFAULT);
     if (g->elem_wide_min < 0) g->elem_wide_min = 0;
     g->decode_adaptive = knob(0, "KILN_DECODE_ADAPTIVE", 1) > 0;
@@ -114,7 +119,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->rope_dec_max < 0) g->rope_dec_max = 0;
     g->decode_warps = knob(p ? p->decode_warps : 0, "KILN_DECODE_WARPS", 0);
     if (g->decode_warps != 2 && g->decode_warps != 4) g->decode_warps = 0; /* by the grid */
-    g->decode_fused = knob(0, "KILN_DECODE_FUSED_REDUCE", KILN_DECODE_FUSED_REDUCE_DEFAULT) > 0;
+    g->decode_fused = knob(0, "KILN_DECODE_FUSED_REDUCE", KILN_DECODE_FUSED_REDUCE_DEFAULT);
     g->kv_tile = knob(0, "KILN_KV_TILE", KILN_KV_TILE_DEFAULT);
     if (g->kv_tile < 0 || g->kv_tile > 2) g->kv_tile = KILN_KV_TILE_DEFAULT;
     kiln_gpu_set_sample_cluster(g, knob(p ? p->sample_cluster : 0, "KILN_SAMPLE_CLUSTER", KILN_SAMPLE_CLUSTER_DEFAULT));
@@ -178,7 +183,7 @@ int kiln_gpu_set_decode_warps(kiln_gpu *g, int n) {
 
 int kiln_gpu_set_decode_fused_reduce(kiln_gpu *g, int on) {
     int was = g->decode_fused;
-    g->decode_fused = on > 0;
+    g->decode_fused = on > 0 ? on : 0;
     return was;
 }
 
@@ -190,7 +195,13 @@ int kiln_gpu_set_skgemm_rope(kiln_gpu *g, int on) {
 
 int kiln_gpu_set_gemv_rope_ksplit(kiln_gpu *g, int ks) {
     int was = g->gemv_rope_ksplit;
-    g->gemv_rope_ksplit = ks == 1 || ks == 2 ? ks : 0;
+    g->gemv_rope_ksplit = ks == 1 || ks == 2 || ks == 4 ? ks : 0;
+    return was;
+}
+
+int kiln_gpu_set_gemv_rope_rows(kiln_gpu *g, int rows) {
+    int was = g->gemv_rope_rows;
+    g->gemv_rope_rows = rows == 1 || rows == 2 ? rows : KILN_GEMV_ROPE_ROWS;
     return was;
 }
 
@@ -200,12 +211,30 @@ int kiln_gpu_set_kv_tile(kiln_gpu *g, int mode) {
     return was;
 }
 
-kiln_status kiln_gpu_prepare(kiln_gpu *g, const kiln_jit_model *m) {
+kiln_status kiln_gpu_prepare(kiln_gpu *g, const kiln_jit_model *m, bool early) {
     kiln_status st = KILN_OK;
     kiln_jit_spec_list l;
+    kiln_jit_spec *all = NULL;
+    char(*defs)[128] = NULL;
     KILN_TRY(kiln_jit_model_specs(m, &l));
-    KILN_TRY(kiln_rt_kernels_prepare(g->k, l.specs, l.n));
+    const char *pdl = getenv("KILN_PDL");
+    early = early && kiln_rt_device_get_info(g->dev)->cc_major >= 9 && !(pdl && !strcmp(pdl, "0"));
+    if (!early) return kiln_rt_kernels_prepare(g->k, l.specs, l.n);
+    /* the set and its early-trigger copies, compiled together */
+    all = malloc(sizeof *all * 2 * (size_t)l.n);
+    defs = malloc(sizeof *defs * (size_t)l.n);
+    KILN_CHECK(all && defs, KILN_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (int i = 0; i < l.n; i++) {
+        int n = snprintf(defs[i], sizeof defs[i], "%s PDL_EARLY=1", l.specs[i].defines);
+        KILN_CHECK(n > 0 && n < (int)sizeof defs[i], KILN_ERR_INTERNAL, "kernel %s: defines too long",
+                   l.specs[i].name);
+        all[i] = l.specs[i];
+        all[l.n + i] = (kiln_jit_spec){l.specs[i].name, defs[i]};
+    }
+    KILN_TRY(kiln_rt_kernels_prepare(g->k, all, 2 * l.n));
 fail:
+    free(all);
+    free(defs);
     return st;
 }
 
@@ -435,7 +464,9 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
                                         : epi == SK_GLU ? 2
                                         : g->sk_rt      ? g->sk_rt
                                                         : KILN_SKGEMM_TILES_DEFAULT(maxm);
-    const int stages = g->sk_stages ? g->sk_stages : KILN_SKGEMM_STAGES_DEFAULT(maxm);
+    const int stages = epi == SK_ROPE && g->sk_rope_stages ? g->sk_rope_stages
+                       : g->sk_stages                        ? g->sk_stages
+                                                             : KILN_SKGEMM_STAGES_DEFAULT(maxm);
     int want = g->sk_split, fit = -1;
     for (int i = 0; i < g->n_sk_fit && !want; i++)
         if (g->sk_fit[i].N == N && g->sk_fit[i].K == K && g->sk_fit[i].maxm == maxm && g->sk_fit[i].epi == (int)epi)
@@ -491,7 +522,8 @@ fail:
  * for an N x K weight under g's rule (KILN_GEMV_RULE): 0 the knobs as given;
  * 1 rows 2 unroll 4 K split 2; 2 rows 1 unroll 2 K split 2; 3 by shape (N <=
  * 4096: 2 / 4 / 2; N >= 16384: 1 / 4 / 2; else 1 / 2 / 2); 4 as 3 with K
- * split 1 where K <= 2048. From bench_kernels' M = 1 rows on the H200
+ * split 1 where K <= 2048; 5 as 3 with K split 4 where N <= 4096; 6 as 3 with 1 / 2 / 4 there.
+ * From bench_kernels' M = 1 rows on the H200
  * (2026-11-30): qkv best 1 / 2 / 2, o and down 2 / 4 / 2. */
 static void gemv_tiling(const kiln_gpu *g, int64_t N, int64_t K, int *rows, int *unroll, int *ks) {
     *rows = g->gemv_rows, *unroll = g->gemv_unroll, *ks = g->gemv_ksplit;
@@ -500,11 +532,15 @@ static void gemv_tiling(const kiln_gpu *g, int64_t N, int64_t K, int *rows, int 
     case 1: *rows = 2, *unroll = 4, *ks = 2; break;
     case 2: *rows = 1, *unroll = 2, *ks = 2; break;
     case 3:
-    case 4: {
+    case 4:
+    case 5:
+    case 6: {
         static const int t3[3][3] = KILN_GEMV_RULE3_TILINGS;
         const int *t = t3[N <= 4096 ? 0 : N >= 16384 ? 1 : 2];
         *rows = t[0], *unroll = t[1], *ks = t[2];
         if (rule == 4 && K <= 2048) *ks = 1;
+        if (rule == 5 && N <= 4096) *ks = 4;                          /* 2 / 4 / 4 */
+        if (rule == 6 && N <= 4096) *rows = 1, *unroll = 2, *ks = 4; /* 1 / 2 / 4 */
         break;
     }
     default: break;
@@ -683,9 +719,10 @@ kiln_status kiln_gpu_gemm_rope_kv_m(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr 
          * with 2, same call), else 2 (tensor-parallel shards, as measured before) */
         const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
         const int ks = g->gemv_rope_ksplit ? g->gemv_rope_ksplit : N / 2 / 8 >= 2 * di->n_sms ? 1 : 2;
-        const int per_block = 8 / ks;
-        KILN_TRY(get(g, "gemv_rope", &f, "ACT=%s UNROLL=%d KSPLIT=%d ROPE=1 HD=%d KV=%s", dt(act), g->gemv_rope_unroll,
-                     ks, rp->head_dim, dt(act)));
+        /* row pairs a block: WARPS / ks groups, a pair each (RR 2) or a row each (RR 1) */
+        const int rr = g->gemv_rope_rows, per_block = rr == 2 ? 8 / ks : 8 / ks / 2;
+        KILN_TRY(get(g, "gemv_rope", &f, "ACT=%s UNROLL=%d KSPLIT=%d ROPE=1 RR=%d HD=%d KV=%s", dt(act),
+                     g->gemv_rope_unroll, ks, rr, rp->head_dim, dt(act)));
         int n = (int)N, k = (int)K, nkv = l->n_kv_heads, bs = l->block_size;
         float ms = rp->mscale;
         kiln_devptr inv = rp->inv_freq;
@@ -1259,7 +1296,9 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
                 part_o = g->ws;
                 part_ml = g->ws + (need_o + 255) / 256 * 256;
                 /* the partitions combined by the attention kernel's last block of each (sequence, KV group) */
-                if (g->decode_fused && (int64_t)n_seqs * (nq / grp) <= KILN_ATTN_COUNTERS) counters = g->attn_counters;
+                if (g->decode_fused > 0 && (g->decode_fused != 2 || n_seqs >= 2) &&
+                    (int64_t)n_seqs * (nq / grp) <= KILN_ATTN_COUNTERS)
+                    counters = g->attn_counters;
             }
         }
         LAUNCH(f, (unsigned)(nq / grp), (unsigned)n_seqs, (unsigned)n_parts, (unsigned)(32 * nw), smem, s, &out, &q,

@@ -129,8 +129,10 @@ typedef struct kiln_gpu_params {
 /* Split decode attention: the kernel's last partition block of each (sequence, KV group) combines the
  * partitions (arrival counters, KILN_ATTN_COUNTERS of them: n_seqs * nq / GROUP at most) instead of a
  * kiln_attn_reduce launch a layer ($KILN_DECODE_FUSED_REDUCE=1). Off: kiln bench on the H200 (2026-11-30,
- * same call) -b 1 236.6 tok/s against 245.4 (the last block's serial combination outlasts the reduce
- * launch), -b 32 at --max-model-len 8192 5887 against 5844 (+0.7%) */
+ * same call) -b 1 236.6 tok/s against 245.4 (the last block's combination, a thread an element looping
+ * over the partitions, outlasted the reduce launch), -b 32 at --max-model-len 8192 5887 against 5844
+ * (+0.7%). The combination is now warp-parallel (kernel_src/attn_decode.cu combine_group): not yet
+ * measured */
 #define KILN_DECODE_FUSED_REDUCE_DEFAULT 0
 #define KILN_ATTN_COUNTERS 65536
 /* decode attention over a 16-bit cache takes 2 warps a block (when the grid exceeds a wave of 4-warp
@@ -143,7 +145,9 @@ kiln_rt_kernels *kiln_gpu_kernels(kiln_gpu *g);
 kiln_rt_blas *kiln_gpu_blas(kiln_gpu *g);
 kiln_rt_device *kiln_gpu_device(kiln_gpu *g);
 /* Compile and load, in parallel, every specialization a model needs. */
-kiln_status kiln_gpu_prepare(kiln_gpu *g, const kiln_jit_model *m);
+/* early: also their PDL_EARLY=1 specializations (kiln_rt_kernels_set_pdl_early), where programmatic
+ * dependent launch runs (sm_90+, $KILN_PDL not 0) */
+kiln_status kiln_gpu_prepare(kiln_gpu *g, const kiln_jit_model *m, bool early);
 /* gemm_sk's timing records (for bench_kernels gemm_sk_prof): with buf set,
  * each gemm_sk launch of at most max_blocks blocks has thread 0 of every
  * block write KILN_SKGEMM_PROF_N u64 at buf[block * KILN_SKGEMM_PROF_N]
@@ -173,6 +177,8 @@ int kiln_gpu_set_decode_warps(kiln_gpu *g, int n);
 int kiln_gpu_set_decode_fused_reduce(kiln_gpu *g, int on);
 /* Tests: the warps a row pair of the batch-1 qkv GEMV with rope (1|2; 0: by the grid); returns the previous value. */
 int kiln_gpu_set_gemv_rope_ksplit(kiln_gpu *g, int ks);
+/* the rope GEMV's rows a warp (1 or 2; else the default, KILN_GEMV_ROPE_ROWS); returns the previous */
+int kiln_gpu_set_gemv_rope_rows(kiln_gpu *g, int rows);
 /* Tests: the qkv GEMM with rope + KV write through gemm_sk for 2 <= M <= rows
  * (kiln_gpu_gemm_rope_kv_m; $KILN_SKGEMM_ROPE): rows 1 means 32 (all it serves), 2..32 that many, 0 never;
  * returns the previous row limit. */

@@ -36,6 +36,7 @@ struct kiln_rt_kernels {
     kiln_vec overrides; /* override */
     char used[64][32];  /* names handed out by get */
     int n_used;
+    bool pdl_early;     /* get specializes kiln's kernels with PDL_EARLY=1 (kiln_rt_kernels_set_pdl_early) */
 };
 
 static void mark_used(kiln_rt_kernels *k, const char *name) {
@@ -201,6 +202,14 @@ static void record_spec(const char *name, const char *defines) {
     fclose(f);
 }
 
+bool kiln_rt_kernels_set_pdl_early(kiln_rt_kernels *k, bool on) {
+    pthread_mutex_lock(&k->mu);
+    bool was = k->pdl_early;
+    k->pdl_early = on;
+    pthread_mutex_unlock(&k->mu);
+    return was;
+}
+
 kiln_status kiln_rt_kernels_get(kiln_rt_kernels *k, const char *name, const char *defines, kiln_rt_func **out) {
     kiln_status st = KILN_OK;
     kiln_jit_unit u = {0};
@@ -210,6 +219,17 @@ kiln_status kiln_rt_kernels_get(kiln_rt_kernels *k, const char *name, const char
     pthread_mutex_lock(&k->mu);
     KILN_CHECK_ALLOC(norm);
     KILN_TRY(resolve(k, name, norm, &file, &source, &entry, &builtin));
+    if (builtin && k->pdl_early && pdl_allowed(k) && !strstr(norm, "PDL_EARLY=")) {
+        /* the early-trigger specialization of the same kernel */
+        size_t n = strlen(defines ? defines : "") + 16;
+        char *d = malloc(n);
+        KILN_CHECK_ALLOC(d);
+        snprintf(d, n, "%s PDL_EARLY=1", defines ? defines : "");
+        free(norm);
+        norm = normalize(d);
+        free(d);
+        KILN_CHECK_ALLOC(norm);
+    }
     loaded *l = find_loaded(k, file, norm);
     if (!l) {
         kiln_jit_options o = make_opt(k);

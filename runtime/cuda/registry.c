@@ -141,8 +141,11 @@ static const kiln_jit_kernel_def registry[] = {
      * kiln_gpu_gemm_rope_kv): out, x, w, bias, N, K, nq, nkv, pos, inv_freq, mscale, kcache, vcache, slots,
      * block size */
     {"gemv_rope", "kernel_src/gemv.cu", "kiln_gemv_rope", "ptr,ptr,ptr,ptr,i32,i32,i32,i32,ptr,ptr,f32,ptr,ptr,ptr,i32",
-     {{"ACT", ACT2}, {"UNROLL", "2|4|8"}, {"KSPLIT", "1|2"}, {"ROPE", "1"}, {"HD", "64|96|128|256"}, {"KV", ACT2}},
-     "ACT=bf16 UNROLL=2 KSPLIT=2 ROPE=1 HD=128 KV=bf16;ACT=fp16 UNROLL=4 KSPLIT=1 ROPE=1 HD=64 KV=fp16"},
+     {{"ACT", ACT2}, {"UNROLL", "2|4|8"}, {"KSPLIT", "1|2|4"}, {"ROPE", "1"}, {"RR", "1|2"}, {"HD", "64|96|128|256"},
+      {"KV", ACT2}},
+     "ACT=bf16 UNROLL=2 KSPLIT=2 ROPE=1 RR=2 HD=128 KV=bf16;ACT=fp16 UNROLL=4 KSPLIT=1 ROPE=1 RR=2 HD=64 KV=fp16;"
+     "ACT=bf16 UNROLL=2 KSPLIT=2 ROPE=1 RR=1 HD=128 KV=bf16;ACT=fp16 UNROLL=4 KSPLIT=1 ROPE=1 RR=1 HD=64 KV=fp16;"
+     "ACT=bf16 UNROLL=2 KSPLIT=4 ROPE=1 RR=1 HD=128 KV=bf16"},
     /* the row-parallel batch-1 GEMV with the push all-reduce + add + RMSNorm as its epilogue
      * (engine/cuda/ops_gpu.c kiln_gpu_gemm_ar_norm): io, x, w, N, K, residual, norm weight, norm out, eps,
      * the ranks' buffers b0..b7, rank, n_ranks, bytes per slot, timeout */
@@ -155,8 +158,8 @@ static const kiln_jit_kernel_def registry[] = {
      "ptr,ptr,i64,i64,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i32,i32,i64,i64", {{"ACT", ACT3}}, "ACT=bf16;ACT=fp16;ACT=fp32"},
     {"gemv", "kernel_src/gemv.cu", "kiln_gemv", "ptr,i64,ptr,ptr,ptr,i32,i32,i32",
      {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "1|2|4|8"}, {"ROWS", "1|2|4"}, {"UNROLL", "2|4|8"}, {"GLU", "0|1"},
-      {"KSPLIT", "1|2"}},
-     "ACT=bf16 OUT=bf16 MAXM=1 ROWS=2 UNROLL=4 GLU=0 KSPLIT=1;ACT=bf16 OUT=fp32 MAXM=8 ROWS=2 UNROLL=4 GLU=0 KSPLIT=1;"
+      {"KSPLIT", "1|2|4"}},
+     "ACT=bf16 OUT=bf16 MAXM=1 ROWS=2 UNROLL=4 GLU=0 KSPLIT=1;ACT=bf16 OUT=bf16 MAXM=1 ROWS=2 UNROLL=4 GLU=0 KSPLIT=4;ACT=bf16 OUT=fp32 MAXM=8 ROWS=2 UNROLL=4 GLU=0 KSPLIT=1;"
      "ACT=fp16 OUT=fp16 MAXM=4 ROWS=4 UNROLL=4 GLU=0 KSPLIT=1;ACT=bf16 OUT=bf16 MAXM=2 ROWS=1 UNROLL=2 GLU=0 KSPLIT=1;"
      "ACT=bf16 OUT=bf16 MAXM=1 ROWS=2 UNROLL=4 GLU=1 KSPLIT=1;ACT=fp16 OUT=fp16 MAXM=8 ROWS=2 UNROLL=4 GLU=1 KSPLIT=1;"
      "ACT=bf16 OUT=bf16 MAXM=1 ROWS=2 UNROLL=2 GLU=1 KSPLIT=1;ACT=bf16 OUT=bf16 MAXM=1 ROWS=2 UNROLL=8 GLU=1 KSPLIT=1;"
@@ -247,6 +250,15 @@ kiln_status kiln_jit_check_defines(const kiln_jit_kernel_def *def, const char *d
             return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "kernel %s: define \"%.*s\" is not NAME=VALUE", def->name,
                              (int)len, p);
         size_t nlen = (size_t)(eq - p);
+        /* PDL_EARLY=0|1 (kernel_src/kiln_common.cuh: pdl_wait signals the next kernel first) applies to
+         * every kernel */
+        if (nlen == 9 && !strncmp(p, "PDL_EARLY", 9)) {
+            if (len != 11 || (p[10] != '0' && p[10] != '1'))
+                return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "kernel %s: %.*s is not allowed (allowed: PDL_EARLY=0|1)",
+                                 def->name, (int)len, p);
+            p += len;
+            continue;
+        }
         int k = -1;
         for (int i = 0; i < KILN_JIT_MAX_PARAMS && def->params[i].name; i++)
             if (strlen(def->params[i].name) == nlen && !strncmp(def->params[i].name, p, nlen)) k = i;
@@ -368,8 +380,8 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
     if (KILN_GEMV_ROPE_DEFAULT && KILN_GEMV_MAX_M_DEFAULT >= 1 && !m->interleaved && !strcmp(kv, a) &&
         (m->head_dim == 64 || m->head_dim == 96 || m->head_dim == 128 || m->head_dim == 256))
         for (int ks = 1; ks <= 2; ks++) /* KSPLIT by the grid (ops_gpu.c kiln_gpu_gemm_rope_kv) */
-            KILN_TRY(add_spec(l, "gemv_rope", "ACT=%s UNROLL=%d KSPLIT=%d ROPE=1 HD=%d KV=%s", a,
-                              KILN_GEMV_ROPE_UNROLL, ks, m->head_dim, a));
+            KILN_TRY(add_spec(l, "gemv_rope", "ACT=%s UNROLL=%d KSPLIT=%d ROPE=1 RR=%d HD=%d KV=%s", a,
+                              KILN_GEMV_ROPE_UNROLL, ks, KILN_GEMV_ROPE_ROWS, m->head_dim, a));
     /* the tensor-core GEMM (kernel_src/gemm_tc.cu) for 2 <= M <= the default
      * KILN_TCGEMM_MAX_M, in its default tiling with each number of warps
      * along K (picked by N at launch), act and fp32 out (its split-K
