@@ -665,6 +665,16 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s44; then # twelfth session: the fused decode split with the early trigger (-b 1, -b 8)
+  export CUDA_VISIBLE_DEVICES=0
+  for r in 1 2; do
+    kb "b1-def$r" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-fused$r" KILN_DECODE_FUSED_REDUCE=1 -- -b 1 -s 128 -o 512 --iters 2
+  done
+  kb b8-def -- -b 8 -s 128 -o 256 --iters 2
+  kb b8-fused KILN_DECODE_FUSED_REDUCE=1 -- -b 8 -s 128 -o 256 --iters 2
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s37; then # eleventh session, last call: gemm_sk + rope up to 16 rows and 4-warp decode attention past 512 tokens
   ( export CUDA_VISIBLE_DEVICES=0
     gt ops_skrope 150 "FAIL|passed" -- test_gpu_ops test_gemm_sk_rope
