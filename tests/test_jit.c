@@ -235,6 +235,13 @@ KT_TEST(test_defines_validated) {
            "ACT=int8");
     KT_ERR(kiln_jit_check_defines(d, "ACT=bf16 HEAD_DIM=x BLOCK_SIZE=16 GROUP=4 FOO=1"), KILN_ERR_INVALID_ARGUMENT,
            "HEAD_DIM");
+    /* PDL_EARLY=0|1 (kernel_src/kiln_common.cuh) is every kernel's, nothing else */
+    KT_CHECK(kiln_jit_check_defines(d, "ACT=bf16 HEAD_DIM=128 BLOCK_SIZE=16 GROUP=4 KV=bf16 PDL_EARLY=1") == KILN_OK);
+    KT_CHECK(kiln_jit_check_defines(kiln_jit_find("silu_mul"), "ACT=bf16 PDL_EARLY=0") == KILN_OK);
+    KT_ERR(kiln_jit_check_defines(d, "ACT=bf16 HEAD_DIM=128 BLOCK_SIZE=16 GROUP=4 KV=bf16 PDL_EARLY=2"),
+           KILN_ERR_INVALID_ARGUMENT, "PDL_EARLY");
+    KT_ERR(kiln_jit_check_defines(d, "ACT=bf16 HEAD_DIM=128 BLOCK_SIZE=16 GROUP=4 KV=bf16 PDL_EARLY=11"),
+           KILN_ERR_INVALID_ARGUMENT, "PDL_EARLY");
     KT_CHECK(kiln_jit_find("no_such_kernel") == NULL);
     kiln_jit_arg k[32];
     int n = 0;
