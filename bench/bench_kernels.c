@@ -809,27 +809,19 @@ static void bench_sampling(void) {
 static void bench_jit(void) {
     char dir[] = "/tmp/kiln-bench-jit-XXXXXX";
     if (!mkdtemp(dir)) return;
-    kiln_jit_model m = {KILN_DTYPE_BF16, KILN_DTYPE_BF16, 128, 32, 8, 16, false, false, false};
-    kiln_jit_spec_list l;
-    CK(kiln_jit_model_specs(&m, &l));
+    kiln_jit_model m = {KILN_DTYPE_BF16, KILN_DTYPE_BF16, 128, 32, 8, 16, false, false, false, false};
     /* as the engine loads it (kiln_gpu_prepare): on sm_90+ also the PDL_EARLY=1 copies that small
      * decode steps run */
-    static kiln_jit_spec all[2 * KILN_JIT_MAX_SPECS];
-    static char early[KILN_JIT_MAX_SPECS][144];
-    int n = l.n;
-    for (int i = 0; i < l.n; i++) all[i] = l.specs[i];
-    if (kiln_rt_device_get_info(dev)->cc_major >= 9 && KILN_PDL_EARLY_MAX_SEQS_DEFAULT > 0)
-        for (int i = 0; i < l.n; i++) {
-            snprintf(early[i], sizeof early[i], "%s PDL_EARLY=1", l.specs[i].defines);
-            all[n++] = (kiln_jit_spec){l.specs[i].name, early[i]};
-        }
+    m.pdl_early = kiln_rt_kernels_pdl(kiln_gpu_kernels(gpu)) && KILN_PDL_EARLY_MAX_SEQS_DEFAULT > 0;
+    static kiln_jit_spec_list l;
+    CK(kiln_jit_model_specs(&m, &l));
     kiln_jit_options o = {kiln_rt_device_get_info(dev)->arch, dir, NULL, false, 0};
     double t[2];
     for (int pass = 0; pass < 2; pass++) {
         kiln_rt_kernels *k = NULL;
         double t0 = kiln_now_sec();
         CK(kiln_rt_kernels_create(dev, &o, &k));
-        CK(kiln_rt_kernels_prepare(k, all, n));
+        CK(kiln_rt_kernels_prepare(k, l.specs, l.n));
         t[pass] = kiln_now_sec() - t0;
         kiln_rt_kernels_destroy(k);
     }
@@ -837,7 +829,7 @@ static void bench_jit(void) {
     printf("%-22s %-34s %9.0f ms  target < 10000 ms %s\n", "jit cold", "Llama-3-8B kernel set", t[0] * 1e3,
            t[0] < 10 ? "ok" : "MISS");
     printf("%-22s %-34s %9.1f ms  target < 200 ms %s  (%d specs, %ld CPUs, incl. module load)\n", "jit warm",
-           "Llama-3-8B kernel set", t[1] * 1e3, t[1] < 0.2 ? "ok" : "MISS", n, ncpu);
+           "Llama-3-8B kernel set", t[1] * 1e3, t[1] < 0.2 ? "ok" : "MISS", l.n, ncpu);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd)) fprintf(stderr, "cannot remove %s\n", dir);

@@ -132,9 +132,11 @@ int kiln_cmd_kernels(int argc, char **argv) {
         }
         kiln_jit_model m = {cfg.dtype == KILN_DTYPE_F16 ? KILN_DTYPE_F16 : KILN_DTYPE_BF16, KILN_DTYPE_INVALID,
                             cfg.head_dim, cfg.num_heads, cfg.num_kv_heads, block_size,
-                            cfg.hidden_act && strstr(cfg.hidden_act, "gelu"), false, false};
+                            cfg.hidden_act && strstr(cfg.hidden_act, "gelu"), false, false, false};
         m.kv = !strcmp(kv, "auto") ? m.act : !strcmp(kv, "fp8") ? KILN_DTYPE_FP8_E4M3 : kiln_dtype_from_name(kv);
         m.kv_calib = m.kv == KILN_DTYPE_FP8_E4M3; /* what the engine prepares (start-up calibration) */
+        int sm = 0; /* sm_90+: also the early-trigger copies small decode steps run (kiln_gpu_prepare) */
+        m.pdl_early = sscanf(arch, "sm_%d", &sm) == 1 && sm >= 90 && KILN_PDL_EARLY_MAX_SEQS_DEFAULT > 0;
         kiln_model_config_free(&cfg);
         kiln_jit_spec_list l;
         if (kiln_jit_model_specs(&m, &l) != KILN_OK) {
@@ -146,14 +148,6 @@ int kiln_cmd_kernels(int argc, char **argv) {
             snprintf(rows[n_rows].defines, sizeof rows[n_rows].defines, "%s", l.specs[i].defines);
             n_rows++;
         }
-        /* sm_90+: also the early-trigger copies small decode steps run (kiln_gpu_prepare) */
-        int sm = 0;
-        if (sscanf(arch, "sm_%d", &sm) == 1 && sm >= 90 && KILN_PDL_EARLY_MAX_SEQS_DEFAULT > 0)
-            for (int i = 0; i < l.n && n_rows < MAX_ROWS; i++) {
-                rows[n_rows].def = kiln_jit_find(l.specs[i].name);
-                snprintf(rows[n_rows].defines, sizeof rows[n_rows].defines, "%s PDL_EARLY=1", l.specs[i].defines);
-                n_rows++;
-            }
     } else {
         for (int i = 0; i < n_reg; i++) {
             char *ex = kiln_strdup(reg[i].examples), *save = NULL;

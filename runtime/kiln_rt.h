@@ -420,8 +420,12 @@ typedef struct kiln_jit_model {
     bool interleaved;    /* GPT-J style rotary pairs                          */
     bool kv_calib;       /* FP8: also the activation-dtype cache kernels that
                             start-up calibration runs (kv write, prefill)     */
+    bool pdl_early;      /* also every spec's PDL_EARLY=1 copy (what small decode
+                            steps run where programmatic dependent launch does:
+                            kiln_rt_kernels_set_pdl_early)                    */
 } kiln_jit_model;
-#define KILN_JIT_MAX_SPECS 48 /* a model set is 42 at most today (an FP8 one with its calibration kernels) */
+/* a model set is 42 at most today (an FP8 one with its calibration kernels), twice that with pdl_early */
+#define KILN_JIT_MAX_SPECS 96
 typedef struct kiln_jit_spec_list {
     kiln_jit_spec specs[KILN_JIT_MAX_SPECS];
     char defines[KILN_JIT_MAX_SPECS][128];
@@ -454,6 +458,9 @@ bool kiln_rt_kernels_was_used(kiln_rt_kernels *k, const char *name);
  * executor turns it on for small decode batches (KILN_PDL_EARLY_MAX_SEQS).
  * Returns the previous setting. */
 bool kiln_rt_kernels_set_pdl_early(kiln_rt_kernels *k, bool on);
+/* Whether k launches kiln's kernels with programmatic dependent launch
+ * (sm_90+, $KILN_PDL not 0): where PDL_EARLY means anything. */
+bool kiln_rt_kernels_pdl(const kiln_rt_kernels *k);
 /* The GPU executor's early-trigger batches: decode steps of at most this
  * many sequences ($KILN_PDL_EARLY_MAX_SEQS; 0 never), tensor parallel too.
  * H200, 2026-11-30, kiln bench -s 128 (bench/RESULTS.md, twelfth session):

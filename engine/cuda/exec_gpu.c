@@ -1163,7 +1163,8 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
         x->pdl_early_max = pe && *pe ? atoi(pe) : KILN_PDL_EARLY_MAX_SEQS_DEFAULT;
     }
     double tj = kiln_now_sec();
-    KILN_TRY(kiln_gpu_prepare(x->g, &jm, x->pdl_early_max > 0));
+    jm.pdl_early = x->pdl_early_max > 0 && kiln_rt_kernels_pdl(kiln_gpu_kernels(x->g));
+    KILN_TRY(kiln_gpu_prepare(x->g, &jm));
     KILN_INFO("kernels ready in %.2f s", kiln_now_sec() - tj);
     if (p->tp_size > 1) KILN_TRY(setup_p2p(x, cfg->comm));
 

@@ -211,30 +211,12 @@ int kiln_gpu_set_kv_tile(kiln_gpu *g, int mode) {
     return was;
 }
 
-kiln_status kiln_gpu_prepare(kiln_gpu *g, const kiln_jit_model *m, bool early) {
+kiln_status kiln_gpu_prepare(kiln_gpu *g, const kiln_jit_model *m) {
     kiln_status st = KILN_OK;
     kiln_jit_spec_list l;
-    kiln_jit_spec *all = NULL;
-    char(*defs)[128] = NULL;
     KILN_TRY(kiln_jit_model_specs(m, &l));
-    const char *pdl = getenv("KILN_PDL");
-    early = early && kiln_rt_device_get_info(g->dev)->cc_major >= 9 && !(pdl && !strcmp(pdl, "0"));
-    if (!early) return kiln_rt_kernels_prepare(g->k, l.specs, l.n);
-    /* the set and its early-trigger copies, compiled together */
-    all = malloc(sizeof *all * 2 * (size_t)l.n);
-    defs = malloc(sizeof *defs * (size_t)l.n);
-    KILN_CHECK(all && defs, KILN_ERR_OUT_OF_MEMORY, "out of host memory");
-    for (int i = 0; i < l.n; i++) {
-        int n = snprintf(defs[i], sizeof defs[i], "%s PDL_EARLY=1", l.specs[i].defines);
-        KILN_CHECK(n > 0 && n < (int)sizeof defs[i], KILN_ERR_INTERNAL, "kernel %s: defines too long",
-                   l.specs[i].name);
-        all[i] = l.specs[i];
-        all[l.n + i] = (kiln_jit_spec){l.specs[i].name, defs[i]};
-    }
-    KILN_TRY(kiln_rt_kernels_prepare(g->k, all, 2 * l.n));
+    KILN_TRY(kiln_rt_kernels_prepare(g->k, l.specs, l.n));
 fail:
-    free(all);
-    free(defs);
     return st;
 }
 

@@ -145,9 +145,7 @@ kiln_rt_kernels *kiln_gpu_kernels(kiln_gpu *g);
 kiln_rt_blas *kiln_gpu_blas(kiln_gpu *g);
 kiln_rt_device *kiln_gpu_device(kiln_gpu *g);
 /* Compile and load, in parallel, every specialization a model needs. */
-/* early: also their PDL_EARLY=1 specializations (kiln_rt_kernels_set_pdl_early), where programmatic
- * dependent launch runs (sm_90+, $KILN_PDL not 0) */
-kiln_status kiln_gpu_prepare(kiln_gpu *g, const kiln_jit_model *m, bool early);
+kiln_status kiln_gpu_prepare(kiln_gpu *g, const kiln_jit_model *m);
 /* gemm_sk's timing records (for bench_kernels gemm_sk_prof): with buf set,
  * each gemm_sk launch of at most max_blocks blocks has thread 0 of every
  * block write KILN_SKGEMM_PROF_N u64 at buf[block * KILN_SKGEMM_PROF_N]

@@ -202,6 +202,8 @@ static void record_spec(const char *name, const char *defines) {
     fclose(f);
 }
 
+bool kiln_rt_kernels_pdl(const kiln_rt_kernels *k) { return pdl_allowed(k); }
+
 bool kiln_rt_kernels_set_pdl_early(kiln_rt_kernels *k, bool on) {
     pthread_mutex_lock(&k->mu);
     bool was = k->pdl_early;

@@ -470,6 +470,12 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
     KILN_TRY(add_spec(l, "sample", "%s", ""));
     KILN_TRY(add_spec(l, "sample_argmax", "CL=%d", 8)); /* KILN_SAMPLE_CLUSTER_AUTO: 8 or 4 blocks by rows */
     KILN_TRY(add_spec(l, "sample_argmax", "CL=%d", 4));
+    if (m->pdl_early)
+        for (int i = 0, n = l->n; i < n; i++) {
+            KILN_TRY(add_spec(l, l->specs[i].name, "%s PDL_EARLY=1", l->defines[i]));
+            KILN_CHECK(strlen(l->defines[l->n - 1]) == strlen(l->defines[i]) + 12, KILN_ERR_INTERNAL,
+                       "kernel %s: defines too long", l->specs[i].name);
+        }
 fail:
     return st;
 }

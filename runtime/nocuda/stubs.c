@@ -83,6 +83,7 @@ kiln_status kiln_rt_all_reduce_sum(kiln_rt_comm *c, kiln_devptr b, size_t n, kil
 kiln_status kiln_rt_all_gather(kiln_rt_comm *c, kiln_devptr a, kiln_devptr b, size_t n, kiln_dtype d, kiln_rt_stream *s) { (void)c; (void)a; (void)b; (void)n; (void)d; (void)s; return NOGPU(); }
 bool kiln_rt_kernels_was_used(kiln_rt_kernels *k, const char *n) { (void)k; (void)n; return false; }
 bool kiln_rt_kernels_set_pdl_early(kiln_rt_kernels *k, bool on) { (void)k; (void)on; return false; }
+bool kiln_rt_kernels_pdl(const kiln_rt_kernels *k) { (void)k; return false; }
 kiln_status kiln_rt_p2p_create(kiln_rt_device *d, kiln_rt_kernels *k, int n, int r, size_t m, int push, kiln_rt_p2p **o) { (void)d; (void)k; (void)n; (void)r; (void)m; (void)push; (void)o; return NOGPU(); }
 void kiln_rt_p2p_destroy(kiln_rt_p2p *p) { (void)p; }
 void kiln_rt_p2p_handle(const kiln_rt_p2p *p, uint8_t out[KILN_RT_P2P_HANDLE_BYTES]) { (void)p; memset(out, 0, KILN_RT_P2P_HANDLE_BYTES); }
