@@ -65,6 +65,13 @@ static_assert(KSPLIT == 1 || KSPLIT == 2 || KSPLIT == 4, "KSPLIT: 1, 2 or 4");
 #define AR 0
 #endif
 
+// This warp's K vectors [ib, ie) when KSPLIT warps share a row (pair): warp %
+// KSPLIT's share of whole 128-byte sectors; a warp not live takes none
+__device__ __forceinline__ void ksplit_range(int K, int warp, bool live, int &ib, int &ie) {
+    const int nv = K / vec16<act_t>::N, nvs = (nv + 8 * KSPLIT - 1) / (8 * KSPLIT) * 8; // vectors per row, per warp
+    ib = min(nv, warp % KSPLIT * nvs), ie = live ? min(nv, ib + nvs) : ib;
+}
+
 // The dot products of this warp's W rows (row r: n0 + r * nrow_step; rows
 // past N read as zeros) with the M rows of x over the vectors [ib, ie) of K,
 // lane-strided, into acc (per lane; the caller reduces across the warp).
@@ -132,8 +139,8 @@ kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const a
     // every thread reaches the block barrier of the epilogue: a warp past the
     // end (the whole group is) takes no vectors
     const bool live = n0 < (GLU ? N / 2 : N);
-    const int nv = K / V::N, nvs = (nv + 8 * KSPLIT - 1) / (8 * KSPLIT) * 8; // vectors per row, per warp
-    const int ib = min(nv, warp % KSPLIT * nvs), ie = live ? min(nv, ib + nvs) : ib;
+    int ib, ie;
+    ksplit_range(K, warp, live, ib, ie);
 #endif
     float acc[ROWS][MAXM];
     gemv_rows(acc, x, w, M, N, K, n0, nrow_step, ib, ie, lane);
@@ -276,8 +283,8 @@ kiln_gemv_rope(act_t *__restrict__ out, const act_t *__restrict__ x, const act_t
     if (!live) return; // whole warps; no block barrier below
     const int ib = 0, ie = K / V::N;
 #else
-    const int nv = K / V::N, nvs = (nv + 8 * KSPLIT - 1) / (8 * KSPLIT) * 8;
-    const int ib = min(nv, warp % KSPLIT * nvs), ie = live ? min(nv, ib + nvs) : ib;
+    int ib, ie;
+    ksplit_range(K, warp, live, ib, ie);
 #endif
     float acc[ROWS][MAXM];
     gemv_rows(acc, x, w, 1, live ? N : 0, K, n0, half, ib, ie, lane);
@@ -301,8 +308,8 @@ kiln_gemv_rope(act_t *__restrict__ out, const act_t *__restrict__ x, const act_t
     const int h = j / half, d = j - h * half, n = h * HD + d + (grp / NPB) * half;
     const bool live = j < N / 2;
     // every thread reaches the block barrier below: a group past the end takes no vectors
-    const int nv = K / V::N, nvs = (nv + 8 * KSPLIT - 1) / (8 * KSPLIT) * 8;
-    const int ib = min(nv, warp % KSPLIT * nvs), ie = live ? min(nv, ib + nvs) : ib;
+    int ib, ie;
+    ksplit_range(K, warp, live, ib, ie);
     float acc[ROWS][MAXM];
     gemv_rows(acc, x, w, 1, live ? N : 0, K, n, 0, ib, ie, lane);
     const float gs = warp_sum(acc[0][0]);
@@ -352,8 +359,8 @@ kiln_gemv_ar_norm(act_t *__restrict__ io, const act_t *__restrict__ x, const act
 #if KSPLIT == 1
     const int ib = 0, ie = live ? K / V::N : 0;
 #else
-    const int nv = K / V::N, nvs = (nv + 8 * KSPLIT - 1) / (8 * KSPLIT) * 8;
-    const int ib = min(nv, warp % KSPLIT * nvs), ie = live ? min(nv, ib + nvs) : ib;
+    int ib, ie;
+    ksplit_range(K, warp, live, ib, ie);
 #endif
     float acc[ROWS][MAXM];
     gemv_rows(acc, x, w, 1, live ? N : 0, K, n0, 1, ib, ie, lane); // waits for the predecessor (PDL)
