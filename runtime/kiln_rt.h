@@ -251,7 +251,7 @@ typedef struct kiln_jit_kernel_def {
  * 3.072 ms a step against 2.771 / 2.768 for the GEMV + the fused push
  * all-reduce kernel (its results are right: test_gpu_tp). */
 #define KILN_GEMV_AR_DEFAULT 0
-/* its tiling ($KILN_GEMV_ROPE_UNROLL 2|4|8, $KILN_GEMV_ROPE_KSPLIT 1|2). KSPLIT
+/* its tiling ($KILN_GEMV_ROPE_UNROLL 2|4|8, $KILN_GEMV_ROPE_KSPLIT 1|2|4). KSPLIT
  * by default: 1 where N / 16 blocks give every SM two, else 2 (engine/cuda/
  * ops_gpu.c; H200 -b 1, 2026-11-30, remote.sh s33: UNROLL x KSPLIT 2 x 1 246.1,
  * 4 x 1 244.6, 8 x 1 233.3, 2 x 2 242.2, 4 x 2 241.0, 8 x 2 238.4 tok/s).

@@ -131,8 +131,9 @@ typedef struct kiln_gpu_params {
  * kiln_attn_reduce launch a layer ($KILN_DECODE_FUSED_REDUCE=1). Off: kiln bench on the H200 (2026-11-30,
  * same call) -b 1 236.6 tok/s against 245.4 (the last block's combination, a thread an element looping
  * over the partitions, outlasted the reduce launch), -b 32 at --max-model-len 8192 5887 against 5844
- * (+0.7%). The combination is now warp-parallel (kernel_src/attn_decode.cu combine_group): not yet
- * measured */
+ * (+0.7%). With the combination warp-parallel (kernel_src/attn_decode.cu combine_group; 2026-11-30,
+ * remote.sh s38 / s39 / s44): bench_kernels b1 ctx32768 41.1 against 44.8 us, but -b 1 243.8 against 245.9
+ * (249.7 against 251.1 with the early PDL trigger), -b 32 -1.5 / -2.7% with =2 (from 2 sequences) */
 #define KILN_DECODE_FUSED_REDUCE_DEFAULT 0
 #define KILN_ATTN_COUNTERS 65536
 /* decode attention over a 16-bit cache takes 2 warps a block (when the grid exceeds a wave of 4-warp
@@ -173,7 +174,7 @@ int kiln_gpu_set_decode_warps(kiln_gpu *g, int n);
 /* Tests: split decode attention combines its partitions in the kernel's last block of each (sequence, KV
  * group) instead of a kiln_attn_reduce launch (1) or not (0); returns the previous setting. */
 int kiln_gpu_set_decode_fused_reduce(kiln_gpu *g, int on);
-/* Tests: the warps a row pair of the batch-1 qkv GEMV with rope (1|2; 0: by the grid); returns the previous value. */
+/* Tests: the warps a row (pair) of the batch-1 qkv GEMV with rope (1|2|4; 0: by the grid); returns the previous value. */
 int kiln_gpu_set_gemv_rope_ksplit(kiln_gpu *g, int ks);
 /* the rope GEMV's rows a warp (1 or 2; else the default, KILN_GEMV_ROPE_ROWS); returns the previous */
 int kiln_gpu_set_gemv_rope_rows(kiln_gpu *g, int rows);
