@@ -457,15 +457,15 @@ static void small_m_rows(gemm_ctx *g, int sets, double wbytes, const char *shape
 }
 
 /* sk_only (`bench_kernels gemm_sk`): cuBLASLt at M <= 64 and the cluster
- * split-K GEMM's rows, nothing else; quick (`gemm_sk_quick`): of those, qkv,
- * o and down at M = 16 and 32 in four tilings */
+ * split-K GEMM's rows, nothing else; quick (`gemm_sk_quick`): of those, the
+ * four projections at M = 16 and 32, gemm_sk's default beside its
+ * warpgroup-MMA kernel (gemm_sk_wg, sm_90) in four tilings */
 static bool sk_quick;
 static void bench_gemm(bool sk_only) {
     static const struct { const char *name; int N, K; } shapes[] = {
         {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
     int Ms[] = {1, 8, 16, 32, 64, 4096};
     for (size_t si = 0; si < 4; si++) {
-        if (sk_quick && !strcmp(shapes[si].name, "gate_up")) continue;
         gemm_ctx g;
         memset(&g, 0, sizeof g);
         g.N = shapes[si].N;
@@ -490,20 +490,22 @@ static void bench_gemm(bool sk_only) {
         }
         /* the cluster split-K GEMM (kernel_src/gemm_sk.cu) at M 8..64, beside
          * cuBLASLt: its default and one knob changed at a time */
-        typedef struct { const char *name; int warps, rt, stages, split; } sk_tiling;
+        typedef struct { const char *name; int warps, rt, stages, split, wg; } sk_tiling;
         static const sk_tiling sk[] = {
-            {"default", 0, 0, 0, 0}, {"split 1", 0, 0, 0, 1},  {"split 2", 0, 0, 0, 2},
-            {"split 4", 0, 0, 0, 4}, {"split 8", 0, 0, 0, 8},  {"stages 3", 0, 0, 3, 0},
-            {"stages 6", 0, 0, 6, 0}, {"warps 8 rt 1", 8, 1, 0, 0}, {"rt 4", 0, 4, 0, 0}};
-        static const sk_tiling skq[] = {
-            {"default", 0, 0, 0, 0}, {"stages 4", 0, 0, 4, 0}, {"split 4", 0, 0, 0, 4}, {"stages 4 split 4", 0, 0, 4, 4}};
+            {"default", 0, 0, 0, 0, -1}, {"split 1", 0, 0, 0, 1, -1},  {"split 2", 0, 0, 0, 2, -1},
+            {"split 4", 0, 0, 0, 4, -1}, {"split 8", 0, 0, 0, 8, -1},  {"stages 3", 0, 0, 3, 0, -1},
+            {"stages 6", 0, 0, 6, 0, -1}, {"warps 8 rt 1", 8, 1, 0, 0, -1}, {"rt 4", 0, 4, 0, 0, -1},
+            {"wgmma", 0, 0, 0, 0, 1}, {"wgmma stages 4", 0, 0, 4, 0, 1}, {"wgmma rt 4", 0, 4, 0, 0, 1}};
+        static const sk_tiling skq[] = {{"default", 0, 0, 0, 0, -1},      {"wgmma", 0, 0, 0, 0, 1},
+                                        {"wgmma stages 4", 0, 0, 4, 0, 1}, {"wgmma stages 6", 0, 0, 6, 0, 1},
+                                        {"wgmma rt 4", 0, 4, 0, 0, 1}};
         const sk_tiling *tab = sk_quick ? skq : sk;
         const size_t n_tab = sk_quick ? KILN_ARRAY_LEN(skq) : KILN_ARRAY_LEN(sk);
         for (size_t ti = 0; ti < n_tab; ti++) {
             kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = -1,
                                   .skgemm_max_m = 64, .skgemm_max_weight_mb = -1, .skgemm_warps = tab[ti].warps,
                                   .skgemm_tiles = tab[ti].rt, .skgemm_stages = tab[ti].stages,
-                                  .skgemm_split = tab[ti].split};
+                                  .skgemm_split = tab[ti].split, .skgemm_wg = tab[ti].wg};
             char name[64];
             snprintf(name, sizeof name, "gemm_sk %s (weight bytes)", tab[ti].name);
             small_m_rows(&g, sets, (double)wbytes, shapes[si].name, &gp, name, sk_quick);

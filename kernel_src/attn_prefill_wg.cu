@@ -89,6 +89,7 @@
 #endif
 
 #if WG_OK
+#include "wgmma.cuh"
 #define WG_BM 128
 #define WG_BN 128
 #define WG_TT (WG_BM / GROUP)
@@ -104,15 +105,6 @@
 // Byte offset of 16-byte chunk c of row r in a swizzled tile of R rows.
 KILN_DEV u32 wg_sw(int R, int r, int c) { return (u32)((((c >> 3) * R + r) << 7) + (((c & 7) ^ (r & 7)) << 4)); }
 
-// Matrix descriptor of a K-major SWIZZLE_128B operand whose 8-row groups are
-// 1024 bytes apart (start address >> 4 in bits 0-13, leading byte offset
-// unused (1), stride byte offset 1024 >> 4 in bits 32-45, layout 1 in bits
-// 62-63). The k-step s of 16 elements inside an atom starts 32 s bytes on.
-KILN_DEV u64 wg_desc(u32 saddr) { return (u64)((saddr & 0x3FFFFu) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62); }
-
-KILN_DEV void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-KILN_DEV void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N> KILN_DEV void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory"); }
 // keep a register's reads and writes on this side of the asm next to it (an
 // accumulator or A fragment of an asynchronous MMA)
 KILN_DEV void wg_keep(float &x) { asm volatile("" : "+f"(x)::"memory"); }
@@ -127,8 +119,6 @@ template <int N> KILN_DEV void wg_keep(u32 (&x)[N][4]) {
 #pragma unroll
         for (int k = 0; k < 4; k++) wg_keep(x[i][k]);
 }
-// cp.async (generic proxy) writes -> wgmma (async proxy) reads
-KILN_DEV void wg_fence_proxy() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
 // The accumulator operands of a wgmma: the register list of its asm string
 // and the "+f" operands of the d fragment (32 or 64 floats a thread)

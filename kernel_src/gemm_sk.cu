@@ -63,6 +63,22 @@
 // ldo; prof: NULL, or a timing record a block (SK_PROF_N u64, below).
 // Grid: (ceil(N / BN), CL) blocks of WARPS * 32 threads (GLU: ceil(I / (BN /
 // 2))), dynamic shared memory SMEM_BYTES (host: engine/cuda/ops_gpu.c sk_gemm).
+//
+// SK_WG=1 (kernel_src/gemm_sk_wg.cu, compiled for sm_90a; $KILN_SKGEMM_WG):
+// the same ring, tiling, epilogues and results' layout, multiplied by
+// Hopper's warpgroup MMA instead of ldmatrix + mma.sync: one warpgroup
+// (WARPS 4), for each stage and tile r one wgmma.mma_async m64nMAXMk16 per
+// k16 step with W (A, 64 rows) and x (B, MAXM rows) read straight from the
+// swizzled ring through SWIZZLE_128B descriptors, so no fragment passes
+// through registers. wgmma gives warp w of the warpgroup rows 16 w .. 16 w +
+// 15 of each 64-row tile, so W row 16 (w RT + r) + i (the row mma.sync's
+// warp w holds in tile r) is stored at ring row 64 r + 16 w + i: a thread's
+// accumulators then mean what they mean above and every epilogue is shared.
+// Each thread's cp.async writes pass fence.proxy.async before the stage's
+// barrier (wgmma reads through the async proxy); a stage's MMAs are waited
+// for (wgmma.wait_group 0) before the next barrier frees its slot. The ring
+// starts on a 1024-byte boundary (the swizzle atom): the host asks SMEM_BYTES
+// + 1024. On any other target the kernel traps (the host never launches it).
 #if defined(ROPE) && ROPE // kiln_gemm_sk_rope's fixed shape (above): one head a block
 #define GLU 0
 #define RT (HD / (16 * WARPS))
@@ -90,6 +106,14 @@
 #ifndef ROPE
 #define ROPE 0
 #endif
+#ifndef SK_WG
+#define SK_WG 0
+#endif
+#if SK_WG && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define SK_WGMMA 1 // the warpgroup MMA path (sm_90a)
+#else
+#define SK_WGMMA 0
+#endif
 #define THREADS (WARPS * 32)
 #define NT (MAXM / 8)
 #define BN (WARPS * RT * 16)
@@ -109,6 +133,7 @@ static_assert(STAGES >= 2 && STAGES <= 8, "STAGES: 2..8");
 static_assert(CL >= 1 && CL <= 8, "CL: 1..8 (a portable cluster)");
 static_assert((BN * 8) % THREADS == 0, "W copies divide among the threads");
 static_assert(!GLU || RT == 2, "GLU: a warp's tile 0 is 16 gate rows, its tile 1 the matching up rows");
+static_assert(!SK_WG || WARPS == 4, "SK_WG: one warpgroup a block");
 #if ROPE
 typedef KV kv_t;
 static_assert(sizeof(kv_t) == sizeof(act_t) && sizeof(out_t) == sizeof(act_t), "ROPE: act out, a cache of act");
@@ -138,6 +163,52 @@ KILN_DEV float cluster_ld(u32 a) {
     asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a));
     return v;
 }
+#endif
+
+#if SK_WGMMA
+#include "wgmma.cuh"
+// d (m64 x MAXM, f32, a warpgroup's fragment) += A B^T, A (64 W rows x k16)
+// and B (MAXM x rows x k16) K-major in shared memory (descriptors da, db)
+#define SKW_R4 "%0, %1, %2, %3"
+#define SKW_R8 SKW_R4 ", %4, %5, %6, %7"
+#define SKW_R16 SKW_R8 ", %8, %9, %10, %11, %12, %13, %14, %15"
+#define SKW_R32 SKW_R16 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define SKW_D4(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+#define SKW_D8(d) SKW_D4(d), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+#define SKW_D16(d)                                                                                                 \
+    SKW_D8(d), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+#define SKW_D32(d)                                                                                                 \
+    SKW_D16(d), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),          \
+        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),    \
+        "+f"(d[31])
+#define SKW_DEF(NN, NR, IA, IB, IP)                                                                                \
+    KILN_DEV void skw_mma_n##NN(float(&d)[NR], u64 da, u64 db) {                                                   \
+        if (mma_kind<act_t>::f16)                                                                                  \
+            asm volatile("{ .reg .pred p; setp.ne.b32 p, %" IP ", 0;\n"                                            \
+                         "wgmma.mma_async.sync.aligned.m64n" #NN "k16.f32.f16.f16 {" SKW_R##NR "}, %" IA ", %" IB  \
+                         ", p, 1, 1, 0, 0; }\n"                                                                    \
+                         : SKW_D##NR(d)                                                                            \
+                         : "l"(da), "l"(db), "n"(1));                                                              \
+        else                                                                                                       \
+            asm volatile("{ .reg .pred p; setp.ne.b32 p, %" IP ", 0;\n"                                            \
+                         "wgmma.mma_async.sync.aligned.m64n" #NN "k16.f32.bf16.bf16 {" SKW_R##NR "}, %" IA ", %"   \
+                         IB ", p, 1, 1, 0, 0; }\n"                                                                 \
+                         : SKW_D##NR(d)                                                                            \
+                         : "l"(da), "l"(db), "n"(1));                                                              \
+    }
+SKW_DEF(8, 4, "4", "5", "6")
+SKW_DEF(16, 8, "8", "9", "10")
+SKW_DEF(32, 16, "16", "17", "18")
+SKW_DEF(64, 32, "32", "33", "34")
+#if MAXM == 8
+#define SKW_MMA skw_mma_n8
+#elif MAXM == 16
+#define SKW_MMA skw_mma_n16
+#elif MAXM == 32
+#define SKW_MMA skw_mma_n32
+#else
+#define SKW_MMA skw_mma_n64
+#endif
 #endif
 
 // GLU's output: g and u (+ bias) rounded to act as the plain GEMM stores
@@ -203,7 +274,15 @@ kiln_gemm_sk
              kv_t *__restrict__ kc, kv_t *__restrict__ vc, const int *__restrict__ slots, int bs
 #endif
              ) {
+#if SK_WG && !SK_WGMMA
+    __trap(); // wgmma needs sm_90a: the host launches SK_WG only there
+#else
+#if SK_WG
+    extern __shared__ __align__(128) unsigned char smem_dyn[];
+    unsigned char *const smem = smem_dyn + ((0u - smem_addr(smem_dyn)) & 1023u); // the ring on a swizzle atom
+#else
     extern __shared__ __align__(128) unsigned char smem[];
+#endif
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int n_blk = blockIdx.x * (GLU ? BN / 2 : BN); // first W row (GLU: first row pair) of the block
     const int nchunks = (K + 63) >> 6;
@@ -218,13 +297,20 @@ kiln_gemm_sk
     u64 *pr = prof && tid == 0 ? prof + ((size_t)blockIdx.y * gridDim.x + blockIdx.x) * SK_PROF_N : nullptr;
     if (pr) pr[0] = sk_gtime(), pr[2] = clock64();
 
-    // this thread's W segments: idx = tid + THREADS * i, row idx / 8, segment idx % 8
+    // this thread's W segments: idx = tid + THREADS * i, ring row idx / 8,
+    // segment idx % 8; row: the block's W row it holds (SK_WG: ring row 64 r
+    // + 16 w + i holds row 16 (w RT + r) + i, see above)
     auto load_w = [&](int i, int slot) {
         const int k0 = (c_lo + i) * 64;
         const u32 dst = sbase + slot * STAGE_BYTES;
 #pragma unroll
         for (int q = 0; q < BN * 8 / THREADS; q++) {
-            const int idx = tid + q * THREADS, row = idx >> 3, seg = idx & 7;
+            const int idx = tid + q * THREADS, seg = idx & 7;
+#if SK_WG
+            const int ring = idx >> 3, row = 16 * (((ring >> 4) & 3) * RT + (ring >> 6)) + (ring & 15);
+#else
+            const int row = idx >> 3, ring = row;
+#endif
 #if GLU
             // smem row (warp w, tile r, i) = 32 w + 16 r + i: pair n_blk + 16 w + i, gate or up
             const int pair = n_blk + 16 * (row >> 5) + (row & 15), n = ((row >> 4) & 1) * (N / 2) + pair;
@@ -234,7 +320,7 @@ kiln_gemm_sk
             const int n = n_blk + row, k = k0 + seg * 8;
             const bool ok = n < N && k < K;
 #endif
-            cp_async16_u32(dst + row * 128 + ((seg ^ (row & 7)) << 4), ok ? w + (size_t)n * K + k : w, ok ? 16 : 0);
+            cp_async16_u32(dst + ring * 128 + ((seg ^ (ring & 7)) << 4), ok ? w + (size_t)n * K + k : w, ok ? 16 : 0);
         }
     };
     auto load_x = [&](int i, int slot) {
@@ -270,12 +356,24 @@ kiln_gemm_sk
     // ldmatrix lane addresses inside a stage (before the slot and k16 offsets):
     // A: tile row lane % 16, segment 2 kk + lane / 16; B (x4, n tiles 2jp and
     // 2jp + 1): row 8 (2jp + q / 2) + lane % 8, segment 2 kk + q % 2 (q = lane / 8)
+#if !SK_WG
     const int a_row0 = warp * RT * 16 + (lane & 15), a_seg = lane >> 4;
     const int b_q = lane >> 3, b_seg = b_q & 1;
+#endif
 
+#if SK_WG
+    float accw[RT][NT * 4]; // tile r's wgmma fragment: accw[r][4 j + e] is acc[r][j][e]
+#pragma unroll
+    for (int r = 0; r < RT; r++)
+#pragma unroll
+        for (int e = 0; e < NT * 4; e++) accw[r][e] = 0.0f;
+#endif
     int slot = 0, fill = STAGES - 1;
     for (int i = 0; i < nst; i++) {
         cp_async_wait<STAGES - 2>();
+#if SK_WG
+        wg_fence_proxy(); // this thread's cp.async writes -> the warpgroup's wgmma reads
+#endif
         __syncthreads(); // stage i landed for everyone; slot `fill` (stage i - 1) is free
         if (pr && i == 0) pr[4] = clock64();
         if (i + STAGES - 1 < nst) {
@@ -286,6 +384,16 @@ kiln_gemm_sk
         fill = fill == STAGES - 1 ? 0 : fill + 1;
 
         const u32 ws = sbase + slot * STAGE_BYTES, xs = ws + WBYTES;
+#if SK_WG
+        // tile r: ring rows 64 r .., 8-row groups 1024 bytes apart; k16 step kk 32 bytes on
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+            for (int r = 0; r < RT; r++) SKW_MMA(accw[r], wg_desc(ws + (u32)(r * 64 * 128 + kk * 32)), wg_desc(xs + (u32)(kk * 32)));
+        wg_commit();
+        wg_wait<0>(); // before the next barrier frees this slot
+#else
         // KG k16 steps at a time: every fragment first, then the MMAs (the
         // ldmatrix latency is paid once a group and the MMAs issue back to
         // back, consecutive ones on different accumulators)
@@ -330,8 +438,17 @@ kiln_gemm_sk
                     }
                 }
         }
+#endif
         slot = slot == STAGES - 1 ? 0 : slot + 1;
     }
+#if SK_WG
+#pragma unroll
+    for (int r = 0; r < RT; r++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[r][j][e] = accw[r][4 * j + e];
+#endif
     pdl_launch();
     if (pr) pr[5] = clock64();
 
@@ -480,4 +597,5 @@ kiln_gemm_sk
         asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
         pr[1] = sk_gtime(), pr[7] = sm, pr[8] = (u64)nst, pr[9] = blockIdx.y;
     }
+#endif // SK_WG && !SK_WGMMA
 }

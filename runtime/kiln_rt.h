@@ -312,6 +312,8 @@ typedef struct kiln_jit_kernel_def {
  * 6011 against 6009 / 5978 (no gain at 32 rows: left to cuBLASLt) */
 #define KILN_SKGEMM_ROPE_DEFAULT 16
 #define KILN_SKGEMM_WARPS_DEFAULT 4
+/* gemm_sk on the warpgroup MMA (kernel_src/gemm_sk_wg.cu, sm_90; $KILN_SKGEMM_WG): off until measured */
+#define KILN_SKGEMM_WG_DEFAULT 0
 #define KILN_SKGEMM_TILES_DEFAULT(maxm) 2
 #define KILN_SKGEMM_STAGES_DEFAULT(maxm) ((maxm) >= 32 ? 3 : 4)
 /* gemm_sk's launch shape for an N x K weight at MAXM bucket maxm: stages (the

@@ -665,6 +665,28 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s46; then # thirteenth session: gemm_sk on Hopper's warpgroup MMA (gemm_sk_wg, $KILN_SKGEMM_WG)
+  export CUDA_VISIBLE_DEVICES=0
+  gt ops_wg 240 "FAIL|passed" -- test_gpu_ops gemm_sk
+  timeout 150 "$here/bin/bench_kernels" gemm_sk_quick > /tmp/bq.log 2>&1
+  grep -E "ceilings|gemm" /tmp/bq.log | sed -E "s/ +/ /g; s/ \(weight bytes\)//; s/ of copy target.*//" | cut -c1-100
+  cp /tmp/bq.log "$out/bench_gemm_sk_quick.log"
+  wga="KILN_SKGEMM_MAX_WEIGHT_MB=-1 KILN_SKGEMM_MAX_WEIGHT_MB_M32=-1 KILN_SKGEMM_ROPE=32"
+  for r in 1 2; do
+    kb "b32-def$r" -- -b 32 -s 128 -o 256 --iters 2
+    kb "b32-wg$r" KILN_SKGEMM_WG=1 -- -b 32 -s 128 -o 256 --iters 2
+  done
+  kb b32-wg-qkv KILN_SKGEMM_WG=1 KILN_SKGEMM_MAX_WEIGHT_MB_M32=-1 -- -b 32 -s 128 -o 256 --iters 2
+  kb b32-wg-rope KILN_SKGEMM_WG=1 KILN_SKGEMM_ROPE=32 -- -b 32 -s 128 -o 256 --iters 2
+  kb b32-wg-all KILN_SKGEMM_WG=1 $wga -- -b 32 -s 128 -o 256 --iters 2
+  kb b32-wg-all-silu KILN_SKGEMM_WG=1 $wga KILN_SKGEMM_SILU=1 -- -b 32 -s 128 -o 256 --iters 2
+  kb b16-def -- -b 16 -s 128 -o 256 --iters 2
+  kb b16-wg KILN_SKGEMM_WG=1 -- -b 16 -s 128 -o 256 --iters 2
+  kb b16-wg-all KILN_SKGEMM_WG=1 $wga -- -b 16 -s 128 -o 256 --iters 2
+  kb b8-def -- -b 8 -s 128 -o 256 --iters 2
+  kb b8-wg KILN_SKGEMM_WG=1 -- -b 8 -s 128 -o 256 --iters 2
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s44; then # twelfth session: the fused decode split with the early trigger (-b 1, -b 8)
   export CUDA_VISIBLE_DEVICES=0
   for r in 1 2; do

@@ -1483,6 +1483,13 @@ KT_TEST(test_gemv_rope) {
 }
 
 static bool sk_rope_tested; /* test_gemm_sk_rope runs gemm_sk_rope on its own kiln_gpu's */
+static bool sk_rope_wg_tested; /* ... and gemm_sk_rope_wg (sm_90) */
+
+/* the device runs the sm_90a kernels (compute capability 9.0) */
+static bool sm90_device(void) {
+    const kiln_rt_device_info *di = kiln_rt_device_get_info(dev);
+    return di->cc_major == 9 && di->cc_minor == 0;
+}
 
 /* The qkv GEMM of M = 2..32 rows with rope and the KV-cache write through
  * gemm_sk's ROPE epilogue (kiln_gpu_gemm_rope_kv_m with skgemm_rope on)
@@ -1492,16 +1499,19 @@ static bool sk_rope_tested; /* test_gemm_sk_rope runs gemm_sk_rope on its own ki
  * head dim 128, GQA (32, 8) and MHA (8, 8), K one chunk multiple and not
  * (4104), bias on / off, positions 0 / 1000 / others (mscale 1 and 1.25),
  * skipped rows (slot -1); splits 1, 3 and automatic with 4 warps a block,
- * 2 with 8 (RT 1). The output has a poisoned row past M and every cache
+ * 2 with 8 (RT 1); on sm_90 also the warpgroup-MMA kernel (gemm_sk_rope_wg)
+ * at splits 1, 3 and automatic. The output has a poisoned row past M and every cache
  * element of a slot no row writes must keep its bytes (no stray writes). */
 KT_TEST(test_gemm_sk_rope) {
     NEED_GPU();
-    static const struct { int warps, split; } cf[] = {{4, 1}, {4, 3}, {8, 2}, {0, 0}};
-    enum { NCF = 4, MAXR = 32, BS = 16, NB = 4 };
+    static const struct { int warps, split, wg; } cf[] = {{4, 1, -1}, {4, 3, -1}, {8, 2, -1}, {0, 0, -1},
+                                                          {4, 1, 1},  {4, 3, 1},  {4, 0, 1}};
+    enum { NCF = 7, MAXR = 32, BS = 16, NB = 4 };
     kiln_gpu *gs[NCF] = {0};
     for (int c = 0; c < NCF; c++) {
         kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1,
-                              .skgemm_max_m = 32, .skgemm_warps = cf[c].warps, .skgemm_split = cf[c].split};
+                              .skgemm_max_m = 32, .skgemm_warps = cf[c].warps, .skgemm_split = cf[c].split,
+                              .skgemm_wg = cf[c].wg};
         KT_OK(kiln_gpu_create(dev, &gp, &gs[c]));
         kiln_gpu_set_skgemm_rope(gs[c], 1);
     }
@@ -1554,8 +1564,8 @@ KT_TEST(test_gemm_sk_rope) {
                     float *a1 = malloc(sizeof(float) * ne * 4), *b1 = a1 + ne, *a2 = b1 + ne, *b2 = a2 + ne;
                     for (int c = 0; c < NCF; c++) {
                         char what[160];
-                        snprintf(what, sizeof what, "gemm_sk+rope %s M=%d nq=%d nkv=%d K=%d bias=%d warps %d split %d",
-                                 kiln_dtype_name(dt), M, nq, nkv, K, bias, cf[c].warps, cf[c].split);
+                        snprintf(what, sizeof what, "gemm_sk+rope %s M=%d nq=%d nkv=%d K=%d bias=%d warps %d split %d wg %d",
+                                 kiln_dtype_name(dt), M, nq, nkv, K, bias, cf[c].warps, cf[c].split, cf[c].wg);
                         KT_REQUIRE(kiln_gpu_gemm_rope_kv_ok(gs[c], dt, M, N, K, nq, &grp, &l));
                         kiln_devptr dkc = dupload(kc0, cbytes), dvc = dupload(vc0, cbytes),
                                     dout = dmalloc((size_t)(M + 1) * N * 2); /* a poisoned row past M */
@@ -1606,12 +1616,19 @@ KT_TEST(test_gemm_sk_rope) {
         kiln_gpu_set_skgemm_rope(gs[0], 1);
         KT_CHECK(kiln_gpu_gemm_rope_kv_ok(gs[0], KILN_DTYPE_BF16, 8, N, 4096, 32, &grp, &l));
     }
-    sk_rope_tested = true;
+    sk_rope_tested = sk_rope_wg_tested = true;
     for (int c = 0; c < NCF; c++) {
-        sk_rope_tested = sk_rope_tested && kiln_rt_kernels_was_used(kiln_gpu_kernels(gs[c]), "gemm_sk_rope");
+        const bool wg = cf[c].wg > 0 && sm90_device();
+        const bool used = kiln_rt_kernels_was_used(kiln_gpu_kernels(gs[c]), wg ? "gemm_sk_rope_wg" : "gemm_sk_rope");
+        KT_CHECKF(used, "gemm_sk_rope%s did not run in configuration %d", wg ? "_wg" : "", c);
+        if (wg)
+            sk_rope_wg_tested = sk_rope_wg_tested && used;
+        else
+            sk_rope_tested = sk_rope_tested && used;
         kiln_gpu_destroy(gs[c]);
     }
     KT_CHECK(sk_rope_tested);
+    sk_rope_wg_tested = sk_rope_wg_tested && sm90_device();
     dfree(dinv), dfree(dp), dfree(ds);
     kiln_pool_destroy(pool);
 }
@@ -1750,43 +1767,63 @@ KT_TEST(test_gemm_tc) {
     kiln_pool_destroy(pool);
 }
 
-/* test_gemm_sk: the cluster split-K GEMM ran in every tiling */
-static bool sk_tested;
+/* test_gemm_sk: the cluster split-K GEMM ran in every tiling (and its warpgroup-MMA kernel, on sm_90) */
+static bool sk_tested, sk_wg_tested;
 
 /* the cluster split-K tensor-core GEMM (kernel_src/gemm_sk.cu) for M 2..64 on
  * kiln_gpu's with it enabled: small shapes (odd N, K not a multiple of the
  * 64-wide chunk, tiny K, K long enough for 8 slices) in five tilings (warps a
  * block, 16-row tiles a warp, stages, forced or automatic split-K up to a
  * cluster of 8), bf16 and fp16, act or fp32 out, bias, ldo > N, outputs
- * poisoned; then the four Llama-3-8B projections in the default tiling */
+ * poisoned; on sm_90 the warpgroup-MMA kernel (gemm_sk_wg) in four tilings
+ * too; then the four Llama-3-8B projections in the default tiling, with
+ * and (sm_90) without the warpgroup MMA */
 KT_TEST(test_gemm_sk) {
     NEED_GPU();
-    static const struct { int warps, rt, stages, split; } tl[] = {
-        {0, 0, 0, 0}, {8, 1, 6, 1}, {4, 4, 2, 3}, {4, 1, 3, 8}, {8, 2, 8, 2},
+    static const struct { int warps, rt, stages, split, wg; } tl[] = {
+        {0, 0, 0, 0, -1}, {8, 1, 6, 1, -1}, {4, 4, 2, 3, -1}, {4, 1, 3, 8, -1}, {8, 2, 8, 2, -1},
+        {0, 0, 0, 0, 1},  {4, 1, 3, 8, 1},  {4, 4, 2, 3, 1},  {4, 2, 6, 1, 1},
     };
+    const bool sm90 = sm90_device();
+    sk_wg_tested = sm90;
     static const int Ms[] = {2, 3, 8, 9, 16, 31, 32, 64};
     kiln_pool *pool = NULL;
     KT_OK(kiln_pool_create(8, &pool));
     for (size_t ti = 0; ti < KILN_ARRAY_LEN(tl); ti++) {
         kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1,
                               .skgemm_max_m = 64, .skgemm_max_weight_mb = -1, .skgemm_warps = tl[ti].warps, .skgemm_tiles = tl[ti].rt,
-                              .skgemm_stages = tl[ti].stages, .skgemm_split = tl[ti].split};
+                              .skgemm_stages = tl[ti].stages, .skgemm_split = tl[ti].split, .skgemm_wg = tl[ti].wg};
+        if (tl[ti].wg > 0 && !sm90) continue;
         kiln_gpu *tg = NULL;
         KT_OK(kiln_gpu_create(dev, &gp, &tg));
         char what[128];
-        snprintf(what, sizeof what, "gemm_sk warps %d rt %d stages %d split %d", tl[ti].warps, tl[ti].rt,
-                 tl[ti].stages, tl[ti].split);
+        snprintf(what, sizeof what, "gemm_sk warps %d rt %d stages %d split %d wg %d", tl[ti].warps, tl[ti].rt,
+                 tl[ti].stages, tl[ti].split, tl[ti].wg);
         static const int NK[][2] = {{200, 512}, {4104, 320}, {1001, 136}, {384, 72}, {24, 8}, {640, 2056}};
         gemm_small_sweep(tg, pool, NK, KILN_ARRAY_LEN(NK), Ms, KILN_ARRAY_LEN(Ms), ti == 0, what);
-        bool used = kiln_rt_kernels_was_used(kiln_gpu_kernels(tg), "gemm_sk");
-        KT_CHECKF(used, "gemm_sk did not run in %s", what);
-        sk_tested = ti == 0 ? used : sk_tested && used;
+        const char *kern = tl[ti].wg > 0 ? "gemm_sk_wg" : "gemm_sk";
+        bool used = kiln_rt_kernels_was_used(kiln_gpu_kernels(tg), kern);
+        KT_CHECKF(used, "%s did not run in %s", kern, what);
+        if (tl[ti].wg > 0)
+            sk_wg_tested = sk_wg_tested && used;
+        else
+            sk_tested = ti == 0 ? used : sk_tested && used;
         kiln_gpu_destroy(tg);
     }
     KT_CHECK(sk_tested);
+    KT_CHECK(sk_wg_tested || !sm90);
 
-    kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1, .skgemm_max_m = 64, .skgemm_max_weight_mb = -1};
     kiln_gpu *tg = NULL;
+    if (sm90) { /* the Llama-3-8B projections on the warpgroup MMA */
+        kiln_gpu_params gw = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1,
+                              .skgemm_max_m = 64, .skgemm_max_weight_mb = -1, .skgemm_wg = 1};
+        KT_OK(kiln_gpu_create(dev, &gw, &tg));
+        gemm_llama_shapes(tg, pool, Ms, KILN_ARRAY_LEN(Ms), "gemm_sk_wg ");
+        kiln_gpu_destroy(tg);
+        tg = NULL;
+    }
+    kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1, .skgemm_max_m = 64,
+                          .skgemm_max_weight_mb = -1, .skgemm_wg = -1};
     KT_OK(kiln_gpu_create(dev, &gp, &tg));
     gemm_llama_shapes(tg, pool, Ms, KILN_ARRAY_LEN(Ms), "gemm_sk ");
 
@@ -1841,17 +1878,20 @@ KT_TEST(test_gemm_sk) {
  * multiple of the chunk and of one chunk, bias, an output row stride */
 KT_TEST(test_silu_gemm_sk) {
     NEED_GPU();
-    static const int splits[] = {1, 3, 0};
-    for (int si = 0; si < 3; si++) {
+    static const struct { int split, wg; } cf[] = {{1, -1}, {3, -1}, {0, -1}, {3, 1}, {0, 1}}; /* wg: sm_90 */
+    for (size_t ci = 0; ci < KILN_ARRAY_LEN(cf); ci++) {
+        if (cf[ci].wg > 0 && !sm90_device()) continue;
         kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1,
                               .skgemm_max_m = 64, .skgemm_max_weight_mb = -1, .skgemm_silu = 1,
-                              .skgemm_split = splits[si]};
+                              .skgemm_split = cf[ci].split, .skgemm_wg = cf[ci].wg};
         kiln_gpu *gv = NULL;
         KT_OK(kiln_gpu_create(dev, &gp, &gv));
         static const int Ms[] = {2, 5, 8, 16, 31, 32};
         char what[64];
-        snprintf(what, sizeof what, "gemm_sk+silu split %d", splits[si]);
-        silu_gemm_sweep(gv, Ms, 6, splits[si] > 0, what); /* the same bits at a forced split */
+        snprintf(what, sizeof what, "gemm_sk+silu split %d wg %d", cf[ci].split, cf[ci].wg);
+        silu_gemm_sweep(gv, Ms, 6, cf[ci].split > 0, what); /* the same bits at a forced split */
+        if (cf[ci].wg > 0)
+            KT_CHECKF(kiln_rt_kernels_was_used(kiln_gpu_kernels(gv), "gemm_sk_wg"), "gemm_sk_wg did not run: %s", what);
         kiln_gpu_destroy(gv);
     }
 }
@@ -2043,6 +2083,8 @@ KT_TEST(test_every_kernel_tested) {
                       (!strcmp(reg[i].name, "gemv_ar_norm") && gemv_ar_tested) ||
                       (!strcmp(reg[i].name, "gemm_tc") && tc_tested) ||
                       (!strcmp(reg[i].name, "gemm_sk") && sk_tested) ||
+                      (!strcmp(reg[i].name, "gemm_sk_wg") && (sk_wg_tested || !sm90_device())) ||
+                      (!strcmp(reg[i].name, "gemm_sk_rope_wg") && (sk_rope_wg_tested || !sm90_device())) ||
                       (!strcmp(reg[i].name, "gemm_tc_reduce") && tc_reduce_tested) ||
                       (!strcmp(reg[i].name, "attn_prefill_wg2") && !wg_device), /* sm_90 only */
                   "registry kernel %s has no GPU test", reg[i].name);

@@ -370,6 +370,14 @@ KT_TEST(test_skgemm_plan) {
     KT_CHECK(kiln_skgemm_plan(132, 233472, 232448, 9, 6144, 4096, 32, 4, 2, 3, 0).split == 5);
     KT_CHECK(kiln_skgemm_plan(132, 233472, 232448, 9, 4096, 4096, 16, 4, 2, 4, 0).split == 8);
     KT_CHECK(kiln_skgemm_plan(132, 233472, 232448, 9, 28672, 4096, 8, 4, 2, 4, 0).split == 1);
+    /* the warpgroup-MMA gemm_sk compiles for sm_90a on sm_90 (a trapping body elsewhere), the plain one as asked */
+    KT_CHECK(!strcmp(kiln_jit_unit_arch("kernel_src/gemm_sk_wg.cu", "sm_90"), "sm_90a"));
+    KT_CHECK(!strcmp(kiln_jit_unit_arch("kernel_src/gemm_sk_wg.cu", "sm_80"), "sm_80"));
+    KT_CHECK(!strcmp(kiln_jit_unit_arch("kernel_src/gemm_sk.cu", "sm_90"), "sm_90"));
+    const kiln_jit_kernel_def *w = kiln_jit_find("gemm_sk_wg");
+    KT_REQUIRE(w);
+    KT_CHECK(kiln_jit_check_defines(w, "ACT=bf16 OUT=bf16 MAXM=32 WARPS=4 RT=2 STAGES=3 CL=4 GLU=0") == KILN_OK);
+    KT_CHECK(kiln_jit_check_defines(w, "ACT=bf16 OUT=bf16 MAXM=32 WARPS=8 RT=2 STAGES=3 CL=4 GLU=0") != KILN_OK);
 }
 
 KT_MAIN(KT_CASE(test_defines_validated), KT_CASE(test_skgemm_plan), KT_CASE(test_fp8_model_specs), KT_CASE(test_compile_error_names_file_and_line),

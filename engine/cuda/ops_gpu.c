@@ -25,6 +25,7 @@ struct kiln_gpu {
     int gemv_rope_unroll, gemv_rope_ksplit, gemv_rope_rows; /* the rope GEMV's tiling ($KILN_GEMV_ROPE_UNROLL / _KSPLIT / _ROWS) */
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int sk_max_m, sk_max_mb, sk_max_mb32, sk_warps, sk_rt, sk_stages, sk_split, sk_silu; /* gemm_sk knobs */
+    int sk_wg; /* gemm_sk on the warpgroup MMA (kernel_src/gemm_sk_wg.cu) on sm_90 ($KILN_SKGEMM_WG) */
     int sk_rope_stages; /* its stages when set ($KILN_SKGEMM_ROPE_STAGES, 2..8; 0: as the other gemm_sk launches) */
     int sk_rope; /* the qkv GEMM with rope + KV write through gemm_sk for 2 <= M <= sk_rope (<= 32; 0: never;
                     $KILN_SKGEMM_ROPE) */
@@ -111,6 +112,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->sk_split < 0 || g->sk_split > 8) g->sk_split = 0;
     g->sk_rope = sk_rope_rows(knob(0, "KILN_SKGEMM_ROPE", KILN_SKGEMM_ROPE_DEFAULT));
     g->sk_rope_stages = knob(0, "KILN_SKGEMM_ROPE_STAGES", 0);
+    g->sk_wg = knob(p ? p->skgemm_wg : 0, "KILN_SKGEMM_WG", KILN_SKGEMM_WG_DEFAULT) > 0;
     if (g->sk_rope_stages < 2 || g->sk_rope_stages > 8) g->sk_rope_stages = 0;
     g->elem_wide_min = knob(p ? p->elem_wide_min : 0, "KILN_ELEM_WIDE_MIN", KILN_ELEM_WIDE_MIN_DEFAULT);
     if (g->elem_wide_min < 0) g->elem_wide_min = 0;
@@ -441,8 +443,12 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     kiln_rt_func *f;
     const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
     const int maxm = mma_maxm(M);
+    /* the warpgroup MMA variant (sm_90 only, compiled for sm_90a): one warpgroup a block, its ring on a
+     * 1024-byte boundary (slack bytes more shared memory) */
+    const bool wg = g->sk_wg && di->cc_major == 9 && di->cc_minor == 0;
+    const int slack = wg ? 1024 : 0;
     /* GLU: 2 tiles a warp (gate, up); ROPE: BN = the head dim */
-    const int warps = g->sk_warps, rt = epi == SK_ROPE  ? ra->hd / (16 * warps)
+    const int warps = wg ? 4 : g->sk_warps, rt = epi == SK_ROPE  ? ra->hd / (16 * warps)
                                         : epi == SK_GLU ? 2
                                         : g->sk_rt      ? g->sk_rt
                                                         : KILN_SKGEMM_TILES_DEFAULT(maxm);
@@ -453,14 +459,14 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     for (int i = 0; i < g->n_sk_fit && !want; i++)
         if (g->sk_fit[i].N == N && g->sk_fit[i].K == K && g->sk_fit[i].maxm == maxm && g->sk_fit[i].epi == (int)epi)
             fit = want = g->sk_fit[i].split;
-    kiln_skgemm_shape p = kiln_skgemm_plan(di->n_sms, di->smem_per_sm, di->smem_per_block_optin, di->cc_major, N, K, maxm,
-                                           warps, rt, stages, want);
+    kiln_skgemm_shape p = kiln_skgemm_plan(di->n_sms, di->smem_per_sm - 2 * slack, di->smem_per_block_optin - slack,
+                                           di->cc_major, N, K, maxm, warps, rt, stages, want);
 #define SK_GET(pl)                                                                                                  \
     if (epi == SK_ROPE)                                                                                             \
-        KILN_TRY(get(g, "gemm_sk_rope", &f, "ACT=%s MAXM=%d WARPS=%d STAGES=%d CL=%d ROPE=1 HD=%d KV=%s", dt(in_dt),   \
+        KILN_TRY(get(g, wg ? "gemm_sk_rope_wg" : "gemm_sk_rope", &f, "ACT=%s MAXM=%d WARPS=%d STAGES=%d CL=%d ROPE=1 HD=%d KV=%s", dt(in_dt),   \
                      maxm, warps, (pl).stages, (pl).split, ra->hd, dt(in_dt)));                                      \
     else                                                                                                            \
-        KILN_TRY(get(g, "gemm_sk", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d GLU=%d", dt(in_dt),      \
+        KILN_TRY(get(g, wg ? "gemm_sk_wg" : "gemm_sk", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d GLU=%d", dt(in_dt),      \
                      dt(out_dt), maxm, warps, rt, (pl).stages, (pl).split, epi == SK_GLU))
     SK_GET(p);
     if (!want && p.split > 1) {
@@ -473,11 +479,11 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
             int n = 0;
             /* a failed query keeps the split (the launch reports real errors) */
             if (kiln_rt_func_max_clusters(f, (kiln_rt_dim3){(unsigned)p.tiles, (unsigned)p.split, 1},
-                                          (kiln_rt_dim3){(unsigned)(warps * 32), 1, 1}, (unsigned)p.smem, &n) ||
+                                          (kiln_rt_dim3){(unsigned)(warps * 32), 1, 1}, (unsigned)(p.smem + slack), &n) ||
                 n >= p.tiles || p.split == 1)
                 break;
-            p = kiln_skgemm_plan(di->n_sms, di->smem_per_sm, di->smem_per_block_optin, di->cc_major, N, K, maxm, warps,
-                                 rt, stages, p.split - 1);
+            p = kiln_skgemm_plan(di->n_sms, di->smem_per_sm - 2 * slack, di->smem_per_block_optin - slack, di->cc_major,
+                                 N, K, maxm, warps, rt, stages, p.split - 1);
             SK_GET(p);
         }
     }
@@ -489,12 +495,12 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     g->sk_prof_last = prof ? p.tiles * p.split : 0;
     if (epi == SK_ROPE) {
         sk_rope_args a = *ra; /* LAUNCH takes the arguments' addresses: a writable copy */
-        LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)(warps * 32), (unsigned)p.smem, s, &out, &ld, &x,
-               &w, &bias, &M, &N, &K, &cps, &prof, &a.nq, &a.nkv, &a.pos, &a.inv_freq, &a.mscale, &a.kc, &a.vc,
+        LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)(warps * 32), (unsigned)(p.smem + slack), s, &out,
+               &ld, &x, &w, &bias, &M, &N, &K, &cps, &prof, &a.nq, &a.nkv, &a.pos, &a.inv_freq, &a.mscale, &a.kc, &a.vc,
                &a.slots, &a.bs);
     } else {
-        LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)(warps * 32), (unsigned)p.smem, s, &out, &ld, &x,
-               &w, &bias, &M, &N, &K, &cps, &prof);
+        LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)(warps * 32), (unsigned)(p.smem + slack), s, &out,
+               &ld, &x, &w, &bias, &M, &N, &K, &cps, &prof);
     }
 fail:
     return st;

@@ -90,6 +90,10 @@ typedef struct kiln_gpu_params {
     int skgemm_split;        /* its split-K (blocks of a cluster, 1..8; 0:
                                 $KILN_SKGEMM_SPLIT, else enough blocks for the SMs;
                                 1 before sm_90)                                   */
+    int skgemm_wg;           /* gemm_sk (and its rope epilogue) on Hopper's warpgroup
+                                MMA (kernel_src/gemm_sk_wg.cu, one warpgroup a block)
+                                on sm_90 (1 on, negative off; 0: $KILN_SKGEMM_WG,
+                                else KILN_SKGEMM_WG_DEFAULT)                      */
     int elem_wide_min;       /* rmsnorm / add_rmsnorm of at least this many rows and
                                 rope / kv_write / rope_kv_write of at least this many
                                 tokens use kernel_src/rmsnorm_wide.cu and

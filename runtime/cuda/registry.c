@@ -41,6 +41,11 @@
     "ACT=bf16 OUT=bf16 MAXM=32 WARPS=4 RT=2 STAGES=4 CL=4 GLU=0;ACT=fp16 OUT=fp32 MAXM=16 WARPS=8 RT=2 STAGES=3 CL=3 GLU=0;"     \
     "ACT=bf16 OUT=bf16 MAXM=16 WARPS=4 RT=2 STAGES=4 CL=1 GLU=1;ACT=fp16 OUT=fp16 MAXM=32 WARPS=4 RT=2 STAGES=3 CL=4 GLU=1"
 
+#define GEMM_SK_WG_EX                                                                                           \
+    "ACT=bf16 OUT=bf16 MAXM=32 WARPS=4 RT=2 STAGES=3 CL=4 GLU=0;ACT=bf16 OUT=fp32 MAXM=8 WARPS=4 RT=1 STAGES=6 CL=1 GLU=0;"      \
+    "ACT=fp16 OUT=fp16 MAXM=16 WARPS=4 RT=4 STAGES=2 CL=1 GLU=0;ACT=bf16 OUT=bf16 MAXM=64 WARPS=4 RT=1 STAGES=3 CL=2 GLU=0;"     \
+    "ACT=bf16 OUT=bf16 MAXM=32 WARPS=4 RT=2 STAGES=4 CL=4 GLU=1"
+
 static const kiln_jit_kernel_def registry[] = {
     {"embed", "kernel_src/embed.cu", "kiln_embed", "ptr,ptr,i32,ptr,i64,i32,i64",
      {{"ACT", ACT3}, {"W", ACT3}}, "ACT=bf16 W=bf16;ACT=fp16 W=fp16;ACT=fp32 W=bf16"},
@@ -193,6 +198,18 @@ static const kiln_jit_kernel_def registry[] = {
      "ACT=fp16 MAXM=8 WARPS=4 STAGES=4 CL=1 ROPE=1 HD=128 KV=fp16;"
      "ACT=bf16 MAXM=16 WARPS=8 STAGES=4 CL=3 ROPE=1 HD=128 KV=bf16;"
      "ACT=fp16 MAXM=32 WARPS=4 STAGES=2 CL=1 ROPE=1 HD=128 KV=fp16"},
+    /* gemm_sk and gemm_sk_rope on Hopper's warpgroup MMA (kernel_src/gemm_sk_wg.cu, one warpgroup a block:
+     * WARPS 4; engine/cuda/ops_gpu.c sk_gemm with $KILN_SKGEMM_WG on sm_90): the same arguments; compiled for
+     * sm_90a there (kiln_jit_unit_arch), a trapping body elsewhere */
+    {"gemm_sk_wg", "kernel_src/gemm_sk_wg.cu", "kiln_gemm_sk", "ptr,i64,ptr,ptr,ptr,i32,i32,i32,i32,ptr",
+     {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "8|16|32|64"}, {"WARPS", "4"}, {"RT", "1|2|4"},
+      {"STAGES", "2|3|4|5|6|7|8"}, {"CL", "1|2|3|4|5|6|7|8"}, {"GLU", "0|1"}},
+     GEMM_SK_WG_EX},
+    {"gemm_sk_rope_wg", "kernel_src/gemm_sk_wg.cu", "kiln_gemm_sk_rope",
+     "ptr,i64,ptr,ptr,ptr,i32,i32,i32,i32,ptr,i32,i32,ptr,ptr,f32,ptr,ptr,ptr,i32",
+     {{"ACT", ACT2}, {"MAXM", "8|16|32"}, {"WARPS", "4"}, {"STAGES", "2|3|4|5|6|7|8"},
+      {"CL", "1|2|3|4|5|6|7|8"}, {"ROPE", "1"}, {"HD", "128"}, {"KV", ACT2}},
+     "ACT=bf16 MAXM=32 WARPS=4 STAGES=3 CL=4 ROPE=1 HD=128 KV=bf16;ACT=fp16 MAXM=8 WARPS=4 STAGES=4 CL=1 ROPE=1 HD=128 KV=fp16"},
 };
 
 const kiln_jit_kernel_def *kiln_jit_registry(int *n) {
@@ -204,7 +221,7 @@ const kiln_jit_kernel_def *kiln_jit_registry(int *n) {
  * sm_90a (wgmma, setmaxnreg): compiled for sm_90a when sm_90 is asked for.
  * They guard that code with __CUDA_ARCH_FEAT_SM90_ALL and compile a body
  * that traps on every other target, where the host does not launch them. */
-static const char *const sm90a_files[] = {"kernel_src/attn_prefill_wg.cu"};
+static const char *const sm90a_files[] = {"kernel_src/attn_prefill_wg.cu", "kernel_src/gemm_sk_wg.cu"};
 
 const char *kiln_jit_unit_arch(const char *file, const char *arch) {
     if (!file || !arch || strcmp(arch, "sm_90")) return arch;
