@@ -175,7 +175,7 @@ typedef struct attn_ctx {
     kiln_kv_layout l;
 } attn_ctx;
 static int attn_kernel; /* prefill rows: kiln_gpu_attn.prefill_kernel (0: "attn prefill", the default choice; 1:
-                          "attn prefill v1", 3: "attn prefill wg2", 4: "attn prefill v2") */
+                          "attn prefill v1", 3: "attn prefill wg2", 4: "attn prefill v2", 5: "attn prefill wg2p") */
 static void op_attn(void *vc, int set) {
     attn_ctx *c = vc;
     (void)set;
@@ -224,7 +224,11 @@ static void bench_attention(int batch, int ctx, int q_len, double target, bool p
     if (prefill) {
         snprintf(shape, sizeof shape, "causal %dx%d hd128 gqa4", batch, q_len);
         snprintf(name, sizeof name, "attn prefill%s%s", kes == 1 ? " fp8" : "",
-                 attn_kernel == 1 ? " v1" : attn_kernel == 3 ? " wg2" : attn_kernel == 4 ? " v2" : "");
+                 attn_kernel == 1   ? " v1"
+                 : attn_kernel == 3 ? " wg2"
+                 : attn_kernel == 4 ? " v2"
+                 : attn_kernel == 5 ? " wg2p"
+                                    : "");
         double flops = (double)batch * nq * ((double)q_len * (q_len + 1) / 2) * hd * 4;
         row_flops(name, shape, t, flops, 0, target);
     } else {
@@ -885,10 +889,10 @@ int main(int argc, char **argv) {
         bench_attention(8, 4096, 1, 0, false, e5);
     }
     if (want("prefill")) { /* the default choice, attn_prefill ("v2"), the warp-specialized wgmma one on sm_90
-                              ("wg2"), the first one ("v1"); v2 and wg2 rows on sm_90 only (elsewhere the default
-                              choice is v2) */
-        const int kernels[4] = {0, 4, 3, 1};
-        for (int k = 0; k < 4; k++) {
+                              ("wg2") and its persistent form ("wg2p"), the first one ("v1"); v2 and wg2 rows on
+                              sm_90 only (elsewhere the default choice is v2) */
+        const int kernels[5] = {0, 4, 3, 5, 1};
+        for (int k = 0; k < 5; k++) {
             attn_kernel = kernels[k];
             if (attn_kernel >= 2 && !(di->cc_major == 9 && di->cc_minor == 0)) continue; /* sm_90 only */
             bench_attention(8, 2048, 2048, attn_kernel == 1 ? 0 : 300e12, true, bf);

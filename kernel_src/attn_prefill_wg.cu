@@ -346,12 +346,49 @@ KILN_DEV void w2_load_v(u32 sv, const act_t *__restrict__ vc, const int *__restr
 #endif
 
 // The kernel (see the header). 384 threads: warpgroup 0 copies, warpgroups 1
-// and 2 compute query rows 0..63 and 64..127.
-extern "C" __global__ void __launch_bounds__(384, 1)
-kiln_attn_prefill_wg2(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const kv_t *__restrict__ kc,
+// and 2 compute query rows 0..63 and 64..127. PERSIST (kiln_attn_prefill_wg2p):
+// gridDim.x blocks (one an SM) walk the work items (query tile, sequence,
+// head group) of the grid kiln_attn_prefill_wg2 would launch, gx x n_seqs x
+// nq / GROUP, item b, b + gridDim.x, .. in the order of the longest query
+// tiles first (item i: tile gx - 1 - i / (n_seqs nz) from the end); the
+// stages, their barriers' phases and the consumers' turns carry from one
+// item to the next, so the producer copies the next item's first K / V tiles
+// while the consumers finish the current one, and each consumer warpgroup
+// loads its next Q rows once its last Q K^T has completed (under the last
+// P V product and the output store). Otherwise one item: the block's own.
+#if WG_OK
+// the first non-empty item at or after it (stride gridDim.x), -1 if none:
+// tile tok0, sequence s, head group z
+KILN_DEV int w2_item(int it, int total, int per_x, int nz, int gx, const int *__restrict__ qstart, int &tok0, int &s,
+                     int &z) {
+    for (; it < total; it += gridDim.x) {
+        const int xr = it / per_x, r = it - xr * per_x;
+        s = r / nz, z = r - s * nz, tok0 = (gx - 1 - xr) * WG_TT;
+        if (tok0 < qstart[s + 1] - qstart[s]) return it;
+    }
+    return -1;
+}
+// this consumer warpgroup's Q rows 64cw .. 64cw + 63 of the item -> shared
+// memory: row 64cw + ct % 64, chunks ct / 64 + 2i (rows past the sequence:
+// zero); committed, not waited for
+KILN_DEV void w2_load_q(u32 sq, const act_t *__restrict__ q, i64 q_stride, int q0, int q_len, int qh0, int tok0, int cw,
+                        int ct) {
+    const int row = 64 * cw + (ct & 63), c0 = ct >> 6, head = qh0 + row / WG_TT, tok = tok0 + row % WG_TT;
+    const bool ok = tok < q_len;
+    const act_t *src = q + (size_t)(q0 + (ok ? tok : 0)) * q_stride + (size_t)head * HD;
+#pragma unroll
+    for (int i = 0; i < HD / 16; i++)
+        cp_async16_u32(sq + wg_sw(WG_BM, row, c0 + 2 * i), ok ? (const void *)(src + (c0 + 2 * i) * 8) : (const void *)q,
+                       ok ? 16 : 0);
+    cp_async_commit();
+}
+#endif
+
+template <bool PERSIST>
+KILN_DEV void w2_main(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const kv_t *__restrict__ kc,
                       const kv_t *__restrict__ vc, const int *__restrict__ qstart, const int *__restrict__ ctx_len,
                       const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
-                      int window, const float *__restrict__ kv_scales) {
+                      int window, int gx) {
 #if WG_OK
     pdl_wait();
     pdl_launch();
@@ -368,17 +405,18 @@ kiln_attn_prefill_wg2(act_t *__restrict__ out, const act_t *__restrict__ q, i64 
 #define W2_SK(s) (st0 + (u32)(s) * W2_STAGE)
 #define W2_SV(s) (st0 + (u32)(s) * W2_STAGE + WG_K_BYTES)
     const int tid = threadIdx.x, wg = tid >> 7;
-    const int s = blockIdx.y, qh0 = blockIdx.z * GROUP;
-    const int ratio = nq / nkv, kvh = qh0 / ratio;
-    const int q0 = qstart[s], q_len = qstart[s + 1] - q0;
-    const int tok0 = (int)(gridDim.x - 1 - blockIdx.x) * WG_TT;
-    if (tok0 >= q_len) return; // block-uniform, before any barrier
-    const int ctx = ctx_len[s];
-    const int pos0 = ctx - q_len; // position of query token 0
-    int kt_first, kt_end;
-    prefill_kv_tiles(pos0, tok0, q_len, WG_TT, WG_BN, window, kt_first, kt_end);
-    const int n_tiles = kt_end - kt_first;
-    const int *bt = block_tables + (size_t)s * max_blocks;
+    const int ratio = nq / nkv;
+    // the work items (PERSIST) or the block's own
+    const int nz = nq / GROUP, per_x = n_seqs * nz, total = PERSIST ? gx * per_x : 1;
+    int it = 0, tok0, s, z;
+    if (PERSIST) {
+        it = w2_item((int)blockIdx.x, total, per_x, nz, gx, qstart, tok0, s, z);
+        if (it < 0) return; // block-uniform, before any barrier
+    } else {
+        s = blockIdx.y, z = blockIdx.z;
+        tok0 = (int)(gridDim.x - 1 - blockIdx.x) * WG_TT;
+        if (tok0 >= qstart[s + 1] - qstart[s]) return; // block-uniform, before any barrier
+    }
     if (tid == 0) {
 #pragma unroll
         for (int i = 0; i < W2_NS; i++) {
@@ -398,19 +436,31 @@ kiln_attn_prefill_wg2(act_t *__restrict__ out, const act_t *__restrict__ q, i64 
         int st = 0, sp = 0;   // stages of K_i and V_{i-1}
         u32 ph = 0, php = 0;  // parities of their current use
 #pragma unroll 1
-        for (int i = 0; i <= n_tiles; i++) {
-            if (i < n_tiles) {
-                mb_wait(W2_EMPTY_K(st), ph ^ 1u); // first pass: the (virtual) phase before init, done
-                w2_load_k(W2_SK(st), kc, bt, nkv, kvh, ctx, (kt_first + i) * WG_BN, tid);
-                mb_arrive_cp_async(W2_FULL_K(st));
-                if (++st == W2_NS) st = 0, ph ^= 1u;
+        for (;;) {
+            const int qh0 = z * GROUP, kvh = qh0 / ratio, q_len = qstart[s + 1] - qstart[s];
+            const int ctx = ctx_len[s], pos0 = ctx - q_len;
+            int kt_first, kt_end;
+            prefill_kv_tiles(pos0, tok0, q_len, WG_TT, WG_BN, window, kt_first, kt_end);
+            const int n_tiles = kt_end - kt_first;
+            const int *bt = block_tables + (size_t)s * max_blocks;
+#pragma unroll 1
+            for (int i = 0; i <= n_tiles; i++) {
+                if (i < n_tiles) {
+                    mb_wait(W2_EMPTY_K(st), ph ^ 1u); // first pass: the (virtual) phase before init, done
+                    w2_load_k(W2_SK(st), kc, bt, nkv, kvh, ctx, (kt_first + i) * WG_BN, tid);
+                    mb_arrive_cp_async(W2_FULL_K(st));
+                    if (++st == W2_NS) st = 0, ph ^= 1u;
+                }
+                if (i > 0) {
+                    mb_wait(W2_EMPTY_V(sp), php ^ 1u);
+                    w2_load_v(W2_SV(sp), vc, bt, nkv, kvh, ctx, (kt_first + i - 1) * WG_BN, tid);
+                    mb_arrive_cp_async(W2_FULL_V(sp));
+                    if (++sp == W2_NS) sp = 0, php ^= 1u;
+                }
             }
-            if (i > 0) {
-                mb_wait(W2_EMPTY_V(sp), php ^ 1u);
-                w2_load_v(W2_SV(sp), vc, bt, nkv, kvh, ctx, (kt_first + i - 1) * WG_BN, tid);
-                mb_arrive_cp_async(W2_FULL_V(sp));
-                if (++sp == W2_NS) sp = 0, php ^= 1u;
-            }
+            if (!PERSIST) break;
+            it = w2_item(it + (int)gridDim.x, total, per_x, nz, gx, qstart, tok0, s, z);
+            if (it < 0) break;
         }
         asm volatile("cp.async.wait_all;" ::: "memory"); // leave nothing in flight behind
     } else {
@@ -418,49 +468,49 @@ kiln_attn_prefill_wg2(act_t *__restrict__ out, const act_t *__restrict__ q, i64 
         setmaxnreg_inc<W2_CONSUMER_REGS>();
         const int cw = wg - 1, ct = tid - 128 * wg; // consumer warpgroup 0 / 1, thread in it
         const int warp = ct >> 5, lane = tid & 31, g = lane >> 2, tig = lane & 3;
-        // this warpgroup's Q rows 64cw .. 64cw + 63 -> shared memory: row
-        // 64cw + ct % 64, chunks ct / 64 + 2i (rows past the sequence: zero)
-        {
-            const int row = 64 * cw + (ct & 63), c0 = ct >> 6, head = qh0 + row / WG_TT, tok = tok0 + row % WG_TT;
-            const bool ok = tok < q_len;
-            const act_t *src = q + (size_t)(q0 + (ok ? tok : 0)) * q_stride + (size_t)head * HD;
-#pragma unroll
-            for (int i = 0; i < HD / 16; i++)
-                cp_async16_u32(sq + wg_sw(WG_BM, row, c0 + 2 * i),
-                               ok ? (const void *)(src + (c0 + 2 * i) * 8) : (const void *)q, ok ? 16 : 0);
-            cp_async_commit();
-            cp_async_wait<0>();
-            wg_fence_proxy(); // this thread's Q writes -> the warpgroup's wgmma reads
-            nb_sync(3 + cw, 128);
-        }
-        // this thread's rows 64cw + 16warp + 8h + g; rows past the sequence
-        // take its last position (computed, never stored)
-        int rp[2], wlo, whi;
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int row = 64 * cw + warp * 16 + h * 8 + g;
-            rp[h] = pos0 + min(tok0 + row % WG_TT, q_len - 1);
-        }
-        wlo = min(rp[0], rp[1]);
-        whi = max(rp[0], rp[1]);
-#pragma unroll
-        for (int off = 4; off < 32; off <<= 1) { // lanes of one quad share rows
-            wlo = min(wlo, __shfl_xor_sync(0xffffffffu, wlo, off));
-            whi = max(whi, __shfl_xor_sync(0xffffffffu, whi, off));
-        }
         const float sl2 = scale * LOG2E;
         const u32 sqw = sq + (u32)(cw * 64 * 128); // this warpgroup's Q rows (8 row groups of 1024 bytes)
-
-        float o[HD / 2], m[2] = {-KILN_INF, -KILN_INF}, l[2] = {0.0f, 0.0f}, alpha[2];
-        u32 p[WG_BN / 16][4];
+        // K and V stages and their parities: tile 0 of the first item in stage 0
+        int ks = 0, vs = 0;
+        u32 kph = 0, vph = 0;
+        w2_load_q(sq, q, q_stride, qstart[s], qstart[s + 1] - qstart[s], z * GROUP, tok0, cw, ct);
+#pragma unroll 1
+        for (;;) {
+            const int qh0 = z * GROUP, q0 = qstart[s], q_len = qstart[s + 1] - q0;
+            const int ctx = ctx_len[s], pos0 = ctx - q_len;
+            int kt_first, kt_end;
+            prefill_kv_tiles(pos0, tok0, q_len, WG_TT, WG_BN, window, kt_first, kt_end);
+            const int n_tiles = kt_end - kt_first;
+            cp_async_wait<0>(); // this thread's Q rows (w2_load_q)
+            wg_fence_proxy();   // this thread's Q writes -> the warpgroup's wgmma reads
+            nb_sync(3 + cw, 128);
+            // this thread's rows 64cw + 16warp + 8h + g; rows past the sequence
+            // take its last position (computed, never stored)
+            int rp[2], wlo, whi;
 #pragma unroll
-        for (int i = 0; i < HD / 2; i++) o[i] = 0.0f;
+            for (int h = 0; h < 2; h++) {
+                const int row = 64 * cw + warp * 16 + h * 8 + g;
+                rp[h] = pos0 + min(tok0 + row % WG_TT, q_len - 1);
+            }
+            wlo = min(rp[0], rp[1]);
+            whi = max(rp[0], rp[1]);
+#pragma unroll
+            for (int off = 4; off < 32; off <<= 1) { // lanes of one quad share rows
+                wlo = min(wlo, __shfl_xor_sync(0xffffffffu, wlo, off));
+                whi = max(whi, __shfl_xor_sync(0xffffffffu, whi, off));
+            }
+
+            float o[HD / 2], m[2] = {-KILN_INF, -KILN_INF}, l[2] = {0.0f, 0.0f}, alpha[2];
+            u32 p[WG_BN / 16][4];
+#pragma unroll
+            for (int i = 0; i < HD / 2; i++) o[i] = 0.0f;
 #if W2_PINGPONG
-        // turns: warpgroup cw issues its MMAs after bar.sync 1 + cw and then
-        // hands the turn over with bar.arrive 2 - cw (256 = both warpgroups).
-        // Consumer 0 goes first; both take n_tiles + 1 turns, and consumer 1
-        // skips its last hand-over so every barrier generation completes.
-        if (cw == 1) nb_arrive(1, 256);
+            // turns: warpgroup cw issues its MMAs after bar.sync 1 + cw and then
+            // hands the turn over with bar.arrive 2 - cw (256 = both warpgroups).
+            // Consumer 0 goes first; both take n_tiles + 1 turns an item, and
+            // consumer 1 skips its last hand-over so every barrier generation
+            // completes (and the next item starts as the first did).
+            if (cw == 1) nb_arrive(1, 256);
 #define W2_TURN() nb_sync(1 + cw, 256)
 #define W2_PASS(last) \
     if (!(last) || cw == 0) nb_arrive(2 - cw, 256)
@@ -469,83 +519,96 @@ kiln_attn_prefill_wg2(act_t *__restrict__ out, const act_t *__restrict__ q, i64 
 #define W2_PASS(last)
 #endif
 
-        // tile 0: S, softmax, P (alpha = 0 rescales the zero O at iteration 1)
-        mb_wait(W2_FULL_K(0), 0);
-        wg_fence_proxy(); // cp.async (generic proxy) writes -> wgmma (async proxy) reads
-        {
-            float sc[WG_BN / 2], pe[WG_BN / 2];
-            W2_TURN();
-            wg_fence();
-            wg_qk(sc, sqw, W2_SK(0));
-            wg_commit();
-            W2_PASS(false);
-            wg_wait<0>();
-            wg_keep(sc);
-            if (lane == 0) mb_arrive(W2_EMPTY_K(0)); // this warp's reads of K_0 are done
-            wg_softmax(sc, pe, m, l, alpha, rp, kt_first * WG_BN, tig, wlo, whi, window, sl2);
-            wg_pack_p(p, pe);
-        }
+            // tile 0: S, softmax, P (alpha = 0 rescales the zero O at iteration 1)
+            mb_wait(W2_FULL_K(ks), kph);
+            wg_fence_proxy(); // cp.async (generic proxy) writes -> wgmma (async proxy) reads
+            {
+                float sc[WG_BN / 2], pe[WG_BN / 2];
+                W2_TURN();
+                wg_fence();
+                wg_qk(sc, sqw, W2_SK(ks));
+                wg_commit();
+                W2_PASS(false);
+                wg_wait<0>();
+                wg_keep(sc);
+                if (lane == 0) mb_arrive(W2_EMPTY_K(ks)); // this warp's reads of K_0 are done
+                if (++ks == W2_NS) ks = 0, kph ^= 1u;
+                wg_softmax(sc, pe, m, l, alpha, rp, kt_first * WG_BN, tig, wlo, whi, window, sl2);
+                wg_pack_p(p, pe);
+            }
 
-        int sp = 0, st = 1; // stages of tiles j - 1 and j
-        u32 php = 0, ph = W2_NS > 1 ? 0u : 1u; // their parities
 #pragma unroll 1
-        for (int j = 1; j < n_tiles; j++) {
-            mb_wait(W2_FULL_K(st), ph);  // K_j
-            mb_wait(W2_FULL_V(sp), php); // V_{j-1}
+            for (int j = 1; j < n_tiles; j++) {
+                mb_wait(W2_FULL_K(ks), kph); // K_j
+                mb_wait(W2_FULL_V(vs), vph); // V_{j-1}
+                wg_fence_proxy();
+                float sc[WG_BN / 2], pe[WG_BN / 2]; // fresh each tile (see wg_softmax)
+                W2_TURN();
+                wg_fence();
+                wg_qk(sc, sqw, W2_SK(ks));
+                wg_commit();
+                wg_rescale(o, alpha); // O to tile j - 1's max, under S_j's MMAs
+                wg_keep(o);
+                wg_fence();
+                wg_pv(o, p, W2_SV(vs));
+                wg_commit();
+                W2_PASS(false);
+                wg_wait<1>(); // S_j: this warp's reads of K_j are done
+                wg_keep(sc);
+                if (lane == 0) mb_arrive(W2_EMPTY_K(ks));
+                wg_softmax(sc, pe, m, l, alpha, rp, (kt_first + j) * WG_BN, tig, wlo, whi, window, sl2);
+                wg_wait<0>(); // O += P_{j-1} V_{j-1}: this warp's reads of V_{j-1} are done
+                wg_keep(o);
+                wg_keep(p);
+                if (lane == 0) mb_arrive(W2_EMPTY_V(vs));
+                wg_pack_p(p, pe);
+                if (++ks == W2_NS) ks = 0, kph ^= 1u;
+                if (++vs == W2_NS) vs = 0, vph ^= 1u;
+            }
+            // every Q K^T of the item has completed: the next item's Q rows
+            // load under the last P V product and the store
+            int nit = -1, ntok0 = 0, ns = 0, nzz = 0;
+            if (PERSIST) {
+                nit = w2_item(it + (int)gridDim.x, total, per_x, nz, gx, qstart, ntok0, ns, nzz);
+                if (nit >= 0) w2_load_q(sq, q, q_stride, qstart[ns], qstart[ns + 1] - qstart[ns], nzz * GROUP, ntok0, cw, ct);
+            }
+            // the last tile's O += P V
+            mb_wait(W2_FULL_V(vs), vph);
             wg_fence_proxy();
-            float sc[WG_BN / 2], pe[WG_BN / 2]; // fresh each tile (see wg_softmax)
             W2_TURN();
-            wg_fence();
-            wg_qk(sc, sqw, W2_SK(st));
-            wg_commit();
-            wg_rescale(o, alpha); // O to tile j - 1's max, under S_j's MMAs
+            wg_rescale(o, alpha);
             wg_keep(o);
             wg_fence();
-            wg_pv(o, p, W2_SV(sp));
+            wg_pv(o, p, W2_SV(vs));
             wg_commit();
-            W2_PASS(false);
-            wg_wait<1>(); // S_j: this warp's reads of K_j are done
-            wg_keep(sc);
-            if (lane == 0) mb_arrive(W2_EMPTY_K(st));
-            wg_softmax(sc, pe, m, l, alpha, rp, (kt_first + j) * WG_BN, tig, wlo, whi, window, sl2);
-            wg_wait<0>(); // O += P_{j-1} V_{j-1}: this warp's reads of V_{j-1} are done
+            W2_PASS(true);
+            wg_wait<0>();
             wg_keep(o);
-            wg_keep(p);
-            if (lane == 0) mb_arrive(W2_EMPTY_V(sp));
-            wg_pack_p(p, pe);
-            sp = st, php = ph;
-            if (++st == W2_NS) st = 0, ph ^= 1u;
-        }
-        // the last tile's O += P V
-        mb_wait(W2_FULL_V(sp), php);
-        wg_fence_proxy();
-        W2_TURN();
-        wg_rescale(o, alpha);
-        wg_keep(o);
-        wg_fence();
-        wg_pv(o, p, W2_SV(sp));
-        wg_commit();
-        W2_PASS(true);
-        wg_wait<0>();
-        wg_keep(o);
+            if (PERSIST) { // the producer reuses the stage
+                if (lane == 0) mb_arrive(W2_EMPTY_V(vs));
+                if (++vs == W2_NS) vs = 0, vph ^= 1u;
+            }
 #undef W2_TURN
 #undef W2_PASS
 
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            float sum = l[h];
-            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-            const int row = 64 * cw + warp * 16 + h * 8 + g;
-            const int head = qh0 + row / WG_TT, tok = tok0 + row % WG_TT;
-            if (tok >= q_len) continue;
-            float inv; // 1 / sum (approximate reciprocal, as attn_prefill.cu)
-            asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(inv) : "f"(sum));
-            if (!(sum > 0.0f)) inv = 0.0f;
-            act_t *orow = out + (size_t)(q0 + tok) * nq * HD + (size_t)head * HD;
+            for (int h = 0; h < 2; h++) {
+                float sum = l[h];
+                sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+                sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+                const int row = 64 * cw + warp * 16 + h * 8 + g;
+                const int head = qh0 + row / WG_TT, tok = tok0 + row % WG_TT;
+                if (tok >= q_len) continue;
+                float inv; // 1 / sum (approximate reciprocal, as attn_prefill.cu)
+                asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(inv) : "f"(sum));
+                if (!(sum > 0.0f)) inv = 0.0f;
+                act_t *orow = out + (size_t)(q0 + tok) * nq * HD + (size_t)head * HD;
 #pragma unroll
-            for (int nb = 0; nb < HD / 8; nb++)
-                *(u32 *)(orow + nb * 8 + tig * 2) = pack2<act_t>(o[4 * nb + 2 * h] * inv, o[4 * nb + 2 * h + 1] * inv);
+                for (int nb = 0; nb < HD / 8; nb++)
+                    *(u32 *)(orow + nb * 8 + tig * 2) = pack2<act_t>(o[4 * nb + 2 * h] * inv, o[4 * nb + 2 * h + 1] * inv);
+            }
+            if (nit < 0) break;
+            it = nit, tok0 = ntok0, s = ns, z = nzz;
         }
     }
 #undef W2_FULL_K
@@ -557,4 +620,22 @@ kiln_attn_prefill_wg2(act_t *__restrict__ out, const act_t *__restrict__ q, i64 
 #else
     asm volatile("trap;");
 #endif
+}
+
+extern "C" __global__ void __launch_bounds__(384, 1)
+kiln_attn_prefill_wg2(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const kv_t *__restrict__ kc,
+                      const kv_t *__restrict__ vc, const int *__restrict__ qstart, const int *__restrict__ ctx_len,
+                      const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
+                      int window, const float *__restrict__ kv_scales) {
+    w2_main<false>(out, q, q_stride, kc, vc, qstart, ctx_len, block_tables, max_blocks, n_seqs, nq, nkv, scale, window, 0);
+}
+
+// The persistent form (above): gridDim.x blocks over the gx x n_seqs x nq /
+// GROUP items kiln_attn_prefill_wg2's grid would be (gx = ceil(max_q_len / TT))
+extern "C" __global__ void __launch_bounds__(384, 1)
+kiln_attn_prefill_wg2p(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const kv_t *__restrict__ kc,
+                       const kv_t *__restrict__ vc, const int *__restrict__ qstart, const int *__restrict__ ctx_len,
+                       const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
+                       int window, const float *__restrict__ kv_scales, int gx) {
+    w2_main<true>(out, q, q_stride, kc, vc, qstart, ctx_len, block_tables, max_blocks, n_seqs, nq, nkv, scale, window, gx);
 }

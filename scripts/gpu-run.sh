@@ -665,6 +665,28 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s47; then # thirteenth session: wg2's persistent form (wg2p); gemm_sk_wg tuned per row count
+  export CUDA_VISIBLE_DEVICES=0
+  gt ops_pwg 300 "FAIL|passed" -- test_gpu_ops attention_prefill_wg
+  timeout 120 "$here/bin/bench_kernels" prefill > /tmp/bp.log 2>&1
+  grep -E "ceilings|attn prefill" /tmp/bp.log | sed -E "s/ +/ /g" | cut -c1-110
+  cp /tmp/bp.log "$out/bench_prefill.log"
+  for r in 1 2; do
+    kb "p8x2048-def$r" -- -b 8 -s 2048 -o 8 --iters 2
+    kb "p8x2048-wg2p$r" KILN_PREFILL_PERSIST=1 -- -b 8 -s 2048 -o 8 --iters 2
+  done
+  w32="KILN_SKGEMM_WG=1 KILN_SKGEMM_ROPE=32 KILN_SKGEMM_ROPE_STAGES=4 KILN_SKGEMM_STAGES=4"
+  w16="KILN_SKGEMM_WG=1 KILN_SKGEMM_TILES=4 KILN_SKGEMM_ROPE_STAGES=6"
+  for r in 1 2; do
+    kb "b32-def$r" -- -b 32 -s 128 -o 256 --iters 2
+    kb "b32-wgt$r" $w32 -- -b 32 -s 128 -o 256 --iters 2
+    kb "b16-def$r" -- -b 16 -s 128 -o 256 --iters 2
+    kb "b16-wgt$r" $w16 -- -b 16 -s 128 -o 256 --iters 2
+  done
+  kb b16-wgt-down $w16 KILN_SKGEMM_MAX_WEIGHT_MB=120 -- -b 16 -s 128 -o 256 --iters 2
+  kb b32-wgt-early $w32 KILN_PDL_EARLY_MAX_SEQS=32 -- -b 32 -s 128 -o 256 --iters 2
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s46; then # thirteenth session: gemm_sk on Hopper's warpgroup MMA (gemm_sk_wg, $KILN_SKGEMM_WG)
   export CUDA_VISIBLE_DEVICES=0
   gt ops_wg 240 "FAIL|passed" -- test_gpu_ops gemm_sk

@@ -750,7 +750,7 @@ static void run_attention(const attn_case *c) {
                 dbt = dupload(bt, sizeof(int32_t) * (size_t)(max_blocks * c->n_seqs)),
                 dout = dmalloc((size_t)T * c->nq * c->hd * 2);
     for (int v1 = 0; v1 < (c->both ? 2 : 1); v1++) {
-        const char *which = v1 ? " (prefill v1)" : attn_kernel == 3 ? " (prefill wg2)" : "";
+        const char *which = v1 ? " (prefill v1)" : attn_kernel == 3 ? " (prefill wg2)" : attn_kernel == 5 ? " (prefill wg2p)" : "";
         kiln_gpu_attn a = {dout, dq, q_stride, dkc, dvc, &l, c->nq, dqs, dcl, dbt, c->n_seqs, max_blocks, scale,
                            c->window, max_q, launch_ctx, c->force, v1 ? 1 : attn_kernel};
         KT_OK(kiln_rt_memset8(dout, 0xff, (size_t)T * c->nq * c->hd * 2, st)); /* NaNs where nothing is written */
@@ -904,42 +904,46 @@ KT_TEST(test_attention_prefill_shapes) {
  * continuing cached context that end mid-block, GQA 1 / 4 / 8, windows),
  * then longer prompts over several 128-row blocks and 128-token KV tiles:
  * GROUP 2 / 16, block sizes 8, 32 and 64, windows, a context ending exactly
- * on a tile edge; both activation dtypes, outputs poisoned with NaNs. */
+ * on a tile edge; both activation dtypes, outputs poisoned with NaNs. All
+ * of it twice: kiln_attn_prefill_wg2, then its persistent form
+ * kiln_attn_prefill_wg2p (prefill_kernel 5: one block an SM walking the
+ * work items, fewer and more items than SMs). */
 static bool wg_device; /* the device runs attn_prefill_wg2 (sm_90) */
 KT_TEST(test_attention_prefill_wg) {
     NEED_GPU();
     const kiln_rt_device_info *di = kiln_rt_device_get_info(dev);
     wg_device = di->cc_major == 9 && di->cc_minor == 0;
     if (!wg_device) KT_SKIP("attn_prefill_wg2 needs sm_90 (this GPU is %s)", di->arch);
-    attn_kernel = 3;
-    int hds[] = {64, 128}, gqa[][2] = {{8, 8}, {16, 4}, {32, 4}};
-    for (int a = 0; a < 2; a++)
-        for (int hi = 0; hi < 2; hi++)
-            for (int gi = 0; gi < 3; gi++)
-                for (int w = 0; w < 2; w++) {
-                    attn_case c = {acts[a], 0, hds[hi], gqa[gi][0], gqa[gi][1], 16, w ? 100 : 0, 0, 0, {0}, {0}, 1, 0};
-                    c.n_seqs = 1 + (int)(next_u64() % 6);
-                    for (int s = 0; s < c.n_seqs; s++) {
-                        c.q_len[s] = 1 + (int)(next_u64() % 300);
-                        c.ctx[s] = c.q_len[s] + (s % 2 ? (int)(next_u64() % 400) : 0); /* cached prefix on odd seqs */
+    for (attn_kernel = 3; attn_kernel <= 5; attn_kernel += 2) { /* wg2, then its persistent form (wg2p) */
+        int hds[] = {64, 128}, gqa[][2] = {{8, 8}, {16, 4}, {32, 4}};
+        for (int a = 0; a < 2; a++)
+            for (int hi = 0; hi < 2; hi++)
+                for (int gi = 0; gi < 3; gi++)
+                    for (int w = 0; w < 2; w++) {
+                        attn_case c = {acts[a], 0, hds[hi], gqa[gi][0], gqa[gi][1], 16, w ? 100 : 0, 0, 0, {0}, {0}, 1, 0};
+                        c.n_seqs = 1 + (int)(next_u64() % 6);
+                        for (int s = 0; s < c.n_seqs; s++) {
+                            c.q_len[s] = 1 + (int)(next_u64() % 300);
+                            c.ctx[s] = c.q_len[s] + (s % 2 ? (int)(next_u64() % 400) : 0); /* cached prefix on odd seqs */
+                        }
+                        run_attention(&c);
                     }
-                    run_attention(&c);
-                }
-    struct {
-        int hd, nq, nkv, bs, window;
-    } sh[] = {{128, 32, 2, 16, 0}, {64, 32, 2, 32, 37}, {128, 8, 8, 16, 300}, {64, 4, 1, 16, 0},
-              {128, 8, 4, 8, 0},   {64, 16, 8, 64, 129}, {128, 32, 8, 32, 0}, {128, 16, 16, 16, 1000}};
-    for (int a = 0; a < 2; a++)
-        for (int i = 0; i < (int)(sizeof sh / sizeof sh[0]); i++) /* i == 6: tiles and blocks end together */
-            run_prefill_shape(acts[a], sh[i].hd, sh[i].nq, sh[i].nkv, sh[i].bs, sh[i].window, i, i == 6);
-    /* long enough that wg2's three stages are each reused several times (11 KV tiles), and one KV
-     * tile in all (one stage, no loop) */
-    for (int i = 0; i < 2; i++) {
-        attn_case c = {acts[i], 0, 128, 32, 8, 16, 0, 0, 0, {0}, {0}, 1, 0};
-        c.n_seqs = 2;
-        c.q_len[0] = i ? 1300 : 70, c.ctx[0] = i ? 1400 : 100;
-        c.q_len[1] = i ? 37 : 128, c.ctx[1] = i ? 1337 : 128;
-        run_attention(&c);
+        struct {
+            int hd, nq, nkv, bs, window;
+        } sh[] = {{128, 32, 2, 16, 0}, {64, 32, 2, 32, 37}, {128, 8, 8, 16, 300}, {64, 4, 1, 16, 0},
+                  {128, 8, 4, 8, 0},   {64, 16, 8, 64, 129}, {128, 32, 8, 32, 0}, {128, 16, 16, 16, 1000}};
+        for (int a = 0; a < 2; a++)
+            for (int i = 0; i < (int)(sizeof sh / sizeof sh[0]); i++) /* i == 6: tiles and blocks end together */
+                run_prefill_shape(acts[a], sh[i].hd, sh[i].nq, sh[i].nkv, sh[i].bs, sh[i].window, i, i == 6);
+        /* long enough that wg2's three stages are each reused several times (11 KV tiles), and one KV
+         * tile in all (one stage, no loop) */
+        for (int i = 0; i < 2; i++) {
+            attn_case c = {acts[i], 0, 128, 32, 8, 16, 0, 0, 0, {0}, {0}, 1, 0};
+            c.n_seqs = 2;
+            c.q_len[0] = i ? 1300 : 70, c.ctx[0] = i ? 1400 : 100;
+            c.q_len[1] = i ? 37 : 128, c.ctx[1] = i ? 1337 : 128;
+            run_attention(&c);
+        }
     }
     attn_kernel = 4;
 }
@@ -2086,7 +2090,8 @@ KT_TEST(test_every_kernel_tested) {
                       (!strcmp(reg[i].name, "gemm_sk_wg") && (sk_wg_tested || !sm90_device())) ||
                       (!strcmp(reg[i].name, "gemm_sk_rope_wg") && (sk_rope_wg_tested || !sm90_device())) ||
                       (!strcmp(reg[i].name, "gemm_tc_reduce") && tc_reduce_tested) ||
-                      (!strcmp(reg[i].name, "attn_prefill_wg2") && !wg_device), /* sm_90 only */
+                      (!strcmp(reg[i].name, "attn_prefill_wg2") && !wg_device) || /* sm_90 only */
+                      (!strcmp(reg[i].name, "attn_prefill_wg2p") && !wg_device),
                   "registry kernel %s has no GPU test", reg[i].name);
     KT_CHECK(kiln_rt_check_device(dev) == KILN_OK);
 }

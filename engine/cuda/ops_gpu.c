@@ -1214,10 +1214,20 @@ static bool prefill_wg2(const kiln_gpu_attn *a, const kiln_rt_device_info *di, b
         (int)prefill_wg2_smem(hd) + 128 > di->smem_per_block_optin)
         return false;
     const int pk = prefill_choice(a);
-    if (pk) return pk == 3;
+    if (pk) return pk == 3 || pk == 5;
     const char *v = prefill_env();
-    if (v && *v) return !strcmp(v, "wg2");
+    if (v && *v) return !strcmp(v, "wg2") || !strcmp(v, "wg2p");
     return a->max_ctx_len >= KILN_PREFILL_WG2_MIN_CTX;
+}
+
+/* ... in its persistent form (kiln_attn_prefill_wg2p: one block an SM walking the work items): prefill_kernel 5,
+ * $KILN_PREFILL_KERNEL=wg2p, or $KILN_PREFILL_PERSIST (default KILN_PREFILL_PERSIST_DEFAULT) where wg2 runs */
+static bool prefill_wg2_persist(const kiln_gpu_attn *a) {
+    const int pk = prefill_choice(a);
+    if (pk) return pk == 5;
+    const char *v = prefill_env();
+    if (v && *v) return !strcmp(v, "wg2p");
+    return knob(0, "KILN_PREFILL_PERSIST", KILN_PREFILL_PERSIST_DEFAULT) > 0;
 }
 
 kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, const kiln_gpu_attn *a) {
@@ -1298,11 +1308,18 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
                    &part_o, &part_ml, &qs, &cl, &nq, &n_parts, &P);
         }
     } else if (prefill_wg2(a, di, kv8, hd)) {
-        KILN_TRY(kiln_rt_kernels_get(g->k, "attn_prefill_wg2", defs, &f));
         int tt = 128 / grp; /* kernel_src/attn_prefill_wg.cu WG_BM / GROUP */
-        LAUNCH(f, (unsigned)((a->max_q_len + tt - 1) / tt), (unsigned)n_seqs, (unsigned)(nq / grp), 384,
-               prefill_wg2_smem(hd), s, &out, &q, &qst, &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale,
-               &window, &kvs);
+        int gx = (a->max_q_len + tt - 1) / tt;
+        if (prefill_wg2_persist(a)) { /* one block an SM over the gx x n_seqs x nq / grp work items */
+            KILN_TRY(kiln_rt_kernels_get(g->k, "attn_prefill_wg2p", defs, &f));
+            const int64_t items = (int64_t)gx * n_seqs * (nq / grp);
+            LAUNCH(f, (unsigned)KILN_MIN(items, (int64_t)di->n_sms), 1, 1, 384, prefill_wg2_smem(hd), s, &out, &q, &qst,
+                   &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window, &kvs, &gx);
+        } else {
+            KILN_TRY(kiln_rt_kernels_get(g->k, "attn_prefill_wg2", defs, &f));
+            LAUNCH(f, (unsigned)gx, (unsigned)n_seqs, (unsigned)(nq / grp), 384, prefill_wg2_smem(hd), s, &out, &q,
+                   &qst, &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window, &kvs);
+        }
     } else if (prefill_v2(a, kv8, hd)) {
         KILN_TRY(kiln_rt_kernels_get(g->k, "attn_prefill", defs, &f));
         int tt = 128 / grp; /* kernel_src/attn_prefill.cu P2_BM / GROUP */

@@ -130,6 +130,8 @@ typedef struct kiln_gpu_params {
 #define KILN_ROPE_DEC_MAX_DEFAULT 64
 /* kiln_attn_prefill_wg2 by default from this longest context on (sm_90, 16-bit caches, head_dim 64 | 128) */
 #define KILN_PREFILL_WG2_MIN_CTX 1024
+/* wg2 in its persistent form (kiln_attn_prefill_wg2p; $KILN_PREFILL_PERSIST): off until measured */
+#define KILN_PREFILL_PERSIST_DEFAULT 0
 /* Split decode attention: the kernel's last partition block of each (sequence, KV group) combines the
  * partitions (arrival counters, KILN_ATTN_COUNTERS of them: n_seqs * nq / GROUP at most) instead of a
  * kiln_attn_reduce launch a layer ($KILN_DECODE_FUSED_REDUCE=1). Off: kiln bench on the H200 (2026-11-30,
@@ -317,7 +319,8 @@ typedef struct kiln_gpu_attn {
     int force_partition; /* tests/bench: >0 forces this split-K partition size (decode), -1 forbids splitting */
     int prefill_kernel;  /* tests/bench: 1 runs the first prefill kernel (as $KILN_PREFILL_KERNEL=v1 does), 3
                             the warp-specialized wgmma one (=wg2; on sm_90 with a 16-bit cache and head dim
-                            64 or 128, the default kernel elsewhere), 4 attn_prefill (=v2; where it serves);
+                            64 or 128, the default kernel elsewhere), 4 attn_prefill (=v2; where it serves),
+                            5 wg2 in its persistent form (=wg2p, kiln_attn_prefill_wg2p; where wg2 serves);
                             0: as $KILN_PREFILL_KERNEL says, else by the shape. 2 (=wg, the first wgmma
                             kernel) was removed: it counts as 0, and =wg as unset */
 } kiln_gpu_attn;

@@ -123,6 +123,10 @@ static const kiln_jit_kernel_def registry[] = {
      * (kiln_jit_unit_arch), a trapping body elsewhere */
     {"attn_prefill_wg2", "kernel_src/attn_prefill_wg.cu", "kiln_attn_prefill_wg2",
      "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,ptr", ATTN_PARAMS, ATTN_WG_EX},
+    /* its persistent form (one block an SM walking the work items, longest query tiles first): the same
+     * arguments, then the query tiles of the longest sequence (ceil(max_q_len / (128 / GROUP))) */
+    {"attn_prefill_wg2p", "kernel_src/attn_prefill_wg.cu", "kiln_attn_prefill_wg2p",
+     "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,ptr,i32", ATTN_PARAMS, ATTN_WG_EX},
     {"sample_penalties", "kernel_src/sample.cu", "kiln_sample_penalties", "ptr,i32,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr",
      {{NULL, NULL}}, ""},
     {"sample", "kernel_src/sample.cu", "kiln_sample", "ptr,ptr,ptr,i32,ptr,ptr", {{NULL, NULL}}, ""},
