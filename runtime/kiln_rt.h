@@ -312,7 +312,10 @@ typedef struct kiln_jit_kernel_def {
  * 6011 against 6009 / 5978 (no gain at 32 rows: left to cuBLASLt) */
 #define KILN_SKGEMM_ROPE_DEFAULT 16
 #define KILN_SKGEMM_WARPS_DEFAULT 4
-/* gemm_sk on the warpgroup MMA (kernel_src/gemm_sk_wg.cu, sm_90; $KILN_SKGEMM_WG): off until measured */
+/* gemm_sk on the warpgroup MMA (kernel_src/gemm_sk_wg.cu, sm_90; $KILN_SKGEMM_WG): off. H200, 2026-12-01
+ * (bench/RESULTS.md): faster alone at M = 32 (bench_kernels gemm_sk_quick: qkv 63.9% of copy against 56.7% for
+ * gemm_sk and 64.6% for cuBLASLt, 69.3% with 4 stages; o 59.3 against 57.9%), but no faster in the engine
+ * (kiln bench -b 32: 5952 / 6062 tok/s against 6039 / 6035; tuned per row count 5873 / 5885 against 6022 / 5960) */
 #define KILN_SKGEMM_WG_DEFAULT 0
 #define KILN_SKGEMM_TILES_DEFAULT(maxm) 2
 #define KILN_SKGEMM_STAGES_DEFAULT(maxm) ((maxm) >= 32 ? 3 : 4)

@@ -665,6 +665,23 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s48; then # thirteenth session: the defaults with wg2p; the whole test_gpu_ops and test_gpu_engine
+  ngpu=$(nvidia-smi -L | wc -l)
+  if [ "$ngpu" -ge 2 ]; then ops_bg 0 420; export CUDA_VISIBLE_DEVICES=1; else export CUDA_VISIBLE_DEVICES=0; fi
+  timeout 100 "$here/bin/bench_kernels" prefill > /tmp/bp.log 2>&1
+  grep -E "ceilings|attn prefill (causal|wg2)" /tmp/bp.log | sed -E "s/ +/ /g" | cut -c1-110
+  cp /tmp/bp.log "$out/bench_prefill.log"
+  kb p8x2048-def -- -b 8 -s 2048 -o 8 --iters 2
+  kb p8x2048-grid KILN_PREFILL_PERSIST=0 -- -b 8 -s 2048 -o 8 --iters 2
+  kb p1x8192-def -- -b 1 -s 8192 -o 8 --iters 2
+  kb p1x8192-grid KILN_PREFILL_PERSIST=0 -- -b 1 -s 8192 -o 8 --iters 2
+  kb b1-def -- -b 1 -s 128 -o 512 --iters 2
+  kb b32-def -- -b 32 -s 128 -o 256 --iters 2
+  if [ "$ngpu" -lt 2 ]; then ops_bg 0 420; fi
+  unset CUDA_VISIBLE_DEVICES; wait
+  ops_report "test_gpu_ops (whole)"
+  [ "$ngpu" -ge 2 ] && gt test_gpu_engine 200 "FAIL|passed" -- test_gpu_engine
+fi
 if has s47; then # thirteenth session: wg2's persistent form (wg2p); gemm_sk_wg tuned per row count
   export CUDA_VISIBLE_DEVICES=0
   gt ops_pwg 300 "FAIL|passed" -- test_gpu_ops attention_prefill_wg

@@ -130,8 +130,10 @@ typedef struct kiln_gpu_params {
 #define KILN_ROPE_DEC_MAX_DEFAULT 64
 /* kiln_attn_prefill_wg2 by default from this longest context on (sm_90, 16-bit caches, head_dim 64 | 128) */
 #define KILN_PREFILL_WG2_MIN_CTX 1024
-/* wg2 in its persistent form (kiln_attn_prefill_wg2p; $KILN_PREFILL_PERSIST): off until measured */
-#define KILN_PREFILL_PERSIST_DEFAULT 0
+/* wg2 in its persistent form (kiln_attn_prefill_wg2p; $KILN_PREFILL_PERSIST=0 for the grid form): H200,
+ * 2026-12-01, bench_kernels prefill in one call: 8 x 2048 290.6 TFLOP/s against 286.1, 1 x 8192 364.7 against
+ * 342.6; kiln bench -b 8 -s 2048 time to first token 288.6 / 287.2 ms against 289.6 / 290.0 */
+#define KILN_PREFILL_PERSIST_DEFAULT 1
 /* Split decode attention: the kernel's last partition block of each (sequence, KV group) combines the
  * partitions (arrival counters, KILN_ATTN_COUNTERS of them: n_seqs * nq / GROUP at most) instead of a
  * kiln_attn_reduce launch a layer ($KILN_DECODE_FUSED_REDUCE=1). Off: kiln bench on the H200 (2026-11-30,

@@ -467,6 +467,7 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
     /* the warp-specialized wgmma prefill the host takes on sm_90 from KILN_PREFILL_WG2_MIN_CTX tokens
      * (16-bit caches, head_dim 64 | 128; other GPUs compile a trap body they never launch) */
     const bool wg2 = (m->head_dim == 64 || m->head_dim == 128) && (!strcmp(a, "bf16") || !strcmp(a, "fp16"));
+    /* (its persistent form, attn_prefill_wg2p, is the same unit: same file and defines) */
     if (wg2 && !strcmp(kv, a))
         KILN_TRY(add_spec(l, "attn_prefill_wg2", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", a, bs, grp,
                           m->head_dim, kv));
