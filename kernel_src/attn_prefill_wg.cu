@@ -166,18 +166,32 @@ KILN_DEV void wg_mma_rs_n64(float (&d)[32], const u32 (&a)[4], u64 db) {
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
 }
 
-// S = Q K^T of one warpgroup (sq: its first Q row, sk: the K stage)
-KILN_DEV void wg_qk(float (&s)[WG_BN / 2], u32 sq, u32 sk) {
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; kk++)
-        wg_mma_ss_n128(s, wg_desc(sq + (u32)((kk >> 2) * WG_BM * 128 + (kk & 3) * 32)),
-                       wg_desc(sk + (u32)((kk >> 2) * WG_BN * 128 + (kk & 3) * 32)), kk > 0);
+KILN_DEV void wg_mma_ss_n64(float (&d)[32], u64 da, u64 db, int accumulate) {
+    asm volatile("{ .reg .pred p; setp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32" WG_AB " {"
+                 WG_R32
+                 "}, %32, %33, p, 1, 1, 0, 0; }\n"
+                 : WG_D32(d)
+                 : "l"(da), "l"(db), "r"(accumulate));
 }
 
-// O += P V (sv: the V stage)
-KILN_DEV void wg_pv(float (&o)[HD / 2], const u32 (&p)[WG_BN / 16][4], u32 sv) {
+// S = Q K^T of one warpgroup (sq: its first Q row, sk: the K stage) over the
+// tile's first NK keys (128, or 64 on a causal tile whose later half every
+// row of the block masks)
+template <int NK> KILN_DEV void wg_qk(float (&s)[NK / 2], u32 sq, u32 sk) {
 #pragma unroll
-    for (int kk = 0; kk < WG_BN / 16; kk++) {
+    for (int kk = 0; kk < HD / 16; kk++) {
+        const u64 da = wg_desc(sq + (u32)((kk >> 2) * WG_BM * 128 + (kk & 3) * 32)),
+                  db = wg_desc(sk + (u32)((kk >> 2) * WG_BN * 128 + (kk & 3) * 32));
+        if constexpr (NK == WG_BN) wg_mma_ss_n128(s, da, db, kk > 0);
+        else wg_mma_ss_n64(s, da, db, kk > 0);
+    }
+}
+
+// O += P V (sv: the V stage) over the tile's first NK keys
+template <int NK> KILN_DEV void wg_pv(float (&o)[HD / 2], const u32 (&p)[WG_BN / 16][4], u32 sv) {
+#pragma unroll
+    for (int kk = 0; kk < NK / 16; kk++) {
         const u64 db = wg_desc(sv + (u32)((kk >> 2) * HD * 128 + (kk & 3) * 32));
 #if HD == 128
         wg_mma_rs_n128(o, p[kk], db);
@@ -193,13 +207,13 @@ KILN_DEV void wg_pv(float (&o)[HD / 2], const u32 (&p)[WG_BN / 16][4], u32 sv) {
 // + e; rp: the rows' positions. Runs while the PV product is in flight, so it
 // writes no register a wgmma reads (with such a write ptxas serializes every
 // wgmma of the kernel, C7513): S is fresh each tile and P is packed later.
-template <bool MASK>
-KILN_DEV void wg_row_max(const float (&s)[WG_BN / 2], float (&mx)[2], const int (&hi)[2], const int (&lo)[2]) {
+template <bool MASK, int NK>
+KILN_DEV void wg_row_max(const float (&s)[NK / 2], float (&mx)[2], const int (&hi)[2], const int (&lo)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         mx[h] = -KILN_INF;
 #pragma unroll
-        for (int nb = 0; nb < WG_BN / 8; nb++)
+        for (int nb = 0; nb < NK / 8; nb++)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const int k = nb * 8 + e;
@@ -207,14 +221,14 @@ KILN_DEV void wg_row_max(const float (&s)[WG_BN / 2], float (&mx)[2], const int 
             }
     }
 }
-template <bool MASK>
-KILN_DEV void wg_exp(const float (&s)[WG_BN / 2], float (&pe)[WG_BN / 2], float (&rs)[2], const float (&mu)[2],
+template <bool MASK, int NK>
+KILN_DEV void wg_exp(const float (&s)[NK / 2], float (&pe)[NK / 2], float (&rs)[2], const float (&mu)[2],
                      const int (&hi)[2], const int (&lo)[2], float sl2) {
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         rs[h] = 0.0f;
 #pragma unroll
-        for (int nb = 0; nb < WG_BN / 8; nb++)
+        for (int nb = 0; nb < NK / 8; nb++)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const int k = nb * 8 + e;
@@ -225,13 +239,14 @@ KILN_DEV void wg_exp(const float (&s)[WG_BN / 2], float (&pe)[WG_BN / 2], float 
             }
     }
 }
-KILN_DEV void wg_softmax(const float (&s)[WG_BN / 2], float (&pe)[WG_BN / 2], float (&m)[2], float (&l)[2],
+template <int NK>
+KILN_DEV void wg_softmax(const float (&s)[NK / 2], float (&pe)[NK / 2], float (&m)[2], float (&l)[2],
                          float (&alpha)[2], const int (&rp)[2], int t0, int tig, int wlo, int whi, int window,
                          float sl2) {
     // key t0 + 8nb + 2tig + e is visible iff lo < 8nb + e <= hi; masks only
     // where a row of this warp needs one (a warp-uniform branch; the
     // shuffles stay outside it)
-    const bool mask = t0 + WG_BN - 1 > wlo || (window > 0 && t0 <= whi - window);
+    const bool mask = t0 + NK - 1 > wlo || (window > 0 && t0 <= whi - window);
     int hi[2], lo[2];
     float mx[2], mu[2], rs[2];
 #pragma unroll
@@ -239,8 +254,8 @@ KILN_DEV void wg_softmax(const float (&s)[WG_BN / 2], float (&pe)[WG_BN / 2], fl
         hi[h] = rp[h] - t0 - tig * 2;
         lo[h] = window > 0 ? hi[h] - window : -0x7fffffff;
     }
-    if (mask) wg_row_max<true>(s, mx, hi, lo);
-    else wg_row_max<false>(s, mx, hi, lo);
+    if (mask) wg_row_max<true, NK>(s, mx, hi, lo);
+    else wg_row_max<false, NK>(s, mx, hi, lo);
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
@@ -250,17 +265,17 @@ KILN_DEV void wg_softmax(const float (&s)[WG_BN / 2], float (&pe)[WG_BN / 2], fl
         alpha[h] = fast_exp2(m[h] - mu[h]);
         m[h] = mnew;
     }
-    if (mask) wg_exp<true>(s, pe, rs, mu, hi, lo, sl2);
-    else wg_exp<false>(s, pe, rs, mu, hi, lo, sl2);
+    if (mask) wg_exp<true, NK>(s, pe, rs, mu, hi, lo, sl2);
+    else wg_exp<false, NK>(s, pe, rs, mu, hi, lo, sl2);
 #pragma unroll
     for (int h = 0; h < 2; h++) l[h] = l[h] * alpha[h] + rs[h];
 }
 
 // The probabilities as PV's A fragments: k-step kk (keys 16kk ..), register
 // i = slots 8kk + 2i, 8kk + 2i + 1 (rows g / g + 8, keys 2tig (+8)).
-KILN_DEV void wg_pack_p(u32 (&p)[WG_BN / 16][4], const float (&pe)[WG_BN / 2]) {
+template <int NK> KILN_DEV void wg_pack_p(u32 (&p)[WG_BN / 16][4], const float (&pe)[NK / 2]) {
 #pragma unroll
-    for (int kk = 0; kk < WG_BN / 16; kk++)
+    for (int kk = 0; kk < NK / 16; kk++)
 #pragma unroll
         for (int i = 0; i < 4; i++) p[kk][i] = pack2<act_t>(pe[8 * kk + 2 * i], pe[8 * kk + 2 * i + 1]);
 }
@@ -519,51 +534,87 @@ KILN_DEV void w2_main(act_t *__restrict__ out, const act_t *__restrict__ q, i64 
 #define W2_PASS(last)
 #endif
 
-            // tile 0: S, softmax, P (alpha = 0 rescales the zero O at iteration 1)
-            mb_wait(W2_FULL_K(ks), kph);
-            wg_fence_proxy(); // cp.async (generic proxy) writes -> wgmma (async proxy) reads
-            {
-                float sc[WG_BN / 2], pe[WG_BN / 2];
-                W2_TURN();
-                wg_fence();
-                wg_qk(sc, sqw, W2_SK(ks));
-                wg_commit();
-                W2_PASS(false);
-                wg_wait<0>();
-                wg_keep(sc);
-                if (lane == 0) mb_arrive(W2_EMPTY_K(ks)); // this warp's reads of K_0 are done
-                if (++ks == W2_NS) ks = 0, kph ^= 1u;
-                wg_softmax(sc, pe, m, l, alpha, rp, kt_first * WG_BN, tig, wlo, whi, window, sl2);
-                wg_pack_p(p, pe);
-            }
-
+            // a causal item whose rows all precede its last KV tile's later 64 keys takes that tile's S and P V
+            // over its first 64 keys only (NK 64; separate code, so every wgmma sequence writes whole fragments)
+            const bool half = pos0 + min(tok0 + WG_TT, q_len) - 1 < (kt_end - 1) * WG_BN + WG_BN / 2;
+            // tile 0 over its first NKV keys: S, softmax, P (alpha = 0 rescales
+            // the zero O at iteration 1); the barrier arrival follows this warp's
+            // reads of K_0
+#define W2_TILE0(NKV)                                                                                  \
+    {                                                                                                  \
+        constexpr int NK = (NKV);                                                                      \
+        mb_wait(W2_FULL_K(ks), kph);                                                                           \
+        wg_fence_proxy();                                                                                      \
+        float sc[NK / 2], pe[NK / 2];                                                                          \
+        W2_TURN();                                                                                             \
+        wg_fence();                                                                                            \
+        wg_qk<NK>(sc, sqw, W2_SK(ks));                                                                         \
+        wg_commit();                                                                                           \
+        W2_PASS(false);                                                                                        \
+        wg_wait<0>();                                                                                          \
+        wg_keep(sc);                                                                                           \
+        if (lane == 0) mb_arrive(W2_EMPTY_K(ks));                                                              \
+        if (++ks == W2_NS) ks = 0, kph ^= 1u;                                                                  \
+        wg_softmax<NK>(sc, pe, m, l, alpha, rp, kt_first * WG_BN, tig, wlo, whi, window, sl2);                 \
+        wg_pack_p<NK>(p, pe);                                                                                  \
+    }
+            // tile j >= 1 over its first NKV keys: K_j and V_{j-1} landed
+            // (fence.proxy.async: cp.async writes -> wgmma reads), S_j issued,
+            // O rescaled to tile j - 1's max under it, then O += P_{j-1}
+            // V_{j-1} (always whole); wait_group 1: S_j done, K_j's stage
+            // freed; tile j's softmax under the P V product; wait_group 0: V_{j-1}'s
+            // stage freed (S is fresh each tile: see wg_softmax)
+#define W2_TILE(NKV)                                                                                   \
+    {                                                                                                  \
+        constexpr int NK = (NKV);                                                                      \
+        mb_wait(W2_FULL_K(ks), kph);                                                                           \
+        mb_wait(W2_FULL_V(vs), vph);                                                                           \
+        wg_fence_proxy();                                                                                      \
+        float sc[NK / 2], pe[NK / 2];                                                                          \
+        W2_TURN();                                                                                             \
+        wg_fence();                                                                                            \
+        wg_qk<NK>(sc, sqw, W2_SK(ks));                                                                         \
+        wg_commit();                                                                                           \
+        wg_rescale(o, alpha);                                                                                  \
+        wg_keep(o);                                                                                            \
+        wg_fence();                                                                                            \
+        wg_pv<WG_BN>(o, p, W2_SV(vs));                                                                         \
+        wg_commit();                                                                                           \
+        W2_PASS(false);                                                                                        \
+        wg_wait<1>();                                                                                          \
+        wg_keep(sc);                                                                                           \
+        if (lane == 0) mb_arrive(W2_EMPTY_K(ks));                                                              \
+        wg_softmax<NK>(sc, pe, m, l, alpha, rp, (kt_first + j) * WG_BN, tig, wlo, whi, window, sl2);           \
+        wg_wait<0>();                                                                                          \
+        wg_keep(o);                                                                                            \
+        wg_keep(p);                                                                                            \
+        if (lane == 0) mb_arrive(W2_EMPTY_V(vs));                                                              \
+        wg_pack_p<NK>(p, pe);                                                                                  \
+        if (++ks == W2_NS) ks = 0, kph ^= 1u;                                                                  \
+        if (++vs == W2_NS) vs = 0, vph ^= 1u;                                                                  \
+    }
+            // the last tile's O += P V over its first NKV keys
+#define W2_LAST_PV(NKV)                                                                                \
+    {                                                                                                  \
+        constexpr int NK = (NKV);                                                                      \
+        mb_wait(W2_FULL_V(vs), vph);                                                                           \
+        wg_fence_proxy();                                                                                      \
+        W2_TURN();                                                                                             \
+        wg_rescale(o, alpha);                                                                                  \
+        wg_keep(o);                                                                                            \
+        wg_fence();                                                                                            \
+        wg_pv<NK>(o, p, W2_SV(vs));                                                                            \
+        wg_commit();                                                                                           \
+        W2_PASS(true);                                                                                         \
+        wg_wait<0>();                                                                                          \
+        wg_keep(o);                                                                                            \
+    }
+            if (half && n_tiles == 1) W2_TILE0(WG_BN / 2)
+            else W2_TILE0(WG_BN)
 #pragma unroll 1
             for (int j = 1; j < n_tiles; j++) {
-                mb_wait(W2_FULL_K(ks), kph); // K_j
-                mb_wait(W2_FULL_V(vs), vph); // V_{j-1}
-                wg_fence_proxy();
-                float sc[WG_BN / 2], pe[WG_BN / 2]; // fresh each tile (see wg_softmax)
-                W2_TURN();
-                wg_fence();
-                wg_qk(sc, sqw, W2_SK(ks));
-                wg_commit();
-                wg_rescale(o, alpha); // O to tile j - 1's max, under S_j's MMAs
-                wg_keep(o);
-                wg_fence();
-                wg_pv(o, p, W2_SV(vs));
-                wg_commit();
-                W2_PASS(false);
-                wg_wait<1>(); // S_j: this warp's reads of K_j are done
-                wg_keep(sc);
-                if (lane == 0) mb_arrive(W2_EMPTY_K(ks));
-                wg_softmax(sc, pe, m, l, alpha, rp, (kt_first + j) * WG_BN, tig, wlo, whi, window, sl2);
-                wg_wait<0>(); // O += P_{j-1} V_{j-1}: this warp's reads of V_{j-1} are done
-                wg_keep(o);
-                wg_keep(p);
-                if (lane == 0) mb_arrive(W2_EMPTY_V(vs));
-                wg_pack_p(p, pe);
-                if (++ks == W2_NS) ks = 0, kph ^= 1u;
-                if (++vs == W2_NS) vs = 0, vph ^= 1u;
+                if (half && j == n_tiles - 1) W2_TILE(WG_BN / 2)
+                else W2_TILE(WG_BN)
             }
             // every Q K^T of the item has completed: the next item's Q rows
             // load under the last P V product and the store
@@ -572,18 +623,11 @@ KILN_DEV void w2_main(act_t *__restrict__ out, const act_t *__restrict__ q, i64 
                 nit = w2_item(it + (int)gridDim.x, total, per_x, nz, gx, qstart, ntok0, ns, nzz);
                 if (nit >= 0) w2_load_q(sq, q, q_stride, qstart[ns], qstart[ns + 1] - qstart[ns], nzz * GROUP, ntok0, cw, ct);
             }
-            // the last tile's O += P V
-            mb_wait(W2_FULL_V(vs), vph);
-            wg_fence_proxy();
-            W2_TURN();
-            wg_rescale(o, alpha);
-            wg_keep(o);
-            wg_fence();
-            wg_pv(o, p, W2_SV(vs));
-            wg_commit();
-            W2_PASS(true);
-            wg_wait<0>();
-            wg_keep(o);
+            if (half) W2_LAST_PV(WG_BN / 2)
+            else W2_LAST_PV(WG_BN)
+#undef W2_TILE0
+#undef W2_TILE
+#undef W2_LAST_PV
             if (PERSIST) { // the producer reuses the stage
                 if (lane == 0) mb_arrive(W2_EMPTY_V(vs));
                 if (++vs == W2_NS) vs = 0, vph ^= 1u;

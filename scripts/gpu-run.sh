@@ -665,6 +665,18 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s49; then # thirteenth session: wg2 / wg2p with the causal half tile (the last KV tile's first 64 keys)
+  export CUDA_VISIBLE_DEVICES=0
+  gt ops_prefill 300 "FAIL|passed" -- test_gpu_ops attention_prefill
+  for r in 1 2; do
+    timeout 100 "$here/bin/bench_kernels" prefill > /tmp/bp.log 2>&1
+    grep -E "ceilings|attn prefill (causal|wg2)" /tmp/bp.log | sed -E "s/ +/ /g" | cut -c1-110
+  done
+  cp /tmp/bp.log "$out/bench_prefill.log"
+  kb p8x2048-def -- -b 8 -s 2048 -o 8 --iters 2
+  kb p1x8192-def -- -b 1 -s 8192 -o 8 --iters 2
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s48; then # thirteenth session: the defaults with wg2p; the whole test_gpu_ops and test_gpu_engine
   ngpu=$(nvidia-smi -L | wc -l)
   if [ "$ngpu" -ge 2 ]; then ops_bg 0 420; export CUDA_VISIBLE_DEVICES=1; else export CUDA_VISIBLE_DEVICES=0; fi
