@@ -665,6 +665,13 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s50; then # thirteenth session: the JIT targets with the 70-unit Llama-3-8B set (cold, warm) on the device's CPUs
+  export CUDA_VISIBLE_DEVICES=0
+  timeout 200 "$here/bin/bench_kernels" jit > /tmp/bj.log 2>&1
+  grep -iE "jit|ceilings" /tmp/bj.log | sed -E "s/ +/ /g" | cut -c1-140
+  cp /tmp/bj.log "$out/bench_jit.log"
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s49; then # thirteenth session: wg2 / wg2p with the causal half tile (the last KV tile's first 64 keys)
   export CUDA_VISIBLE_DEVICES=0
   gt ops_prefill 300 "FAIL|passed" -- test_gpu_ops attention_prefill
