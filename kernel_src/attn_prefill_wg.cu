@@ -120,25 +120,6 @@ template <int N> KILN_DEV void wg_keep(u32 (&x)[N][4]) {
         for (int k = 0; k < 4; k++) wg_keep(x[i][k]);
 }
 
-// The accumulator operands of a wgmma: the register list of its asm string
-// and the "+f" operands of the d fragment (32 or 64 floats a thread)
-#define WG_R32                                                                                                    \
-    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
-    "%23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define WG_R64                                                                                                  \
-    WG_R32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, " \
-           "%51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define WG_D32(d)                                                                                                  \
-    "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),   \
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),   \
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),  \
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-#define WG_D64(d)                                                                                                  \
-    WG_D32(d), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]),         \
-        "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]),  \
-        "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),  \
-        "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),  \
-        "+f"(d[63])
 
 // D (m64 x N, f32) = / += A B; S = Q K^T: A and B from shared memory.
 KILN_DEV void wg_mma_ss_n128(float (&d)[64], u64 da, u64 db, int accumulate) {
@@ -397,6 +378,19 @@ KILN_DEV void w2_load_q(u32 sq, const act_t *__restrict__ q, i64 q_stride, int q
                        ok ? 16 : 0);
     cp_async_commit();
 }
+
+// an item's sequence geometry: its query rows, context, the position of
+// query token 0 and the KV tiles its query tile tok0 reads
+struct w2_geo {
+    int q0, q_len, ctx, pos0, kt_first, kt_end, n_tiles;
+};
+KILN_DEV w2_geo w2_geometry(const int *__restrict__ qstart, const int *__restrict__ ctx_len, int s, int tok0, int window) {
+    w2_geo e;
+    e.q0 = qstart[s], e.q_len = qstart[s + 1] - e.q0, e.ctx = ctx_len[s], e.pos0 = e.ctx - e.q_len;
+    prefill_kv_tiles(e.pos0, tok0, e.q_len, WG_TT, WG_BN, window, e.kt_first, e.kt_end);
+    e.n_tiles = e.kt_end - e.kt_first;
+    return e;
+}
 #endif
 
 template <bool PERSIST>
@@ -452,11 +446,8 @@ KILN_DEV void w2_main(act_t *__restrict__ out, const act_t *__restrict__ q, i64 
         u32 ph = 0, php = 0;  // parities of their current use
 #pragma unroll 1
         for (;;) {
-            const int qh0 = z * GROUP, kvh = qh0 / ratio, q_len = qstart[s + 1] - qstart[s];
-            const int ctx = ctx_len[s], pos0 = ctx - q_len;
-            int kt_first, kt_end;
-            prefill_kv_tiles(pos0, tok0, q_len, WG_TT, WG_BN, window, kt_first, kt_end);
-            const int n_tiles = kt_end - kt_first;
+            const w2_geo e = w2_geometry(qstart, ctx_len, s, tok0, window);
+            const int kvh = z * GROUP / ratio, ctx = e.ctx, kt_first = e.kt_first, n_tiles = e.n_tiles;
             const int *bt = block_tables + (size_t)s * max_blocks;
 #pragma unroll 1
             for (int i = 0; i <= n_tiles; i++) {
@@ -491,11 +482,9 @@ KILN_DEV void w2_main(act_t *__restrict__ out, const act_t *__restrict__ q, i64 
         w2_load_q(sq, q, q_stride, qstart[s], qstart[s + 1] - qstart[s], z * GROUP, tok0, cw, ct);
 #pragma unroll 1
         for (;;) {
-            const int qh0 = z * GROUP, q0 = qstart[s], q_len = qstart[s + 1] - q0;
-            const int ctx = ctx_len[s], pos0 = ctx - q_len;
-            int kt_first, kt_end;
-            prefill_kv_tiles(pos0, tok0, q_len, WG_TT, WG_BN, window, kt_first, kt_end);
-            const int n_tiles = kt_end - kt_first;
+            const w2_geo e = w2_geometry(qstart, ctx_len, s, tok0, window);
+            const int qh0 = z * GROUP, q0 = e.q0, q_len = e.q_len, pos0 = e.pos0;
+            const int kt_first = e.kt_first, kt_end = e.kt_end, n_tiles = e.n_tiles;
             cp_async_wait<0>(); // this thread's Q rows (w2_load_q)
             wg_fence_proxy();   // this thread's Q writes -> the warpgroup's wgmma reads
             nb_sync(3 + cw, 128);

@@ -169,31 +169,19 @@ KILN_DEV float cluster_ld(u32 a) {
 #include "wgmma.cuh"
 // d (m64 x MAXM, f32, a warpgroup's fragment) += A B^T, A (64 W rows x k16)
 // and B (MAXM x rows x k16) K-major in shared memory (descriptors da, db)
-#define SKW_R4 "%0, %1, %2, %3"
-#define SKW_R8 SKW_R4 ", %4, %5, %6, %7"
-#define SKW_R16 SKW_R8 ", %8, %9, %10, %11, %12, %13, %14, %15"
-#define SKW_R32 SKW_R16 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define SKW_D4(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-#define SKW_D8(d) SKW_D4(d), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-#define SKW_D16(d)                                                                                                 \
-    SKW_D8(d), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-#define SKW_D32(d)                                                                                                 \
-    SKW_D16(d), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),          \
-        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),    \
-        "+f"(d[31])
 #define SKW_DEF(NN, NR, IA, IB, IP)                                                                                \
     KILN_DEV void skw_mma_n##NN(float(&d)[NR], u64 da, u64 db) {                                                   \
         if (mma_kind<act_t>::f16)                                                                                  \
             asm volatile("{ .reg .pred p; setp.ne.b32 p, %" IP ", 0;\n"                                            \
-                         "wgmma.mma_async.sync.aligned.m64n" #NN "k16.f32.f16.f16 {" SKW_R##NR "}, %" IA ", %" IB  \
+                         "wgmma.mma_async.sync.aligned.m64n" #NN "k16.f32.f16.f16 {" WG_R##NR "}, %" IA ", %" IB  \
                          ", p, 1, 1, 0, 0; }\n"                                                                    \
-                         : SKW_D##NR(d)                                                                            \
+                         : WG_D##NR(d)                                                                            \
                          : "l"(da), "l"(db), "n"(1));                                                              \
         else                                                                                                       \
             asm volatile("{ .reg .pred p; setp.ne.b32 p, %" IP ", 0;\n"                                            \
-                         "wgmma.mma_async.sync.aligned.m64n" #NN "k16.f32.bf16.bf16 {" SKW_R##NR "}, %" IA ", %"   \
+                         "wgmma.mma_async.sync.aligned.m64n" #NN "k16.f32.bf16.bf16 {" WG_R##NR "}, %" IA ", %"   \
                          IB ", p, 1, 1, 0, 0; }\n"                                                                 \
-                         : SKW_D##NR(d)                                                                            \
+                         : WG_D##NR(d)                                                                            \
                          : "l"(da), "l"(db), "n"(1));                                                              \
     }
 SKW_DEF(8, 4, "4", "5", "6")
