@@ -320,20 +320,22 @@ typedef struct kiln_jit_kernel_def {
 #define KILN_SKGEMM_TILES_DEFAULT(maxm) 2
 #define KILN_SKGEMM_STAGES_DEFAULT(maxm) ((maxm) >= 32 ? 3 : 4)
 /* gemm_sk's launch shape for an N x K weight at MAXM bucket maxm: stages (the
- * asked ones, lowered until a block's ring fits smem_optin), split (the
- * cluster's K slices, 1..8: split_knob when > 0, else as many as make about
- * one wave of at most 2 blocks an SM; 1 before sm_90; at least 2 chunks a
- * slice, no empty slice), chunks a slice and the block's dynamic shared
- * memory. Shared by engine/cuda/ops_gpu.c and kiln_jit_model_specs. */
+ * asked ones, lowered until a block's ring and `slack` more bytes fit
+ * smem_optin), split (the cluster's K slices, 1..8: split_knob when > 0, else
+ * as many as make about one wave of at most 2 blocks an SM; 1 before sm_90; at
+ * least 2 chunks a slice, no empty slice), chunks a slice and the block's
+ * dynamic shared memory, slack included (gemm_sk_wg's 1024 bytes to align its
+ * ring; 0 for gemm_sk). Shared by engine/cuda/ops_gpu.c and kiln_jit_model_specs. */
 typedef struct kiln_skgemm_shape { int stages, split, cps, smem, tiles; } kiln_skgemm_shape;
 static inline kiln_skgemm_shape kiln_skgemm_plan(int n_sms, int smem_per_sm, int smem_optin, int cc_major, int N,
-                                                 int K, int maxm, int warps, int rt, int stages, int split_knob) {
+                                                 int K, int maxm, int warps, int rt, int stages, int split_knob,
+                                                 int slack) {
     kiln_skgemm_shape p;
     const int bn = warps * rt * 16, nchunks = (K + 63) / 64;
-    while (stages > 2 && stages * (bn + maxm) * 128 > smem_optin) stages--;
+    while (stages > 2 && stages * (bn + maxm) * 128 + slack > smem_optin) stages--;
     const int pipe = stages * (bn + maxm) * 128, red = warps * rt * (maxm / 8) * 4 * 32 * 4;
     p.stages = stages;
-    p.smem = pipe > red ? pipe : red;
+    p.smem = (pipe > red ? pipe : red) + slack;
     p.tiles = (N + bn - 1) / bn;
     int split = split_knob;
     if (split <= 0) {

@@ -345,7 +345,7 @@ KT_TEST(test_skgemm_plan) {
                     const int N = NK[si][0], K = NK[si][1], rt = KILN_SKGEMM_TILES_DEFAULT(maxm);
                     const int nchunks = (K + 63) / 64;
                     kiln_skgemm_shape p = kiln_skgemm_plan(132, 233472, 232448, cc, N, K, maxm, KILN_SKGEMM_WARPS_DEFAULT,
-                                                           rt, KILN_SKGEMM_STAGES_DEFAULT(maxm), knob);
+                                                           rt, KILN_SKGEMM_STAGES_DEFAULT(maxm), knob, 0);
                     char what[96];
                     snprintf(what, sizeof what, "N %d K %d maxm %d cc %d knob %d", N, K, maxm, cc, knob);
                     KT_CHECKF(p.stages >= 2 && p.stages <= KILN_SKGEMM_STAGES_DEFAULT(maxm), "%s: stages %d", what,
@@ -367,9 +367,16 @@ KT_TEST(test_skgemm_plan) {
                     KT_CHECKF(kiln_jit_check_defines(d, defs) == KILN_OK, "%s: [%s] %s", what, defs, kiln_last_error());
                 }
     /* the measured defaults on an H200: qkv 5 slices at M = 32 (3 stages), o 8, gate_up 1 */
-    KT_CHECK(kiln_skgemm_plan(132, 233472, 232448, 9, 6144, 4096, 32, 4, 2, 3, 0).split == 5);
-    KT_CHECK(kiln_skgemm_plan(132, 233472, 232448, 9, 4096, 4096, 16, 4, 2, 4, 0).split == 8);
-    KT_CHECK(kiln_skgemm_plan(132, 233472, 232448, 9, 28672, 4096, 8, 4, 2, 4, 0).split == 1);
+    KT_CHECK(kiln_skgemm_plan(132, 233472, 232448, 9, 6144, 4096, 32, 4, 2, 3, 0, 0).split == 5);
+    KT_CHECK(kiln_skgemm_plan(132, 233472, 232448, 9, 4096, 4096, 16, 4, 2, 4, 0, 0).split == 8);
+    KT_CHECK(kiln_skgemm_plan(132, 233472, 232448, 9, 28672, 4096, 8, 4, 2, 4, 0, 0).split == 1);
+    /* gemm_sk_wg's alignment slack: in the block's shared memory, and the ring still fits with it */
+    for (int maxm = 8; maxm <= 64; maxm *= 2) {
+        const kiln_skgemm_shape a = kiln_skgemm_plan(132, 233472, 232448, 9, 6144, 4096, maxm, 4, 4, 8, 0, 0),
+                                b = kiln_skgemm_plan(132, 233472, 232448, 9, 6144, 4096, maxm, 4, 4, 8, 0, 1024);
+        KT_CHECKF(b.smem <= 232448 && b.stages <= a.stages, "maxm %d: %d bytes, %d stages", maxm, b.smem, b.stages);
+        KT_CHECKF(b.stages < a.stages || b.smem == a.smem + 1024, "maxm %d: %d bytes against %d", maxm, b.smem, a.smem);
+    }
     /* the warpgroup-MMA gemm_sk compiles for sm_90a on sm_90 (a trapping body elsewhere), the plain one as asked */
     KT_CHECK(!strcmp(kiln_jit_unit_arch("kernel_src/gemm_sk_wg.cu", "sm_90"), "sm_90a"));
     KT_CHECK(!strcmp(kiln_jit_unit_arch("kernel_src/gemm_sk_wg.cu", "sm_80"), "sm_80"));

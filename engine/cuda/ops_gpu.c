@@ -444,7 +444,7 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
     const int maxm = mma_maxm(M);
     /* the warpgroup MMA variant (sm_90 only, compiled for sm_90a): one warpgroup a block, its ring on a
-     * 1024-byte boundary (slack bytes more shared memory) */
+     * 1024-byte boundary (slack bytes more shared memory, in the plan's p.smem) */
     const bool wg = g->sk_wg && di->cc_major == 9 && di->cc_minor == 0;
     const int slack = wg ? 1024 : 0;
     /* GLU: 2 tiles a warp (gate, up); ROPE: BN = the head dim */
@@ -459,8 +459,8 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     for (int i = 0; i < g->n_sk_fit && !want; i++)
         if (g->sk_fit[i].N == N && g->sk_fit[i].K == K && g->sk_fit[i].maxm == maxm && g->sk_fit[i].epi == (int)epi)
             fit = want = g->sk_fit[i].split;
-    kiln_skgemm_shape p = kiln_skgemm_plan(di->n_sms, di->smem_per_sm - 2 * slack, di->smem_per_block_optin - slack,
-                                           di->cc_major, N, K, maxm, warps, rt, stages, want);
+    kiln_skgemm_shape p = kiln_skgemm_plan(di->n_sms, di->smem_per_sm, di->smem_per_block_optin, di->cc_major, N, K, maxm,
+                                           warps, rt, stages, want, slack);
 #define SK_GET(pl)                                                                                                  \
     if (epi == SK_ROPE)                                                                                             \
         KILN_TRY(get(g, wg ? "gemm_sk_rope_wg" : "gemm_sk_rope", &f, "ACT=%s MAXM=%d WARPS=%d STAGES=%d CL=%d ROPE=1 HD=%d KV=%s", dt(in_dt),   \
@@ -479,11 +479,11 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
             int n = 0;
             /* a failed query keeps the split (the launch reports real errors) */
             if (kiln_rt_func_max_clusters(f, (kiln_rt_dim3){(unsigned)p.tiles, (unsigned)p.split, 1},
-                                          (kiln_rt_dim3){(unsigned)(warps * 32), 1, 1}, (unsigned)(p.smem + slack), &n) ||
+                                          (kiln_rt_dim3){(unsigned)(warps * 32), 1, 1}, (unsigned)p.smem, &n) ||
                 n >= p.tiles || p.split == 1)
                 break;
-            p = kiln_skgemm_plan(di->n_sms, di->smem_per_sm - 2 * slack, di->smem_per_block_optin - slack, di->cc_major,
-                                 N, K, maxm, warps, rt, stages, p.split - 1);
+            p = kiln_skgemm_plan(di->n_sms, di->smem_per_sm, di->smem_per_block_optin, di->cc_major, N, K, maxm, warps,
+                                 rt, stages, p.split - 1, slack);
             SK_GET(p);
         }
     }
@@ -495,11 +495,11 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     g->sk_prof_last = prof ? p.tiles * p.split : 0;
     if (epi == SK_ROPE) {
         sk_rope_args a = *ra; /* LAUNCH takes the arguments' addresses: a writable copy */
-        LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)(warps * 32), (unsigned)(p.smem + slack), s, &out,
+        LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)(warps * 32), (unsigned)p.smem, s, &out,
                &ld, &x, &w, &bias, &M, &N, &K, &cps, &prof, &a.nq, &a.nkv, &a.pos, &a.inv_freq, &a.mscale, &a.kc, &a.vc,
                &a.slots, &a.bs);
     } else {
-        LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)(warps * 32), (unsigned)(p.smem + slack), s, &out,
+        LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)(warps * 32), (unsigned)p.smem, s, &out,
                &ld, &x, &w, &bias, &M, &N, &K, &cps, &prof);
     }
 fail:

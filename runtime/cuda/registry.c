@@ -428,7 +428,7 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
                 if ((int64_t)nk[i][0] * nk[i][1] * 2 > ((int64_t)mb << 20)) continue;
                 const int rt = KILN_SKGEMM_TILES_DEFAULT(mm);
                 kiln_skgemm_shape p = kiln_skgemm_plan(132, 233472, 232448, 9, nk[i][0], nk[i][1], mm,
-                                                       KILN_SKGEMM_WARPS_DEFAULT, rt, KILN_SKGEMM_STAGES_DEFAULT(mm), 0);
+                                                       KILN_SKGEMM_WARPS_DEFAULT, rt, KILN_SKGEMM_STAGES_DEFAULT(mm), 0, 0);
                 KILN_TRY(add_spec(l, "gemm_sk", "ACT=%s OUT=%s MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d GLU=0", a, a, mm,
                                   KILN_SKGEMM_WARPS_DEFAULT, rt, p.stages, p.split));
             }
@@ -440,7 +440,7 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
         const int warps = KILN_SKGEMM_WARPS_DEFAULT;
         for (int mm = 8; mm / 2 < KILN_SKGEMM_ROPE_DEFAULT && mm <= 32; mm *= 2) { /* the MAXM buckets it takes */
             kiln_skgemm_shape p = kiln_skgemm_plan(132, 233472, 232448, 9, qkv, hid, mm, warps, 128 / (16 * warps),
-                                                   KILN_SKGEMM_STAGES_DEFAULT(mm), 0);
+                                                   KILN_SKGEMM_STAGES_DEFAULT(mm), 0, 0);
             KILN_TRY(add_spec(l, "gemm_sk_rope", "ACT=%s MAXM=%d WARPS=%d STAGES=%d CL=%d ROPE=1 HD=128 KV=%s", a, mm,
                               warps, p.stages, p.split, a));
         }
