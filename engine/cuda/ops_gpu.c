@@ -36,6 +36,7 @@ struct kiln_gpu {
     int n_sk_fit;
     int elem_wide_min; /* rows / tokens from which the elementwise ops take their wide kernels (0: never) */
     bool decode_adaptive; /* $KILN_DECODE_ADAPTIVE (default 1): decode_partition */
+    bool prefill_persist; /* wg2 in its persistent form where no kernel is asked for ($KILN_PREFILL_PERSIST) */
     int decode_warps;     /* warps of a decode-attention block, 16-bit caches (2|4, 0: by the grid;
                              kiln_gpu_params.decode_warps) */
     int decode_fused;     /* split decode attention combines its partitions in its last block ($KILN_DECODE_FUSED_REDUCE: 1 on, 2 from 2 sequences) */
@@ -112,8 +113,9 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->sk_split < 0 || g->sk_split > 8) g->sk_split = 0;
     g->sk_rope = sk_rope_rows(knob(0, "KILN_SKGEMM_ROPE", KILN_SKGEMM_ROPE_DEFAULT));
     g->sk_rope_stages = knob(0, "KILN_SKGEMM_ROPE_STAGES", 0);
-    g->sk_wg = knob(p ? p->skgemm_wg : 0, "KILN_SKGEMM_WG", KILN_SKGEMM_WG_DEFAULT) > 0;
     if (g->sk_rope_stages < 2 || g->sk_rope_stages > 8) g->sk_rope_stages = 0;
+    g->sk_wg = knob(p ? p->skgemm_wg : 0, "KILN_SKGEMM_WG", KILN_SKGEMM_WG_DEFAULT) > 0;
+    g->prefill_persist = knob(0, "KILN_PREFILL_PERSIST", KILN_PREFILL_PERSIST_DEFAULT) > 0;
     g->elem_wide_min = knob(p ? p->elem_wide_min : 0, "KILN_ELEM_WIDE_MIN", KILN_ELEM_WIDE_MIN_DEFAULT);
     if (g->elem_wide_min < 0) g->elem_wide_min = 0;
     g->decode_adaptive = knob(0, "KILN_DECODE_ADAPTIVE", 1) > 0;
@@ -1221,13 +1223,13 @@ static bool prefill_wg2(const kiln_gpu_attn *a, const kiln_rt_device_info *di, b
 }
 
 /* ... in its persistent form (kiln_attn_prefill_wg2p: one block an SM walking the work items): prefill_kernel 5,
- * $KILN_PREFILL_KERNEL=wg2p, or $KILN_PREFILL_PERSIST (default KILN_PREFILL_PERSIST_DEFAULT) where wg2 runs */
-static bool prefill_wg2_persist(const kiln_gpu_attn *a) {
+ * $KILN_PREFILL_KERNEL=wg2p, or g->prefill_persist ($KILN_PREFILL_PERSIST, read at kiln_gpu_create) where wg2 runs */
+static bool prefill_wg2_persist(const kiln_gpu *g, const kiln_gpu_attn *a) {
     const int pk = prefill_choice(a);
     if (pk) return pk == 5;
     const char *v = prefill_env();
     if (v && *v) return !strcmp(v, "wg2p");
-    return knob(0, "KILN_PREFILL_PERSIST", KILN_PREFILL_PERSIST_DEFAULT) > 0;
+    return g->prefill_persist;
 }
 
 kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, const kiln_gpu_attn *a) {
@@ -1310,7 +1312,7 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
     } else if (prefill_wg2(a, di, kv8, hd)) {
         int tt = 128 / grp; /* kernel_src/attn_prefill_wg.cu WG_BM / GROUP */
         int gx = (a->max_q_len + tt - 1) / tt;
-        if (prefill_wg2_persist(a)) { /* one block an SM over the gx x n_seqs x nq / grp work items */
+        if (prefill_wg2_persist(g, a)) { /* one block an SM over the gx x n_seqs x nq / grp work items */
             KILN_TRY(kiln_rt_kernels_get(g->k, "attn_prefill_wg2p", defs, &f));
             const int64_t items = (int64_t)gx * n_seqs * (nq / grp);
             LAUNCH(f, (unsigned)KILN_MIN(items, (int64_t)di->n_sms), 1, 1, 384, prefill_wg2_smem(hd), s, &out, &q, &qst,
