@@ -665,6 +665,12 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s51; then # thirteenth session, after review: gemm_sk (wgmma too) and the wg2 / wg2p prefill tests
+  export CUDA_VISIBLE_DEVICES=0
+  gt ops_sk 240 "FAIL|passed" -- test_gpu_ops gemm_sk
+  gt ops_prefill 200 "FAIL|passed" -- test_gpu_ops attention_prefill_wg
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s50; then # thirteenth session: the JIT targets with the 70-unit Llama-3-8B set (cold, warm) on the device's CPUs
   export CUDA_VISIBLE_DEVICES=0
   timeout 200 "$here/bin/bench_kernels" jit > /tmp/bj.log 2>&1
