@@ -60,8 +60,10 @@
 //   Ping-pong (W2_PINGPONG): the consumers take turns issuing their MMAs
 //     (bar.sync 1 + w, 256 before, bar.arrive 2 - w, 256 after; consumer 0
 //     first), so one's softmax runs under the other's MMAs. Both take
-//     n_tiles + 1 turns; consumer 1 skips its last hand-over so that every
-//     named barrier generation completes.
+//     n_tiles + 1 turns an item, and the turns run on across the items of a
+//     persistent block (consumer 0 starts the next item under consumer 1's
+//     last P V and store); consumer 1 skips its very last hand-over so that
+//     every named barrier generation completes.
 // Shared memory (1024-aligned): Q and 3 stages of (K, V) tiles, every tile
 // K-major in 128-byte swizzle atoms (wgmma's SWIZZLE_128B canonical layout):
 // a tile of R rows and C 16-byte chunks (8 elements) is [C / 8 atoms][R
@@ -480,6 +482,9 @@ KILN_DEV void w2_main(act_t *__restrict__ out, const act_t *__restrict__ q, i64 
         int ks = 0, vs = 0;
         u32 kph = 0, vph = 0;
         w2_load_q(sq, q, q_stride, qstart[s], qstart[s + 1] - qstart[s], z * GROUP, tok0, cw, ct);
+#if W2_PINGPONG
+        if (cw == 1) nb_arrive(1, 256); // consumer 0's first turn (see W2_PASS)
+#endif
 #pragma unroll 1
         for (;;) {
             const w2_geo e = w2_geometry(qstart, ctx_len, s, tok0, window);
@@ -511,13 +516,16 @@ KILN_DEV void w2_main(act_t *__restrict__ out, const act_t *__restrict__ q, i64 
 #if W2_PINGPONG
             // turns: warpgroup cw issues its MMAs after bar.sync 1 + cw and then
             // hands the turn over with bar.arrive 2 - cw (256 = both warpgroups).
-            // Consumer 0 goes first; both take n_tiles + 1 turns an item, and
-            // consumer 1 skips its last hand-over so every barrier generation
-            // completes (and the next item starts as the first did).
-            if (cw == 1) nb_arrive(1, 256);
+            // Consumer 0 goes first; both take n_tiles + 1 turns an item. The
+            // turns run on from one item to the next (consumer 1 gave consumer 0
+            // its first turn before the first item): consumer 1's last hand-over
+            // of an item is consumer 0's first turn of the next, so consumer 0
+            // issues the next item's first Q K^T while consumer 1 still stores
+            // (the tensor cores do not wait for both epilogues). After the last
+            // item consumer 1 skips it, so every barrier generation completes.
 #define W2_TURN() nb_sync(1 + cw, 256)
 #define W2_PASS(last) \
-    if (!(last) || cw == 0) nb_arrive(2 - cw, 256)
+    if (!(last) || cw == 0 || nit >= 0) nb_arrive(2 - cw, 256)
 #else
 #define W2_TURN()
 #define W2_PASS(last)
@@ -526,6 +534,7 @@ KILN_DEV void w2_main(act_t *__restrict__ out, const act_t *__restrict__ q, i64 
             // a causal item whose rows all precede its last KV tile's later 64 keys takes that tile's S and P V
             // over its first 64 keys only (NK 64; separate code, so every wgmma sequence writes whole fragments)
             const bool half = pos0 + min(tok0 + WG_TT, q_len) - 1 < (kt_end - 1) * WG_BN + WG_BN / 2;
+            int nit = -1, ntok0 = 0, ns = 0, nzz = 0; // the next item (PERSIST; found before the last P V)
             // tile 0 over its first NKV keys: S, softmax, P (alpha = 0 rescales
             // the zero O at iteration 1); the barrier arrival follows this warp's
             // reads of K_0
@@ -607,7 +616,6 @@ KILN_DEV void w2_main(act_t *__restrict__ out, const act_t *__restrict__ q, i64 
             }
             // every Q K^T of the item has completed: the next item's Q rows
             // load under the last P V product and the store
-            int nit = -1, ntok0 = 0, ns = 0, nzz = 0;
             if (PERSIST) {
                 nit = w2_item(it + (int)gridDim.x, total, per_x, nz, gx, qstart, ntok0, ns, nzz);
                 if (nit >= 0) w2_load_q(sq, q, q_stride, qstart[ns], qstart[ns + 1] - qstart[ns], nzz * GROUP, ntok0, cw, ct);
