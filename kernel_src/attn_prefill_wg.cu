@@ -639,14 +639,24 @@ KILN_DEV void w2_main(act_t *__restrict__ out, const act_t *__restrict__ q, i64 
                 sum += __shfl_xor_sync(0xffffffffu, sum, 2);
                 const int row = 64 * cw + warp * 16 + h * 8 + g;
                 const int head = qh0 + row / WG_TT, tok = tok0 + row % WG_TT;
-                if (tok >= q_len) continue;
                 float inv; // 1 / sum (approximate reciprocal, as attn_prefill.cu)
                 asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(inv) : "f"(sum));
                 if (!(sum > 0.0f)) inv = 0.0f;
-                act_t *orow = out + (size_t)(q0 + tok) * nq * HD + (size_t)head * HD;
+                act_t *orow = out + (size_t)(q0 + (tok < q_len ? tok : 0)) * nq * HD + (size_t)head * HD;
+                // 8-byte stores: lanes tig and tig ^ 1 swap one of two packed pairs, so for the 16
+                // columns of blocks nb, nb + 1 an even lane holds block nb's columns 2tig .. 2tig + 3
+                // and an odd lane block nb + 1's 2tig - 2 .. 2tig + 1 (the shuffles outside the
+                // row's branch: every lane takes part)
+                const bool odd = tig & 1;
 #pragma unroll
-                for (int nb = 0; nb < HD / 8; nb++)
-                    *(u32 *)(orow + nb * 8 + tig * 2) = pack2<act_t>(o[4 * nb + 2 * h] * inv, o[4 * nb + 2 * h + 1] * inv);
+                for (int nb = 0; nb < HD / 8; nb += 2) {
+                    const u32 a0 = pack2<act_t>(o[4 * nb + 2 * h] * inv, o[4 * nb + 2 * h + 1] * inv);
+                    const u32 a1 = pack2<act_t>(o[4 * nb + 4 + 2 * h] * inv, o[4 * nb + 4 + 2 * h + 1] * inv);
+                    const u32 r = __shfl_xor_sync(0xffffffffu, odd ? a0 : a1, 1);
+                    if (tok < q_len)
+                        *(uint2 *)(orow + (odd ? (nb + 1) * 8 + tig * 2 - 2 : nb * 8 + tig * 2)) =
+                            odd ? make_uint2(r, a1) : make_uint2(a0, r);
+                }
             }
             if (nit < 0) break;
             it = nit, tok0 = ntok0, s = ns, z = nzz;
