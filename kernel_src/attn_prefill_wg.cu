@@ -534,18 +534,7 @@ KILN_DEV void w2_main(act_t *__restrict__ out, const act_t *__restrict__ q, i64 
             // a causal item whose rows all precede its last KV tile's later 64 keys takes that tile's S and P V
             // over its first 64 keys only (NK 64; separate code, so every wgmma sequence writes whole fragments)
             const bool half = pos0 + min(tok0 + WG_TT, q_len) - 1 < (kt_end - 1) * WG_BN + WG_BN / 2;
-            // the next item (PERSIST): its Q rows of this warpgroup into L2 now (a 128-byte line a
-            // thread: row 64cw + ct % 64, half ct / 64), into shared memory under the last P V
-            int nit = -1, ntok0 = 0, ns = 0, nzz = 0;
-            if (PERSIST) {
-                nit = w2_item(it + (int)gridDim.x, total, per_x, nz, gx, qstart, ntok0, ns, nzz);
-                if (nit >= 0) {
-                    const int row = 64 * cw + (ct & 63), tok = ntok0 + row % WG_TT;
-                    if (tok < qstart[ns + 1] - qstart[ns])
-                        prefetch_l2(q + (size_t)(qstart[ns] + tok) * q_stride + (size_t)(nzz * GROUP + row / WG_TT) * HD +
-                                    (ct >> 6) * (HD / 2));
-                }
-            }
+            int nit = -1, ntok0 = 0, ns = 0, nzz = 0; // the next item (PERSIST; found before the last P V)
             // tile 0 over its first NKV keys: S, softmax, P (alpha = 0 rescales
             // the zero O at iteration 1); the barrier arrival follows this warp's
             // reads of K_0
@@ -627,7 +616,10 @@ KILN_DEV void w2_main(act_t *__restrict__ out, const act_t *__restrict__ q, i64 
             }
             // every Q K^T of the item has completed: the next item's Q rows
             // load under the last P V product and the store
-            if (nit >= 0) w2_load_q(sq, q, q_stride, qstart[ns], qstart[ns + 1] - qstart[ns], nzz * GROUP, ntok0, cw, ct);
+            if (PERSIST) {
+                nit = w2_item(it + (int)gridDim.x, total, per_x, nz, gx, qstart, ntok0, ns, nzz);
+                if (nit >= 0) w2_load_q(sq, q, q_stride, qstart[ns], qstart[ns + 1] - qstart[ns], nzz * GROUP, ntok0, cw, ct);
+            }
             if (half) W2_LAST_PV(WG_BN / 2)
             else W2_LAST_PV(WG_BN)
 #undef W2_TILE0
