@@ -643,19 +643,27 @@ KILN_DEV void w2_main(act_t *__restrict__ out, const act_t *__restrict__ q, i64 
                 asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(inv) : "f"(sum));
                 if (!(sum > 0.0f)) inv = 0.0f;
                 act_t *orow = out + (size_t)(q0 + (tok < q_len ? tok : 0)) * nq * HD + (size_t)head * HD;
-                // 8-byte stores: lanes tig and tig ^ 1 swap one of two packed pairs, so for the 16
-                // columns of blocks nb, nb + 1 an even lane holds block nb's columns 2tig .. 2tig + 3
-                // and an odd lane block nb + 1's 2tig - 2 .. 2tig + 1 (the shuffles outside the
-                // row's branch: every lane takes part)
-                const bool odd = tig & 1;
+                // 16-byte stores: the quad's four lanes transpose their packed pairs of 4 blocks of 8
+                // columns (two rounds of shuffles, lanes tig ^ 1 then tig ^ 2: slot j of lane tig ends as
+                // lane j's pair of block nb + tig), so lane tig stores block nb + tig whole and the quad
+                // 64 bytes of the row (the shuffles outside the row's branch: every lane takes part)
 #pragma unroll
-                for (int nb = 0; nb < HD / 8; nb += 2) {
-                    const u32 a0 = pack2<act_t>(o[4 * nb + 2 * h] * inv, o[4 * nb + 2 * h + 1] * inv);
-                    const u32 a1 = pack2<act_t>(o[4 * nb + 4 + 2 * h] * inv, o[4 * nb + 4 + 2 * h + 1] * inv);
-                    const u32 r = __shfl_xor_sync(0xffffffffu, odd ? a0 : a1, 1);
-                    if (tok < q_len)
-                        *(uint2 *)(orow + (odd ? (nb + 1) * 8 + tig * 2 - 2 : nb * 8 + tig * 2)) =
-                            odd ? make_uint2(r, a1) : make_uint2(a0, r);
+                for (int nb = 0; nb < HD / 8; nb += 4) {
+                    u32 v[4];
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        v[j] = pack2<act_t>(o[4 * (nb + j) + 2 * h] * inv, o[4 * (nb + j) + 2 * h + 1] * inv);
+#pragma unroll
+                    for (int b = 1; b <= 2; b <<= 1)
+#pragma unroll
+                        for (int j0 = 0; j0 < 4; j0++) {
+                            if (j0 & b) continue; // pairs (j0, j0 ^ b): keep the slot whose bit b is tig's
+                            const bool hi = tig & b;
+                            const u32 r = __shfl_xor_sync(0xffffffffu, hi ? v[j0] : v[j0 ^ b], b);
+                            if (hi) v[j0] = r;
+                            else v[j0 ^ b] = r;
+                        }
+                    if (tok < q_len) *(uint4 *)(orow + (nb + tig) * 8) = make_uint4(v[0], v[1], v[2], v[3]);
                 }
             }
             if (nit < 0) break;

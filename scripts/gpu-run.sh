@@ -58,6 +58,12 @@ for f in rmsnorm_row.cuh rmsnorm_wide.cu act.cu attn_decode.cu rope_kv.cu embed.
 done
 perl -0pi -e 's/asm volatile\("griddepcontrol\.wait;"/asm volatile("griddepcontrol.launch_dependents;\\n\\tgriddepcontrol.wait;"/' \
   "$out/kv/early_all/kiln_common.cuh"
+# kernel sources of given revisions for KILN_KERNEL_DIR A/B (kv/NAME from $KILN_AB_REVS, "NAME=REV ...";
+# fourteenth session: the prefill changes one by one)
+for nr in ${KILN_AB_REVS:-base=62cedc1 cont=2165f52 epi=3db41f0}; do
+  n="${nr%%=*}" r="${nr#*=}"
+  mkdir -p "$out/kv/$n"; git -C "$root" archive "$r" kernel_src | tar -x -C "$out/kv/$n" --strip-components=1
+done
 # the GPU machine's JIT cache, compiled here ahead (NVRTC for sm_90 needs no GPU) from the
 # specializations a device run recorded ($KILN_JIT_RECORD: remote.sh returns them as
 # jit_specs.txt; `sort -u` them into scripts/gpu_jit_specs.txt): the tests then load their
@@ -664,6 +670,29 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-def$r" -- --tp 2 -b 1 -s 128 -o 512 --iters 2
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
+fi
+if has s52; then # fourteenth session: wg2p's turns across items, 8-byte output stores, the next Q in L2; a -b 32 trace
+  export CUDA_VISIBLE_DEVICES=0
+  gt ops_prefill 300 "FAIL|passed" -- test_gpu_ops attention_prefill_wg
+  for r in 1 2; do
+    for v in base cont epi def; do
+      if [ $v = def ]; then kd=""; else kd="$here/kv/$v"; fi
+      KILN_KERNEL_DIR="$kd" timeout 150 "$here/bin/bench_kernels" prefill > /tmp/bp_$v.log 2>&1
+      grep -E "attn prefill (causal|wg2)" /tmp/bp_$v.log | sed -E "s/ +/ /g; s/^/$v$r: /" | cut -c1-120
+    done
+  done
+  grep -E "ceilings" /tmp/bp_def.log | head -2
+  cp /tmp/bp_def.log "$out/bench_prefill.log"
+  for r in 1 2; do
+    kb "p8x2048-base$r" KILN_KERNEL_DIR="$here/kv/base" -- -b 8 -s 2048 -o 8 --iters 2
+    kb "p8x2048-def$r" -- -b 8 -s 2048 -o 8 --iters 2
+  done
+  KILN_TRACE_OUT=/tmp/trace52.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 150 "$here/bin/kiln" bench \
+    --model llama3-8b --load-format dummy -b 32 -s 128 -o 128 --iters 1 > /tmp/trace52.log 2>&1
+  echo "== trace -b 32 rc=$? ($(grep -E 'output tokens/s|mean decode step' /tmp/trace52.log | tr -s ' ' | tr '\n' ';'))"
+  cp /tmp/trace52.csv "$out/" 2>/dev/null
+  python3 "$here/bench/trace_summary.py" /tmp/trace52.csv --top 22 | cut -c1-150 > "$out/trace52_b32.txt"; head -30 "$out/trace52_b32.txt"
+  unset CUDA_VISIBLE_DEVICES
 fi
 if has s51; then # thirteenth session, after review: gemm_sk (wgmma too) and the wg2 / wg2p prefill tests
   export CUDA_VISIBLE_DEVICES=0
