@@ -1963,6 +1963,123 @@ KT_TEST(test_graph_replay) {
     dfree(dx), dfree(dw), dfree(dmid), dfree(dout);
 }
 
+/* Do cuBLASLt's Hopper GEMM kernels wait for their predecessor
+ * (griddepcontrol.wait) before reading their inputs? The engine's decode
+ * graphs may launch them as programmatic dependents (kiln_rt_graph_end_ex
+ * with KILN_BLAS_PDL_PREFIX, $KILN_GRAPH_BLAS_PDL). Here a producer kernel
+ * signals launch_dependents at once, spins 200 us, then writes the GEMM's
+ * input x; the GEMM's edge from it is made programmatic, so a GEMM that did
+ * not wait would read the old x (another random matrix). Llama-3-8B's
+ * projections at M = 17..256 (cuBLASLt's rows in the engine) and its LM head
+ * at M = 32: the graph's output must match the GEMM of the new x. A control
+ * kernel named with the prefix that reads without waiting must see the old x
+ * (the check can fail). */
+static const char late_copy_src[] =
+    "extern \"C\" __global__ void kiln_test_late_copy(unsigned long long *dst, const unsigned long long *src,\n"
+    "                                               long long n, long long ns) {\n"
+    "    asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
+    "    asm volatile(\"griddepcontrol.launch_dependents;\" :::);\n"
+    "    unsigned long long t0, t;\n"
+    "    asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t0));\n"
+    "    do { asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t)); } while (t - t0 < (unsigned long long)ns);\n"
+    "    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)\n"
+    "        dst[i] = src[i];\n"
+    "}\n"
+    "extern \"C\" __global__ void nvjet_sm90_kiln_test_nowait(unsigned long long *dst, const unsigned long long *src,\n"
+    "                                                       long long n, long long ns) {\n"
+    "    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)\n"
+    "        dst[i] = src[i];\n"
+    "}\n";
+
+KT_TEST(test_blas_graph_pdl) {
+    NEED_GPU();
+    kiln_rt_kernels *kk = kiln_gpu_kernels(gpu);
+    if (!kiln_rt_kernels_pdl(kk)) KT_SKIP("no programmatic dependent launch here (before sm_90, or KILN_PDL=0)");
+    KT_OK(kiln_rt_kernels_add_source(kk, "kiln_test_late_copy", late_copy_src, "kiln_test_late_copy", "ptr,ptr,i64,i64"));
+    KT_OK(kiln_rt_kernels_add_source(kk, "nvjet_sm90_kiln_test_nowait", late_copy_src, "nvjet_sm90_kiln_test_nowait",
+                                     "ptr,ptr,i64,i64"));
+    kiln_rt_func *late = NULL, *nowait = NULL;
+    KT_OK(kiln_rt_kernels_get(kk, "kiln_test_late_copy", "", &late));
+    KT_OK(kiln_rt_kernels_get(kk, "nvjet_sm90_kiln_test_nowait", "", &nowait));
+    kiln_rt_func_set_pdl(late, true);
+    kiln_rt_func_set_pdl(nowait, false);
+    const kiln_dtype dt = KILN_DTYPE_BF16;
+    static const int shapes[][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {128256, 4096}};
+    static const int ms[] = {17, 32, 64, 128, 256};
+    int n_cases = 0, n_pdl_total = 0;
+    for (size_t si = 0; si < KILN_ARRAY_LEN(shapes); si++) {
+        const int N = shapes[si][0], K = shapes[si][1];
+        /* W: a random 1024-row block repeated (the LM head's 1 GB without a host-side draw) */
+        const int wr = N < 1024 ? N : 1024;
+        float *wb = rand_act((size_t)wr * K, dt, 0.05f);
+        kiln_devptr dwb = up_act(wb, (size_t)wr * K, dt), dw = dmalloc((size_t)N * K * 2);
+        for (int r = 0; r < N; r += wr)
+            KT_OK(kiln_rt_memcpy_dtod(dw + (size_t)r * K * 2, dwb, (size_t)(N - r < wr ? N - r : wr) * K * 2, NULL));
+        for (size_t mi = 0; mi < KILN_ARRAY_LEN(ms); mi++) {
+            const int M = ms[mi];
+            if (N == 128256 && M != 32) continue;
+            const size_t nx = (size_t)M * K, no = (size_t)M * N;
+            float *x1 = rand_act(nx, dt, 1), *x2 = rand_act(nx, dt, 1);
+            kiln_devptr dx1 = up_act(x1, nx, dt), dx2 = up_act(x2, nx, dt), dx = dmalloc(nx * 2);
+            kiln_devptr dref = dmalloc(no * 2), dout = dmalloc(no * 2), dold = dmalloc(no * 2);
+            /* references, eager (also picks the algorithm outside the capture) */
+            KT_OK(kiln_gpu_gemm(gpu, st, dref, 0, dt, dx2, dw, dt, 0, M, N, K));
+            KT_OK(kiln_gpu_gemm(gpu, st, dold, 0, dt, dx1, dw, dt, 0, M, N, K));
+            for (int ctl = 0; ctl < 2; ctl++) { /* 0: the late producer; 1: the control reading without waiting */
+                KT_OK(kiln_rt_memcpy_dtod(dx, dx1, nx * 2, st));
+                KT_OK(kiln_rt_stream_sync(st));
+                long long n8 = (long long)(nx * 2 / 8), ns = 200000;
+                void *args[4] = {&dx, &dx2, &n8, &ns};
+                kiln_rt_graph *g = NULL;
+                int npdl = 0;
+                KT_OK(kiln_rt_graph_begin(st));
+                KT_OK(kiln_rt_launch(late, (kiln_rt_dim3){132, 1, 1}, (kiln_rt_dim3){256, 1, 1}, 0, st, args));
+                if (ctl) {
+                    /* the control: dout = x as the kernel sees it right away (the old x), under the same edge */
+                    kiln_devptr dsnap = dout;
+                    void *a2[4] = {&dsnap, &dx, &n8, &ns};
+                    KT_OK(kiln_rt_launch(nowait, (kiln_rt_dim3){264, 1, 1}, (kiln_rt_dim3){256, 1, 1}, 0, st, a2));
+                } else {
+                    KT_OK(kiln_gpu_gemm(gpu, st, dout, 0, dt, dx, dw, dt, 0, M, N, K));
+                }
+                KT_OK(kiln_rt_graph_end_ex(st, &g, KILN_BLAS_PDL_PREFIX, &npdl));
+                KT_OK(kiln_rt_graph_launch(g, st));
+                KT_OK(kiln_rt_stream_sync(st));
+                if (ctl) {
+                    /* it copied x before the producer wrote it: the old x, not the new one */
+                    KT_CHECKF(npdl == 1, "control: %d programmatic edges (1 expected)", npdl);
+                    float *snap = down_act(dout, nx, dt);
+                    size_t same_old = 0;
+                    for (size_t i = 0; i < nx; i++) same_old += snap[i] == x1[i];
+                    KT_CHECKF(same_old == nx, "control M %d K %d: %zu of %zu elements are the old x (all expected)", M, K,
+                              same_old, nx);
+                    free(snap);
+                } else {
+                    n_pdl_total += npdl;
+                    float *got = down_act(dout, no, dt), *ref = down_act(dref, no, dt), *old = down_act(dold, no, dt);
+                    int nan_ = 0;
+                    double e = rel_err(got, ref, no, &nan_), eo = rel_err(old, ref, no, &nan_);
+                    KT_CHECKF(nan_ == 0 && e <= 1e-3 && eo > 0.5,
+                              "N %d K %d M %d (%d programmatic edges): rel err %.3g against the new x's GEMM (the old "
+                              "x's: %.3g)",
+                              N, K, M, npdl, e, eo);
+                    free(got), free(ref), free(old);
+                }
+                kiln_rt_graph_destroy(g);
+                n_cases++;
+            }
+            free(x1), free(x2);
+            dfree(dx1), dfree(dx2), dfree(dx), dfree(dref), dfree(dout), dfree(dold);
+        }
+        free(wb);
+        dfree(dwb), dfree(dw);
+    }
+    /* the check means something only if cuBLASLt's kernels were given the edge */
+    KT_CHECKF(n_pdl_total > 0, "no cuBLASLt kernel named %s* in %d graphs (another cuBLASLt?)", KILN_BLAS_PDL_PREFIX,
+              n_cases / 2);
+    if (getenv("KT_VERBOSE")) fprintf(stderr, "  %d GEMM graphs, %d programmatic edges\n", n_cases / 2, n_pdl_total);
+}
+
 /* The one-shot all-reduce (kernel_src/allreduce.cu) on a group of one rank:
  * the sum is the input, eager over sizes around the 16-byte vectors and
  * grids of several blocks, and in a graph replayed 20 times on fresh inputs
@@ -2105,5 +2222,5 @@ KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_
         KT_CASE(test_gemv),
         KT_CASE(test_gemv_rope), KT_CASE(test_gemm_sk_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm_sk),
         KT_CASE(test_silu_gemm_sk),
-        KT_CASE(test_gemm), KT_CASE(test_graph_replay),
+        KT_CASE(test_gemm), KT_CASE(test_graph_replay), KT_CASE(test_blas_graph_pdl),
         KT_CASE(test_all_reduce_one_rank), KT_CASE(test_every_kernel_tested))
