@@ -138,16 +138,6 @@ kiln_status kiln_rt_event_elapsed_ms(kiln_rt_event *start, kiln_rt_event *end, f
  * instantiates the captured graph. */
 kiln_status kiln_rt_graph_begin(kiln_rt_stream *s);
 kiln_status kiln_rt_graph_end(kiln_rt_stream *s, kiln_rt_graph **out);
-/* graph_end that first turns every full-dependency edge from a kernel into a
- * kernel whose function name starts with pdl_prefix (NULL or "": none) into a
- * programmatic edge, as if that kernel had been launched with programmatic
- * stream serialization: it may start while its predecessor drains. Only for
- * kernels that execute griddepcontrol.wait before touching what earlier
- * kernels wrote (cuBLASLt's Hopper "nvjet" kernels, checked by test_gpu_ops
- * test_blas_graph_pdl and at start-up by kiln_gpu_blas_pdl_probe).
- * *n_pdl (may be NULL): edges changed. KILN_ERR_UNSUPPORTED without the
- * driver's graph edge API. */
-kiln_status kiln_rt_graph_end_ex(kiln_rt_stream *s, kiln_rt_graph **out, const char *pdl_prefix, int *n_pdl);
 kiln_status kiln_rt_graph_launch(kiln_rt_graph *g, kiln_rt_stream *s);
 void kiln_rt_graph_destroy(kiln_rt_graph *g);
 
@@ -486,12 +476,6 @@ bool kiln_rt_kernels_pdl(const kiln_rt_kernels *k);
  * (so 8); s43, TP 2 -b 1 407.5 / 407.0 against 390.3 / 390.0; s40 (every
  * kernel early through KILN_KERNEL_DIR) -b 32 and -b 64 no gain. */
 #define KILN_PDL_EARLY_MAX_SEQS_DEFAULT 8
-/* The GPU executor's decode graphs: edges into cuBLASLt's Hopper GEMM kernels
- * (names starting with KILN_BLAS_PDL_PREFIX) made programmatic
- * (kiln_rt_graph_end_ex), so they launch under their predecessor as kiln's
- * own kernels do ($KILN_GRAPH_BLAS_PDL=0 / 1). */
-#define KILN_BLAS_PDL_PREFIX "nvjet_sm90"
-#define KILN_GRAPH_BLAS_PDL_DEFAULT 0
 /* Register a policy-provided kernel: CUDA source text with its entry point
  * and signature. When name is a registry name, it replaces that variant
  * (same defines and signature apply). */

@@ -115,8 +115,6 @@ typedef struct exec_gpu {
     bool fuse_ar_norm; /* all-reduce + add + rmsnorm in one kernel ($KILN_FUSE_AR_NORM=0: off) */
     int decode_partition; /* $KILN_DECODE_PARTITION: decode attention's split-K partition (0: by shape) */
     int pdl_early_max;    /* decode steps of at most this many sequences run the PDL_EARLY kernels ($KILN_PDL_EARLY_MAX_SEQS) */
-    bool blas_pdl;        /* captured graphs launch cuBLASLt's Hopper kernels programmatically ($KILN_GRAPH_BLAS_PDL) */
-    int blas_pdl_edges;   /* edges so changed, all graphs */
     bool p2p_gather; /* the logits all-gather over the push exchange where it fits ($KILN_P2P_GATHER=0: NCCL) */
     /* profiling mode: an event before every op and after the last */
     kiln_profile prof;
@@ -976,9 +974,7 @@ static kiln_status capture_one(exec_gpu *x, const kiln_batch *empty, int B, int 
     st = run_ops(x, B * Q, B, B * Q, Q, x->max_ctx);
     x->capturing = false;
     kiln_rt_graph *gr = NULL;
-    int npdl = 0;
-    kiln_status st2 = kiln_rt_graph_end_ex(x->st, &gr, x->blas_pdl ? KILN_BLAS_PDL_PREFIX : NULL, &npdl);
-    x->blas_pdl_edges += npdl;
+    kiln_status st2 = kiln_rt_graph_end(x->st, &gr);
     KILN_TRY(st);
     KILN_TRY(st2);
     *out = gr;
@@ -1027,8 +1023,6 @@ static kiln_status capture_graphs(exec_gpu *x) {
     KILN_INFO("captured %d CUDA graphs for decode batches of 1..%d%s in %.2f s", x->n_buckets + x->n_vbuckets,
               x->n_buckets ? x->bucket[x->n_buckets - 1] : 0,
               x->n_vbuckets ? " and verification batches" : "", x->capture_s);
-    if (x->blas_pdl)
-        KILN_INFO("graphs: %d cuBLASLt launches made programmatic dependents", x->blas_pdl_edges);
 fail:
     return st;
 }
@@ -1167,8 +1161,6 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     {
         const char *pe = getenv("KILN_PDL_EARLY_MAX_SEQS");
         x->pdl_early_max = pe && *pe ? atoi(pe) : KILN_PDL_EARLY_MAX_SEQS_DEFAULT;
-        const char *bp = getenv("KILN_GRAPH_BLAS_PDL");
-        x->blas_pdl = (bp && *bp ? atoi(bp) : KILN_GRAPH_BLAS_PDL_DEFAULT) > 0 && kiln_rt_kernels_pdl(kiln_gpu_kernels(x->g));
     }
     double tj = kiln_now_sec();
     jm.pdl_early = x->pdl_early_max > 0 && kiln_rt_kernels_pdl(kiln_gpu_kernels(x->g));

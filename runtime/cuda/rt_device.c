@@ -13,7 +13,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 static kiln_status make_current(kiln_rt_device *d) {
     kiln_status st = KILN_OK;
@@ -378,81 +377,16 @@ fail:
     return st;
 }
 
-/* The name of kernel node n's function ("" when unknown). */
-static const char *kernel_node_name(CUgraphNode n) {
-    CUDA_KERNEL_NODE_PARAMS p;
-    const char *name = NULL;
-    memset(&p, 0, sizeof p);
-    if (kiln_cu.cuGraphKernelNodeGetParams(n, &p) != CUDA_SUCCESS) return "";
-    if (p.func && kiln_cu.cuFuncGetName(&name, p.func) == CUDA_SUCCESS && name) return name;
-    if (p.kern && kiln_cu.cuKernelGetName(&name, p.kern) == CUDA_SUCCESS && name) return name;
-    return "";
-}
-
-static bool is_kernel_node(CUgraphNode n) {
-    CUgraphNodeType t;
-    return kiln_cu.cuGraphNodeGetType(n, &t) == CUDA_SUCCESS && t == CU_GRAPH_NODE_TYPE_KERNEL;
-}
-
-/* Every full-dependency edge kernel -> kernel whose downstream kernel's name
- * starts with prefix becomes a programmatic edge (the upstream kernel's
- * programmatic port: the downstream one may launch once every block of the
- * upstream one has triggered launch_dependents or exited); *n: how many. */
-static kiln_status pdl_edges(CUgraph cg, const char *prefix, int *n) {
-    kiln_status st = KILN_OK;
-    size_t ne = 0;
-    CUgraphNode *from = NULL, *to = NULL;
-    CUgraphEdgeData *ed = NULL;
-    const size_t plen = strlen(prefix);
-    *n = 0;
-    KILN_CHECK(kiln_cu.cuGraphGetEdges && kiln_cu.cuGraphNodeGetType && kiln_cu.cuGraphKernelNodeGetParams &&
-                   kiln_cu.cuFuncGetName && kiln_cu.cuKernelGetName && kiln_cu.cuGraphAddDependencies &&
-                   kiln_cu.cuGraphRemoveDependencies,
-               KILN_ERR_UNSUPPORTED, "programmatic graph edges: the CUDA driver lacks the graph edge API (CUDA 12.3+)");
-    KILN_CHECK_CU(kiln_cu.cuGraphGetEdges(cg, NULL, NULL, NULL, &ne));
-    if (ne == 0) return KILN_OK;
-    from = malloc(ne * sizeof *from), to = malloc(ne * sizeof *to), ed = calloc(ne, sizeof *ed);
-    KILN_CHECK_ALLOC(from);
-    KILN_CHECK_ALLOC(to);
-    KILN_CHECK_ALLOC(ed);
-    KILN_CHECK_CU(kiln_cu.cuGraphGetEdges(cg, from, to, ed, &ne));
-    for (size_t i = 0; i < ne; i++) {
-        if (ed[i].type != CU_GRAPH_DEPENDENCY_TYPE_DEFAULT || ed[i].from_port != CU_GRAPH_KERNEL_NODE_PORT_DEFAULT ||
-            !is_kernel_node(from[i]) || !is_kernel_node(to[i]) || strncmp(kernel_node_name(to[i]), prefix, plen) != 0)
-            continue;
-        CUgraphEdgeData pe;
-        memset(&pe, 0, sizeof pe);
-        pe.type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC;
-        pe.from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC;
-        KILN_CHECK_CU(kiln_cu.cuGraphRemoveDependencies(cg, &from[i], &to[i], &ed[i], 1));
-        KILN_CHECK_CU(kiln_cu.cuGraphAddDependencies(cg, &from[i], &to[i], &pe, 1));
-        (*n)++;
-    }
-fail:
-    free(from), free(to), free(ed);
-    return st;
-}
-
 kiln_status kiln_rt_graph_end(kiln_rt_stream *s, kiln_rt_graph **out) {
-    return kiln_rt_graph_end_ex(s, out, NULL, NULL);
-}
-
-kiln_status kiln_rt_graph_end_ex(kiln_rt_stream *s, kiln_rt_graph **out, const char *pdl_prefix, int *n_pdl) {
     kiln_status st = KILN_OK;
     kiln_rt_graph *g = calloc(1, sizeof *g);
     CUgraph cg = NULL;
-    if (n_pdl) *n_pdl = 0;
     KILN_TRY(make_current(s->dev));
     KILN_CHECK_CU(kiln_cu.cuStreamEndCapture(s->s, &cg));
     KILN_CHECK_ALLOC(g);
     g->dev = s->dev;
     g->g = cg;
     cg = NULL;
-    if (pdl_prefix && *pdl_prefix) {
-        int n = 0;
-        KILN_TRY(pdl_edges(g->g, pdl_prefix, &n));
-        if (n_pdl) *n_pdl = n;
-    }
     KILN_CHECK_CU(kiln_cu.cuGraphInstantiate(&g->exec, g->g, 0));
     *out = g;
     return KILN_OK;

@@ -39,12 +39,6 @@
     X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuStreamIsCapturing)     \
     X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuOccupancyMaxActiveClusters)
 
-/* optional driver entry points (NULL when the driver lacks them; callers check):
- * graph inspection and edge rewriting (kiln_rt_graph_end_ex) */
-#define KILN_CU_OPT_FUNCS(X)                                                              \
-    X(cuGraphGetNodes) X(cuGraphNodeGetType) X(cuGraphKernelNodeGetParams) X(cuFuncGetName) \
-    X(cuKernelGetName) X(cuGraphGetEdges) X(cuGraphAddDependencies) X(cuGraphRemoveDependencies)
-
 #define KILN_NVRTC_FUNCS(X)                                                               \
     X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram)    \
     X(nvrtcCompileProgram) X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog)                 \
@@ -62,7 +56,7 @@
     X(ncclAllReduce) X(ncclAllGather) X(ncclGetErrorString)
 
 #define KILN__FN_MEMBER(name) __typeof__(name) *name;
-typedef struct kiln_cu_table { KILN_CU_FUNCS(KILN__FN_MEMBER) KILN_CU_OPT_FUNCS(KILN__FN_MEMBER) } kiln_cu_table;
+typedef struct kiln_cu_table { KILN_CU_FUNCS(KILN__FN_MEMBER) } kiln_cu_table;
 typedef struct kiln_nvrtc_table { KILN_NVRTC_FUNCS(KILN__FN_MEMBER) } kiln_nvrtc_table;
 typedef struct kiln_cublaslt_table { KILN_CUBLASLT_FUNCS(KILN__FN_MEMBER) } kiln_cublaslt_table;
 typedef struct kiln_nccl_table { KILN_NCCL_FUNCS(KILN__FN_MEMBER) } kiln_nccl_table;

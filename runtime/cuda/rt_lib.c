@@ -81,9 +81,6 @@ static void load_cuda_locked(lib_state *s) {
     }
     kiln_cu_table *tbl = &kiln_cu;
     KILN_CU_FUNCS(KILN__LOAD_SYM)
-#define KILN__LOAD_OPT_SYM(name) *(void **)&tbl->name = dlsym(h, KILN__XSTR(name));
-    KILN_CU_OPT_FUNCS(KILN__LOAD_OPT_SYM)
-#undef KILN__LOAD_OPT_SYM
     {
         CUresult r = kiln_cu.cuInit(0);
         if (r != CUDA_SUCCESS) {
