@@ -671,6 +671,33 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s53; then # fourteenth session: cuBLASLt kernels as programmatic graph dependents (tried at 81c3193, reverted: they read before waiting); the 16-byte prefill stores
+  export CUDA_VISIBLE_DEVICES=0
+  gt ops_blaspdl 120 "FAIL|passed|GEMM graphs|rel err|control" -- test_gpu_ops test_blas_graph_pdl
+  gt ops_prefill 300 "FAIL|passed" -- test_gpu_ops attention_prefill_wg
+  for r in 1 2; do
+    for v in epi def; do
+      if [ $v = def ]; then kd=""; else kd="$here/kv/$v"; fi
+      KILN_KERNEL_DIR="$kd" timeout 150 "$here/bin/bench_kernels" prefill > /tmp/bp_$v.log 2>&1
+      grep -E "attn prefill (causal|wg2)" /tmp/bp_$v.log | sed -E "s/ +/ /g; s/^/$v$r: /" | cut -c1-120
+    done
+  done
+  cp /tmp/bp_def.log "$out/bench_prefill.log"
+  kb p8x2048-def -- -b 8 -s 2048 -o 8 --iters 2
+  for r in 1 2; do
+    for b in 32 64; do
+      kb "b$b-pdl0-$r" KILN_GRAPH_BLAS_PDL=0 -- -b $b -s 128 -o 256 --iters 2
+      kb "b$b-pdl1-$r" KILN_GRAPH_BLAS_PDL=1 -- -b $b -s 128 -o 256 --iters 2
+    done
+  done
+  grep -h "programmatic" "$out/kb.err" | sort | uniq -c | head -5
+  kb "b256-pdl0" KILN_GRAPH_BLAS_PDL=0 -- -b 256 -s 128 -o 256 --iters 1
+  kb "b256-pdl1" KILN_GRAPH_BLAS_PDL=1 -- -b 256 -s 128 -o 256 --iters 1
+  kb "b16-pdl0" KILN_GRAPH_BLAS_PDL=0 -- -b 16 -s 128 -o 256 --iters 2
+  kb "b16-pdl1" KILN_GRAPH_BLAS_PDL=1 -- -b 16 -s 128 -o 256 --iters 2
+  gt tge_pdl 250 "FAIL|passed" KILN_GRAPH_BLAS_PDL=1 -- test_gpu_engine
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s52; then # fourteenth session: wg2p's turns across items, 8-byte output stores, the next Q in L2; a -b 32 trace
   export CUDA_VISIBLE_DEVICES=0
   gt ops_prefill 300 "FAIL|passed" -- test_gpu_ops attention_prefill_wg
