@@ -64,6 +64,13 @@ for nr in ${KILN_AB_REVS:-base=62cedc1 cont=2165f52 epi=3db41f0}; do
   n="${nr%%=*}" r="${nr#*=}"
   mkdir -p "$out/kv/$n"; git -C "$root" archive "$r" kernel_src | tar -x -C "$out/kv/$n" --strip-components=1
 done
+# upper bounds of two fusions (fourteenth session, remote.sh s54; wrong results, timing only): norope,
+# the decode rope + KV write a no-op (as if folded into decode attention); nonorm, the residual add +
+# RMSNorm a no-op (as if folded into the next GEMM's prologue); both keep the launches and the waits
+cp -r "$root/kernel_src" "$out/kv/norope"; cp -r "$root/kernel_src" "$out/kv/nonorm"
+perl -0pi -e 's/(kiln_rope_kv_write_dec\([^{]*\{)/$1\n    pdl_wait(); pdl_launch(); if (threadIdx.x < (1u << 30)) return;/s' "$out/kv/norope/rope_kv.cu"
+perl -0pi -e 's/(kiln_add_rmsnorm\([^{]*\{)/$1\n    pdl_wait(); pdl_launch(); if (threadIdx.x < (1u << 30)) return;/s' "$out/kv/nonorm/rmsnorm.cu"
+grep -q "if (threadIdx.x < (1u << 30)) return;" "$out/kv/norope/rope_kv.cu" "$out/kv/nonorm/rmsnorm.cu" || echo "WARNING: the norope / nonorm patches did not apply"
 # the GPU machine's JIT cache, compiled here ahead (NVRTC for sm_90 needs no GPU) from the
 # specializations a device run recorded ($KILN_JIT_RECORD: remote.sh returns them as
 # jit_specs.txt; `sort -u` them into scripts/gpu_jit_specs.txt): the tests then load their
@@ -670,6 +677,28 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-def$r" -- --tp 2 -b 1 -s 128 -o 512 --iters 2
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
+fi
+if has s54; then # fourteenth session: the 16-byte prefill stores on a second node; engine numbers; two fusions' upper bounds
+  export CUDA_VISIBLE_DEVICES=0
+  for r in 1 2; do
+    timeout 150 "$here/bin/bench_kernels" prefill > /tmp/bp.log 2>&1
+    grep -E "ceilings|attn prefill (causal|wg2)" /tmp/bp.log | sed -E "s/ +/ /g; s/^/r$r: /" | cut -c1-120
+  done
+  cp /tmp/bp.log "$out/bench_prefill.log"
+  for r in 1 2; do kb "p8x2048-def$r" -- -b 8 -s 2048 -o 8 --iters 2; done
+  kb p1x8192-def -- -b 1 -s 8192 -o 8 --iters 2
+  for r in 1 2; do
+    kb "b1-def$r" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-nonorm$r" KILN_KERNEL_DIR="$here/kv/nonorm" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b32-def$r" -- -b 32 -s 128 -o 256 --iters 2
+    kb "b32-norope$r" KILN_KERNEL_DIR="$here/kv/norope" -- -b 32 -s 128 -o 256 --iters 2
+    kb "b32-nonorm$r" KILN_KERNEL_DIR="$here/kv/nonorm" -- -b 32 -s 128 -o 256 --iters 2
+  done
+  kb b64-def -- -b 64 -s 128 -o 256 --iters 2
+  kb b64-norope KILN_KERNEL_DIR="$here/kv/norope" -- -b 64 -s 128 -o 256 --iters 2
+  kb b256-def -- -b 256 -s 128 -o 256 --iters 1
+  gt test_gpu_engine 250 "FAIL|passed" -- test_gpu_engine
+  unset CUDA_VISIBLE_DEVICES
 fi
 if has s53; then # fourteenth session: cuBLASLt kernels as programmatic graph dependents (tried at 81c3193, reverted: they read before waiting); the 16-byte prefill stores
   export CUDA_VISIBLE_DEVICES=0
