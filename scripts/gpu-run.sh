@@ -70,7 +70,9 @@ done
 cp -r "$root/kernel_src" "$out/kv/norope"; cp -r "$root/kernel_src" "$out/kv/nonorm"
 perl -0pi -e 's/(kiln_rope_kv_write_dec\([^{]*\{)/$1\n    pdl_wait(); pdl_launch(); if (threadIdx.x < (1u << 30)) return;/s' "$out/kv/norope/rope_kv.cu"
 perl -0pi -e 's/(kiln_add_rmsnorm\([^{]*\{)/$1\n    pdl_wait(); pdl_launch(); if (threadIdx.x < (1u << 30)) return;/s' "$out/kv/nonorm/rmsnorm.cu"
-grep -q "if (threadIdx.x < (1u << 30)) return;" "$out/kv/norope/rope_kv.cu" "$out/kv/nonorm/rmsnorm.cu" || echo "WARNING: the norope / nonorm patches did not apply"
+cp -r "$root/kernel_src" "$out/kv/noreduce" # the split decode attention's reduction a no-op (remote.sh s55)
+perl -0pi -e 's/(kiln_attn_reduce\([^{]*\{)/$1\n    pdl_wait(); pdl_launch(); if (threadIdx.x < (1u << 30)) return;/s' "$out/kv/noreduce/attn_decode.cu"
+grep -q "if (threadIdx.x < (1u << 30)) return;" "$out/kv/norope/rope_kv.cu" "$out/kv/nonorm/rmsnorm.cu" "$out/kv/noreduce/attn_decode.cu" || echo "WARNING: the norope / nonorm / noreduce patches did not apply"
 # the GPU machine's JIT cache, compiled here ahead (NVRTC for sm_90 needs no GPU) from the
 # specializations a device run recorded ($KILN_JIT_RECORD: remote.sh returns them as
 # jit_specs.txt; `sort -u` them into scripts/gpu_jit_specs.txt): the tests then load their
@@ -677,6 +679,22 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-def$r" -- --tp 2 -b 1 -s 128 -o 512 --iters 2
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
+fi
+if has s55; then # fourteenth session: where -b 1 goes (CUPTI trace) and the split reduction's upper bound
+  export CUDA_VISIBLE_DEVICES=0
+  KILN_TRACE_OUT=/tmp/trace55.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 150 "$here/bin/kiln" bench \
+    --model llama3-8b --load-format dummy -b 1 -s 128 -o 256 --iters 1 > /tmp/trace55.log 2>&1
+  echo "== trace -b 1 rc=$? ($(grep -E 'output tokens/s|mean decode step' /tmp/trace55.log | tr -s ' ' | tr '\n' ';'))"
+  python3 "$here/bench/trace_summary.py" /tmp/trace55.csv --top 24 | cut -c1-150 > "$out/trace55_b1.txt"; head -34 "$out/trace55_b1.txt"
+  gzip -c /tmp/trace55.csv > "$out/trace55.csv.gz"
+  for r in 1 2; do
+    kb "b1-def$r" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-noreduce$r" KILN_KERNEL_DIR="$here/kv/noreduce" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-nonorm$r" KILN_KERNEL_DIR="$here/kv/nonorm" -- -b 1 -s 128 -o 512 --iters 2
+  done
+  kb "b8-def" -- -b 8 -s 128 -o 256 --iters 2
+  kb "b8-noreduce" KILN_KERNEL_DIR="$here/kv/noreduce" -- -b 8 -s 128 -o 256 --iters 2
+  unset CUDA_VISIBLE_DEVICES
 fi
 if has s54; then # fourteenth session: the 16-byte prefill stores on a second node; engine numbers; two fusions' upper bounds
   export CUDA_VISIBLE_DEVICES=0
