@@ -680,6 +680,21 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s56; then # fourteenth session: the batch-1 decode split again (no split / fixed partitions / adaptive)
+  export CUDA_VISIBLE_DEVICES=0
+  for r in 1 2; do
+    kb "b1-def$r" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-nosplit$r" KILN_DECODE_PARTITION=-1 -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-p256-$r" KILN_DECODE_PARTITION=256 -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-p128-$r" KILN_DECODE_PARTITION=128 -- -b 1 -s 128 -o 512 --iters 2
+  done
+  kb "b1-fixed" KILN_DECODE_ADAPTIVE=0 -- -b 1 -s 128 -o 512 --iters 2
+  kb "b1-s1024-def" -- -b 1 -s 1024 -o 512 --iters 1
+  kb "b1-s1024-nosplit" KILN_DECODE_PARTITION=-1 -- -b 1 -s 1024 -o 512 --iters 1
+  kb "b8-def" -- -b 8 -s 128 -o 256 --iters 2
+  kb "b8-nosplit" KILN_DECODE_PARTITION=-1 -- -b 8 -s 128 -o 256 --iters 2
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s55; then # fourteenth session: where -b 1 goes (CUPTI trace) and the split reduction's upper bound
   export CUDA_VISIBLE_DEVICES=0
   KILN_TRACE_OUT=/tmp/trace55.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 150 "$here/bin/kiln" bench \
