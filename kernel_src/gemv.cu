@@ -64,111 +64,6 @@ static_assert(KSPLIT == 1 || KSPLIT == 2 || KSPLIT == 4, "KSPLIT: 1, 2 or 4");
 #ifndef AR
 #define AR 0
 #endif
-// NORM=1 (batch 1: ROPE, or GLU with KSPLIT > 1): the residual add + RMSNorm
-// before the GEMV as its prologue (kiln_gemv_rope_norm, kiln_gemv_norm;
-// engine/cuda/ops_gpu.c kiln_gpu_gemm_rope_kv_norm / kiln_gpu_gemm_silu_norm):
-// x is the row the add brings in (the previous GEMV's output), res the
-// residual, nw the norm's weights (ACT); every block forms the normalized row
-// itself in shared memory (norm_prologue) and the GEMV reads it there, so the
-// add + RMSNorm kernel and its round trip through memory go. Extra arguments:
-// res, nw, eps, counter (an unsigned, zero between launches). Dynamic shared
-// memory: K * sizeof(ACT) bytes.
-#ifndef NORM
-#define NORM 0
-#endif
-#if NORM && ROPE
-static_assert(RR == 1 || KSPLIT > 1, "NORM: the rope GEMV without its early exit (a block barrier follows)");
-#elif NORM
-static_assert(MAXM == 1 && GLU && KSPLIT > 1, "NORM: the batch-1 gate/up GEMV with K split (a block barrier follows)");
-#endif
-
-#if NORM
-// The residual add + RMSNorm of the row x (K elements) as kernel_src/rmsnorm.cu's
-// kiln_add_rmsnorm computes one row (rmsnorm_row.cuh: a block of nl threads,
-// nl = min(1024, K / 8 / 4 rounded up to 32), 4 vectors a thread, block_sum):
-// h = res + x rounded to ACT, its sum of squares, h * rsqrt(ss / K + eps) * nw
-// rounded to ACT -- the same bits (this block's threads past nl add zeros to
-// block_sum as the missing warps' lanes do there) -- into xs. Through shared
-// memory (few registers: the GEMV's occupancy stays): nw copied into ws
-// before the wait on the previous kernel (norm_weights, weights), x and res
-// into xs and rs after it, h in rs, the normalized row in xs. The new
-// residual h goes back to res from the last block of the grid to have read it
-// (atomicInc on *counter, which wraps to 0 with it), so no block reads a
-// residual another block has rewritten. K / 8 <= 4 * blockDim.x and K % 8 == 0
-// (the host checks).
-__device__ __forceinline__ void norm_weights(act_t *ws, const act_t *__restrict__ nw, int K) {
-    for (int i = threadIdx.x; i < K / 8; i += blockDim.x) cp_async16(ws + i * 8, nw + (size_t)i * 8, 16);
-    cp_async_commit();
-}
-__device__ __forceinline__ void norm_prologue(act_t *xs, act_t *rs, const act_t *ws, act_t *__restrict__ res,
-                                              const act_t *__restrict__ x, int K, float eps,
-                                              unsigned *__restrict__ counter) {
-    typedef vec16<act_t> V;
-    __shared__ float scratch[32];
-    __shared__ unsigned last;
-    const int nv = K / V::N, nl = min(1024, ((nv + 3) / 4 + 31) / 32 * 32), tid = threadIdx.x;
-    for (int i = tid; i < nv; i += blockDim.x) {
-        cp_async16(xs + i * V::N, x + (size_t)i * V::N, 16);
-        cp_async16(rs + i * V::N, res + (size_t)i * V::N, 16);
-    }
-    cp_async_commit();
-    cp_async_wait<0>(); // (the weights' group too)
-    __syncthreads();
-    float ss = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        const int i = tid + k * nl;
-        if (tid < nl && i < nv) {
-            V v, r;
-            v.v = *reinterpret_cast<const uint4 *>(xs + i * V::N);
-            r.v = *reinterpret_cast<const uint4 *>(rs + i * V::N);
-#pragma unroll
-            for (int j = 0; j < V::N; j++) r.set(j, r.get(j) + v.get(j));
-            *reinterpret_cast<uint4 *>(rs + i * V::N) = r.v;
-#pragma unroll
-            for (int j = 0; j < V::N; j++) {
-                const float f = r.get(j);
-                ss += f * f;
-            }
-        }
-    }
-    ss = block_sum(ss, scratch); // (its barriers: every thread has read x and res)
-    if (tid == 0) last = atomicInc(counter, gridDim.x - 1) == gridDim.x - 1;
-    const float rr = rsqrtf(ss / (float)K + eps);
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        const int i = tid + k * nl;
-        if (tid < nl && i < nv) {
-            V h, w, o;
-            h.v = *reinterpret_cast<const uint4 *>(rs + i * V::N);
-            w.v = *reinterpret_cast<const uint4 *>(ws + i * V::N);
-#pragma unroll
-            for (int j = 0; j < V::N; j++) o.set(j, h.get(j) * rr * w.get(j));
-            *reinterpret_cast<uint4 *>(xs + i * V::N) = o.v;
-        }
-    }
-    __syncthreads(); // xs and `last`
-    if (last)
-        for (int i = tid; i < nv; i += blockDim.x) st16(res + (size_t)i * V::N, *reinterpret_cast<const uint4 *>(rs + i * V::N));
-}
-#define NORM_PARAMS                                                                                            \
-    , act_t *__restrict__ res, const act_t *__restrict__ nw, float eps, unsigned *__restrict__ counter
-// dynamic shared memory: xs, rs, ws (K elements each)
-#define NORM_SMEM                                                                                              \
-    extern __shared__ uint4 norm_s4[];                                                                         \
-    act_t *const xs_ = reinterpret_cast<act_t *>(norm_s4), *const rs_ = xs_ + K, *const ws_ = rs_ + K;         \
-    norm_weights(ws_, nw, K)
-// the GEMV's x after the wait: the normalized row in shared memory
-#define NORM_PRO                                                                                               \
-    [&](const act_t *xg) -> const act_t * {                                                                    \
-        norm_prologue(xs_, rs_, ws_, res, xg, K, eps, counter);                                                \
-        return xs_;                                                                                            \
-    }
-#else
-#define NORM_PARAMS
-#define NORM_SMEM
-#define NORM_PRO [](const act_t *xg) -> const act_t * { return xg; }
-#endif
 
 // This warp's K vectors [ib, ie) when KSPLIT warps share a row (pair): warp %
 // KSPLIT's share of whole 128-byte sectors; a warp not live takes none
@@ -184,10 +79,9 @@ __device__ __forceinline__ void ksplit_range(int K, int warp, bool live, int &ib
 // are issued before waiting for the kernel that writes x (programmatic
 // dependent launch). (Prefetching the rest of the rows into L2 here as
 // well made the batch-1 step 19% slower on the H200.)
-template <class Pro>
-__device__ __forceinline__ void gemv_rows(float (&acc)[ROWS][MAXM], const act_t *__restrict__ xg,
+__device__ __forceinline__ void gemv_rows(float (&acc)[ROWS][MAXM], const act_t *__restrict__ x,
                                           const act_t *__restrict__ w, int M, int N, int K, int n0, int nrow_step,
-                                          int ib, int ie, int lane, Pro pro) {
+                                          int ib, int ie, int lane) {
     typedef vec16<act_t> V;
 #pragma unroll
     for (int r = 0; r < ROWS; r++)
@@ -208,7 +102,6 @@ __device__ __forceinline__ void gemv_rows(float (&acc)[ROWS][MAXM], const act_t 
     load_w(ib + lane);
     pdl_wait();
     pdl_launch();
-    const act_t *x = pro(xg); // x itself, or (NORM) the normalized row in shared memory
     for (int i0 = ib + lane; i0 < ie; i0 += 32 * UNROLL) {
         if (i0 != ib + lane) load_w(i0);
 #pragma unroll
@@ -230,15 +123,9 @@ __device__ __forceinline__ void gemv_rows(float (&acc)[ROWS][MAXM], const act_t 
 }
 
 #if !ROPE && !AR
-#if NORM
-#define GEMV_ENTRY kiln_gemv_norm
-#else
-#define GEMV_ENTRY kiln_gemv
-#endif
 extern "C" __global__ void __launch_bounds__(WARPS * 32, 2)
-GEMV_ENTRY(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const act_t *__restrict__ w,
-           const out_t *__restrict__ bias, int M, int N, int K NORM_PARAMS) {
-    NORM_SMEM; // (NORM) the norm's weights on their way into shared memory
+kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const act_t *__restrict__ w,
+          const out_t *__restrict__ bias, int M, int N, int K) {
     typedef vec16<act_t> V;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     // W row of this warp's row r: consecutive rows, or (GLU) gate row n0 and up row n0 + N / 2
@@ -256,7 +143,7 @@ GEMV_ENTRY(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const 
     ksplit_range(K, warp, live, ib, ie);
 #endif
     float acc[ROWS][MAXM];
-    gemv_rows(acc, x, w, M, N, K, n0, nrow_step, ib, ie, lane, NORM_PRO);
+    gemv_rows(acc, x, w, M, N, K, n0, nrow_step, ib, ie, lane);
 #if GLU
 #if KSPLIT > 1
     // the group's warp sums: each warp's in shared memory, the first warp adds them in warp order
@@ -381,19 +268,11 @@ __device__ __forceinline__ void rope_pair_store(act_t *__restrict__ out, float g
     }
 }
 
-#if NORM // RR 1: 6 blocks an SM (40 registers), as the plain kernel: the Llama-3-8B qkv grid in one wave
-#define GEMV_ROPE_ENTRY kiln_gemv_rope_norm
-#define GEMV_ROPE_MIN_BLOCKS (RR == 1 ? 6 : 2)
-#else
-#define GEMV_ROPE_ENTRY kiln_gemv_rope
-#define GEMV_ROPE_MIN_BLOCKS 2
-#endif
-extern "C" __global__ void __launch_bounds__(WARPS * 32, GEMV_ROPE_MIN_BLOCKS)
-GEMV_ROPE_ENTRY(act_t *__restrict__ out, const act_t *__restrict__ x, const act_t *__restrict__ w,
-                const act_t *__restrict__ bias, int N, int K, int nq, int nkv, const int *__restrict__ pos,
-                const float *__restrict__ inv_freq, float mscale, kv_t *__restrict__ kc, kv_t *__restrict__ vc,
-                const int *__restrict__ slots, int bs NORM_PARAMS) {
-    NORM_SMEM; // (NORM) the norm's weights on their way into shared memory
+extern "C" __global__ void __launch_bounds__(WARPS * 32, 2)
+kiln_gemv_rope(act_t *__restrict__ out, const act_t *__restrict__ x, const act_t *__restrict__ w,
+               const act_t *__restrict__ bias, int N, int K, int nq, int nkv, const int *__restrict__ pos,
+               const float *__restrict__ inv_freq, float mscale, kv_t *__restrict__ kc, kv_t *__restrict__ vc,
+               const int *__restrict__ slots, int bs) {
     typedef vec16<act_t> V;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = HD / 2;
 #if RR == 2
@@ -408,7 +287,7 @@ GEMV_ROPE_ENTRY(act_t *__restrict__ out, const act_t *__restrict__ x, const act_
     ksplit_range(K, warp, live, ib, ie);
 #endif
     float acc[ROWS][MAXM];
-    gemv_rows(acc, x, w, 1, live ? N : 0, K, n0, half, ib, ie, lane, NORM_PRO);
+    gemv_rows(acc, x, w, 1, live ? N : 0, K, n0, half, ib, ie, lane);
     float g0 = warp_sum(acc[0][0]), g1 = warp_sum(acc[1][0]);
 #if KSPLIT > 1
     __shared__ float part[WARPS][2];
@@ -432,7 +311,7 @@ GEMV_ROPE_ENTRY(act_t *__restrict__ out, const act_t *__restrict__ x, const act_
     int ib, ie;
     ksplit_range(K, warp, live, ib, ie);
     float acc[ROWS][MAXM];
-    gemv_rows(acc, x, w, 1, live ? N : 0, K, n, 0, ib, ie, lane, NORM_PRO);
+    gemv_rows(acc, x, w, 1, live ? N : 0, K, n, 0, ib, ie, lane);
     const float gs = warp_sum(acc[0][0]);
     __shared__ float part[WARPS];
     if (lane == 0) part[warp] = gs;
@@ -484,7 +363,7 @@ kiln_gemv_ar_norm(act_t *__restrict__ io, const act_t *__restrict__ x, const act
     ksplit_range(K, warp, live, ib, ie);
 #endif
     float acc[ROWS][MAXM];
-    gemv_rows(acc, x, w, 1, live ? N : 0, K, n0, 1, ib, ie, lane, NORM_PRO); // waits for the predecessor (PDL)
+    gemv_rows(acc, x, w, 1, live ? N : 0, K, n0, 1, ib, ie, lane); // waits for the predecessor (PDL)
     char *self = pick(rank, b0, b1, b2, b3, b4, b5, b6, b7);
     u32 *ctl = reinterpret_cast<u32 *>(self);
     const u32 e = ld_volatile(ctl) + 1u, slot = e % 3u;

@@ -251,10 +251,6 @@ typedef struct kiln_jit_kernel_def {
  * 3.072 ms a step against 2.771 / 2.768 for the GEMV + the fused push
  * all-reduce kernel (its results are right: test_gpu_tp). */
 #define KILN_GEMV_AR_DEFAULT 0
-/* The batch-1 qkv (rope) and gate/up (SiLU) GEMVs with the residual add +
- * RMSNorm before them as their prologue (kernel_src/gemv.cu NORM=1;
- * $KILN_GEMV_NORM=0 off). */
-#define KILN_GEMV_NORM_DEFAULT 1
 /* its tiling ($KILN_GEMV_ROPE_UNROLL 2|4|8, $KILN_GEMV_ROPE_KSPLIT 1|2|4). KSPLIT
  * by default: 1 where N / 16 blocks give every SM two, else 2 (engine/cuda/
  * ops_gpu.c; H200 -b 1, 2026-11-30, remote.sh s33: UNROLL x KSPLIT 2 x 1 246.1,

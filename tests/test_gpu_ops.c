@@ -1486,128 +1486,6 @@ KT_TEST(test_gemv_rope) {
     kiln_gpu_destroy(gv);
 }
 
-static bool gemv_norm_tested; /* test_gemv_norm runs gemv_rope_norm and gemv_norm on its own kiln_gpu */
-
-/* The batch-1 rope and gate/up GEMVs with the residual add + RMSNorm as their
- * prologue (kiln_gpu_gemm_rope_kv_norm, kiln_gpu_gemm_silu_norm) against the
- * two kernels they replace (kiln_gpu_add_rmsnorm, then kiln_gpu_gemm_rope_kv /
- * kiln_gpu_gemm_silu on its output) on the same inputs: the GEMV's output, the
- * updated residual and the KV caches must be the same bits (the prologue
- * forms the normalized row as the add + RMSNorm kernel does). bf16 / fp16,
- * K = 4096 (128 threads of the norm), 2048 (64), 8192 (256) and 520 (a
- * partial warp), head dims 64 / 128, GQA 4 and MHA, bias on / off; the rope
- * GEMV at rows 1 / 2 a warp and K split 1 / 2 / 4 where the kernel allows
- * (rows 2 needs K split > 1); each case twice (the blocks' arrival counter
- * must wrap to zero); outputs poisoned first. */
-KT_TEST(test_gemv_norm) {
-    NEED_GPU();
-    kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = 1, .gemv_rope = 1, .gemv_silu = 1,
-                          .gemv_norm = 1};
-    kiln_gpu *gv = NULL;
-    KT_OK(kiln_gpu_create(dev, &gp, &gv));
-    static const int Ks[] = {4096, 2048, 8192, 520};
-    const float eps = 1e-5f;
-    int n_rope = 0, n_silu = 0;
-    for (int a = 0; a < 2; a++)
-        for (int ki = 0; ki < 4; ki++) {
-            const kiln_dtype dt = acts[a];
-            const int K = Ks[ki];
-            /* the rope GEMV: tilings, head shapes */
-            for (int t = 0; t < 4; t++) {
-                static const int tl[4][2] = {{1, 0}, {1, 2}, {2, 2}, {1, 4}}; /* rows, K split (0: by the grid) */
-                const int hd = (t & 1) ? 64 : 128, nq = t == 2 ? 4 : 8, nkv = t == 2 ? 4 : 2, bs = 16, nb = 4;
-                const int N = (nq + 2 * nkv) * hd, bias = (t + ki) & 1;
-                kiln_gpu_set_gemv_rope_rows(gv, tl[t][0]);
-                kiln_gpu_set_gemv_rope_ksplit(gv, tl[t][1]);
-                kiln_kv_layout l;
-                size_t cbytes = kiln_kv_layout_init(&l, nb, bs, nkv, hd, dt);
-                float inv[128], ms = 1;
-                make_inv_freq(hd, true, inv, &ms);
-                kiln_devptr dinv = dupload(inv, sizeof(float) * (size_t)hd / 2);
-                kiln_gpu_rope_params grp = {hd, hd, false, dinv, 1.0f, 0, 0, 0, 0};
-                if (!kiln_gpu_gemm_rope_kv_norm_ok(gv, dt, 1, N, K, nq, &grp, &l)) { /* K % 8, or rows 2 K split 1 */
-                    dfree(dinv);
-                    continue;
-                }
-                for (int rep = 0; rep < 2; rep++) {
-                    int32_t pos = 5 + 300 * rep, slot = 17 + rep;
-                    float *x = rand_act((size_t)K, dt, 1), *r0 = rand_act((size_t)K, dt, 1),
-                          *nw = rand_act((size_t)K, dt, 0.5f), *w = rand_act((size_t)N * K, dt, 0.05f),
-                          *b = rand_act((size_t)N, dt, 1);
-                    void *kc = rand_bytes(cbytes), *vc = rand_bytes(cbytes);
-                    kiln_devptr dx = up_act(x, (size_t)K, dt), dnw = up_act(nw, (size_t)K, dt),
-                                dw = up_act(w, (size_t)N * K, dt), db = up_act(b, (size_t)N, dt),
-                                dp = dupload(&pos, sizeof pos), ds = dupload(&slot, sizeof slot);
-                    kiln_devptr dres[2], dout[2], dkc[2], dvc[2], dxn = dmalloc((size_t)K * 2);
-                    for (int f = 0; f < 2; f++) {
-                        dres[f] = up_act(r0, (size_t)K, dt), dout[f] = dmalloc((size_t)N * 2);
-                        dkc[f] = dupload(kc, cbytes), dvc[f] = dupload(vc, cbytes);
-                    }
-                    /* the two kernels, then the fused one */
-                    KT_OK(kiln_gpu_add_rmsnorm(gv, st, dxn, dres[0], dx, dnw, dt, dt, 1, K, eps));
-                    KT_OK(kiln_gpu_gemm_rope_kv(gv, st, dout[0], dxn, dw, dt, bias ? db : 0, N, K, nq, dp, &grp, dkc[0],
-                                                dvc[0], &l, ds));
-                    const kiln_gpu_norm_pro np = {.residual = dres[1], .w = dnw, .eps = eps};
-                    KT_OK(kiln_gpu_gemm_rope_kv_norm(gv, st, dout[1], dx, dw, dt, bias ? db : 0, N, K, nq, dp, &grp,
-                                                     dkc[1], dvc[1], &l, ds, &np));
-                    void *o0 = ddown(dout[0], (size_t)N * 2), *o1 = ddown(dout[1], (size_t)N * 2);
-                    void *q0 = ddown(dres[0], (size_t)K * 2), *q1 = ddown(dres[1], (size_t)K * 2);
-                    void *k0 = ddown(dkc[0], cbytes), *k1 = ddown(dkc[1], cbytes), *v0 = ddown(dvc[0], cbytes),
-                         *v1 = ddown(dvc[1], cbytes);
-                    KT_CHECKF(!memcmp(o0, o1, (size_t)N * 2) && !memcmp(q0, q1, (size_t)K * 2) &&
-                                  !memcmp(k0, k1, cbytes) && !memcmp(v0, v1, cbytes),
-                              "rope GEMV + norm %s K=%d hd=%d nq=%d nkv=%d rows=%d ksplit=%d rep %d: qkv %s, residual "
-                              "%s, key cache %s, value cache %s",
-                              kiln_dtype_name(dt), K, hd, nq, nkv, tl[t][0], tl[t][1], rep,
-                              memcmp(o0, o1, (size_t)N * 2) ? "differs" : "same",
-                              memcmp(q0, q1, (size_t)K * 2) ? "differs" : "same", memcmp(k0, k1, cbytes) ? "differs" : "same",
-                              memcmp(v0, v1, cbytes) ? "differs" : "same");
-                    n_rope++;
-                    free(x), free(r0), free(nw), free(w), free(b), free(kc), free(vc), free(o0), free(o1), free(q0),
-                        free(q1), free(k0), free(k1), free(v0), free(v1);
-                    dfree(dx), dfree(dnw), dfree(dw), dfree(db), dfree(dp), dfree(ds), dfree(dxn);
-                    for (int f = 0; f < 2; f++) dfree(dres[f]), dfree(dout[f]), dfree(dkc[f]), dfree(dvc[f]);
-                }
-                dfree(dinv);
-            }
-            /* the gate/up GEMV with its SiLU epilogue */
-            for (int t = 0; t < 2; t++) {
-                const int I = t ? 1000 : 3584, N = 2 * I, bias = t;
-                if (!kiln_gpu_gemm_silu_norm_ok(gv, dt, 1, N, K)) continue;
-                for (int rep = 0; rep < 2; rep++) {
-                    float *x = rand_act((size_t)K, dt, 1), *r0 = rand_act((size_t)K, dt, 1),
-                          *nw = rand_act((size_t)K, dt, 0.5f), *w = rand_act((size_t)N * K, dt, 0.05f),
-                          *b = rand_act((size_t)N, dt, 1);
-                    kiln_devptr dx = up_act(x, (size_t)K, dt), dnw = up_act(nw, (size_t)K, dt),
-                                dw = up_act(w, (size_t)N * K, dt), db = up_act(b, (size_t)N, dt),
-                                dxn = dmalloc((size_t)K * 2);
-                    kiln_devptr dres[2], dout[2];
-                    for (int f = 0; f < 2; f++) dres[f] = up_act(r0, (size_t)K, dt), dout[f] = dmalloc((size_t)I * 2);
-                    KT_OK(kiln_gpu_add_rmsnorm(gv, st, dxn, dres[0], dx, dnw, dt, dt, 1, K, eps));
-                    KT_OK(kiln_gpu_gemm_silu(gv, st, dout[0], 0, dxn, dw, dt, bias ? db : 0, 1, N, K));
-                    const kiln_gpu_norm_pro np = {.residual = dres[1], .w = dnw, .eps = eps};
-                    KT_OK(kiln_gpu_gemm_silu_norm(gv, st, dout[1], 0, dx, dw, dt, bias ? db : 0, N, K, &np));
-                    void *o0 = ddown(dout[0], (size_t)I * 2), *o1 = ddown(dout[1], (size_t)I * 2);
-                    void *q0 = ddown(dres[0], (size_t)K * 2), *q1 = ddown(dres[1], (size_t)K * 2);
-                    KT_CHECKF(!memcmp(o0, o1, (size_t)I * 2) && !memcmp(q0, q1, (size_t)K * 2),
-                              "gate/up GEMV + SiLU + norm %s K=%d I=%d rep %d: output %s, residual %s",
-                              kiln_dtype_name(dt), K, I, rep, memcmp(o0, o1, (size_t)I * 2) ? "differs" : "same",
-                              memcmp(q0, q1, (size_t)K * 2) ? "differs" : "same");
-                    n_silu++;
-                    free(x), free(r0), free(nw), free(w), free(b), free(o0), free(o1), free(q0), free(q1);
-                    dfree(dx), dfree(dnw), dfree(dw), dfree(db), dfree(dxn);
-                    for (int f = 0; f < 2; f++) dfree(dres[f]), dfree(dout[f]);
-                }
-            }
-        }
-    KT_CHECKF(n_rope >= 24 && n_silu >= 12, "%d rope and %d SiLU cases ran", n_rope, n_silu);
-    gemv_norm_tested = kiln_rt_kernels_was_used(kiln_gpu_kernels(gv), "gemv_rope_norm") &&
-                       kiln_rt_kernels_was_used(kiln_gpu_kernels(gv), "gemv_norm");
-    KT_CHECK(gemv_norm_tested);
-    KT_CHECK(kiln_rt_check_device(dev) == KILN_OK);
-    kiln_gpu_destroy(gv);
-}
-
 static bool sk_rope_tested; /* test_gemm_sk_rope runs gemm_sk_rope on its own kiln_gpu's */
 static bool sk_rope_wg_tested; /* ... and gemm_sk_rope_wg (sm_90) */
 
@@ -2205,7 +2083,6 @@ KT_TEST(test_every_kernel_tested) {
         KT_CHECKF(kiln_rt_kernels_was_used(kiln_gpu_kernels(gpu), reg[i].name) ||
                       (!strcmp(reg[i].name, "gemv") && gemv_tested) ||
                       (!strcmp(reg[i].name, "gemv_rope") && gemv_rope_tested) ||
-                      ((!strcmp(reg[i].name, "gemv_rope_norm") || !strcmp(reg[i].name, "gemv_norm")) && gemv_norm_tested) ||
                       (!strcmp(reg[i].name, "gemm_sk_rope") && sk_rope_tested) ||
                       (!strcmp(reg[i].name, "gemv_ar_norm") && gemv_ar_tested) ||
                       (!strcmp(reg[i].name, "gemm_tc") && tc_tested) ||
@@ -2226,7 +2103,7 @@ KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_
         KT_CASE(test_attention_prefill), KT_CASE(test_attention_prefill_shapes),
         KT_CASE(test_attention_prefill_wg), KT_CASE(test_attention_fp8), KT_CASE(test_sampling), KT_CASE(test_sampling_greedy),
         KT_CASE(test_gemv),
-        KT_CASE(test_gemv_rope), KT_CASE(test_gemv_norm), KT_CASE(test_gemm_sk_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm_sk),
+        KT_CASE(test_gemv_rope), KT_CASE(test_gemm_sk_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm_sk),
         KT_CASE(test_silu_gemm_sk),
         KT_CASE(test_gemm), KT_CASE(test_graph_replay),
         KT_CASE(test_all_reduce_one_rank), KT_CASE(test_every_kernel_tested))

@@ -332,39 +332,6 @@ static bool silu_follows(const exec_gpu *x, int i, int64_t rows) {
     return true;
 }
 
-/* Is op i a residual add + RMSNorm of one row whose normalized output only
- * the next op reads, a GEMM that runs as the batch-1 rope GEMV (rope_follows)
- * or the gate/up GEMV with the SiLU epilogue (silu_follows), which can take
- * the add + RMSNorm as its prologue (kiln_gpu_norm_pro)? 1: the rope GEMV, 2:
- * the SiLU one, 0: neither. */
-static int norm_pro_follows(const exec_gpu *x, int i, int64_t rows) {
-    const kiln_program *p = x->p;
-    const kiln_op *o = &p->ops[i], *nx = i + 1 < p->n_ops ? &p->ops[i + 1] : NULL;
-    if (rows != 1 || !nx || nx->kind != KILN_OP_GEMM || o->dst < 0 || o->src < 0 || o->src2 < 0 || o->w < 0 ||
-        nx->src != o->dst || nx->w < 0 || x->calib || x->slot_dt[o->dst] != x->act || x->slot_dt[o->src] != x->act ||
-        x->slot_dt[o->src2] != x->act)
-        return 0;
-    const kiln_weight_desc *W = &p->weights[nx->w];
-    const int64_t K = p->slots[o->dst].width;
-    if (W->cols != K || p->slots[o->src].width != K || p->slots[o->src2].width != K) return 0;
-    int kind = 0;
-    if (rope_follows(x, i + 1, rows)) {
-        const kiln_op *r = &p->ops[i + 2];
-        if (kiln_gpu_gemm_rope_kv_norm_ok(x->g, x->act, rows, W->rows, W->cols, r->n_heads, &x->rope,
-                                          kv_layout(x, r->kv_layer)))
-            kind = 1;
-    } else if (silu_follows(x, i + 1, rows) && kiln_gpu_gemm_silu_norm_ok(x->g, x->act, rows, W->rows, W->cols)) {
-        kind = 2;
-    }
-    if (!kind) return 0;
-    for (int k = i + 2; k < p->n_ops; k++) { /* the normalized row read again before it is rewritten? */
-        const kiln_op *q = &p->ops[k];
-        if (q->src == o->dst || q->src2 == o->dst) return 0;
-        if (q->dst == o->dst) break;
-    }
-    return kind;
-}
-
 /* Run every op of the program for T tokens in S sequences with n_out
  * output rows (metadata already on the device). */
 static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int max_ctx) {
@@ -394,29 +361,9 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
         case KILN_OP_RMSNORM:
             KILN_TRY(kiln_gpu_rmsnorm(g, s, Dp, Sp, Wp, x->act, x->act, (int)rows, (int)dw, o->eps));
             break;
-        case KILN_OP_ADD_RMSNORM: {
-            const int np_kind = x->prof.on ? 0 : norm_pro_follows(x, i, rows);
-            if (np_kind) {
-                /* the add + RMSNorm as the prologue of the batch-1 GEMV after it, whose epilogue does the op
-                 * after that (rope + KV write, or SiLU-and-mul): three ops in one kernel */
-                const kiln_op *gm = &p->ops[i + 1], *ep = &p->ops[i + 2];
-                const kiln_weight_desc *GW = &p->weights[gm->w];
-                const kiln_gpu_norm_pro np = {.residual = S2, .w = Wp, .eps = o->eps};
-                kiln_devptr bias = gm->bias >= 0 ? x->w[gm->bias] : 0;
-                if (np_kind == 1)
-                    KILN_TRY(kiln_gpu_gemm_rope_kv_norm(g, s, x->slot[gm->dst], Sp, x->w[gm->w], x->act, bias, GW->rows,
-                                                        GW->cols, ep->n_heads, D(x, pos, int32_t), &x->rope,
-                                                        x->kc[ep->kv_layer], x->vc[ep->kv_layer],
-                                                        kv_layout(x, ep->kv_layer), D(x, slots, int32_t), &np));
-                else
-                    KILN_TRY(kiln_gpu_gemm_silu_norm(g, s, x->slot[ep->dst], p->slots[ep->dst].width, Sp, x->w[gm->w],
-                                                     x->act, bias, GW->rows, GW->cols, &np));
-                i += 2;
-                break;
-            }
+        case KILN_OP_ADD_RMSNORM:
             KILN_TRY(kiln_gpu_add_rmsnorm(g, s, Dp, S2, Sp, Wp, x->act, x->act, (int)rows, (int)dw, o->eps));
             break;
-        }
         case KILN_OP_ADD: KILN_TRY(kiln_gpu_add(g, s, Dp, Sp, S2, x->act, rows * dw)); break;
         case KILN_OP_GEMM: {
             kiln_devptr bias = o->bias >= 0 ? x->w[o->bias] : 0;

@@ -22,8 +22,6 @@ struct kiln_gpu {
     size_t blas_ws_bytes, ws_bytes;
     int max_rows, vocab;
     int gemv_max_m, gemv_rows, gemv_unroll, gemv_ksplit, gemv_rule, gemv_rope, gemv_ar, gemv_silu, gemv_silu_ksplit, gemv_silu_unroll;
-    int gemv_norm;             /* the add + RMSNorm prologue of the batch-1 GEMVs (kiln_gpu_norm_pro) */
-    kiln_devptr norm_counter;  /* its blocks' arrival counter (one unsigned, zero between launches) */
     int gemv_rope_unroll, gemv_rope_ksplit, gemv_rope_rows; /* the rope GEMV's tiling ($KILN_GEMV_ROPE_UNROLL / _KSPLIT / _ROWS) */
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int sk_max_m, sk_max_mb, sk_max_mb32, sk_warps, sk_rt, sk_stages, sk_split, sk_silu; /* gemm_sk knobs */
@@ -94,7 +92,6 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->gemv_rope_rows = knob(0, "KILN_GEMV_ROPE_ROWS", KILN_GEMV_ROPE_ROWS);
     if (g->gemv_rope_rows != 1 && g->gemv_rope_rows != 2) g->gemv_rope_rows = KILN_GEMV_ROPE_ROWS;
     g->gemv_ar = knob(p ? p->gemv_ar : 0, "KILN_GEMV_AR", KILN_GEMV_AR_DEFAULT) > 0;
-    g->gemv_norm = knob(p ? p->gemv_norm : 0, "KILN_GEMV_NORM", KILN_GEMV_NORM_DEFAULT) > 0;
     g->gemv_silu_ksplit = knob(p ? p->gemv_silu_ksplit : 0, "KILN_GEMV_SILU_KSPLIT", KILN_GEMV_SILU_KSPLIT_DEFAULT);
     if (g->gemv_silu_ksplit != 1 && g->gemv_silu_ksplit != 2) g->gemv_silu_ksplit = KILN_GEMV_SILU_KSPLIT_DEFAULT;
     g->gemv_silu_unroll = knob(p ? p->gemv_silu_unroll : 0, "KILN_GEMV_SILU_UNROLL", KILN_GEMV_SILU_UNROLL_DEFAULT);
@@ -131,7 +128,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->kv_tile < 0 || g->kv_tile > 2) g->kv_tile = KILN_KV_TILE_DEFAULT;
     kiln_gpu_set_sample_cluster(g, knob(p ? p->sample_cluster : 0, "KILN_SAMPLE_CLUSTER", KILN_SAMPLE_CLUSTER_DEFAULT));
     size_t sample_bytes = (size_t)g->max_rows * (size_t)g->vocab * 4;
-    size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * KILN_ATTN_COUNTERS + 7 * 256;
+    size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * KILN_ATTN_COUNTERS + 5 * 256;
     KILN_TRY(kiln_rt_pool_create(d, "workspace", total, &g->pool));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, g->blas_ws_bytes, 256, &g->blas_ws));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, g->ws_bytes, 256, &g->ws));
@@ -140,8 +137,6 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     KILN_TRY(kiln_rt_memset8(g->counts, 0, sample_bytes, NULL));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, 4 * KILN_ATTN_COUNTERS, 256, &g->attn_counters));
     KILN_TRY(kiln_rt_memset8(g->attn_counters, 0, 4 * KILN_ATTN_COUNTERS, NULL));
-    KILN_TRY(kiln_rt_pool_alloc(g->pool, 4, 256, &g->norm_counter));
-    KILN_TRY(kiln_rt_memset8(g->norm_counter, 0, 4, NULL));
 
     KILN_TRY(kiln_rt_kernels_create(d, p ? p->jit : NULL, &g->k));
     KILN_TRY(kiln_rt_blas_create(d, g->blas_ws, g->blas_ws_bytes, &g->blas));
@@ -581,33 +576,6 @@ static bool sk_silu_ok(const kiln_gpu *g, kiln_dtype in_dt, int64_t M, int64_t N
            K % 8 == 0 && N % 2 == 0 && N <= INT32_MAX && K <= INT32_MAX;
 }
 
-/* The small-M gate/up GEMV with its SiLU epilogue (kernel_src/gemv.cu GLU=1), np: with the add + RMSNorm
- * prologue (NORM=1, M = 1) */
-static kiln_status gemv_silu(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_devptr x,
-                             kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N, int64_t K,
-                             const kiln_gpu_norm_pro *np) {
-    kiln_status st = KILN_OK;
-    kiln_rt_func *f;
-    int maxm = M == 1 ? 1 : M == 2 ? 2 : M <= 4 ? 4 : 8;
-    int ks = g->gemv_silu_ksplit;
-    KILN_TRY(get(g, np ? "gemv_norm" : "gemv", &f, "ACT=%s OUT=%s MAXM=%d ROWS=2 UNROLL=%d GLU=1 KSPLIT=%d%s",
-                 dt(in_dt), dt(in_dt), maxm, g->gemv_silu_unroll, ks, np ? " NORM=1" : ""));
-    int64_t ld = ldo ? ldo : N / 2;
-    int m = (int)M, n = (int)N, k = (int)K;
-    int per_block = 8 / ks; /* a gate/up row pair a group of ks warps, WARPS 8 */
-    unsigned blocks = (unsigned)((N / 2 + per_block - 1) / per_block);
-    if (np) {
-        kiln_devptr res = np->residual, nw = np->w, cnt = g->norm_counter;
-        float eps = np->eps;
-        LAUNCH(f, blocks, 1, 1, 256, (unsigned)(3 * K * 2), s, &out, &ld, &x, &w, &bias, &m, &n, &k, &res, &nw, &eps,
-               &cnt);
-    } else {
-        LAUNCH(f, blocks, 1, 1, 256, 0, s, &out, &ld, &x, &w, &bias, &m, &n, &k);
-    }
-fail:
-    return st;
-}
-
 bool kiln_gpu_gemm_silu_ok(const kiln_gpu *g, kiln_dtype in_dt, int64_t M, int64_t N, int64_t K) {
     return (g->gemv_silu && M >= 1 && M <= g->gemv_max_m && (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) &&
             K % vec_elems(in_dt) == 0 && N % 2 == 0 && N <= INT32_MAX && K <= INT32_MAX) ||
@@ -617,6 +585,7 @@ bool kiln_gpu_gemm_silu_ok(const kiln_gpu *g, kiln_dtype in_dt, int64_t M, int64
 kiln_status kiln_gpu_gemm_silu(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_devptr x,
                                kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N, int64_t K) {
     kiln_status st = KILN_OK;
+    kiln_rt_func *f;
     KILN_CHECK(kiln_gpu_gemm_silu_ok(g, in_dt, M, N, K), KILN_ERR_INTERNAL,
                "gate/up GEMV with SiLU: M %lld, N %lld, K %lld, %s (off, or not a small-M GEMV)", (long long)M,
                (long long)N, (long long)K, dt(in_dt));
@@ -626,30 +595,17 @@ kiln_status kiln_gpu_gemm_silu(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, 
                    (unsigned long long)w);
         return sk_gemm(g, s, out, ldo ? ldo : N / 2, in_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, SK_GLU, NULL);
     }
-    return gemv_silu(g, s, out, ldo, x, w, in_dt, bias, M, N, K, NULL);
-fail:
-    return st;
-}
-
-/* The norm prologue's conditions on the row (kiln_gpu_norm_pro): batch 1, 16-bit act, K in 16-byte vectors
- * that the 256 threads of a GEMV block cover 4 a thread (kernel_src/gemv.cu norm_prologue) */
-static bool norm_pro_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t K) {
-    return g->gemv_norm && M == 1 && M <= g->gemv_max_m && (act == KILN_DTYPE_BF16 || act == KILN_DTYPE_F16) &&
-           K % 8 == 0 && K / 8 <= 4 * 256;
-}
-
-bool kiln_gpu_gemm_silu_norm_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K) {
-    return norm_pro_ok(g, act, M, K) && g->gemv_silu && g->gemv_silu_ksplit > 1 && N % 2 == 0 && N <= INT32_MAX;
-}
-
-kiln_status kiln_gpu_gemm_silu_norm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_devptr x,
-                                    kiln_devptr w, kiln_dtype act, kiln_devptr bias, int64_t N, int64_t K,
-                                    const kiln_gpu_norm_pro *np) {
-    kiln_status st = KILN_OK;
-    KILN_CHECK(np && kiln_gpu_gemm_silu_norm_ok(g, act, 1, N, K), KILN_ERR_INTERNAL,
-               "gate/up GEMV with SiLU and the add + RMSNorm prologue: N %lld, K %lld, %s (off, or not its shape)",
-               (long long)N, (long long)K, dt(act));
-    return gemv_silu(g, s, out, ldo, x, w, act, bias, 1, N, K, np);
+    {
+        int maxm = M == 1 ? 1 : M == 2 ? 2 : M <= 4 ? 4 : 8;
+        int ks = g->gemv_silu_ksplit;
+        KILN_TRY(get(g, "gemv", &f, "ACT=%s OUT=%s MAXM=%d ROWS=2 UNROLL=%d GLU=1 KSPLIT=%d", dt(in_dt), dt(in_dt),
+                     maxm, g->gemv_silu_unroll, ks));
+        int64_t ld = ldo ? ldo : N / 2;
+        int m = (int)M, n = (int)N, k = (int)K;
+        int per_block = 8 / ks; /* a gate/up row pair a group of ks warps, WARPS 8 */
+        unsigned blocks = (unsigned)((N / 2 + per_block - 1) / per_block);
+        LAUNCH(f, blocks, 1, 1, 256, 0, s, &out, &ld, &x, &w, &bias, &m, &n, &k);
+    }
 fail:
     return st;
 }
@@ -715,46 +671,6 @@ static bool sk_rope_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, 
            l->n_kv_heads > 0 && K % 8 == 0 && N <= INT32_MAX && K <= INT32_MAX;
 }
 
-/* The rope GEMV's K split and rows a warp group: a row pair a group of ks warps (WARPS 8), by default 1
- * where that still gives every SM two blocks (H200, Llama-3-8B qkv N 6144, 384 blocks: -b 1 246.1 / 246.0
- * tok/s against 242.3 / 242.3 with 2, same call), else 2 (tensor-parallel shards, as measured before) */
-static void gemv_rope_tiling(const kiln_gpu *g, int64_t N, int *ks, int *rr) {
-    const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
-    *ks = g->gemv_rope_ksplit ? g->gemv_rope_ksplit : N / 2 / 8 >= 2 * di->n_sms ? 1 : 2;
-    *rr = g->gemv_rope_rows;
-}
-
-/* The batch-1 qkv GEMV with rope + KV write (kernel_src/gemv.cu ROPE=1); np: with the add + RMSNorm
- * prologue (NORM=1) */
-static kiln_status gemv_rope(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_devptr w,
-                             kiln_dtype act, kiln_devptr bias, int64_t N, int64_t K, int nq, kiln_devptr pos,
-                             const kiln_gpu_rope_params *rp, kiln_devptr kcache, kiln_devptr vcache,
-                             const kiln_kv_layout *l, kiln_devptr slots, const kiln_gpu_norm_pro *np) {
-    kiln_status st = KILN_OK;
-    kiln_rt_func *f;
-    int ks, rr;
-    gemv_rope_tiling(g, N, &ks, &rr);
-    /* row pairs a block: WARPS / ks groups, a pair each (RR 2) or a row each (RR 1) */
-    const int per_block = rr == 2 ? 8 / ks : 8 / ks / 2;
-    KILN_TRY(get(g, np ? "gemv_rope_norm" : "gemv_rope", &f, "ACT=%s UNROLL=%d KSPLIT=%d ROPE=1 RR=%d HD=%d KV=%s%s",
-                 dt(act), g->gemv_rope_unroll, ks, rr, rp->head_dim, dt(act), np ? " NORM=1" : ""));
-    int n = (int)N, k = (int)K, nkv = l->n_kv_heads, bs = l->block_size;
-    float ms = rp->mscale;
-    kiln_devptr inv = rp->inv_freq;
-    unsigned blocks = (unsigned)((N / 2 + per_block - 1) / per_block);
-    if (np) {
-        kiln_devptr res = np->residual, nw = np->w, cnt = g->norm_counter;
-        float eps = np->eps;
-        LAUNCH(f, blocks, 1, 1, 256, (unsigned)(3 * K * 2), s, &out, &x, &w, &bias, &n, &k, &nq, &nkv, &pos, &inv, &ms,
-               &kcache, &vcache, &slots, &bs, &res, &nw, &eps, &cnt);
-    } else {
-        LAUNCH(f, blocks, 1, 1, 256, 0, s, &out, &x, &w, &bias, &n, &k, &nq, &nkv, &pos, &inv, &ms, &kcache, &vcache,
-               &slots, &bs);
-    }
-fail:
-    return st;
-}
-
 bool kiln_gpu_gemm_rope_kv_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K, int nq,
                               const kiln_gpu_rope_params *rp, const kiln_kv_layout *l) {
     const int hd = rp->head_dim;
@@ -775,6 +691,7 @@ kiln_status kiln_gpu_gemm_rope_kv_m(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr 
                                     kiln_devptr pos, const kiln_gpu_rope_params *rp, kiln_devptr kcache,
                                     kiln_devptr vcache, const kiln_kv_layout *l, kiln_devptr slots) {
     kiln_status st = KILN_OK;
+    kiln_rt_func *f;
     KILN_CHECK(kiln_gpu_gemm_rope_kv_ok(g, act, M, N, K, nq, rp, l), KILN_ERR_INTERNAL,
                "qkv GEMM with rope + KV write: M %lld, N %lld, K %lld, %s (off, or not its shape)", (long long)M,
                (long long)N, (long long)K, dt(act));
@@ -786,29 +703,23 @@ kiln_status kiln_gpu_gemm_rope_kv_m(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr 
                                  slots, rp->mscale};
         return sk_gemm(g, s, out, N, act, x, w, act, bias, (int)M, (int)N, (int)K, SK_ROPE, &ra);
     }
-    return gemv_rope(g, s, out, x, w, act, bias, N, K, nq, pos, rp, kcache, vcache, l, slots, NULL);
-fail:
-    return st;
-}
-
-bool kiln_gpu_gemm_rope_kv_norm_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K, int nq,
-                                   const kiln_gpu_rope_params *rp, const kiln_kv_layout *l) {
-    int ks, rr;
-    gemv_rope_tiling(g, N, &ks, &rr);
-    return norm_pro_ok(g, act, M, K) && kiln_gpu_gemm_rope_kv_ok(g, act, M, N, K, nq, rp, l) && (rr == 1 || ks > 1);
-}
-
-kiln_status kiln_gpu_gemm_rope_kv_norm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_devptr w,
-                                       kiln_dtype act, kiln_devptr bias, int64_t N, int64_t K, int nq,
-                                       kiln_devptr pos, const kiln_gpu_rope_params *rp, kiln_devptr kcache,
-                                       kiln_devptr vcache, const kiln_kv_layout *l, kiln_devptr slots,
-                                       const kiln_gpu_norm_pro *np) {
-    kiln_status st = KILN_OK;
-    KILN_CHECK(np && kiln_gpu_gemm_rope_kv_norm_ok(g, act, 1, N, K, nq, rp, l), KILN_ERR_INTERNAL,
-               "qkv GEMV with rope + KV write and the add + RMSNorm prologue: N %lld, K %lld, %s (off, or not its "
-               "shape)",
-               (long long)N, (long long)K, dt(act));
-    return gemv_rope(g, s, out, x, w, act, bias, N, K, nq, pos, rp, kcache, vcache, l, slots, np);
+    {
+        /* a row pair a group of ks warps (WARPS 8): by default 1 where that still gives every SM two
+         * blocks (H200, Llama-3-8B qkv N 6144, 384 blocks: -b 1 246.1 / 246.0 tok/s against 242.3 / 242.3
+         * with 2, same call), else 2 (tensor-parallel shards, as measured before) */
+        const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
+        const int ks = g->gemv_rope_ksplit ? g->gemv_rope_ksplit : N / 2 / 8 >= 2 * di->n_sms ? 1 : 2;
+        /* row pairs a block: WARPS / ks groups, a pair each (RR 2) or a row each (RR 1) */
+        const int rr = g->gemv_rope_rows, per_block = rr == 2 ? 8 / ks : 8 / ks / 2;
+        KILN_TRY(get(g, "gemv_rope", &f, "ACT=%s UNROLL=%d KSPLIT=%d ROPE=1 RR=%d HD=%d KV=%s", dt(act),
+                     g->gemv_rope_unroll, ks, rr, rp->head_dim, dt(act)));
+        int n = (int)N, k = (int)K, nkv = l->n_kv_heads, bs = l->block_size;
+        float ms = rp->mscale;
+        kiln_devptr inv = rp->inv_freq;
+        unsigned blocks = (unsigned)((N / 2 + per_block - 1) / per_block);
+        LAUNCH(f, blocks, 1, 1, 256, 0, s, &out, &x, &w, &bias, &n, &k, &nq, &nkv, &pos, &inv, &ms, &kcache, &vcache,
+               &slots, &bs);
+    }
 fail:
     return st;
 }

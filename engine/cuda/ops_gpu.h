@@ -48,9 +48,6 @@ typedef struct kiln_gpu_params {
     int gemv_ar;             /* the row-parallel GEMV with the all-reduce + add + RMSNorm
                                 as its epilogue (1 on, negative off; 0:
                                 $KILN_GEMV_AR, else KILN_GEMV_AR_DEFAULT)          */
-    int gemv_norm;           /* the batch-1 qkv / gate-up GEMVs with the residual add +
-                                RMSNorm before them as their prologue (1 on, negative
-                                off; 0: $KILN_GEMV_NORM, else KILN_GEMV_NORM_DEFAULT) */
     int gemv_rope;           /* the qkv GEMV with rope + KV write as its epilogue (1 on,
                                 negative off; 0: $KILN_GEMV_ROPE, else
                                 KILN_GEMV_ROPE_DEFAULT)                            */
@@ -258,33 +255,6 @@ kiln_status kiln_gpu_gemm_rope_kv_m(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr 
                                     kiln_dtype act, kiln_devptr bias, int64_t M, int64_t N, int64_t K, int nq,
                                     kiln_devptr pos, const kiln_gpu_rope_params *rp, kiln_devptr kcache,
                                     kiln_devptr vcache, const kiln_kv_layout *l, kiln_devptr slots);
-/* The residual add + RMSNorm of one row before a batch-1 GEMV, as that GEMV's
- * prologue (kernel_src/gemv.cu NORM=1): the GEMV's x is then the row the add
- * brings in (kiln_gpu_add_rmsnorm's x), residual[K] += x (act, in place, as
- * kiln_gpu_add_rmsnorm leaves it) and the GEMV multiplies rmsnorm(residual) *
- * w -- the same bits as kiln_gpu_add_rmsnorm's output, which is not written.
- * Each block of the GEMV forms the normalized row itself; the last to have
- * read the residual writes it back. */
-typedef struct kiln_gpu_norm_pro {
-    kiln_devptr residual; /* [K] act, updated in place */
-    kiln_devptr w;        /* [K] act: the norm's weights */
-    float eps;
-} kiln_gpu_norm_pro;
-/* kiln_gpu_gemm_silu and kiln_gpu_gemm_rope_kv_m with that prologue; only where
- * the _ok functions say so (the knob on, M = 1 on the GEMV, 16-bit act, K a
- * multiple of 8 up to 8,192, and for the rope GEMV a tiling without its early
- * exit). */
-bool kiln_gpu_gemm_silu_norm_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K);
-kiln_status kiln_gpu_gemm_silu_norm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_devptr x,
-                                    kiln_devptr w, kiln_dtype act, kiln_devptr bias, int64_t N, int64_t K,
-                                    const kiln_gpu_norm_pro *np);
-bool kiln_gpu_gemm_rope_kv_norm_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K, int nq,
-                                   const kiln_gpu_rope_params *rp, const kiln_kv_layout *l);
-kiln_status kiln_gpu_gemm_rope_kv_norm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_devptr w,
-                                       kiln_dtype act, kiln_devptr bias, int64_t N, int64_t K, int nq,
-                                       kiln_devptr pos, const kiln_gpu_rope_params *rp, kiln_devptr kcache,
-                                       kiln_devptr vcache, const kiln_kv_layout *l, kiln_devptr slots,
-                                       const kiln_gpu_norm_pro *np);
 /* out[T, I] = silu(x[:, :I]) * x[:, I:]  (x [T, 2I]); gelu_tanh variant. */
 kiln_status kiln_gpu_silu_mul(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_dtype act, int T,
                               int I);

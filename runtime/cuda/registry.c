@@ -155,23 +155,6 @@ static const kiln_jit_kernel_def registry[] = {
      "ACT=bf16 UNROLL=2 KSPLIT=2 ROPE=1 RR=2 HD=128 KV=bf16;ACT=fp16 UNROLL=4 KSPLIT=1 ROPE=1 RR=2 HD=64 KV=fp16;"
      "ACT=bf16 UNROLL=2 KSPLIT=2 ROPE=1 RR=1 HD=128 KV=bf16;ACT=fp16 UNROLL=4 KSPLIT=1 ROPE=1 RR=1 HD=64 KV=fp16;"
      "ACT=bf16 UNROLL=2 KSPLIT=4 ROPE=1 RR=1 HD=128 KV=bf16"},
-    /* gemv_rope with the residual add + RMSNorm before it as its prologue (NORM=1; ops_gpu.c
-     * kiln_gpu_gemm_rope_kv_norm): gemv_rope's arguments (x: the row the add brings in), then the
-     * residual, the norm's weights, eps, a zeroed counter; dynamic smem K * sizeof(ACT) */
-    {"gemv_rope_norm", "kernel_src/gemv.cu", "kiln_gemv_rope_norm",
-     "ptr,ptr,ptr,ptr,i32,i32,i32,i32,ptr,ptr,f32,ptr,ptr,ptr,i32,ptr,ptr,f32,ptr",
-     {{"ACT", ACT2}, {"UNROLL", "2|4|8"}, {"KSPLIT", "1|2|4"}, {"ROPE", "1"}, {"RR", "1|2"}, {"HD", "64|96|128|256"},
-      {"KV", ACT2}, {"NORM", "1"}},
-     "ACT=bf16 UNROLL=2 KSPLIT=1 ROPE=1 RR=1 HD=128 KV=bf16 NORM=1;ACT=fp16 UNROLL=4 KSPLIT=2 ROPE=1 RR=2 HD=64 "
-     "KV=fp16 NORM=1"},
-    /* the batch-1 gate/up GEMV with the SiLU epilogue and the residual add + RMSNorm before it as its
-     * prologue (GLU=1 NORM=1; ops_gpu.c kiln_gpu_gemm_silu_norm): gemv's arguments, then the residual,
-     * the norm's weights, eps, a zeroed counter; dynamic smem K * sizeof(ACT) */
-    {"gemv_norm", "kernel_src/gemv.cu", "kiln_gemv_norm", "ptr,i64,ptr,ptr,ptr,i32,i32,i32,ptr,ptr,f32,ptr",
-     {{"ACT", ACT2}, {"OUT", ACT2}, {"MAXM", "1"}, {"ROWS", "2"}, {"UNROLL", "2|4|8"}, {"GLU", "1"},
-      {"KSPLIT", "2|4"}, {"NORM", "1"}},
-     "ACT=bf16 OUT=bf16 MAXM=1 ROWS=2 UNROLL=2 GLU=1 KSPLIT=2 NORM=1;ACT=fp16 OUT=fp16 MAXM=1 ROWS=2 UNROLL=4 GLU=1 "
-     "KSPLIT=4 NORM=1"},
     /* the row-parallel batch-1 GEMV with the push all-reduce + add + RMSNorm as its epilogue
      * (engine/cuda/ops_gpu.c kiln_gpu_gemm_ar_norm): io, x, w, N, K, residual, norm weight, norm out, eps,
      * the ranks' buffers b0..b7, rank, n_ranks, bytes per slot, timeout */
@@ -413,23 +396,13 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
         for (int mm = 1; mm <= KILN_GEMV_MAX_M_DEFAULT; mm *= 2)
             KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=%d ROWS=2 UNROLL=%d GLU=1 KSPLIT=%d", a, a, mm,
                               KILN_GEMV_SILU_UNROLL_DEFAULT, KILN_GEMV_SILU_KSPLIT_DEFAULT));
-    /* and with the add + RMSNorm prologue (ops_gpu.c kiln_gpu_gemm_silu_norm_ok) */
-    if (KILN_GEMV_SILU_DEFAULT && KILN_GEMV_NORM_DEFAULT && KILN_GEMV_SILU_KSPLIT_DEFAULT > 1 &&
-        KILN_GEMV_MAX_M_DEFAULT >= 1 && m->act != KILN_DTYPE_F32)
-        KILN_TRY(add_spec(l, "gemv_norm", "ACT=%s OUT=%s MAXM=1 ROWS=2 UNROLL=%d GLU=1 KSPLIT=%d NORM=1", a, a,
-                          KILN_GEMV_SILU_UNROLL_DEFAULT, KILN_GEMV_SILU_KSPLIT_DEFAULT));
     /* the batch-1 qkv GEMV with rope + KV write (ops_gpu.c kiln_gpu_gemm_rope_kv_ok: a cache of the
      * activation dtype, rotate-half, head dims 64 / 96 / 128 / 256) */
     if (KILN_GEMV_ROPE_DEFAULT && KILN_GEMV_MAX_M_DEFAULT >= 1 && !m->interleaved && !strcmp(kv, a) &&
         (m->head_dim == 64 || m->head_dim == 96 || m->head_dim == 128 || m->head_dim == 256))
-        for (int ks = 1; ks <= 2; ks++) { /* KSPLIT by the grid (ops_gpu.c kiln_gpu_gemm_rope_kv) */
+        for (int ks = 1; ks <= 2; ks++) /* KSPLIT by the grid (ops_gpu.c kiln_gpu_gemm_rope_kv) */
             KILN_TRY(add_spec(l, "gemv_rope", "ACT=%s UNROLL=%d KSPLIT=%d ROPE=1 RR=%d HD=%d KV=%s", a,
                               KILN_GEMV_ROPE_UNROLL, ks, KILN_GEMV_ROPE_ROWS, m->head_dim, a));
-            /* with the add + RMSNorm prologue (ops_gpu.c kiln_gpu_gemm_rope_kv_norm_ok) */
-            if (KILN_GEMV_NORM_DEFAULT && (KILN_GEMV_ROPE_ROWS == 1 || ks > 1))
-                KILN_TRY(add_spec(l, "gemv_rope_norm", "ACT=%s UNROLL=%d KSPLIT=%d ROPE=1 RR=%d HD=%d KV=%s NORM=1", a,
-                                  KILN_GEMV_ROPE_UNROLL, ks, KILN_GEMV_ROPE_ROWS, m->head_dim, a));
-        }
     /* the tensor-core GEMM (kernel_src/gemm_tc.cu) for 2 <= M <= the default
      * KILN_TCGEMM_MAX_M, in its default tiling with each number of warps
      * along K (picked by N at launch), act and fp32 out (its split-K
