@@ -432,7 +432,7 @@ typedef struct kiln_jit_model {
                             kiln_rt_kernels_set_pdl_early)                    */
 } kiln_jit_model;
 /* a model set is 42 at most today (an FP8 one with its calibration kernels), twice that with pdl_early */
-#define KILN_JIT_MAX_SPECS 96
+#define KILN_JIT_MAX_SPECS 128
 typedef struct kiln_jit_spec_list {
     kiln_jit_spec specs[KILN_JIT_MAX_SPECS];
     char defines[KILN_JIT_MAX_SPECS][128];

@@ -680,6 +680,17 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s57; then # fourteenth session: the add + RMSNorm as the batch-1 GEMVs' prologue (tried at 1e17fd5, reverted by 63b1758: -b 1 196 against 249 tok/s)
+  export CUDA_VISIBLE_DEVICES=0
+  gt ops_norm 200 "FAIL|passed|cases ran" -- test_gpu_ops test_gemv_norm
+  for r in 1 2 3; do
+    kb "b1-norm1-$r" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-norm0-$r" KILN_GEMV_NORM=0 -- -b 1 -s 128 -o 512 --iters 2
+  done
+  gt test_gpu_engine 250 "FAIL|passed" -- test_gpu_engine
+  gt tge_norm0 250 "FAIL|passed" KILN_GEMV_NORM=0 -- test_gpu_engine test_gpu_batching_graphs
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s56; then # fourteenth session: the batch-1 decode split again (no split / fixed partitions / adaptive)
   export CUDA_VISIBLE_DEVICES=0
   for r in 1 2; do
