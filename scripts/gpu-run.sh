@@ -680,6 +680,12 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s58; then # fourteenth session, last call: the whole test_gpu_ops on the final build
+  export CUDA_VISIBLE_DEVICES=0
+  timeout 540 "$here/bin/test_gpu_ops" > /tmp/tgo.log 2>&1; echo "rc=$?" >> /tmp/tgo.log
+  ops_report "test_gpu_ops (whole)"
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s57; then # fourteenth session: the add + RMSNorm as the batch-1 GEMVs' prologue (tried at 1e17fd5, reverted by 63b1758: -b 1 196 against 249 tok/s)
   export CUDA_VISIBLE_DEVICES=0
   gt ops_norm 200 "FAIL|passed|cases ran" -- test_gpu_ops test_gemv_norm
