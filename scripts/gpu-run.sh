@@ -77,19 +77,19 @@ grep -q "if (threadIdx.x < (1u << 30)) return;" "$out/kv/norope/rope_kv.cu" "$ou
 # specializations a device run recorded ($KILN_JIT_RECORD: remote.sh returns them as
 # jit_specs.txt; `sort -u` them into scripts/gpu_jit_specs.txt): the tests then load their
 # kernels from the cache instead of compiling each on first use. A persistent cache in
-# build-gpu/jit-cache (only changed kernels recompile; wiped past 36 MB (the whole recorded set is
-# ~31 MB, so a wipe at 30 recompiled all of it every run), the carry's limit
-# being 64 MiB in all); KILN_JIT_PREFILL=0 skips it.
+# build-gpu/jit-cache: only changed kernels recompile; a cache hit refreshes the entry's mtime
+# (runtime/cuda/jit.c), so the entries this list uses are those newer than a stamp taken before the
+# run: they go into the bundle (~31 MB of the carry's 64 MiB) and the older, stale ones are deleted.
+# KILN_JIT_PREFILL=0 skips it.
 specs="$root/scripts/gpu_jit_specs.txt"
 if [ -f "$specs" ] && [ "${KILN_JIT_PREFILL:-1}" = 1 ]; then
-  jc="$build/jit-cache"
-  if [ -d "$jc" ] && [ "$(du -sm "$jc" | cut -f1)" -gt 36 ]; then rm -rf "$jc"; fi
-  "$build/kiln" kernels --arch sm_90 --specs "$specs" --cache-dir "$jc" > "$build/jit-prefill.log" 2>&1
-  # past 36 MB after it (a change to a shared header recompiles everything beside the stale units): once more, fresh
-  if [ "$(du -sm "$jc" | cut -f1)" -gt 36 ]; then rm -rf "$jc"; fi
+  jc="$build/jit-cache" stamp="$build/jit-stamp"
+  mkdir -p "$jc"; touch "$stamp"
   if "$build/kiln" kernels --arch sm_90 --specs "$specs" --cache-dir "$jc" > "$build/jit-prefill.log" 2>&1; then
-    mkdir -p "$out/jit"; cp "$jc"/*.kjit "$out/jit/"
-    echo "JIT cache for the device: $(tail -1 "$build/jit-prefill.log")"
+    mkdir -p "$out/jit"
+    find "$jc" -name '*.kjit' -newer "$stamp" -exec cp {} "$out/jit/" \;
+    find "$jc" -name '*.kjit' ! -newer "$stamp" -delete
+    echo "JIT cache for the device: $(tail -1 "$build/jit-prefill.log"); $(ls "$out/jit" | wc -l) entries bundled"
   else
     echo "JIT prefill failed (the device compiles on first use): $(tail -2 "$build/jit-prefill.log")"
   fi
