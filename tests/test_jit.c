@@ -6,7 +6,10 @@
 #include "kiln_rt.h"
 #include "kt.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static bool have_nvrtc(void) {
@@ -179,9 +182,17 @@ KT_TEST(test_policy_source_compiles) {
     KT_OK(kiln_jit_compile_source("policy/my_rmsnorm.cu", src, "ACT=bf16", &opt, &u));
     KT_CHECK(!u.cache_hit && u.cubin_len > 0);
     KT_CHECK(u.n_funcs == 1 && !strcmp(u.funcs[0].entry, "my_rmsnorm"));
+    /* the entry made 20 years old: a hit refreshes its modification time (pruning by age) */
+    char *path = kiln_asprintf("%s/%016llx.kjit", dir, (unsigned long long)u.key);
+    KT_REQUIRE(path);
+    const struct timespec old_t[2] = {{946684800, 0}, {946684800, 0}}; /* 2000-01-01 */
+    KT_CHECK(utimensat(AT_FDCWD, path, old_t, 0) == 0);
     kiln_jit_unit_clear(&u);
     KT_OK(kiln_jit_compile_source("policy/my_rmsnorm.cu", src, "ACT=bf16", &opt, &u));
     KT_CHECK(u.cache_hit);
+    struct stat sb;
+    KT_CHECK(stat(path, &sb) == 0 && sb.st_mtime > 1700000000);
+    free(path);
     kiln_jit_unit_clear(&u);
     rm_rf(dir);
     free(dir);
