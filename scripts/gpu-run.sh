@@ -680,6 +680,14 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s59; then # fourteenth session: where a -b 256 decode step goes (CUPTI trace)
+  export CUDA_VISIBLE_DEVICES=0
+  KILN_TRACE_OUT=/tmp/trace59.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 200 "$here/bin/kiln" bench \
+    --model llama3-8b --load-format dummy -b 256 -s 128 -o 128 --iters 1 > /tmp/trace59.log 2>&1
+  echo "== trace -b 256 rc=$? ($(grep -E 'output tokens/s|mean decode step|full-batch' /tmp/trace59.log | tr -s ' ' | tr '\n' ';'))"
+  python3 "$here/bench/trace_summary.py" /tmp/trace59.csv --top 24 | cut -c1-150 > "$out/trace59_b256.txt"; head -34 "$out/trace59_b256.txt"
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s58; then # fourteenth session, last call: the whole test_gpu_ops on the final build
   export CUDA_VISIBLE_DEVICES=0
   timeout 540 "$here/bin/test_gpu_ops" > /tmp/tgo.log 2>&1; echo "rc=$?" >> /tmp/tgo.log
