@@ -271,32 +271,11 @@ fail:
  * steps were 6-7% slower with them) */
 static bool wide(const kiln_gpu *g, int n) { return g->elem_wide_min > 0 && n >= g->elem_wide_min; }
 
-/* rmsnorm / add_rmsnorm from elem_wide_min rows up (dim checked by norm) */
-static kiln_status norm_wide(kiln_gpu *g, kiln_rt_stream *s, bool add, kiln_devptr out, kiln_devptr residual,
-                             kiln_devptr x, kiln_devptr w, kiln_dtype act, kiln_dtype wdt, int rows, int dim,
-                             float eps) {
-    kiln_status st = KILN_OK;
-    kiln_rt_func *f;
-    int nv = dim / vec_elems(act);
-    unsigned grid, threads;
-    /* kernel_src/rmsnorm_wide.cu: a warp per row up to MAXW (4) vectors per
-     * lane; else a block (one row), MAXB (4) vectors per thread, up to
-     * RMS_THREADS (512, the kernels' __launch_bounds__) threads; longer rows
-     * in two passes with 512 threads */
-    if (nv <= 32 * 4) {
-        threads = 256;
-        grid = (unsigned)((rows + 7) / 8);
-    } else {
-        threads = (unsigned)KILN_MIN(512, ((nv + 3) / 4 + 31) / 32 * 32);
-        grid = (unsigned)rows;
-    }
-    KILN_TRY(get(g, add ? "add_rmsnorm_wide" : "rmsnorm_wide", &f, "ACT=%s W=%s", dt(act), dt(wdt)));
-    if (add) LAUNCH(f, grid, 1, 1, threads, 0, s, &out, &residual, &x, &w, &rows, &dim, &eps);
-    else LAUNCH(f, grid, 1, 1, threads, 0, s, &out, &x, &w, &rows, &dim, &eps);
-fail:
-    return st;
-}
-
+/* rmsnorm / add_rmsnorm: a warp per row up to MAXW (4) vectors per lane; else
+ * a block per row, MAXB (4) vectors per thread, up to the kernels'
+ * __launch_bounds__ (1024 threads in kernel_src/rmsnorm.cu, RMS_THREADS = 512
+ * in rmsnorm_wide.cu, which elem_wide_min rows and more take); longer rows
+ * in two passes with that many threads */
 static kiln_status norm(kiln_gpu *g, kiln_rt_stream *s, bool add, kiln_devptr out, kiln_devptr residual,
                         kiln_devptr x, kiln_devptr w, kiln_dtype act, kiln_dtype wdt, int rows, int dim, float eps) {
     kiln_status st = KILN_OK;
@@ -304,19 +283,17 @@ static kiln_status norm(kiln_gpu *g, kiln_rt_stream *s, bool add, kiln_devptr ou
     KILN_CHECK(act_ok(act) && act_ok(wdt), KILN_ERR_UNSUPPORTED, "rmsnorm: %s with %s weights", dt(act), dt(wdt));
     int ve = vec_elems(act), nv = dim / ve;
     KILN_CHECK(dim % ve == 0, KILN_ERR_UNSUPPORTED, "rmsnorm: dim %d is not a multiple of %d", dim, ve);
-    if (wide(g, rows)) return norm_wide(g, s, add, out, residual, x, w, act, wdt, rows, dim, eps);
+    const bool wd = wide(g, rows);
     unsigned grid, threads;
-    /* kernel_src/rmsnorm.cu: a warp per row up to MAXW (4) vectors per lane;
-     * else a block per row, MAXB (4) vectors per thread (up to 1024 threads),
-     * longer rows in two passes with 1024 threads */
     if (nv <= 32 * 4) {
         threads = 256;
         grid = (unsigned)((rows + 7) / 8);
     } else {
-        threads = (unsigned)KILN_MIN(1024, ((nv + 3) / 4 + 31) / 32 * 32);
+        threads = (unsigned)KILN_MIN(wd ? 512 : 1024, ((nv + 3) / 4 + 31) / 32 * 32);
         grid = (unsigned)rows;
     }
-    KILN_TRY(get(g, add ? "add_rmsnorm" : "rmsnorm", &f, "ACT=%s W=%s", dt(act), dt(wdt)));
+    const char *name = wd ? (add ? "add_rmsnorm_wide" : "rmsnorm_wide") : (add ? "add_rmsnorm" : "rmsnorm");
+    KILN_TRY(get(g, name, &f, "ACT=%s W=%s", dt(act), dt(wdt)));
     if (add) LAUNCH(f, grid, 1, 1, threads, 0, s, &out, &residual, &x, &w, &rows, &dim, &eps);
     else LAUNCH(f, grid, 1, 1, threads, 0, s, &out, &x, &w, &rows, &dim, &eps);
 fail:
