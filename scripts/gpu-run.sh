@@ -680,6 +680,11 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s60; then # fourteenth session: test_rmsnorm after the launcher merge
+  export CUDA_VISIBLE_DEVICES=0
+  gt ops_rms 120 "FAIL|passed" -- test_gpu_ops test_rmsnorm
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s59; then # fourteenth session: where a -b 256 decode step goes (CUPTI trace)
   export CUDA_VISIBLE_DEVICES=0
   KILN_TRACE_OUT=/tmp/trace59.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 200 "$here/bin/kiln" bench \
