@@ -58,9 +58,9 @@ for f in rmsnorm_row.cuh rmsnorm_wide.cu act.cu attn_decode.cu rope_kv.cu embed.
 done
 perl -0pi -e 's/asm volatile\("griddepcontrol\.wait;"/asm volatile("griddepcontrol.launch_dependents;\\n\\tgriddepcontrol.wait;"/' \
   "$out/kv/early_all/kiln_common.cuh"
-# kernel sources of given revisions for KILN_KERNEL_DIR A/B (kv/NAME from $KILN_AB_REVS, "NAME=REV ...";
-# fourteenth session: the prefill changes one by one)
-for nr in ${KILN_AB_REVS:-base=62cedc1 cont=2165f52 epi=3db41f0}; do
+# kernel sources of given revisions for KILN_KERNEL_DIR A/B: kv/NAME for each "NAME=REV" of $KILN_AB_REVS
+# (none by default; remote.sh s52 / s53 ran with KILN_AB_REVS="base=62cedc1 cont=2165f52 epi=3db41f0")
+for nr in ${KILN_AB_REVS:-}; do
   n="${nr%%=*}" r="${nr#*=}"
   mkdir -p "$out/kv/$n"; git -C "$root" archive "$r" kernel_src | tar -x -C "$out/kv/$n" --strip-components=1
 done

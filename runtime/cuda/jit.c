@@ -20,8 +20,8 @@
 #include <ctype.h>
 #include <fcntl.h>
 #include <stdio.h>
-#include <sys/stat.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #define JIT_MAGIC "KILNJIT1\n"
 #define JIT_MAX_HEADERS 16
