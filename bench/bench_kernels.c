@@ -146,6 +146,30 @@ static void op_gemm_silu(void *vc, int set) {
     CK(kiln_gpu_gemm_silu(c->g, st, c->out, 0, c->x[set], c->w[set], KILN_DTYPE_BF16, 0, c->M, c->N, c->K));
 }
 
+/* cuMemcpyDtoD of the bytes an elementwise row moves (n read + n written),
+ * rotating over 4 sets so L2 does not flatter: what the copy engine itself
+ * reaches at that size, against the 2 GiB ceiling (the fixed cost of a
+ * launch, ramp and tail weighs on a 33.5 MB move as on a kernel) */
+typedef struct copy_sets { kiln_devptr a, b; size_t n; } copy_sets;
+static void op_copy_set(void *vc, int set) {
+    copy_sets *c = vc;
+    CK(kiln_rt_memcpy_dtod(c->b + (kiln_devptr)(set * c->n), c->a + (kiln_devptr)(set * c->n), c->n, st));
+}
+static void bench_copy_sizes(void) {
+    const size_t moved[] = {(size_t)4096 * 2048 * 2 * 2, (size_t)4096 * 4096 * 2 * 2, (size_t)4096 * 8192 * 2 * 2};
+    for (int i = 0; i < 3; i++) {
+        copy_sets c = {0, 0, moved[i] / 2};
+        CK(kiln_rt_malloc(dev, 4 * c.n, &c.a));
+        CK(kiln_rt_malloc(dev, 4 * c.n, &c.b));
+        CK(kiln_rt_memset8(c.a, 1, 4 * c.n, NULL));
+        double t = time_op(op_copy_set, &c, 4, 20, 25);
+        char shape[64];
+        snprintf(shape, sizeof shape, "%.1f MB moved (as a row above)", (double)moved[i] / 1e6);
+        row_bw("copy (cuMemcpyDtoD)", shape, t, (double)moved[i], 0);
+        kiln_rt_free(dev, c.a), kiln_rt_free(dev, c.b);
+    }
+}
+
 static void ceilings(void) {
     copy_ctx c = {0, 0, (size_t)2 << 30};
     CK(kiln_rt_malloc(dev, c.n, &c.a));
@@ -267,6 +291,10 @@ static void op_ew(void *vc, int s) {
         CK(kiln_gpu_kv_write(gpu, st, c->kc, c->vc, &c->l, c->x[s] + 4096 * 2, c->x[s] + 5120 * 2, b, 6144, c->slots,
                              c->T));
         break;
+    case 8: /* 32 KV heads: rows [q 4096 | k 4096 | v 4096] */
+        CK(kiln_gpu_kv_write(gpu, st, c->kc, c->vc, &c->l, c->x[s] + 4096 * 2, c->x[s] + 8192 * 2, b, 12288, c->slots,
+                             c->T));
+        break;
     case 5:
     case 6:
     case 7: CK(kiln_gpu_rope_kv_write(gpu, st, c->x[s], b, 6144, c->pos, c->T, 32, &rp, c->kc, c->vc, &c->l, c->slots)); break;
@@ -285,10 +313,12 @@ static void op_ew(void *vc, int s) {
  * wide rows only, "tile" the tile rows. */
 static void bench_elementwise(int T) {
     /* 6: slots shifted by 5 (runs cross cache blocks; value stores element by
-     * element); 7: an FP8 E4M3 cache with per-head scales */
-    static const char *names[] = {"rmsnorm", "add_rmsnorm", "silu_mul",      "rope",
-                                  "kv_write", "rope_kv_write", "rope_kv_write", "rope_kv_write"};
-    for (int kind = 0; kind < 8; kind++)
+     * element); 7: an FP8 E4M3 cache with per-head scales; 8: the KV write of
+     * 32 KV heads (4096-wide K and V rows: the issue's "4096 tokens x 4096",
+     * Llama-2-7B's heads; 4 is Llama-3-8B's 8 heads, a quarter of the bytes) */
+    static const char *names[] = {"rmsnorm",       "add_rmsnorm",   "silu_mul",      "rope",    "kv_write",
+                                  "rope_kv_write", "rope_kv_write", "rope_kv_write", "kv_write"};
+    for (int kind = 0; kind < 9; kind++)
         for (int wide = 0; wide < (kind == 2 ? 1 : kind >= 4 ? 3 : 2); wide++) {
             char name[32];
             snprintf(name, sizeof name, "%s%s", names[kind], wide == 2 ? " tile" : wide ? " wide" : "");
@@ -298,7 +328,10 @@ static void bench_elementwise(int T) {
             c.kind = kind;
             c.T = T;
             c.D = kind == 2 ? 14336 : 4096;
-            size_t xn = kind == 2 ? (size_t)T * 2 * 14336 : kind >= 3 ? (size_t)T * 6144 : (size_t)T * 4096;
+            size_t xn = kind == 2   ? (size_t)T * 2 * 14336
+                        : kind == 8 ? (size_t)T * 12288
+                        : kind >= 3 ? (size_t)T * 6144
+                                    : (size_t)T * 4096;
             size_t on = kind == 2 ? (size_t)T * 14336 : (size_t)T * 4096;
             for (int s = 0; s < NSETS; s++) {
                 c.x[s] = drand(xn, KILN_DTYPE_BF16, 1);
@@ -318,7 +351,7 @@ static void bench_elementwise(int T) {
             for (int i = 0; i < 64; i++) inv[i] = 1.0f / powf(500000.0f, (float)(2 * i) / 128.0f);
             CK(kiln_rt_malloc(dev, sizeof inv, &c.inv));
             CK(kiln_rt_memcpy_htod(c.inv, inv, sizeof inv, NULL));
-            size_t cb = kiln_kv_layout_init(&c.l, T / 16 + 2, 16, 8, 128,
+            size_t cb = kiln_kv_layout_init(&c.l, T / 16 + 2, 16, kind == 8 ? 32 : 8, 128,
                                             kind == 7 ? KILN_DTYPE_FP8_E4M3 : KILN_DTYPE_BF16);
             CK(kiln_rt_malloc(dev, cb, &c.kc));
             CK(kiln_rt_malloc(dev, cb, &c.vc));
@@ -348,6 +381,7 @@ static void bench_elementwise(int T) {
                 bytes = 2.0 * T * 5120 * 2 + 2.0 * T * 2048 * 2 - T * 1024 * 2;
                 snprintf(shape, sizeof shape, "%d tok, 32q/8kv hd128%s", T, kind == 6 ? " slots+5" : "");
                 break;
+            case 8: bytes = 2.0 * T * 8192 * 2; snprintf(shape, sizeof shape, "%d tok, 32 kv heads hd128", T); break;
             case 7: /* the caches take one byte an element */
                 bytes = 2.0 * T * 5120 * 2 + T * 1024 * 2 + 2.0 * T * 1024;
                 snprintf(shape, sizeof shape, "%d tok, 32q/8kv hd128 fp8 e4m3", T);
@@ -903,6 +937,7 @@ int main(int argc, char **argv) {
     attn_kernel = 0;
     if (want("prefill fp8")) bench_attention(8, 2048, 2048, 0, true, e4);
     bench_elementwise(4096);
+    if (want("elementwise") || want("copy")) bench_copy_sizes();
     if (want("elementwise") || want("tiling")) bench_elementwise_tilings();
     if (want("decode-shape")) { /* `bench_kernels decode-shape`: elementwise ops at decode batch sizes */
         char *f = (char *)filter;

@@ -116,82 +116,65 @@ KILN_DEV void mask_scale_t(float (*s)[4], int t, int j0, int lo, int pos, float 
 }
 #endif
 
-// out[tok_row, qh, d] from the np partitions at base (part_o / part_ml rows):
-// kiln_attn_reduce's combination (plain loads: a previous launch wrote them;
-// with the .cg loads of the fused path below it measured 2 us slower at b1
-// ctx32768, H200: 47.8 against ~44.3 us)
-__device__ __forceinline__ void combine_parts(act_t *__restrict__ out, const float *__restrict__ part_o,
-                                              const float *__restrict__ part_ml, int tok_row, int nq, int qh, int d,
-                                              size_t base, int np) {
-    float M = -KILN_INF;
-    for (int p = 0; p < np; p++) M = fmaxf(M, part_ml[(base + p) * 2]);
-    float L = 0.0f, acc = 0.0f;
-    for (int p = 0; p < np; p++) {
-        const float pm = part_ml[(base + p) * 2];
-        const float f = pm == -KILN_INF ? 0.0f : exp2f(pm - M);
-        L += part_ml[(base + p) * 2 + 1] * f;
-        acc += part_o[(base + p) * HD + d] * f;
-    }
-    out[(size_t)tok_row * nq * HD + (size_t)qh * HD + d] = from_f32<act_t>(L > 0.0f ? acc / L : 0.0f);
-}
-
-// Loads that bypass L1 (ld.global.cg): other blocks of this launch wrote the parts
-__device__ __forceinline__ float ld_cg(const float *p) {
+// Loads of the parts: plain (CG false: the reduction kernel; a previous launch
+// wrote them) or bypassing L1 (ld.global.cg, CG true: the fused path, other
+// blocks of this launch wrote them)
+template <bool CG> __device__ __forceinline__ float ld_part(const float *p) {
+    if (!CG) return *p;
     float v;
     asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
     return v;
 }
-__device__ __forceinline__ float4 ld_cg4(const float *p) {
+template <bool CG> __device__ __forceinline__ float4 ld_part4(const float *p) {
+    if (!CG) return *(const float4 *)p;
     float4 v;
     asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
     return v;
 }
 
-// The fused split's combination in the last partition block of a (sequence,
-// KV group): warp w combines the group's heads w, w + nw, ...; its lanes take
-// the partitions' maxima and sums 32 at a time (warp reductions), then 4
-// output dimensions each, the partitions' rows read 8 at a time (16-byte
-// .cg loads issued together, then the sums), so a handful of L2 round trips
-// instead of one per partition and element. HD is a multiple of 8.
+// One warp combines the np partitions of one (sequence, query head) at part
+// rows base.. into out[tok_row, qh, :]: its lanes take the partitions'
+// maxima and sums 32 at a time (warp reductions), then 4 output dimensions
+// each, the partitions' rows read 8 at a time (16-byte loads issued together,
+// then the sums), so a handful of L2 round trips instead of one per partition
+// and element. HD is a multiple of 8.
 #define CMB_BATCH 8
-__device__ __forceinline__ void combine_group(act_t *__restrict__ out, const float *__restrict__ part_o,
-                                              const float *__restrict__ part_ml, int tok_row, int nq, int qh0,
-                                              size_t base0, int n_parts, int np, int nw) {
+template <bool CG>
+__device__ __forceinline__ void combine_row(act_t *__restrict__ out, const float *__restrict__ part_o,
+                                            const float *__restrict__ part_ml, int tok_row, int nq, int qh,
+                                            size_t base, int np) {
     const int lane = threadIdx.x & 31;
-    for (int row = threadIdx.x >> 5; row < GROUP; row += nw) {
-        const size_t base = base0 + (size_t)row * n_parts;
-        float M = -KILN_INF;
-        for (int p = lane; p < np; p += 32) M = fmaxf(M, ld_cg(part_ml + (base + p) * 2));
-        M = warp_max(M);
-        float L = 0.0f;
-        for (int p = lane; p < np; p += 32) {
-            const float pm = ld_cg(part_ml + (base + p) * 2);
-            L += pm == -KILN_INF ? 0.0f : ld_cg(part_ml + (base + p) * 2 + 1) * exp2f(pm - M);
-        }
-        L = warp_sum(L);
-        const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-        act_t *o = out + (size_t)tok_row * nq * HD + (size_t)(qh0 + row) * HD;
-        for (int d = lane * 4; d < HD; d += 128) {
-            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-            for (int p0 = 0; p0 < np; p0 += CMB_BATCH) {
-                float4 v[CMB_BATCH];
-                float f[CMB_BATCH];
+    float M = -KILN_INF;
+    for (int p = lane; p < np; p += 32) M = fmaxf(M, ld_part<CG>(part_ml + (base + p) * 2));
+    M = warp_max(M);
+    float L = 0.0f;
+    for (int p = lane; p < np; p += 32) {
+        const float pm = ld_part<CG>(part_ml + (base + p) * 2);
+        L += pm == -KILN_INF ? 0.0f : ld_part<CG>(part_ml + (base + p) * 2 + 1) * exp2f(pm - M);
+    }
+    L = warp_sum(L);
+    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    act_t *o = out + (size_t)tok_row * nq * HD + (size_t)qh * HD;
+    for (int d = lane * 4; d < HD; d += 128) {
+        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+        for (int p0 = 0; p0 < np; p0 += CMB_BATCH) {
+            float4 v[CMB_BATCH];
+            float f[CMB_BATCH];
 #pragma unroll
-                for (int j = 0; j < CMB_BATCH; j++)
-                    if (p0 + j < np) {
-                        f[j] = ld_cg(part_ml + (base + p0 + j) * 2);
-                        v[j] = ld_cg4(part_o + (base + p0 + j) * HD + d);
-                    }
+            for (int j = 0; j < CMB_BATCH; j++)
+                if (p0 + j < np) {
+                    f[j] = ld_part<CG>(part_ml + (base + p0 + j) * 2);
+                    v[j] = ld_part4<CG>(part_o + (base + p0 + j) * HD + d);
+                }
 #pragma unroll
-                for (int j = 0; j < CMB_BATCH; j++)
-                    if (p0 + j < np) {
-                        const float w = f[j] == -KILN_INF ? 0.0f : exp2f(f[j] - M);
-                        a0 += v[j].x * w, a1 += v[j].y * w, a2 += v[j].z * w, a3 += v[j].w * w;
-                    }
-            }
-            o[d] = from_f32<act_t>(a0 * inv), o[d + 1] = from_f32<act_t>(a1 * inv);
-            o[d + 2] = from_f32<act_t>(a2 * inv), o[d + 3] = from_f32<act_t>(a3 * inv);
+            for (int j = 0; j < CMB_BATCH; j++)
+                if (p0 + j < np) {
+                    const float w = f[j] == -KILN_INF ? 0.0f : exp2f(f[j] - M);
+                    a0 += v[j].x * w, a1 += v[j].y * w, a2 += v[j].z * w, a3 += v[j].w * w;
+                }
         }
+        o[d] = from_f32<act_t>(a0 * inv), o[d + 1] = from_f32<act_t>(a1 * inv);
+        o[d + 2] = from_f32<act_t>(a2 * inv), o[d + 3] = from_f32<act_t>(a3 * inv);
     }
 }
 
@@ -538,6 +521,16 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
 #if KV_FP8
     const float vs = kv_v_scale(kv_scales, nkv, kvh);
 #endif
+    // a split's live partitions (those with tokens; ctx reloaded rather than kept in registers through the
+    // loop): a sequence whose context fits its first partition has no other, so that block writes the
+    // output itself, as the one-pass kernel does -- the combination of a single part gives the same bits
+    // -- and neither the counters nor kiln_attn_reduce touch it (a decode graph's split is planned for
+    // the model's longest context: at -b 32 the second of two 4096-token partitions is always empty)
+    int np = 1;
+    if (partition_size != 0) {
+        const int ctx_e = ctx_len[s], psz_e = part_size(ctx_e, partition_size, n_parts);
+        np = min(n_parts, (ctx_e + psz_e - 1) / psz_e);
+    }
     for (int e = threadIdx.x; e < GROUP * HD; e += blockDim.x) {
         int row = e / HD, d = e - row * HD;
         float M = -KILN_INF;
@@ -555,7 +548,7 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
         acc *= vs;
 #endif
         int qh = qh0 + row;
-        if (partition_size != 0) { // split: this partition's unnormalized part
+        if (np > 1) { // split: this partition's unnormalized part
             size_t idx = ((size_t)s * nq + qh) * n_parts + part;
             part_o[idx * HD + d] = acc;
             if (d == 0) {
@@ -566,13 +559,10 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
             out[(size_t)tok_row * nq * HD + (size_t)qh * HD + d] = from_f32<act_t>(L > 0.0f ? acc / L : 0.0f);
         }
     }
-    if (partition_size == 0 || !counters) return;
-    // split with counters: the last of the live partitions (those with tokens) to get here combines them
+    if (np <= 1 || !counters) return;
+    // split with counters: the last of the live partitions to get here combines them
     // (the vote is a barrier's, no __shared__ flag: a 16-byte one in front of the dynamic tiles, before
     // smem4 was declared 128-byte aligned, made the kernel 15-20% slower even where no counters are passed)
-    // the live partitions (reloaded rather than kept in registers through the loop)
-    const int ctx_e = ctx_len[s], psz_e = part_size(ctx_e, partition_size, n_parts);
-    const int np = min(n_parts, (ctx_e + psz_e - 1) / psz_e);
     __syncthreads(); // this block's parts are stored
     int last = 0;
     if (threadIdx.x == 0) {
@@ -586,18 +576,22 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
         if (last) *c = 0; // every live partition has counted: ready for the next launch
     }
     if (!__syncthreads_or(last)) return;
-    combine_group(out, part_o, part_ml, tok_row, nq, qh0, ((size_t)s * nq + qh0) * n_parts, n_parts, np, nw);
+    // the fused split's combination in the last partition block: warp w the group's heads w, w + nw, ..
+    for (int row = warp; row < GROUP; row += nw)
+        combine_row<true>(out, part_o, part_ml, tok_row, nq, qh0 + row, ((size_t)s * nq + qh0 + row) * n_parts, np);
 }
 
-// Combine the partitions of each (sequence, head): grid (nq, n_seqs), HD threads.
+// Combine the partitions of each (sequence, head): grid (ceil(nq / warps), n_seqs), a warp a head
+// (combine_row). Sequences with one live partition are skipped: the attention kernel wrote their output.
 extern "C" __global__ void kiln_attn_reduce(act_t *__restrict__ out, const float *__restrict__ part_o,
                                             const float *__restrict__ part_ml, const int *__restrict__ qstart,
                                             const int *__restrict__ ctx_len, int nq, int n_parts, int partition_size) {
-    pdl_wait();
+    pdl_wait(); // before any exit: this grid completes after the attention grid, for the kernels behind it
     pdl_launch();
-    const int qh = blockIdx.x, s = blockIdx.y;
+    const int qh = blockIdx.x * (int)(blockDim.x >> 5) + (int)(threadIdx.x >> 5), s = blockIdx.y;
+    if (qh >= nq) return;
     const int ctx = ctx_len[s], psz = part_size(ctx, partition_size, n_parts);
     const int np = min(n_parts, (ctx + psz - 1) / psz);
-    const size_t base = ((size_t)s * nq + qh) * n_parts;
-    for (int d = threadIdx.x; d < HD; d += blockDim.x) combine_parts(out, part_o, part_ml, qstart[s], nq, qh, d, base, np);
+    if (np <= 1) return;
+    combine_row<false>(out, part_o, part_ml, qstart[s], nq, qh, ((size_t)s * nq + qh) * n_parts, np);
 }

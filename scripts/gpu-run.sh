@@ -680,6 +680,33 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s61; then # fifteenth session: a decode split's single live partition writes its output; the reduction a warp a head; KV write at 32 heads; copies by size
+  export CUDA_VISIBLE_DEVICES=0
+  gt ops_attn 400 "FAIL|passed" -- test_gpu_ops attention_decode
+  for f in decode kv_write copy; do
+    timeout 150 "$here/bin/bench_kernels" $f > /tmp/bk_$f.log 2>&1; cp /tmp/bk_$f.log "$out/"
+    grep -E "ceilings|attn decode |kv_write|copy \(" /tmp/bk_$f.log | sed -E "s/ +/ /g; s/ of copy target/ target/" | cut -c1-120
+  done
+  for r in 1 2; do
+    [ -x "$here/bin/kiln_main" ] && KB_BIN=kiln_main kb "b1-main$r" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b1-new$r" -- -b 1 -s 128 -o 512 --iters 2
+  done
+  for r in 1 2; do
+    [ -x "$here/bin/kiln_main" ] && KB_BIN=kiln_main kb "b32L-main$r" -- -b 32 -s 128 -o 256 --iters 2 --max-model-len 8192
+    kb "b32L-new$r" -- -b 32 -s 128 -o 256 --iters 2 --max-model-len 8192
+    kb "b32L-nosplit$r" KILN_DECODE_PARTITION=-1 -- -b 32 -s 128 -o 256 --iters 2 --max-model-len 8192
+  done
+  [ -x "$here/bin/kiln_main" ] && KB_BIN=kiln_main kb "b8L-main" -- -b 8 -s 128 -o 256 --iters 2 --max-model-len 8192
+  kb "b8L-new" -- -b 8 -s 128 -o 256 --iters 2 --max-model-len 8192
+  kb "b32-new" -- -b 32 -s 128 -o 256 --iters 2
+  KILN_TRACE_OUT=/tmp/trace61.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 200 "$here/bin/kiln" bench \
+    --model llama3-8b --load-format dummy -b 32 -s 128 -o 128 --iters 1 > /tmp/trace61.log 2>&1
+  echo "== trace -b 32 rc=$? ($(grep -E 'output tokens/s|mean decode step' /tmp/trace61.log | tr -s ' ' | tr '\n' ';'))"
+  python3 "$here/bench/trace_summary.py" /tmp/trace61.csv --top 24 | cut -c1-150 > "$out/trace61_b32.txt"; head -34 "$out/trace61_b32.txt"
+  gzip -c /tmp/trace61.csv > "$out/trace61.csv.gz"
+  gt test_gpu_engine 250 "FAIL|passed" -- test_gpu_engine
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s60; then # fourteenth session: test_rmsnorm after the launcher merge
   export CUDA_VISIBLE_DEVICES=0
   gt ops_rms 120 "FAIL|passed" -- test_gpu_ops test_rmsnorm

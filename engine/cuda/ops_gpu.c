@@ -1114,7 +1114,11 @@ static int decode_partition_fixed(const kiln_gpu_attn *a, int base, int slots, b
     if (a->force_partition > 0) return (a->force_partition + 63) / 64 * 64;
     if (a->force_partition < 0 || base >= slots || a->max_ctx_len <= 512) return 0;
     int want = kv8 ? slots / base : (slots + base - 1) / base;
-    if (want < 2) return 0;
+    /* 16-bit caches: two parts for base blocks filling over half the slots make more blocks than slots (a
+     * second wave: no more parallelism at any context) and, at a captured graph's max_ctx_len (the model's),
+     * an always-empty second part and a reduction launch at short contexts: kiln bench -b 32 -s 128 -o 256
+     * --max-model-len 8192, H200, 2026-12-01: split 5,874 / 5,882 tok/s, no split 6,011 / 6,029 */
+    if (want < (kv8 ? 2 : 3)) return 0;
     int P = (a->max_ctx_len + want - 1) / want;
     P = KILN_MAX(256, (P + 63) / 64 * 64);
     return P >= a->max_ctx_len ? 0 : P;
@@ -1283,8 +1287,9 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
                &part_ml, &kvs, &counters);
         if (P && !counters) {
             KILN_TRY(kiln_rt_kernels_get(g->k, "attn_reduce", defs, &fr));
-            LAUNCH(fr, (unsigned)nq, (unsigned)n_seqs, 1, (unsigned)KILN_MIN(256, (hd + 31) / 32 * 32), 0, s, &out,
-                   &part_o, &part_ml, &qs, &cl, &nq, &n_parts, &P);
+            /* a warp a query head, 4 to a block (kernel_src/attn_decode.cu kiln_attn_reduce) */
+            LAUNCH(fr, (unsigned)((nq + 3) / 4), (unsigned)n_seqs, 1, 128, 0, s, &out, &part_o, &part_ml, &qs, &cl, &nq,
+                   &n_parts, &P);
         }
     } else if (prefill_wg2(a, di, kv8, hd)) {
         int tt = 128 / grp; /* kernel_src/attn_prefill_wg.cu WG_BM / GROUP */
