@@ -42,6 +42,12 @@
 #if !KV_FP8
 #define STAGES 3
 #endif
+// 16-bit caches of 16-token blocks: before the wait, each warp also asks L2 for (prefetch.global.L2) up to
+// this many of its tiles past the pipeline's first (STAGES - 1) when their tokens precede the step's own,
+// so the KV stream runs ahead of the 3-stage ring while the previous kernels finish (0: none)
+#ifndef DEC_L2_PREFETCH
+#define DEC_L2_PREFETCH 0
+#endif
 
 // The partition of a sequence of ctx tokens (see above; the reduction uses the same).
 __device__ __forceinline__ int part_size(int ctx, int partition_size, int n_parts) {
@@ -416,6 +422,19 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
         load_tile_chunks(wsm + st * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, 16, lane, 32);
         cp_async_commit();
     }
+#if DEC_L2_PREFETCH > 0
+    if (BLOCK_SIZE == 16) { // a tile is one cache block's slice of this head: HD * 32 contiguous bytes of K, of V
+        for (int k = st; k < min(n_mine, st + DEC_L2_PREFETCH); k++) {
+            const int t = t_first + warp + k * nw;
+            if (t * 16 + 16 > pos) break;
+            const size_t head = ((size_t)bt[t] * nkv + kvh) * HD * 16;
+            for (int off = lane * 128; off < HD * 32; off += 32 * 128) {
+                prefetch_l2((const char *)(kc + head) + off);
+                prefetch_l2((const char *)(vc + head) + off);
+            }
+        }
+    }
+#endif
     pdl_wait();
     pdl_launch();
     for (; st < STAGES - 1; st++) {

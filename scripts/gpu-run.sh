@@ -73,6 +73,15 @@ perl -0pi -e 's/(kiln_add_rmsnorm\([^{]*\{)/$1\n    pdl_wait(); pdl_launch(); if
 cp -r "$root/kernel_src" "$out/kv/noreduce" # the split decode attention's reduction a no-op (remote.sh s55)
 perl -0pi -e 's/(kiln_attn_reduce\([^{]*\{)/$1\n    pdl_wait(); pdl_launch(); if (threadIdx.x < (1u << 30)) return;/s' "$out/kv/noreduce/attn_decode.cu"
 grep -q "if (threadIdx.x < (1u << 30)) return;" "$out/kv/norope/rope_kv.cu" "$out/kv/nonorm/rmsnorm.cu" "$out/kv/noreduce/attn_decode.cu" || echo "WARNING: the norope / nonorm / noreduce patches did not apply"
+# fifteenth session (remote.sh s62): l2pf, decode attention's L2 prefetch of its later tiles before the wait
+# (DEC_L2_PREFETCH 4); ropeearly, the decode rope + KV write signals launch_dependents before its wait, so
+# decode attention launches (and streams its KV) under the qkv GEMM; both
+for v in l2pf ropeearly both; do cp -r "$root/kernel_src" "$out/kv/$v"; done
+for v in l2pf both; do sed -i 's/^#define DEC_L2_PREFETCH 0$/#define DEC_L2_PREFETCH 4/' "$out/kv/$v/attn_decode.cu"; done
+for v in ropeearly both; do
+  perl -0pi -e 's/(\n    pdl_wait\(\);\n    pdl_launch\(\);\n)(    const int b = slot \/ block_size)/\n    pdl_launch();\n    pdl_wait();\n$2/' "$out/kv/$v/rope_kv.cu"
+done
+grep -q "^#define DEC_L2_PREFETCH 4" "$out/kv/both/attn_decode.cu" && grep -Pzq "pdl_launch\(\);\n    pdl_wait\(\);\n    const int b = slot" "$out/kv/both/rope_kv.cu" || echo "WARNING: the l2pf / ropeearly patches did not apply"
 # the GPU machine's JIT cache, compiled here ahead (NVRTC for sm_90 needs no GPU) from the
 # specializations a device run recorded ($KILN_JIT_RECORD: remote.sh returns them as
 # jit_specs.txt; `sort -u` them into scripts/gpu_jit_specs.txt): the tests then load their
@@ -679,6 +688,51 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-def$r" -- --tp 2 -b 1 -s 128 -o 512 --iters 2
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
+fi
+if has s63; then # fifteenth session: the decode split at 11-16 sequences (want 3) short and long; a -b 32 trace kept whole; engine defaults
+  export CUDA_VISIBLE_DEVICES=0
+  for v in def nosplit; do
+    e=(); [ $v = nosplit ] && e=(KILN_DECODE_PARTITION=-1)
+    kb "b16long-$v" "${e[@]}" -- -b 16 -s 4096 -o 128 --iters 1 --max-model-len 8192
+    kb "b12L-$v" "${e[@]}" -- -b 12 -s 128 -o 256 --iters 2 --max-model-len 8192
+    kb "b12long-$v" "${e[@]}" -- -b 12 -s 2048 -o 128 --iters 1 --max-model-len 8192
+  done
+  KILN_TRACE_OUT=/tmp/trace63.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 200 "$here/bin/kiln" bench \
+    --model llama3-8b --load-format dummy -b 32 -s 128 -o 64 --iters 1 > /tmp/trace63.log 2>&1
+  echo "== trace -b 32 rc=$? ($(grep -E 'output tokens/s|mean decode step' /tmp/trace63.log | tr -s ' ' | tr '\n' ';'))"
+  gzip -c /tmp/trace63.csv > "$out/trace63.csv.gz"
+  for r in 1 2; do
+    kb "b1-$r" -- -b 1 -s 128 -o 512 --iters 2
+    kb "b32-$r" -- -b 32 -s 128 -o 256 --iters 2
+    kb "b32L-$r" -- -b 32 -s 128 -o 256 --iters 2 --max-model-len 8192
+    kb "b64-$r" -- -b 64 -s 128 -o 256 --iters 2
+  done
+  kb "b256" -- -b 256 -s 128 -o 256 --iters 1
+  gt test_gpu_engine 250 "FAIL|passed" -- test_gpu_engine
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s62; then # fifteenth session: decode attention's L2 prefetch, the rope's early trigger; the split rule at long contexts
+  export CUDA_VISIBLE_DEVICES=0
+  for v in def l2pf; do
+    kd=(); [ $v != def ] && kd=(env KILN_KERNEL_DIR="$here/kv/$v")
+    "${kd[@]}" timeout 100 "$here/bin/bench_kernels" decode-short > /tmp/bds.log 2>&1
+    grep -E "attn decode" /tmp/bds.log | sed -E "s/ +/ /g; s/32q.8kv hd128 //; s/ of copy target.*//; s/^/$v: /" | cut -c1-100
+  done
+  for r in 1 2; do
+    for v in def l2pf ropeearly both; do
+      kd=(); [ $v != def ] && kd=(KILN_KERNEL_DIR="$here/kv/$v")
+      kb "b32-$v$r" "${kd[@]}" -- -b 32 -s 128 -o 256 --iters 2
+    done
+  done
+  for v in def l2pf both; do kd=(); [ $v != def ] && kd=(KILN_KERNEL_DIR="$here/kv/$v"); kb "b64-$v" "${kd[@]}" -- -b 64 -s 128 -o 256 --iters 2; done
+  for v in def both; do kd=(); [ $v != def ] && kd=(KILN_KERNEL_DIR="$here/kv/$v"); kb "b16-$v" "${kd[@]}" -- -b 16 -s 128 -o 256 --iters 2; done
+  for v in def both; do kd=(); [ $v != def ] && kd=(KILN_KERNEL_DIR="$here/kv/$v"); kb "b256-$v" "${kd[@]}" -- -b 256 -s 128 -o 256 --iters 1; done
+  for v in def both; do kd=(); [ $v != def ] && kd=(KILN_KERNEL_DIR="$here/kv/$v"); kb "b1-$v" "${kd[@]}" -- -b 1 -s 128 -o 512 --iters 2; done
+  [ -x "$here/bin/kiln_main" ] && KB_BIN=kiln_main kb "b32long-main" -- -b 32 -s 4096 -o 128 --iters 1 --max-model-len 8192
+  kb "b32long-new" -- -b 32 -s 4096 -o 128 --iters 1 --max-model-len 8192
+  kb "b16L-new" -- -b 16 -s 128 -o 256 --iters 2 --max-model-len 8192
+  kb "b16L-nosplit" KILN_DECODE_PARTITION=-1 -- -b 16 -s 128 -o 256 --iters 2 --max-model-len 8192
+  unset CUDA_VISIBLE_DEVICES
 fi
 if has s61; then # fifteenth session: a decode split's single live partition writes its output; the reduction a warp a head; KV write at 32 heads; copies by size
   export CUDA_VISIBLE_DEVICES=0
