@@ -689,6 +689,36 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s65; then # fifteenth session, last call: the whole test_gpu_ops and test_gpu_engine on the final build; the fused split for the fixed partition only
+  export CUDA_VISIBLE_DEVICES=0
+  timeout 400 "$here/bin/test_gpu_ops" > /tmp/tgo.log 2>&1; echo "rc=$?" >> /tmp/tgo.log
+  ops_report "test_gpu_ops (whole)"
+  gt test_gpu_engine 120 "FAIL|passed" -- test_gpu_engine
+  kb "b12L" -- -b 12 -s 128 -o 256 --iters 2 --max-model-len 8192
+  kb "b4L" -- -b 4 -s 128 -o 256 --iters 2 --max-model-len 8192
+  kb "b1" -- -b 1 -s 128 -o 512 --iters 2
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s64; then # fifteenth session: the fused split from 2 sequences (default now) against the reduce launch; decode attention tests
+  export CUDA_VISIBLE_DEVICES=0
+  gt ops_attn 300 "FAIL|passed" -- test_gpu_ops attention_decode
+  for r in 1 2; do
+    for v in fused reduce; do
+      e=(); [ $v = reduce ] && e=(KILN_DECODE_FUSED_REDUCE=0)
+      kb "b12L-$v$r" "${e[@]}" -- -b 12 -s 128 -o 256 --iters 2 --max-model-len 8192
+      kb "b8-$v$r" "${e[@]}" -- -b 8 -s 128 -o 256 --iters 2
+    done
+  done
+  for v in fused reduce; do
+    e=(); [ $v = reduce ] && e=(KILN_DECODE_FUSED_REDUCE=0)
+    kb "b12long-$v" "${e[@]}" -- -b 12 -s 2048 -o 128 --iters 1 --max-model-len 8192
+    kb "b16long-$v" "${e[@]}" -- -b 16 -s 4096 -o 128 --iters 1 --max-model-len 8192
+    kb "b4-$v" "${e[@]}" -- -b 4 -s 128 -o 256 --iters 2 --max-model-len 8192
+  done
+  kb "b1" -- -b 1 -s 128 -o 512 --iters 2
+  gt test_gpu_engine 250 "FAIL|passed" -- test_gpu_engine
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s63; then # fifteenth session: the decode split at 11-16 sequences (want 3) short and long; a -b 32 trace kept whole; engine defaults
   export CUDA_VISIBLE_DEVICES=0
   for v in def nosplit; do

@@ -803,9 +803,13 @@ static void attention_decode_sweep(void) {
 }
 
 
+/* (with the split's partitions combined by kiln_attn_reduce at every batch size; the default fuses the
+ * combination into the attention kernel from 2 sequences: test_attention_decode_fused) */
 KT_TEST(test_attention_decode) {
     NEED_GPU();
+    const int was = kiln_gpu_set_decode_fused_reduce(gpu, 0);
     attention_decode_sweep();
+    kiln_gpu_set_decode_fused_reduce(gpu, was);
 }
 
 /* The same with 2 warps a decode block ($KILN_DECODE_WARPS=2: half the

@@ -39,7 +39,7 @@ struct kiln_gpu {
     bool prefill_persist; /* wg2 in its persistent form where no kernel is asked for ($KILN_PREFILL_PERSIST) */
     int decode_warps;     /* warps of a decode-attention block, 16-bit caches (2|4, 0: by the grid;
                              kiln_gpu_params.decode_warps) */
-    int decode_fused;     /* split decode attention combines its partitions in its last block ($KILN_DECODE_FUSED_REDUCE: 1 on, 2 from 2 sequences) */
+    int decode_fused;     /* split decode attention combines its partitions in its last block ($KILN_DECODE_FUSED_REDUCE: 1 on, 2 from 2 sequences, 3 the fixed-partition split of 16-bit caches only) */
     kiln_devptr attn_counters; /* [KILN_ATTN_COUNTERS] int, zero between launches: its arrival counters */
     int rope_dec_max;     /* rope + KV write of at most this many tokens: kiln_rope_kv_write_dec (kiln_gpu_params) */
     int kv_tile;          /* $KILN_KV_TILE (default KILN_KV_TILE_DEFAULT): the wide KV writes in tiles (1 both, 2 kv_write only) */
@@ -1277,7 +1277,7 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
                 part_o = g->ws;
                 part_ml = g->ws + (need_o + 255) / 256 * 256;
                 /* the partitions combined by the attention kernel's last block of each (sequence, KV group) */
-                if (g->decode_fused > 0 && (g->decode_fused != 2 || n_seqs >= 2) &&
+                if ((g->decode_fused == 1 || (g->decode_fused == 2 && n_seqs >= 2) || (g->decode_fused == 3 && P > 0 && !kv8)) &&
                     (int64_t)n_seqs * (nq / grp) <= KILN_ATTN_COUNTERS)
                     counters = g->attn_counters;
             }

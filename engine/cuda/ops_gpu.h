@@ -141,8 +141,17 @@ typedef struct kiln_gpu_params {
  * over the partitions, outlasted the reduce launch), -b 32 at --max-model-len 8192 5887 against 5844
  * (+0.7%). With the combination warp-parallel (kernel_src/attn_decode.cu combine_group; 2026-11-30,
  * remote.sh s38 / s39 / s44): bench_kernels b1 ctx32768 41.1 against 44.8 us, but -b 1 243.8 against 245.9
- * (249.7 against 251.1 with the early PDL trigger), -b 32 -1.5 / -2.7% with =2 (from 2 sequences) */
-#define KILN_DECODE_FUSED_REDUCE_DEFAULT 0
+ * (249.7 against 251.1 with the early PDL trigger), -b 32 -1.5 / -2.7% with =2 (from 2 sequences).
+ * Default 3 since the fifteenth session (2026-12-01, remote.sh s63 / s64): fused for the fixed-partition
+ * split of 16-bit caches (P > 0: with 8 KV heads, 11 to 16 sequences), the reduce launch for the adaptive
+ * one (small batches) and for FP8 caches (not measured in the engine). A sequence whose context fits the first partition now writes its output from the attention
+ * block and skips the counters, so the fused split costs nothing at short contexts, while a
+ * kiln_attn_reduce launch -- a no-op for such sequences -- still delays the next kernel's launch until
+ * attention completes: kiln bench at --max-model-len 8192, fused / reduce launch, ms a step: -b 12 -s 128
+ * 4.617 / 4.625 against 4.763 / 4.760 (4.591 unsplit), -b 12 -s 2048 7.365 / 7.478, -b 16 -s 4096 10.791
+ * / 10.894 (11.473 unsplit); the adaptive split: -b 8 4.573 / 4.605 against 4.580 / 4.578, -b 4 4.537
+ * against 4.498 (fused from 2 sequences) */
+#define KILN_DECODE_FUSED_REDUCE_DEFAULT 3
 #define KILN_ATTN_COUNTERS 65536
 /* decode attention over a 16-bit cache takes 2 warps a block (when the grid exceeds a wave of 4-warp
  * blocks) only while the longest context is at most this many tokens (engine/cuda/ops_gpu.c) */
@@ -180,7 +189,8 @@ int kiln_gpu_set_kv_tile(kiln_gpu *g, int mode);
  * else: by the grid); returns the previous setting (tests). */
 int kiln_gpu_set_decode_warps(kiln_gpu *g, int n);
 /* Tests: split decode attention combines its partitions in the kernel's last block of each (sequence, KV
- * group) instead of a kiln_attn_reduce launch (1) or not (0); returns the previous setting. */
+ * group) instead of a kiln_attn_reduce launch (1), or not (0), or from 2 sequences (2), or for the
+ * fixed-partition split only (3, the default); returns the previous setting. */
 int kiln_gpu_set_decode_fused_reduce(kiln_gpu *g, int on);
 /* Tests: the warps a row (pair) of the batch-1 qkv GEMV with rope (1|2|4; 0: by the grid); returns the previous value. */
 int kiln_gpu_set_gemv_rope_ksplit(kiln_gpu *g, int ks);
