@@ -138,49 +138,52 @@ template <bool CG> __device__ __forceinline__ float4 ld_part4(const float *p) {
     return v;
 }
 
-// One warp combines the np partitions of one (sequence, query head) at part
-// rows base.. into out[tok_row, qh, :]: its lanes take the partitions'
-// maxima and sums 32 at a time (warp reductions), then 4 output dimensions
-// each, the partitions' rows read 8 at a time (16-byte loads issued together,
-// then the sums), so a handful of L2 round trips instead of one per partition
-// and element. HD is a multiple of 8.
+// The warp of each row r = row0, row0 + step, .. < rows combines the np partitions of query head qh0 + r
+// (part rows base0 + r * n_parts ..) into out[tok_row, qh0 + r, :]: its lanes take the partitions' maxima
+// and sums 32 at a time (warp reductions), then 4 output dimensions each, the partitions' rows read 8 at a
+// time (16-byte loads issued together, then the sums), so a handful of L2 round trips instead of one per
+// partition and element. HD is a multiple of 8. (The row loop stays in here: with it in the caller the
+// FP8 decode kernels spilled.)
 #define CMB_BATCH 8
 template <bool CG>
-__device__ __forceinline__ void combine_row(act_t *__restrict__ out, const float *__restrict__ part_o,
-                                            const float *__restrict__ part_ml, int tok_row, int nq, int qh,
-                                            size_t base, int np) {
+__device__ __forceinline__ void combine_rows(act_t *__restrict__ out, const float *__restrict__ part_o,
+                                             const float *__restrict__ part_ml, int tok_row, int nq, int qh0,
+                                             size_t base0, int n_parts, int np, int row0, int rows, int step) {
     const int lane = threadIdx.x & 31;
-    float M = -KILN_INF;
-    for (int p = lane; p < np; p += 32) M = fmaxf(M, ld_part<CG>(part_ml + (base + p) * 2));
-    M = warp_max(M);
-    float L = 0.0f;
-    for (int p = lane; p < np; p += 32) {
-        const float pm = ld_part<CG>(part_ml + (base + p) * 2);
-        L += pm == -KILN_INF ? 0.0f : ld_part<CG>(part_ml + (base + p) * 2 + 1) * exp2f(pm - M);
-    }
-    L = warp_sum(L);
-    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-    act_t *o = out + (size_t)tok_row * nq * HD + (size_t)qh * HD;
-    for (int d = lane * 4; d < HD; d += 128) {
-        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-        for (int p0 = 0; p0 < np; p0 += CMB_BATCH) {
-            float4 v[CMB_BATCH];
-            float f[CMB_BATCH];
-#pragma unroll
-            for (int j = 0; j < CMB_BATCH; j++)
-                if (p0 + j < np) {
-                    f[j] = ld_part<CG>(part_ml + (base + p0 + j) * 2);
-                    v[j] = ld_part4<CG>(part_o + (base + p0 + j) * HD + d);
-                }
-#pragma unroll
-            for (int j = 0; j < CMB_BATCH; j++)
-                if (p0 + j < np) {
-                    const float w = f[j] == -KILN_INF ? 0.0f : exp2f(f[j] - M);
-                    a0 += v[j].x * w, a1 += v[j].y * w, a2 += v[j].z * w, a3 += v[j].w * w;
-                }
+    for (int row = row0; row < rows; row += step) {
+        const size_t base = base0 + (size_t)row * n_parts;
+        float M = -KILN_INF;
+        for (int p = lane; p < np; p += 32) M = fmaxf(M, ld_part<CG>(part_ml + (base + p) * 2));
+        M = warp_max(M);
+        float L = 0.0f;
+        for (int p = lane; p < np; p += 32) {
+            const float pm = ld_part<CG>(part_ml + (base + p) * 2);
+            L += pm == -KILN_INF ? 0.0f : ld_part<CG>(part_ml + (base + p) * 2 + 1) * exp2f(pm - M);
         }
-        o[d] = from_f32<act_t>(a0 * inv), o[d + 1] = from_f32<act_t>(a1 * inv);
-        o[d + 2] = from_f32<act_t>(a2 * inv), o[d + 3] = from_f32<act_t>(a3 * inv);
+        L = warp_sum(L);
+        const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+        act_t *o = out + (size_t)tok_row * nq * HD + (size_t)(qh0 + row) * HD;
+        for (int d = lane * 4; d < HD; d += 128) {
+            float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+            for (int p0 = 0; p0 < np; p0 += CMB_BATCH) {
+                float4 v[CMB_BATCH];
+                float f[CMB_BATCH];
+#pragma unroll
+                for (int j = 0; j < CMB_BATCH; j++)
+                    if (p0 + j < np) {
+                        f[j] = ld_part<CG>(part_ml + (base + p0 + j) * 2);
+                        v[j] = ld_part4<CG>(part_o + (base + p0 + j) * HD + d);
+                    }
+#pragma unroll
+                for (int j = 0; j < CMB_BATCH; j++)
+                    if (p0 + j < np) {
+                        const float w = f[j] == -KILN_INF ? 0.0f : exp2f(f[j] - M);
+                        a0 += v[j].x * w, a1 += v[j].y * w, a2 += v[j].z * w, a3 += v[j].w * w;
+                    }
+            }
+            o[d] = from_f32<act_t>(a0 * inv), o[d + 1] = from_f32<act_t>(a1 * inv);
+            o[d + 2] = from_f32<act_t>(a2 * inv), o[d + 3] = from_f32<act_t>(a3 * inv);
+        }
     }
 }
 
@@ -545,11 +548,8 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
     // output itself, as the one-pass kernel does -- the combination of a single part gives the same bits
     // -- and neither the counters nor kiln_attn_reduce touch it (a decode graph's split is planned for
     // the model's longest context: at -b 32 the second of two 4096-token partitions is always empty)
-    int np = 1;
-    if (partition_size != 0) {
-        const int ctx_e = ctx_len[s], psz_e = part_size(ctx_e, partition_size, n_parts);
-        np = min(n_parts, (ctx_e + psz_e - 1) / psz_e);
-    }
+    // (a predicate through the merge loop, np after it: an int live across the loop spilled in the FP8 kernels)
+    const bool direct = partition_size == 0 || ctx_len[s] <= part_size(ctx_len[s], partition_size, n_parts);
     for (int e = threadIdx.x; e < GROUP * HD; e += blockDim.x) {
         int row = e / HD, d = e - row * HD;
         float M = -KILN_INF;
@@ -567,7 +567,7 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
         acc *= vs;
 #endif
         int qh = qh0 + row;
-        if (np > 1) { // split: this partition's unnormalized part
+        if (!direct) { // split: this partition's unnormalized part
             size_t idx = ((size_t)s * nq + qh) * n_parts + part;
             part_o[idx * HD + d] = acc;
             if (d == 0) {
@@ -578,10 +578,12 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
             out[(size_t)tok_row * nq * HD + (size_t)qh * HD + d] = from_f32<act_t>(L > 0.0f ? acc / L : 0.0f);
         }
     }
-    if (np <= 1 || !counters) return;
+    if (direct || !counters) return;
     // split with counters: the last of the live partitions to get here combines them
     // (the vote is a barrier's, no __shared__ flag: a 16-byte one in front of the dynamic tiles, before
     // smem4 was declared 128-byte aligned, made the kernel 15-20% slower even where no counters are passed)
+    const int ctx_e = ctx_len[s], psz_e = part_size(ctx_e, partition_size, n_parts);
+    const int np = min(n_parts, (ctx_e + psz_e - 1) / psz_e); // live partitions (> 1 here)
     __syncthreads(); // this block's parts are stored
     int last = 0;
     if (threadIdx.x == 0) {
@@ -596,12 +598,12 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
     }
     if (!__syncthreads_or(last)) return;
     // the fused split's combination in the last partition block: warp w the group's heads w, w + nw, ..
-    for (int row = warp; row < GROUP; row += nw)
-        combine_row<true>(out, part_o, part_ml, tok_row, nq, qh0 + row, ((size_t)s * nq + qh0 + row) * n_parts, np);
+    combine_rows<true>(out, part_o, part_ml, tok_row, nq, qh0, ((size_t)s * nq + qh0) * n_parts, n_parts, np,
+                       (int)(threadIdx.x >> 5), GROUP, nw);
 }
 
 // Combine the partitions of each (sequence, head): grid (ceil(nq / warps), n_seqs), a warp a head
-// (combine_row). Sequences with one live partition are skipped: the attention kernel wrote their output.
+// (combine_rows). Sequences with one live partition are skipped: the attention kernel wrote their output.
 extern "C" __global__ void kiln_attn_reduce(act_t *__restrict__ out, const float *__restrict__ part_o,
                                             const float *__restrict__ part_ml, const int *__restrict__ qstart,
                                             const int *__restrict__ ctx_len, int nq, int n_parts, int partition_size) {
@@ -612,5 +614,5 @@ extern "C" __global__ void kiln_attn_reduce(act_t *__restrict__ out, const float
     const int ctx = ctx_len[s], psz = part_size(ctx, partition_size, n_parts);
     const int np = min(n_parts, (ctx + psz - 1) / psz);
     if (np <= 1) return;
-    combine_row<false>(out, part_o, part_ml, qstart[s], nq, qh, ((size_t)s * nq + qh) * n_parts, np);
+    combine_rows<false>(out, part_o, part_ml, qstart[s], nq, qh, ((size_t)s * nq + qh) * n_parts, n_parts, np, 0, 1, 1);
 }

@@ -689,6 +689,11 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s66; then # fifteenth session, after review: the split's combination with its row loop inside again (an FP8 decode kernel spilled)
+  export CUDA_VISIBLE_DEVICES=0
+  gt ops_attn 200 "FAIL|passed" -- test_gpu_ops attention_decode
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s65; then # fifteenth session, last call: the whole test_gpu_ops and test_gpu_engine on the final build; the fused split for the fixed partition only
   export CUDA_VISIBLE_DEVICES=0
   timeout 400 "$here/bin/test_gpu_ops" > /tmp/tgo.log 2>&1; echo "rc=$?" >> /tmp/tgo.log
