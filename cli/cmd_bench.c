@@ -281,7 +281,7 @@ int kiln_cmd_bench(int argc, char **argv) {
                    "\"dataset\":\"%s\",\"span\":%d,"
                    "\"seconds\":%.4f,\"output_tok_s\":%.1f,\"total_tok_s\":%.1f,\"ttft_ms\":%.2f,\"ttft_p50_ms\":%.2f,"
                    "\"decode_step_ms\":%.3f,\"full_batch_step_ms\":%.3f,\"running_peak\":%d,\"kv_cache_dtype\":\"%s\","
-                   "\"kv_tokens\":%d,\"load_s\":%.2f,\"kv_blocks\":%d,\"block_size\":%d,\"preemptions\":%llu,"
+                   "\"max_model_len\":%d,\"kv_tokens\":%d,\"load_s\":%.2f,\"kv_blocks\":%d,\"block_size\":%d,\"preemptions\":%llu,"
                    "\"spec_method\":\"%s\",\"spec_k\":%d,"
                    "\"spec_acceptance\":%.4f,\"spec_tokens_per_step\":%.3f,\"spec_drafted\":%llu,\"spec_accepted\":%llu,"
                    "\"prefill_steps\":%llu,\"prefill_forward_ms\":%.3f,\"decode_steps\":%llu,"
@@ -290,15 +290,16 @@ int kiln_cmd_bench(int argc, char **argv) {
                    "\"decode_pipelined_steps\":%llu}\n",
                    p.model, info.device, b, s, o, n, ds, repeat ? span : 0, best.seconds, best.out_tok_s,
                    best.total_tok_s, best.ttft_mean_ms, best.ttft_p50_ms, best.step_ms, best.full_step_ms,
-                   best.running_peak, info.kv_cache_dtype, info.kv_cache_tokens, load_s, stt.num_kv_blocks,
+                   best.running_peak, info.kv_cache_dtype, info.max_model_len, info.kv_cache_tokens, load_s, stt.num_kv_blocks,
                    stt.block_size, (unsigned long long)stt.num_preemptions_total, method, spec_k, acc, per_step,
                    (unsigned long long)sp.drafted, (unsigned long long)sp.accepted,
                    (unsigned long long)sp.prefill_steps, pre_ms, (unsigned long long)sp.decode_steps, dec_ms,
                    (unsigned long long)sp.verify_steps, ver_ms, draft_ms, (unsigned long long)sp.draft_calls,
                    draft_call_ms, iters, (unsigned long long)sp.pipelined_steps);
         } else {
-            printf("model %s on %s (%s, kv %s), load %.2f s, KV pool %d blocks x %d tokens\n", p.model, info.device,
-                   info.dtype, info.kv_cache_dtype, load_s, stt.num_kv_blocks, stt.block_size);
+            printf("model %s on %s (%s, kv %s), load %.2f s, KV pool %d blocks x %d tokens, context limit %d tokens\n",
+                   p.model, info.device, info.dtype, info.kv_cache_dtype, load_s, stt.num_kv_blocks, stt.block_size,
+                   info.max_model_len);
             if (synth)
                 printf("synthetic: %d prompts, input %d..%d, output %d..%d\n", n, s / 2, s / 2 + s, o / 2, o / 2 + o);
             else if (repeat)

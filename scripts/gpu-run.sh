@@ -269,7 +269,7 @@ kb() {
   local tag="$1"; shift; local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
   env "${envs[@]}" timeout 150 "$here/bin/${KB_BIN:-kiln}" bench --model llama3-8b --load-format dummy --json "$@" \
     2>>"$out/kb.err" | tail -1 > "$out/kb_$tag.json"
-  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%-22s %8.1f tok/s, step %.3f ms, full-batch step %.3f ms, ttft %.1f ms, kv tokens %s" % (sys.argv[2], j["output_tok_s"], j["decode_step_ms"], j["full_batch_step_ms"], j["ttft_ms"], j["kv_tokens"]))' \
+  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%-22s %8.1f tok/s, step %.3f ms, full-batch step %.3f ms, ttft %.1f ms, kv tokens %s, ctx %s" % (sys.argv[2], j["output_tok_s"], j["decode_step_ms"], j["full_batch_step_ms"], j["ttft_ms"], j["kv_tokens"], j.get("max_model_len", "?")))' \
     "$out/kb_$tag.json" "$tag" || { echo "$tag failed"; tail -3 "$out/kb.err"; }
 }
 # ops_bg GPU SECONDS: the whole test_gpu_ops in the background on that GPU (/tmp/tgo.log, "rc=N" last);

@@ -2,7 +2,8 @@
 # label: unit
 # test_bench_cli.sh -- `kiln bench` on the CPU with a tiny model: the
 # --dataset repeat / --span options parse, bad values are refused (exit 2),
-# and the --json line carries the step-timing fields from the engine's stats
+# and the --json line carries the context limit (the decode graphs are
+# planned for it) and the step-timing fields from the engine's stats
 # (plain decode vs verification forwards, drafting) for the timed runs; the
 # model drafting for itself (with random --load-format dummy weights too) is
 # accepted every time, 5 tokens per verification at k = 4.
@@ -22,6 +23,8 @@ field() { python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print(" "
 out=$(bench)
 check "plain: dataset, steps (2 timed runs: 20 decode steps each)" "random 0 40 0" \
     "$(echo "$out" | field dataset verify_steps decode_steps draft_calls)"
+check "plain: the context limit is the longest prompt + output + 8" "53" "$(echo "$out" | field max_model_len)"
+check "--max-model-len sets it" "200" "$(bench --max-model-len 200 | field max_model_len)"
 check "plain: forward times" "True True" \
     "$(echo "$out" | python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print(d["decode_forward_ms"] > 0, d["verify_forward_ms"] == 0)')"
 
