@@ -42,17 +42,16 @@
 #if !KV_FP8
 #define STAGES 3
 #endif
-// 16-bit caches of 16-token blocks: before the wait, each warp also asks L2 for (prefetch.global.L2) up to
-// this many of its tiles past the pipeline's first (STAGES - 1) when their tokens precede the step's own,
-// so the KV stream runs ahead of the 3-stage ring while the previous kernels finish (0: none)
-#ifndef DEC_L2_PREFETCH
-#define DEC_L2_PREFETCH 0
-#endif
 
 // The partition of a sequence of ctx tokens (see above; the reduction uses the same).
 __device__ __forceinline__ int part_size(int ctx, int partition_size, int n_parts) {
     if (partition_size >= 0) return partition_size;
     return max(64, ((ctx + n_parts - 1) / n_parts + 63) / 64 * 64);
+}
+// The partitions holding tokens of a sequence of ctx tokens in split mode (the others return at once).
+__device__ __forceinline__ int live_parts(int ctx, int partition_size, int n_parts) {
+    const int psz = part_size(ctx, partition_size, n_parts);
+    return min(n_parts, (ctx + psz - 1) / psz);
 }
 
 #if !KV_FP8
@@ -425,19 +424,6 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
         load_tile_chunks(wsm + st * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, 16, lane, 32);
         cp_async_commit();
     }
-#if DEC_L2_PREFETCH > 0
-    if (BLOCK_SIZE == 16) { // a tile is one cache block's slice of this head: HD * 32 contiguous bytes of K, of V
-        for (int k = st; k < min(n_mine, st + DEC_L2_PREFETCH); k++) {
-            const int t = t_first + warp + k * nw;
-            if (t * 16 + 16 > pos) break;
-            const size_t head = ((size_t)bt[t] * nkv + kvh) * HD * 16;
-            for (int off = lane * 128; off < HD * 32; off += 32 * 128) {
-                prefetch_l2((const char *)(kc + head) + off);
-                prefetch_l2((const char *)(vc + head) + off);
-            }
-        }
-    }
-#endif
     pdl_wait();
     pdl_launch();
     for (; st < STAGES - 1; st++) {
@@ -582,8 +568,7 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
     // split with counters: the last of the live partitions to get here combines them
     // (the vote is a barrier's, no __shared__ flag: a 16-byte one in front of the dynamic tiles, before
     // smem4 was declared 128-byte aligned, made the kernel 15-20% slower even where no counters are passed)
-    const int ctx_e = ctx_len[s], psz_e = part_size(ctx_e, partition_size, n_parts);
-    const int np = min(n_parts, (ctx_e + psz_e - 1) / psz_e); // live partitions (> 1 here)
+    const int np = live_parts(ctx_len[s], partition_size, n_parts); // (> 1 here)
     __syncthreads(); // this block's parts are stored
     int last = 0;
     if (threadIdx.x == 0) {
@@ -611,8 +596,7 @@ extern "C" __global__ void kiln_attn_reduce(act_t *__restrict__ out, const float
     pdl_launch();
     const int qh = blockIdx.x * (int)(blockDim.x >> 5) + (int)(threadIdx.x >> 5), s = blockIdx.y;
     if (qh >= nq) return;
-    const int ctx = ctx_len[s], psz = part_size(ctx, partition_size, n_parts);
-    const int np = min(n_parts, (ctx + psz - 1) / psz);
+    const int np = live_parts(ctx_len[s], partition_size, n_parts);
     if (np <= 1) return;
     combine_rows<false>(out, part_o, part_ml, qstart[s], nq, qh, ((size_t)s * nq + qh) * n_parts, n_parts, np, 0, 1, 1);
 }

@@ -74,9 +74,10 @@ cp -r "$root/kernel_src" "$out/kv/noreduce" # the split decode attention's reduc
 perl -0pi -e 's/(kiln_attn_reduce\([^{]*\{)/$1\n    pdl_wait(); pdl_launch(); if (threadIdx.x < (1u << 30)) return;/s' "$out/kv/noreduce/attn_decode.cu"
 grep -q "if (threadIdx.x < (1u << 30)) return;" "$out/kv/norope/rope_kv.cu" "$out/kv/nonorm/rmsnorm.cu" "$out/kv/noreduce/attn_decode.cu" || echo "WARNING: the norope / nonorm / noreduce patches did not apply"
 # fifteenth session (remote.sh s62): l2pf, decode attention's L2 prefetch of its later tiles before the wait
-# (DEC_L2_PREFETCH 4); ropeearly, the decode rope + KV write signals launch_dependents before its wait, so
+# (DEC_L2_PREFETCH 4, in kernel_src/attn_decode.cu of commit c566ce7 only: removed after it measured no gain;
+# these variants are that commit's kernels); ropeearly, the decode rope + KV write signals launch_dependents before its wait, so
 # decode attention launches (and streams its KV) under the qkv GEMM; both
-for v in l2pf ropeearly both; do cp -r "$root/kernel_src" "$out/kv/$v"; done
+for v in l2pf ropeearly both; do mkdir -p "$out/kv/$v"; git -C "$root" archive c566ce7 kernel_src | tar -x -C "$out/kv/$v" --strip-components=1; done
 for v in l2pf both; do sed -i 's/^#define DEC_L2_PREFETCH 0$/#define DEC_L2_PREFETCH 4/' "$out/kv/$v/attn_decode.cu"; done
 for v in ropeearly both; do
   perl -0pi -e 's/(\n    pdl_wait\(\);\n    pdl_launch\(\);\n)(    const int b = slot \/ block_size)/\n    pdl_launch();\n    pdl_wait();\n$2/' "$out/kv/$v/rope_kv.cu"

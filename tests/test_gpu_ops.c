@@ -804,7 +804,8 @@ static void attention_decode_sweep(void) {
 
 
 /* (with the split's partitions combined by kiln_attn_reduce at every batch size; the default fuses the
- * combination into the attention kernel from 2 sequences: test_attention_decode_fused) */
+ * combination into the attention kernel for the fixed-partition split of 16-bit caches, which
+ * test_attention_decode_fused covers at every batch size) */
 KT_TEST(test_attention_decode) {
     NEED_GPU();
     const int was = kiln_gpu_set_decode_fused_reduce(gpu, 0);

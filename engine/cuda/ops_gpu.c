@@ -1277,7 +1277,8 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
                 part_o = g->ws;
                 part_ml = g->ws + (need_o + 255) / 256 * 256;
                 /* the partitions combined by the attention kernel's last block of each (sequence, KV group) */
-                if ((g->decode_fused == 1 || (g->decode_fused == 2 && n_seqs >= 2) || (g->decode_fused == 3 && P > 0 && !kv8)) &&
+                if ((g->decode_fused == 1 || (g->decode_fused == 2 && n_seqs >= 2) ||
+                     (g->decode_fused == 3 && P > 0 && !kv8)) &&
                     (int64_t)n_seqs * (nq / grp) <= KILN_ATTN_COUNTERS)
                     counters = g->attn_counters;
             }
