@@ -909,6 +909,16 @@ int main(int argc, char **argv) {
         bench_attention(64, 768, 1, 0, false, bf);
         bench_attention(1, 384, 1, 0, false, bf);
     }
+    if (want("decode-large")) { /* -b 64 .. 256 decode steps at short contexts (the engine's -s 128 -o 256 runs) */
+        bench_attention(256, 128, 1, 0, false, bf);
+        bench_attention(256, 192, 1, 0, false, bf);
+        bench_attention(256, 256, 1, 0, false, bf);
+        bench_attention(256, 384, 1, 0, false, bf);
+        bench_attention(128, 256, 1, 0, false, bf);
+        bench_attention(64, 192, 1, 0, false, bf);
+        bench_attention(64, 256, 1, 0, false, bf);
+        bench_attention(32, 192, 1, 0, false, bf);
+    }
     if (want("decode fp8")) { /* issue 7: >= 85% of copy bandwidth on the FP8 bytes at b64 ctx4096 */
         bench_attention(64, 4096, 1, 0.85, false, e4);
         bench_attention(64, 4096, 1, 0.85, false, e5);

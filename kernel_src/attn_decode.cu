@@ -42,6 +42,11 @@
 #if !KV_FP8
 #define STAGES 3
 #endif
+KILN_DEV u32 dynamic_smem_bytes() {
+    u32 r;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+    return r;
+}
 
 // The partition of a sequence of ctx tokens (see above; the reduction uses the same).
 __device__ __forceinline__ int part_size(int ctx, int partition_size, int n_parts) {
@@ -80,11 +85,6 @@ __device__ __forceinline__ void mask_scale(float sc[8], int t, int tig, int lo, 
 // shared memory.
 #define ST_MIN 4
 #define ST_MAX 8
-KILN_DEV u32 dynamic_smem_bytes() {
-    u32 r;
-    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
-    return r;
-}
 // cp.async.wait_group n for a run-time n in [ST_MIN - 2, ST_MAX - 2]
 KILN_DEV void cp_async_wait_n(int n) {
     switch (n) {
@@ -585,6 +585,193 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
     // the fused split's combination in the last partition block: warp w the group's heads w, w + nw, ..
     combine_rows<true>(out, part_o, part_ml, tok_row, nq, qh0, ((size_t)s * nq + qh0) * n_parts, n_parts, np,
                        (int)(threadIdx.x >> 5), GROUP, nw);
+}
+
+// kiln_attn_decode_pw -- the persistent-warp form for many short sequences (16-bit caches; the host's
+// choice, engine/cuda/ops_gpu.c): a work item is one (sequence, KV group) and a warp owns whole items,
+// wg, wg + TW, .. (wg the warp's index in the grid, TW the grid's warps; at most 32 items a warp), so no
+// merge between warps and no partitions. Its tiles, item after item, are one stream through the warp's
+// ring of ST slots (the launch's dynamic shared memory / (warps * PW_SLOT), 2 to 6): the next item's
+// first tiles are in flight while the current item's last ones are multiplied, where kiln_attn_decode's
+// blocks each start and drain their own short pipeline. A slot is a K + V tile and, after them, the
+// group's query rows of an item whose first tile it holds (copied with that tile; the first item's
+// query is read from global memory when its first tile went out before griddepcontrol.wait). Each tile
+// is processed as kiln_attn_decode's warps process theirs (qk_tile, mask_scale, tile_probs,
+// online_rescale, pv_probs); an item's output is o / l as the one-pass kernel writes it (a sequence
+// with no tokens in its window: 0). Grid (blocks), nw * 32 threads.
+#define PW_QBYTES (GROUP * HD * (int)sizeof(act_t))
+#define PW_SLOT ((TILE_BYTES + PW_QBYTES + 127) / 128 * 128)
+KILN_DEV void cp_async_wait_rt(int n) { // cp.async.wait_group n, n in [0, 5] at run time
+    switch (n) {
+    case 0: cp_async_wait<0>(); break;
+    case 1: cp_async_wait<1>(); break;
+    case 2: cp_async_wait<2>(); break;
+    case 3: cp_async_wait<3>(); break;
+    case 4: cp_async_wait<4>(); break;
+    default: cp_async_wait<5>(); break;
+    }
+}
+extern "C" __global__ void __launch_bounds__(NW * 32)
+kiln_attn_decode_pw(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const kv_t *__restrict__ kc,
+                    const kv_t *__restrict__ vc, const int *__restrict__ qstart, const int *__restrict__ ctx_len,
+                    const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
+                    int window) {
+#if KV_FP8
+    __trap(); // 16-bit caches only: the host never launches it for FP8
+#else
+    extern __shared__ __align__(128) float4 smem4[];
+    char *smem = (char *)smem4;
+    const int nw = (int)(blockDim.x >> 5), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int g = lane >> 2, tig = lane & 3;
+    const int ngrp = nq / GROUP, ratio = nq / nkv, n_items = n_seqs * ngrp;
+    const int TW = (int)gridDim.x * nw, wg = (int)blockIdx.x * nw + warp;
+    const int my_items = wg < n_items ? min(32, (n_items - 1 - wg) / TW + 1) : 0;
+    int ST = (int)(dynamic_smem_bytes() / (u32)(nw * PW_SLOT));
+    ST = ST < 2 ? 2 : ST > 6 ? 6 : ST;
+    char *wsm = smem + (size_t)warp * ST * PW_SLOT;
+    const u32 wsm_addr = smem_addr(wsm);
+    const float sl2 = scale * LOG2E;
+    // lane k holds item k's context and query row (host metadata: readable before the wait)
+    int m_ctx = 0, m_row = 0;
+    if (lane < my_items) {
+        const int sk = (wg + lane * TW) / ngrp;
+        m_ctx = ctx_len[sk];
+        m_row = qstart[sk];
+    }
+    // item k's tiles [t_first, t_end)
+    auto tiles_of = [&](int k, int &tf, int &te) {
+        const int c = __shfl_sync(0xffffffffu, m_ctx, k);
+        const int lo = window > 0 ? max(0, c - window) : 0;
+        tf = lo / 16;
+        te = (c + 15) / 16;
+        if (c <= 0) tf = te = 0;
+    };
+    // the issue cursor: item ik, its next tile it (< ite); ik == my_items: done
+    int ik = 0, it = 0, ite = 0, itf = 0;
+    auto enter = [&](int k) { // the first item from k on that has tiles
+        for (ik = k; ik < my_items; ik++) {
+            tiles_of(ik, itf, ite);
+            if (ite > itf) break;
+        }
+        it = itf;
+    };
+    enter(0);
+    u32 iss = 0; // slot offset of the next tile to issue
+    auto issue = [&](bool after_wait) {
+        if (ik < my_items) {
+            const int item = wg + ik * TW, sk = item / ngrp, qh0 = (item - sk * ngrp) * GROUP, kvh = qh0 / ratio;
+            const int c = __shfl_sync(0xffffffffu, m_ctx, ik);
+            load_tile_chunks(wsm + iss, kc, vc, block_tables + (size_t)sk * max_blocks, nkv, kvh, it * 16,
+                             min(16, c - it * 16), lane, 32);
+            if (it == itf && after_wait) { // the item's query rows ride with its first tile
+                const act_t *qs = q + (size_t)__shfl_sync(0xffffffffu, m_row, ik) * q_stride + (size_t)qh0 * HD;
+                for (int ch = lane; ch < PW_QBYTES / 16; ch += 32) cp_async16(wsm + iss + TILE_BYTES + ch * 16, qs + ch * 8, 16);
+            }
+            if (++it == ite) enter(ik + 1);
+        }
+        cp_async_commit();
+        iss = iss + PW_SLOT == (u32)(ST * PW_SLOT) ? 0u : iss + PW_SLOT;
+    };
+    // before the wait: the first item's first tiles whose tokens all precede its own position (earlier
+    // steps wrote them; the previous kernel writes the query and position ctx - 1, which is in the item's
+    // last tile, so these never finish the item); that item's query is read from global memory
+    int pre = 0, pre_item = -1;
+    if (ik < my_items) {
+        const int c = __shfl_sync(0xffffffffu, m_ctx, ik);
+        while (pre < ST - 1 && it * 16 + 16 <= c - 1) issue(false), pre++;
+        if (pre) pre_item = ik;
+    }
+    pdl_wait();
+    pdl_launch();
+    for (int k = pre; k < ST - 1; k++) issue(true);
+
+    // the compute cursor: item ck, tile ct of [ctf, cte)
+    int ck = 0, ct = 0, ctf = 0, cte = 0;
+    for (; ck < my_items; ck++) {
+        tiles_of(ck, ctf, cte);
+        if (cte > ctf) break;
+    }
+    ct = ctf;
+    u32 use = 0;
+    u32 qa[HD16 / 16][4];
+    float o[HD / 8][4];
+    float m[2], l[2];
+    int c_ctx = 0, c_row = 0, c_qh0 = 0;
+    while (ck < my_items) {
+        issue(true);
+        cp_async_wait_rt(ST - 1);
+        __syncwarp();
+        const u32 tile = wsm_addr + use;
+        if (ct == ctf) { // a new item: its query fragments, fresh state
+            const int item = wg + ck * TW, sk = item / ngrp;
+            c_qh0 = (item - sk * ngrp) * GROUP;
+            c_ctx = __shfl_sync(0xffffffffu, m_ctx, ck);
+            c_row = __shfl_sync(0xffffffffu, m_row, ck);
+            const act_t *qsrc = ck == pre_item ? q + (size_t)c_row * q_stride + (size_t)c_qh0 * HD
+                                               : (const act_t *)(wsm + use + TILE_BYTES);
+#pragma unroll
+            for (int kk = 0; kk < HD16 / 16; kk++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int row = g + (i & 1) * 8, col = q_col(kk, tig, i);
+                    qa[kk][i] = row < GROUP && col < HD ? load_q2(qsrc + row * HD + col) : 0u;
+                }
+#pragma unroll
+            for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+            m[0] = m[1] = -KILN_INF;
+            l[0] = l[1] = 0.0f;
+        }
+        const int pos = c_ctx - 1, lo = window > 0 ? max(0, pos - window + 1) : 0;
+        float sc[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) sc[k] = 0.0f;
+        qk_tile(sc, qa, tile, lane);
+        float mx[2] = {m[0], m[1]};
+        mask_scale(sc, ct, tig, lo, pos, sl2, mx);
+        quad_row_max(mx);
+        float alpha[2], rs[2];
+        tile_probs<true>(sc, m, mx, alpha, rs);
+        online_rescale(o, m, l, mx, alpha, rs);
+        pv_probs(o, sc, tile + K_TILE_BYTES, lane);
+        __syncwarp();
+        use = use + PW_SLOT == (u32)(ST * PW_SLOT) ? 0u : use + PW_SLOT;
+        if (++ct == cte) { // the item's output: o / l, rows g and g + 8 of the group
+            float L[2] = {l[0], l[1]};
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                L[r] += __shfl_xor_sync(0xffffffffu, L[r], 1);
+                L[r] += __shfl_xor_sync(0xffffffffu, L[r], 2);
+            }
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const int row = g + r * 8;
+                if (row >= GROUP) continue;
+                act_t *dst = out + (size_t)c_row * nq * HD + (size_t)(c_qh0 + row) * HD;
+#pragma unroll
+                for (int nt = 0; nt < HD / 8; nt++) {
+                    const int c = nt * 8 + tig * 2;
+                    dst[c] = from_f32<act_t>(L[r] > 0.0f ? o[nt][2 * r] / L[r] : 0.0f);
+                    dst[c + 1] = from_f32<act_t>(L[r] > 0.0f ? o[nt][2 * r + 1] / L[r] : 0.0f);
+                }
+            }
+            for (ck++; ck < my_items; ck++) {
+                tiles_of(ck, ctf, cte);
+                if (cte > ctf) break;
+            }
+            ct = ctf;
+        }
+    }
+    cp_async_wait<0>();
+    // items with no token in their window: 0 (as kiln_attn_decode's merge writes them)
+    for (int k = 0; k < my_items; k++) {
+        int tf, te;
+        tiles_of(k, tf, te);
+        if (te > tf) continue;
+        const int item = wg + k * TW, sk = item / ngrp, qh0 = (item - sk * ngrp) * GROUP;
+        act_t *dst = out + (size_t)__shfl_sync(0xffffffffu, m_row, k) * nq * HD + (size_t)qh0 * HD;
+        for (int e = lane; e < GROUP * HD; e += 32) dst[e] = from_f32<act_t>(0.0f);
+    }
+#endif
 }
 
 // Combine the partitions of each (sequence, head): grid (ceil(nq / warps), n_seqs), a warp a head

@@ -690,6 +690,47 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s68; then # sixteenth session: the persistent-warp decode attention (kiln_attn_decode_pw): tests, rows, engine
+  export CUDA_VISIBLE_DEVICES=0
+  gt ops_pw 300 "FAIL|passed" -- test_gpu_ops test_attention_decode_pw
+  for v in def pw pw_st4 pw_st2 pw_w2; do
+    e=()
+    case $v in pw) e=(KILN_DECODE_PW=2);; pw_st4) e=(KILN_DECODE_PW=2 KILN_DECODE_PW_STAGES=4);;
+      pw_st2) e=(KILN_DECODE_PW=2 KILN_DECODE_PW_STAGES=2);; pw_w2) e=(KILN_DECODE_PW=2 KILN_DECODE_PW_WARPS=2);; esac
+    env "${e[@]}" timeout 100 "$here/bin/bench_kernels" decode-large > /tmp/bdl.log 2>&1
+    grep -E "attn decode" /tmp/bdl.log | sed -E "s/ +/ /g; s/32q.8kv hd128 //; s/ target.*//; s/^/$v: /" | cut -c1-100
+  done
+  for r in 1 2; do
+    kb "b256-def$r" -- -b 256 -s 128 -o 256 --iters 1
+    kb "b256-pw$r" KILN_DECODE_PW=1 -- -b 256 -s 128 -o 256 --iters 1
+  done
+  kb "b256L-def" -- -b 256 -s 128 -o 256 --iters 1 --max-model-len 8192
+  kb "b256L-pw" KILN_DECODE_PW=1 -- -b 256 -s 128 -o 256 --iters 1 --max-model-len 8192
+  for v in def pw; do
+    e=(); [ $v = pw ] && e=(KILN_DECODE_PW=2)
+    kb "b128-$v" "${e[@]}" -- -b 128 -s 128 -o 256 --iters 1
+    kb "b64-$v" "${e[@]}" -- -b 64 -s 128 -o 256 --iters 2
+    kb "b32-$v" "${e[@]}" -- -b 32 -s 128 -o 256 --iters 2
+  done
+  gt test_gpu_engine 250 "FAIL|passed" KILN_DECODE_PW=2 -- test_gpu_engine
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s67; then # sixteenth session: decode attention at large batches and short contexts, alone and in the -b 256 / -b 64 graphs
+  export CUDA_VISIBLE_DEVICES=0
+  for w in def 4 2; do
+    e=(); [ $w != def ] && e=(KILN_DECODE_WARPS=$w)
+    env "${e[@]}" timeout 100 "$here/bin/bench_kernels" decode-large > /tmp/bdl.log 2>&1
+    grep -E "attn decode|copy " /tmp/bdl.log | sed -E "s/ +/ /g; s/32q.8kv hd128 //; s/ target.*//; s/^/w$w: /" | cut -c1-100
+  done
+  for b in 256 64; do
+    KILN_TRACE_OUT=/tmp/trace67_$b.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 200 "$here/bin/kiln" bench \
+      --model llama3-8b --load-format dummy -b $b -s 128 -o 128 --iters 1 > /tmp/trace67_$b.log 2>&1
+    echo "== trace -b $b rc=$? ($(grep -E 'output tokens/s|mean decode step|full-batch' /tmp/trace67_$b.log | tr -s ' ' | tr '\n' ';'))"
+    python3 "$here/bench/trace_summary.py" /tmp/trace67_$b.csv --top 16 | cut -c1-150 > "$out/trace67_b$b.txt"; head -26 "$out/trace67_b$b.txt"
+    gzip -c /tmp/trace67_$b.csv > "$out/trace67_$b.csv.gz"
+  done
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s66; then # fifteenth session, after review: the split's combination with its row loop inside again (an FP8 decode kernel spilled)
   export CUDA_VISIBLE_DEVICES=0
   gt ops_attn 200 "FAIL|passed" -- test_gpu_ops attention_decode

@@ -822,6 +822,22 @@ KT_TEST(test_attention_decode_2warps) {
     kiln_gpu_set_decode_warps(gpu, was);
 }
 
+/* The same through the persistent-warp kernel (kiln_attn_decode_pw, wherever no split is planned) with 1, 3
+ * and 32 items (sequence x KV group) a warp: a warp's ring streams from one item into the next (its query
+ * rows riding with the item's first tile), an item's tiles start after the window's start, items of a
+ * single tile follow each other. */
+KT_TEST(test_attention_decode_pw) {
+    NEED_GPU();
+    const int ks[] = {1, 3, 32};
+    int was = 0;
+    for (int i = 0; i < 3; i++) {
+        const int w = kiln_gpu_set_decode_pw(gpu, 2, ks[i]);
+        if (i == 0) was = w;
+        attention_decode_sweep();
+    }
+    kiln_gpu_set_decode_pw(gpu, was, 0);
+}
+
 /* The same with the split's partitions combined by the attention kernel's last block of each (sequence, KV
  * group) ($KILN_DECODE_FUSED_REDUCE=1: arrival counters, no kiln_attn_reduce launch), over 16-bit caches with
  * 4 and 2 warps and over FP8 caches; every case reuses the counters the previous one left (they must be
@@ -2104,7 +2120,7 @@ KT_TEST(test_every_kernel_tested) {
 KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_cast), KT_CASE(test_rope),
         KT_CASE(test_kv_write_and_fused_rope), KT_CASE(test_fp8_cast), KT_CASE(test_attention_decode),
         KT_CASE(test_attention_decode_2warps),
-        KT_CASE(test_attention_decode_fused),
+        KT_CASE(test_attention_decode_fused), KT_CASE(test_attention_decode_pw),
         KT_CASE(test_attention_prefill), KT_CASE(test_attention_prefill_shapes),
         KT_CASE(test_attention_prefill_wg), KT_CASE(test_attention_fp8), KT_CASE(test_sampling), KT_CASE(test_sampling_greedy),
         KT_CASE(test_gemv),

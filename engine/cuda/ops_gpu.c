@@ -42,6 +42,11 @@ struct kiln_gpu {
     int decode_fused;     /* split decode attention combines its partitions in its last block ($KILN_DECODE_FUSED_REDUCE: 1 on, 2 from 2 sequences, 3 the fixed-partition split of 16-bit caches only) */
     kiln_devptr attn_counters; /* [KILN_ATTN_COUNTERS] int, zero between launches: its arrival counters */
     int rope_dec_max;     /* rope + KV write of at most this many tokens: kiln_rope_kv_write_dec (kiln_gpu_params) */
+    int decode_pw;        /* the persistent-warp decode attention (kiln_attn_decode_pw), 16-bit caches: 0 never, 1 by
+                             the grid (decode_pw_plan), 2 wherever no split is planned ($KILN_DECODE_PW) */
+    int decode_pw_k;      /* its items a warp when set (1..32; $KILN_DECODE_PW_ITEMS; 0: by the grid) */
+    int decode_pw_warps;  /* its warps a block (1..4; $KILN_DECODE_PW_WARPS, default 4) */
+    int decode_pw_stages; /* its tile slots a warp (2..6; $KILN_DECODE_PW_STAGES, default 3) */
     int kv_tile;          /* $KILN_KV_TILE (default KILN_KV_TILE_DEFAULT): the wide KV writes in tiles (1 both, 2 kv_write only) */
     int sample_cl;        /* kiln_gpu_sample_greedy's cluster size (1|2|4|8; 0: kiln_sample) */
 };
@@ -124,6 +129,9 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->decode_warps = knob(p ? p->decode_warps : 0, "KILN_DECODE_WARPS", 0);
     if (g->decode_warps != 2 && g->decode_warps != 4) g->decode_warps = 0; /* by the grid */
     g->decode_fused = knob(0, "KILN_DECODE_FUSED_REDUCE", KILN_DECODE_FUSED_REDUCE_DEFAULT);
+    kiln_gpu_set_decode_pw(g, knob(0, "KILN_DECODE_PW", KILN_DECODE_PW_DEFAULT), knob(0, "KILN_DECODE_PW_ITEMS", 0));
+    g->decode_pw_warps = KILN_MAX(1, KILN_MIN(4, knob(0, "KILN_DECODE_PW_WARPS", 4)));
+    g->decode_pw_stages = KILN_MAX(2, KILN_MIN(6, knob(0, "KILN_DECODE_PW_STAGES", 3)));
     g->kv_tile = knob(0, "KILN_KV_TILE", KILN_KV_TILE_DEFAULT);
     if (g->kv_tile < 0 || g->kv_tile > 2) g->kv_tile = KILN_KV_TILE_DEFAULT;
     kiln_gpu_set_sample_cluster(g, knob(p ? p->sample_cluster : 0, "KILN_SAMPLE_CLUSTER", KILN_SAMPLE_CLUSTER_DEFAULT));
@@ -182,6 +190,13 @@ int kiln_gpu_set_rope_dec_max(kiln_gpu *g, int n) {
 int kiln_gpu_set_decode_warps(kiln_gpu *g, int n) {
     int was = g->decode_warps;
     g->decode_warps = n == 2 || n == 4 ? n : 0;
+    return was;
+}
+
+int kiln_gpu_set_decode_pw(kiln_gpu *g, int mode, int items_per_warp) {
+    int was = g->decode_pw;
+    g->decode_pw = mode >= 0 && mode <= 2 ? mode : KILN_DECODE_PW_DEFAULT;
+    g->decode_pw_k = items_per_warp >= 1 && items_per_warp <= 32 ? items_per_warp : 0;
     return was;
 }
 
@@ -1132,6 +1147,38 @@ static int decode_partition(const kiln_gpu_attn *a, int base, int slots, bool ad
     *n_parts = KILN_MIN(want, (a->max_ctx_len + 63) / 64);
     return -1;
 }
+/* A slot of kiln_attn_decode_pw's ring: a K + V tile, then the group's query rows (kernel_src/attn_decode.cu
+ * PW_SLOT) */
+static int pw_slot_bytes(int hd, int grp, kiln_dtype act) {
+    return (tile_bytes(hd, false) + grp * hd * (int)kiln_dtype_size(act) + 127) / 128 * 128;
+}
+/* kiln_attn_decode_pw's grid: the items (sequence x KV group) dealt to the warps that are resident at once,
+ * as evenly as whole items go (k a warp, at most 32), or g->decode_pw_k a warp when set. Returns false
+ * where it does not apply: mode 1 (the default) takes it only when the items fill 90% of the resident
+ * warps (bench_kernels decode-large, H200, 2026-12-01, % of copy, kiln_attn_decode against it: b256
+ * ctx128 57.0 / 74.2, ctx192 67.5 / 79.9, ctx256 78.4 / 83.5, b128 ctx256 78.3 / 89.3, but b64 ctx256
+ * 75.5 / 62.5 with half the warps idle). Those are grids no split is ever planned for (ops_gpu.c
+ * decode_partition: base >= slots), so a decode graph and an eager step take the same kernel. */
+static bool decode_pw_plan(kiln_gpu *g, kiln_rt_func *f, const kiln_rt_device_info *di, const kiln_gpu_attn *a,
+                           int items, int nw, unsigned smem, int *blocks) {
+    (void)a;
+    if ((int)smem > di->smem_per_block_optin) return false;
+    kiln_rt_func_attrs fa = {0};
+    if (kiln_rt_func_get_attrs(f, &fa) != KILN_OK) fa.regs = 0;
+    int bps = decode_blocks_per_sm(fa.regs, di, smem) * 4 / nw; /* decode_blocks_per_sm counts 4-warp blocks */
+    int by_smem = di->smem_per_sm / ((int)smem + 1024);
+    bps = KILN_MAX(1, KILN_MIN(bps, by_smem));
+    const int64_t resident = (int64_t)di->n_sms * bps * nw;
+    int k = g->decode_pw_k;
+    if (!k) {
+        if (g->decode_pw == 1 && (int64_t)items * 10 < resident * 9) return false;
+        k = (int)((items + resident - 1) / resident);
+        k = KILN_MIN(k, 32);
+    }
+    const int64_t tw = (items + k - 1) / k;
+    *blocks = (int)((tw + nw - 1) / nw);
+    return true;
+}
 /* The FP8 decode pipeline: the kernel takes as many tile slots a warp (4 to
  * 8) as the launch's shared memory holds. $KILN_DECODE_STAGES fixes the
  * count; otherwise 4 (three blocks an SM at head dim 128) unless 6 (two
@@ -1267,6 +1314,17 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
         KILN_TRY(kiln_rt_kernels_get(g->k, "attn_decode", defs, &f));
         if (kv8) decode_fp8_plan(f, di, a, hd, base, &stages, &P);
         else P = decode_partition(a, base, (nw == 4 ? 2 : 4) * n_sms, g->decode_adaptive, &n_parts);
+        if (!kv8 && P == 0 && g->decode_pw) {
+            kiln_rt_func *fp;
+            KILN_TRY(kiln_rt_kernels_get(g->k, "attn_decode_pw", defs, &fp));
+            int blocks = 0, pw_nw = g->decode_pw_warps;
+            unsigned pw_smem = (unsigned)(pw_nw * g->decode_pw_stages * pw_slot_bytes(hd, grp, act));
+            if (decode_pw_plan(g, fp, di, a, base, pw_nw, pw_smem, &blocks)) {
+                LAUNCH(fp, (unsigned)blocks, 1, 1, (unsigned)(32 * pw_nw), pw_smem, s, &out, &q, &qst, &kc, &vc, &qs,
+                       &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window);
+                return KILN_OK;
+            }
+        }
         if (P > 0) n_parts = (a->max_ctx_len + P - 1) / P;
         unsigned smem = decode_smem(nw, stages, tile_bytes(hd, kv8), hd);
         kiln_devptr part_o = 0, part_ml = 0, counters = 0;

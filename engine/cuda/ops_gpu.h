@@ -156,6 +156,7 @@ typedef struct kiln_gpu_params {
 /* decode attention over a 16-bit cache takes 2 warps a block (when the grid exceeds a wave of 4-warp
  * blocks) only while the longest context is at most this many tokens (engine/cuda/ops_gpu.c) */
 #define KILN_DECODE_W2_MAX_CTX 512
+#define KILN_DECODE_PW_DEFAULT 1
 
 kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gpu **out);
 void kiln_gpu_destroy(kiln_gpu *g);
@@ -192,6 +193,12 @@ int kiln_gpu_set_decode_warps(kiln_gpu *g, int n);
  * group) instead of a kiln_attn_reduce launch (1), or not (0), or from 2 sequences (2), or for the
  * fixed-partition split only (3, the default); returns the previous setting. */
 int kiln_gpu_set_decode_fused_reduce(kiln_gpu *g, int on);
+/* Decode attention over a 16-bit cache through the persistent-warp kernel (kiln_attn_decode_pw): mode 0
+ * never, 1 by the grid (the default: items, sequences x KV groups, for 90% of the resident warps or
+ * more), 2 wherever no split is planned (tests and benchmarks: a small batch's decode graph may split
+ * where its eager step does not, so the two need not give the same bits); items_per_warp 1..32 fixes
+ * its items a warp (tests), else by the grid. Returns the previous mode. */
+int kiln_gpu_set_decode_pw(kiln_gpu *g, int mode, int items_per_warp);
 /* Tests: the warps a row (pair) of the batch-1 qkv GEMV with rope (1|2|4; 0: by the grid); returns the previous value. */
 int kiln_gpu_set_gemv_rope_ksplit(kiln_gpu *g, int ks);
 /* the rope GEMV's rows a warp (1 or 2; else the default, KILN_GEMV_ROPE_ROWS); returns the previous */

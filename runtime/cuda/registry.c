@@ -112,6 +112,10 @@ static const kiln_jit_kernel_def registry[] = {
      "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,i32,i32,ptr,ptr,ptr,ptr", ATTN_PARAMS, ATTN_EX},
     {"attn_reduce", "kernel_src/attn_decode.cu", "kiln_attn_reduce", "ptr,ptr,ptr,ptr,ptr,i32,i32,i32",
      ATTN_PARAMS, ATTN_EX},
+    /* the persistent-warp decode kernel for many short sequences (same file and defines, one compile;
+     * 16-bit caches, an FP8 specialization traps) */
+    {"attn_decode_pw", "kernel_src/attn_decode.cu", "kiln_attn_decode_pw",
+     "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32", ATTN_PARAMS, ATTN_EX},
     {"attn_prefill", "kernel_src/attn_prefill.cu", "kiln_attn_prefill",
      "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,ptr", ATTN_PARAMS, ATTN_EX},
     /* the first prefill kernel (same file, one compile): FP8 caches, head dims
