@@ -198,6 +198,35 @@ KILN_DEV void load_tile_chunks(char *smem_tile, const act_t *__restrict__ kc, co
     }
 }
 
+// The decode kernels' tile loads (one warp a tile): a whole tile (16 tokens inside the context) of a
+// head dim that is a multiple of 16 and a block size that is a multiple of 16 lies in one cache block
+// (tiles start at multiples of 16), so its K part is HD / 8 runs of 16 chunks (one 4 KiB run at block
+// size 16) and its V part HD runs of two: one block-table read and 16 cp.async a lane at fixed strides
+// (load_tile_chunks' per-chunk lookups and address arithmetic made the issue of a tile several times
+// its multiply); other tiles through load_tile_chunks. Same bytes, same places.
+KILN_DEV void load_tile_dec(char *smem_tile, const act_t *__restrict__ kc, const act_t *__restrict__ vc,
+                            const int *__restrict__ bt, int nkv, int kvh, int tok0, int n_valid, int lane) {
+#if HD % 16 == 0 && BLOCK_SIZE % 16 == 0
+    if (n_valid >= 16) {
+        const int b = bt[tok0 / BLOCK_SIZE], o0 = tok0 % BLOCK_SIZE;
+        const size_t bh = (size_t)b * nkv + kvh;
+        // K chunk c = lane + 32 i: col c >> 4 = (lane >> 4) + 2 i, token lane & 15
+        const act_t *ks = kc + (bh * (HD / 8) * BLOCK_SIZE + o0 + (lane >> 4) * BLOCK_SIZE + (lane & 15)) * 8;
+        const u32 kd = smem_addr(smem_tile) + lane * 16;
+#pragma unroll
+        for (int i = 0; i < HD / 16; i++) cp_async16_u32(kd + i * 512, ks + (size_t)i * 2 * BLOCK_SIZE * 8, 16);
+        // V chunk c = lane + 32 i: row d = (lane >> 1) + 16 i, half h = lane & 1 (v_chunk_off's swizzle bit
+        // (d >> 2) & 1 is (lane >> 3) & 1 for every i)
+        const int h = lane & 1;
+        const act_t *vs = vc + bh * HD * BLOCK_SIZE + o0 + (size_t)(lane >> 1) * BLOCK_SIZE + h * 8;
+        const u32 vd = smem_addr(smem_tile) + K_TILE_BYTES + ((lane >> 1) * 2 + (h ^ ((lane >> 3) & 1))) * 16;
+#pragma unroll
+        for (int i = 0; i < HD / 16; i++) cp_async16_u32(vd + i * 512, vs + (size_t)i * 16 * BLOCK_SIZE, 16);
+        return;
+    }
+#endif
+    load_tile_chunks(smem_tile, kc, vc, bt, nkv, kvh, tok0, n_valid, lane, 32);
+}
 
 // S[16 rows][16 tokens] += Q (A fragments qa[HD16/16][4]) x K tile^T.
 // s[0..3]: tokens 0-7, s[4..7]: tokens 8-15 (C fragment layout).

@@ -421,7 +421,7 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
     for (; st < STAGES - 1 && st < n_mine; st++) {
         const int t = t_first + warp + st * nw;
         if (t * 16 + 16 > pos) break; // holds pos (the last tile): after the wait
-        load_tile_chunks(wsm + st * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, 16, lane, 32);
+        load_tile_dec(wsm + st * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, 16, lane);
         cp_async_commit();
     }
     pdl_wait();
@@ -429,7 +429,7 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
     for (; st < STAGES - 1; st++) {
         if (st < n_mine) {
             int t = t_first + warp + st * nw;
-            load_tile_chunks(wsm + st * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, min(16, ctx - t * 16), lane, 32);
+            load_tile_dec(wsm + st * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, min(16, ctx - t * 16), lane);
         }
         cp_async_commit();
     }
@@ -454,8 +454,7 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
             int nx = i + STAGES - 1;
             if (nx < n_mine) {
                 int t = t_first + warp + nx * nw;
-                load_tile_chunks(wsm + (nx % STAGES) * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, min(16, ctx - t * 16), lane,
-                          32);
+                load_tile_dec(wsm + (nx % STAGES) * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, min(16, ctx - t * 16), lane);
             }
             cp_async_commit();
         }
@@ -661,8 +660,8 @@ kiln_attn_decode_pw(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_
         if (ik < my_items) {
             const int item = wg + ik * TW, sk = item / ngrp, qh0 = (item - sk * ngrp) * GROUP, kvh = qh0 / ratio;
             const int c = __shfl_sync(0xffffffffu, m_ctx, ik);
-            load_tile_chunks(wsm + iss, kc, vc, block_tables + (size_t)sk * max_blocks, nkv, kvh, it * 16,
-                             min(16, c - it * 16), lane, 32);
+            load_tile_dec(wsm + iss, kc, vc, block_tables + (size_t)sk * max_blocks, nkv, kvh, it * 16,
+                          min(16, c - it * 16), lane);
             if (it == itf && after_wait) { // the item's query rows ride with its first tile
                 const act_t *qs = q + (size_t)__shfl_sync(0xffffffffu, m_row, ik) * q_stride + (size_t)qh0 * HD;
                 for (int ch = lane; ch < PW_QBYTES / 16; ch += 32) cp_async16(wsm + iss + TILE_BYTES + ch * 16, qs + ch * 8, 16);

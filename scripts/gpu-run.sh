@@ -690,6 +690,36 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s69; then # sixteenth session: decode attention's whole-tile loads (load_tile_dec) against s68's kernels (kv/pw, KILN_AB_REVS="pw=32f31cd")
+  export CUDA_VISIBLE_DEVICES=0
+  ( KT_VERBOSE=1 timeout 400 "$here/bin/test_gpu_ops" attention_decode > "$out/ops_dec.log" 2>&1; echo "rc=$?" >> "$out/ops_dec.log" ) &
+  gt test_gpu_engine 250 "FAIL|passed" -- test_gpu_engine
+  wait
+  echo "ops attention_decode: $(grep -E 'passed' "$out/ops_dec.log" | tail -1) $(tail -1 "$out/ops_dec.log")"; grep -E "FAIL" "$out/ops_dec.log" | head
+  for v in new pw; do
+    kd=(); [ $v != new ] && kd=(env KILN_KERNEL_DIR="$here/kv/$v")
+    for f in decode-large decode-short decode; do
+      "${kd[@]}" timeout 100 "$here/bin/bench_kernels" $f > /tmp/bd.log 2>&1
+      grep -E "attn decode" /tmp/bd.log | sed -E "s/ +/ /g; s/32q.8kv hd128 //; s/ target.*//; s/^/$v: /" | cut -c1-100
+    done
+  done
+  for r in 1 2; do
+    for v in new pw; do
+      kd=(); [ $v != new ] && kd=(KILN_KERNEL_DIR="$here/kv/$v")
+      kb "b64-$v$r" "${kd[@]}" -- -b 64 -s 128 -o 256 --iters 2
+    done
+  done
+  for v in new pw; do
+    kd=(); [ $v != new ] && kd=(KILN_KERNEL_DIR="$here/kv/$v")
+    kb "b32-$v" "${kd[@]}" -- -b 32 -s 128 -o 256 --iters 2
+    kb "b256-$v" "${kd[@]}" -- -b 256 -s 128 -o 256 --iters 1
+    kb "b128-$v" "${kd[@]}" -- -b 128 -s 128 -o 256 --iters 1
+    kb "b1-$v" "${kd[@]}" -- -b 1 -s 128 -o 512 --iters 2
+  done
+  kb "b256-w2" KILN_DECODE_PW_WARPS=2 -- -b 256 -s 128 -o 256 --iters 1
+  kb "b256-off" KILN_DECODE_PW=0 -- -b 256 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s68; then # sixteenth session: the persistent-warp decode attention (kiln_attn_decode_pw): tests, rows, engine
   export CUDA_VISIBLE_DEVICES=0
   gt ops_pw 300 "FAIL|passed" -- test_gpu_ops test_attention_decode_pw
