@@ -690,6 +690,58 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s72; then # sixteenth session, last call: the whole test_gpu_ops beside test_gpu_engine; the session's engine against its start (bin/kiln_main = baa0542)
+  export CUDA_VISIBLE_DEVICES=0
+  ops_bg 0 420
+  gt test_gpu_engine 250 "FAIL|passed" -- test_gpu_engine
+  wait
+  ops_report "test_gpu_ops (whole)"
+  for b in 256 128; do
+    KB_BIN=kiln_main kb "b$b-main" -- -b $b -s 128 -o 256 --iters 1
+    kb "b$b-new" -- -b $b -s 128 -o 256 --iters 1
+  done
+  KB_BIN=kiln_main kb "b256L-main" -- -b 256 -s 128 -o 256 --iters 1 --max-model-len 8192
+  kb "b256L-new" -- -b 256 -s 128 -o 256 --iters 1 --max-model-len 8192
+  kb "b64-new" -- -b 64 -s 128 -o 256 --iters 2
+  kb "b32-new" -- -b 32 -s 128 -o 256 --iters 2
+  kb "b1-new" -- -b 1 -s 128 -o 512 --iters 2
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s71; then # sixteenth session: -b 64's o projection through gemm_sk (M 33..64), -b 256's rope through the decode kernel; a -b 256 trace
+  export CUDA_VISIBLE_DEVICES=0
+  for r in 1 2; do
+    kb "b64-def$r" -- -b 64 -s 128 -o 256 --iters 2
+    kb "b64-sk64wg$r" KILN_SKGEMM_MAX_M=64 KILN_SKGEMM_WG=1 -- -b 64 -s 128 -o 256 --iters 2
+  done
+  kb "b64-sk64" KILN_SKGEMM_MAX_M=64 -- -b 64 -s 128 -o 256 --iters 2
+  kb "b64-sk64wg4" KILN_SKGEMM_MAX_M=64 KILN_SKGEMM_WG=1 KILN_SKGEMM_STAGES=4 -- -b 64 -s 128 -o 256 --iters 2
+  kb "b256-def" -- -b 256 -s 128 -o 256 --iters 1
+  kb "b256-ropedec" KILN_ROPE_DEC_MAX=256 -- -b 256 -s 128 -o 256 --iters 1
+  KILN_TRACE_OUT=/tmp/trace71.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 200 "$here/bin/kiln" bench \
+    --model llama3-8b --load-format dummy -b 256 -s 128 -o 128 --iters 1 > /tmp/trace71.log 2>&1
+  echo "== trace -b 256 rc=$? ($(grep -E 'output tokens/s|mean decode step|full-batch' /tmp/trace71.log | tr -s ' ' | tr '\n' ';'))"
+  python3 "$here/bench/trace_summary.py" /tmp/trace71.csv --top 14 | cut -c1-150 > "$out/trace71_b256.txt"; head -20 "$out/trace71_b256.txt"
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s70; then # sixteenth session: whole-tile loads in kiln_attn_decode or only in kiln_attn_decode_pw (kv/mix), -b 64 / -b 8 long
+  export CUDA_VISIBLE_DEVICES=0
+  for r in 1 2 3; do
+    for v in new mix; do
+      kd=(); [ $v != new ] && kd=(KILN_KERNEL_DIR="$here/kv/$v")
+      kb "b64-$v$r" "${kd[@]}" -- -b 64 -s 128 -o 256 --iters 2
+    done
+  done
+  for v in new mix; do
+    kd=(); [ $v != new ] && kd=(KILN_KERNEL_DIR="$here/kv/$v")
+    kb "b8long-$v" "${kd[@]}" -- -b 8 -s 4096 -o 128 --iters 1
+    kb "b1long-$v" "${kd[@]}" -- -b 1 -s 16384 -o 128 --iters 1
+    env "${kd[@]}" KILN_TRACE_OUT=/tmp/trace70_$v.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 200 "$here/bin/kiln" bench \
+      --model llama3-8b --load-format dummy -b 64 -s 128 -o 128 --iters 1 > /tmp/trace70_$v.log 2>&1
+    echo "== trace -b 64 $v rc=$? ($(grep -E 'output tokens/s|mean decode step' /tmp/trace70_$v.log | tr -s ' ' | tr '\n' ';'))"
+    python3 "$here/bench/trace_summary.py" /tmp/trace70_$v.csv --top 12 | cut -c1-150 | grep -E "kiln_attn|rope|span" | head -5
+  done
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s69; then # sixteenth session: decode attention's whole-tile loads (load_tile_dec) against s68's kernels (kv/pw, KILN_AB_REVS="pw=32f31cd")
   export CUDA_VISIBLE_DEVICES=0
   ( KT_VERBOSE=1 timeout 400 "$here/bin/test_gpu_ops" attention_decode > "$out/ops_dec.log" 2>&1; echo "rc=$?" >> "$out/ops_dec.log" ) &
