@@ -721,6 +721,8 @@ kiln_attn_decode_pw(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_
             l[0] = l[1] = 0.0f;
         }
         const int pos = c_ctx - 1, lo = window > 0 ? max(0, pos - window + 1) : 0;
+        // the tile step as kiln_attn_decode's loop writes it (inline in both kernels: as one shared
+        // __forceinline__ function, kiln_attn_decode compiled to different code than was measured)
         float sc[8];
 #pragma unroll
         for (int k = 0; k < 8; k++) sc[k] = 0.0f;
