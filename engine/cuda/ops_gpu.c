@@ -1104,11 +1104,11 @@ static int tile_bytes(int hd, bool kv8) { return kv8 ? hd * 32 : ((hd + 15) / 16
 static unsigned decode_smem(int nw, int stages, int tb, int hd) {
     return (unsigned)KILN_MAX(nw * stages * tb, (nw * 16 * 2 + nw * 16 * hd) * 4);
 }
-/* Blocks of the decode kernel (128 threads of `regs` registers, smem bytes)
+/* Blocks of a decode kernel (nw warps of `regs` registers, smem bytes)
  * resident on an SM: by shared memory (1 KiB reserved a block), by registers
  * (allocated per warp in units of 256 of the 64K) and at most 16. */
-static int decode_blocks_per_sm(int regs, const kiln_rt_device_info *di, unsigned smem) {
-    int by_regs = regs > 0 ? 65536 / (4 * ((regs * 32 + 255) / 256 * 256)) : 16;
+static int decode_blocks_per_sm(int regs, int nw, const kiln_rt_device_info *di, unsigned smem) {
+    int by_regs = regs > 0 ? 65536 / (nw * ((regs * 32 + 255) / 256 * 256)) : 16;
     int by_smem = di->smem_per_sm / ((int)smem + 1024);
     return KILN_MAX(1, KILN_MIN(16, KILN_MIN(by_regs, by_smem)));
 }
@@ -1159,16 +1159,12 @@ static int pw_slot_bytes(int hd, int grp, kiln_dtype act) {
  * ctx128 57.0 / 74.2, ctx192 67.5 / 79.9, ctx256 78.4 / 83.5, b128 ctx256 78.3 / 89.3, but b64 ctx256
  * 75.5 / 62.5 with half the warps idle). Those are grids no split is ever planned for (ops_gpu.c
  * decode_partition: base >= slots), so a decode graph and an eager step take the same kernel. */
-static bool decode_pw_plan(kiln_gpu *g, kiln_rt_func *f, const kiln_rt_device_info *di, const kiln_gpu_attn *a,
-                           int items, int nw, unsigned smem, int *blocks) {
-    (void)a;
+static bool decode_pw_plan(kiln_gpu *g, kiln_rt_func *f, const kiln_rt_device_info *di, int items, int nw,
+                           unsigned smem, int *blocks) {
     if ((int)smem > di->smem_per_block_optin) return false;
     kiln_rt_func_attrs fa = {0};
     if (kiln_rt_func_get_attrs(f, &fa) != KILN_OK) fa.regs = 0;
-    int bps = decode_blocks_per_sm(fa.regs, di, smem) * 4 / nw; /* decode_blocks_per_sm counts 4-warp blocks */
-    int by_smem = di->smem_per_sm / ((int)smem + 1024);
-    bps = KILN_MAX(1, KILN_MIN(bps, by_smem));
-    const int64_t resident = (int64_t)di->n_sms * bps * nw;
+    const int64_t resident = (int64_t)di->n_sms * decode_blocks_per_sm(fa.regs, nw, di, smem) * nw;
     int k = g->decode_pw_k;
     if (!k) {
         if (g->decode_pw == 1 && (int64_t)items * 10 < resident * 9) return false;
@@ -1197,7 +1193,7 @@ static void decode_fp8_plan(kiln_rt_func *f, const kiln_rt_device_info *di, cons
     for (int i = 0; i < nc; i++) {
         int st = cand[i];
         while (st > 4 && (int)decode_smem(4, st, tb, hd) > di->smem_per_block_optin) st--;
-        int occ = decode_blocks_per_sm(fa.regs, di, decode_smem(4, st, tb, hd)), slots = di->n_sms * occ;
+        int occ = decode_blocks_per_sm(fa.regs, 4, di, decode_smem(4, st, tb, hd)), slots = di->n_sms * occ;
         int p = decode_partition_fixed(a, base, slots, true);
         int64_t blocks = (int64_t)base * (p ? (a->max_ctx_len + p - 1) / p : 1);
         double est = (double)((blocks + slots - 1) / slots) * (p ? p : a->max_ctx_len) * occ;
@@ -1319,7 +1315,7 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
             KILN_TRY(kiln_rt_kernels_get(g->k, "attn_decode_pw", defs, &fp));
             int blocks = 0, pw_nw = g->decode_pw_warps;
             unsigned pw_smem = (unsigned)(pw_nw * g->decode_pw_stages * pw_slot_bytes(hd, grp, act));
-            if (decode_pw_plan(g, fp, di, a, base, pw_nw, pw_smem, &blocks)) {
+            if (decode_pw_plan(g, fp, di, base, pw_nw, pw_smem, &blocks)) {
                 LAUNCH(fp, (unsigned)blocks, 1, 1, (unsigned)(32 * pw_nw), pw_smem, s, &out, &q, &qst, &kc, &vc, &qs,
                        &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window);
                 return KILN_OK;
