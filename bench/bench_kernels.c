@@ -499,10 +499,16 @@ static void small_m_rows(gemm_ctx *g, int sets, double wbytes, const char *shape
  * four projections at M = 16 and 32, gemm_sk's default beside its
  * warpgroup-MMA kernel (gemm_sk_wg, sm_90) in four tilings */
 static bool sk_quick;
+/* lt_only (`bench_kernels gemm_lt`): cuBLASLt alone at M = 16 .. 256 (the
+ * decode batches), each as weight bytes and as flops; run it under
+ * KILN_GEMM_AUTOTUNE=1 and =2 to compare warm and cold autotuning */
+static bool lt_only;
 static void bench_gemm(bool sk_only) {
     static const struct { const char *name; int N, K; } shapes[] = {
         {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
-    int Ms[] = {1, 8, 16, 32, 64, 4096};
+    int Ms_all[] = {1, 8, 16, 32, 64, 4096}, Ms_lt[] = {16, 32, 64, 128, 256};
+    const int *Ms = lt_only ? Ms_lt : Ms_all;
+    const size_t n_ms = lt_only ? KILN_ARRAY_LEN(Ms_lt) : KILN_ARRAY_LEN(Ms_all);
     for (size_t si = 0; si < 4; si++) {
         gemm_ctx g;
         memset(&g, 0, sizeof g);
@@ -516,15 +522,20 @@ static void bench_gemm(bool sk_only) {
             g.x[s] = drand((size_t)4096 * g.K, KILN_DTYPE_BF16, 1);
         }
         CK(kiln_rt_malloc(dev, (size_t)4096 * g.N * 2, &g.out));
-        for (size_t mi = 0; mi < KILN_ARRAY_LEN(Ms); mi++) {
+        for (size_t mi = 0; mi < n_ms; mi++) {
             g.M = Ms[mi];
-            if (sk_only && (g.M == 1 || g.M > 64)) continue;
+            if (sk_only && !lt_only && (g.M == 1 || g.M > 64)) continue;
             if (sk_quick && g.M != 16 && g.M != 32) continue;
             double t = time_op(op_gemm, &g, sets, g.M == 4096 ? 5 : 20, 20);
             char shape[64];
             snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shapes[si].name, g.M, g.N, g.K);
-            if (g.M <= 64) row_bw("gemm (weight bytes)", shape, t, (double)wbytes, 0.85);
-            else row_flops("gemm", shape, t, 2.0 * g.M * g.N * g.K, 0.80, 0);
+            if (g.M <= 64 || lt_only) row_bw("gemm (weight bytes)", shape, t, (double)wbytes, g.M <= 32 ? 0.85 : 0);
+            if (g.M > 64) row_flops("gemm", shape, t, 2.0 * g.M * g.N * g.K, lt_only ? 0 : 0.80, 0);
+        }
+        if (lt_only) {
+            for (int s = 0; s < sets; s++) kiln_rt_free(dev, g.w[s]), kiln_rt_free(dev, g.x[s]);
+            kiln_rt_free(dev, g.out);
+            continue;
         }
         /* the cluster split-K GEMM (kernel_src/gemm_sk.cu) at M 8..64, beside
          * cuBLASLt: its default and one knob changed at a time */
@@ -960,6 +971,7 @@ int main(int argc, char **argv) {
     else if (filter && !strcmp(filter, "gemm_sk_silu")) bench_gemm_sk_silu();
     else if (filter && !strcmp(filter, "gemm_sk_quick")) sk_quick = true, bench_gemm(true);
     else if (filter && !strcmp(filter, "gemm_sk")) bench_gemm(true);
+    else if (filter && !strcmp(filter, "gemm_lt")) lt_only = true, bench_gemm(true);
     else if (want("gemm")) bench_gemm(false);
     if (want("sample")) bench_sampling();
     kiln_gpu_destroy(gpu);

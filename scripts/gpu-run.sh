@@ -690,6 +690,43 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s74; then # seventeenth session: cuBLASLt algorithms tuned at each decode graph's M (KILN_GEMM_BUCKETS=1), timed cold (AUTOTUNE=2) or searched over K splits and tiles (3)
+  export CUDA_VISIBLE_DEVICES=0
+  for t in 1 3; do
+    KILN_GEMM_BUCKETS=1 KILN_GEMM_AUTOTUNE=$t KILN_LOG_LEVEL=debug timeout 200 "$here/bin/bench_kernels" gemm_lt > "$out/gemm_lt_$t.log" 2>&1
+    echo "== bench_kernels gemm_lt, buckets 1, tune $t, rc=$?"; grep -E "^gemm " "$out/gemm_lt_$t.log" | grep -v TFLOP | cut -c24-100
+  done
+  grep -h "autotune took" "$out/gemm_lt_3.log" | sed 's/.*GEMM/GEMM/' | head -24
+  for r in 1 2; do
+    for b in 64 32 256 128; do
+      [ $r = 2 ] && [ $b = 128 ] && continue
+      kb "b$b-pow2warm-$r" KILN_GEMM_BUCKETS=0 KILN_GEMM_AUTOTUNE=1 -- -b $b -s 128 -o 256 --iters 1
+      kb "b$b-finewarm-$r" KILN_GEMM_BUCKETS=1 KILN_GEMM_AUTOTUNE=1 -- -b $b -s 128 -o 256 --iters 1
+      kb "b$b-finecold-$r" KILN_GEMM_BUCKETS=1 KILN_GEMM_AUTOTUNE=2 -- -b $b -s 128 -o 256 --iters 1
+      kb "b$b-finesearch-$r" KILN_GEMM_BUCKETS=1 KILN_GEMM_AUTOTUNE=3 KILN_LOG_LEVEL=debug -- -b $b -s 128 -o 256 --iters 1
+    done
+  done
+  grep -h "captured" "$out/kb.err" | sed 's/.*captured/captured/' | sort | uniq -c | head
+  grep -h "autotune took" "$out/kb.err" | sed 's/.*GEMM/GEMM/' | grep -E "^GEMM (32|64|128|256)x" | sort | uniq -c | sort -k2 | cut -c1-150 > "$out/autotune_choices.txt"; head -50 "$out/autotune_choices.txt"
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s73; then # seventeenth session: cuBLASLt autotuning timed from HBM (cold, KILN_GEMM_AUTOTUNE=2) against back to back (warm), 8 / 16 / 32 candidates
+  export CUDA_VISIBLE_DEVICES=0
+  for t in 1 2; do
+    KILN_GEMM_AUTOTUNE=$t KILN_GEMM_TUNE_CANDS=16 KILN_LOG_LEVEL=debug timeout 150 "$here/bin/bench_kernels" gemm_lt > "$out/gemm_lt_$t.log" 2>&1
+    echo "== bench_kernels gemm_lt, tune $t, rc=$?"; grep -E "^gemm " "$out/gemm_lt_$t.log" | cut -c1-110
+  done
+  for r in 1 2; do
+    for b in 64 32 256; do
+      kb "b$b-warm8-$r" KILN_GEMM_AUTOTUNE=1 KILN_LOG_LEVEL=debug -- -b $b -s 128 -o 256 --iters 1
+      kb "b$b-cold16-$r" KILN_GEMM_AUTOTUNE=2 KILN_GEMM_TUNE_CANDS=16 KILN_LOG_LEVEL=debug -- -b $b -s 128 -o 256 --iters 1
+    done
+  done
+  kb "b256-cold32" KILN_GEMM_AUTOTUNE=2 KILN_GEMM_TUNE_CANDS=32 -- -b 256 -s 128 -o 256 --iters 1
+  kb "b64-cold8" KILN_GEMM_AUTOTUNE=2 KILN_GEMM_TUNE_CANDS=8 -- -b 64 -s 128 -o 256 --iters 1
+  grep -h "autotune took" "$out/kb.err" | sed 's/.*GEMM/GEMM/' | sort | uniq -c | sort -k2 | head -60 > "$out/autotune_choices.txt"; head -40 "$out/autotune_choices.txt"
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s72; then # sixteenth session, last call: the whole test_gpu_ops beside test_gpu_engine; the session's engine against its start (bin/kiln_main = baa0542)
   export CUDA_VISIBLE_DEVICES=0
   ops_bg 0 420
