@@ -690,6 +690,20 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s75; then # seventeenth session, last call: the whole test_gpu_ops beside test_gpu_engine; the engine against the session's start (bin/kiln_main = cbaaea8)
+  export CUDA_VISIBLE_DEVICES=0
+  ops_bg 0 420
+  gt test_gpu_engine 250 "FAIL|passed" -- test_gpu_engine
+  wait
+  ops_report "test_gpu_ops (whole)"
+  for b in 128 256 64 32; do
+    KB_BIN=kiln_main kb "b$b-main" -- -b $b -s 128 -o 256 --iters 1
+    kb "b$b-new" -- -b $b -s 128 -o 256 --iters 1
+  done
+  KB_BIN=kiln_main kb "b1-main" -- -b 1 -s 128 -o 512 --iters 1
+  kb "b1-new" -- -b 1 -s 128 -o 512 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s74; then # seventeenth session: cuBLASLt algorithms tuned at each decode graph's M (KILN_GEMM_BUCKETS=1), timed cold (AUTOTUNE=2) or searched over K splits and tiles (3)
   export CUDA_VISIBLE_DEVICES=0
   for t in 1 3; do
