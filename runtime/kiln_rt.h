@@ -498,6 +498,25 @@ void kiln_rt_blas_destroy(kiln_rt_blas *b);
  * workspace before each timed run, so a weight matrix that fits in L2 is
  * timed from HBM, as a decode step reads it. Without a region, cold is warm. */
 void kiln_rt_blas_set_l2_flush(kiln_rt_blas *b, kiln_devptr src, size_t bytes);
+/* The decode batch-size ladder (vLLM-like): 1, 2, 4, 8, then multiples of 8
+ * to 32, of 16 to 128, of 32 beyond; the next size after b. The engine
+ * captures a decode graph at each size (engine/cuda/exec_gpu.c). */
+static inline int kiln_rt_batch_ladder_next(int b) {
+    return b < 4 ? b * 2 : b < 32 ? b + 8 - (b % 8) : b < 128 ? b + 16 : b + 32;
+}
+/* The M of the cuBLASLt algorithm bucket M falls in: with fine buckets
+ * ($KILN_GEMM_BUCKETS=1, the default) and M <= 256 the smallest ladder size
+ * >= max(M, 8), so every decode graph's GEMMs are timed at its own M; else
+ * M rounded up to a power of two, at least 8. */
+static inline int64_t kiln_rt_gemm_bucket_m(int64_t M, bool fine) {
+    int64_t b = 8;
+    if (fine && M <= 256) {
+        while (b < M) b = kiln_rt_batch_ladder_next((int)b);
+        return b;
+    }
+    while (b < M) b *= 2;
+    return b;
+}
 #define KILN_GEMM_AUTOTUNE_DEFAULT 1
 #define KILN_GEMM_TUNE_CANDS_DEFAULT 8 /* cuBLASLt 13's heuristic returns at most 8 */
 #define KILN_GEMM_BUCKETS_DEFAULT 1 /* 2026-12-01: -b 128 +3%, -b 256 +1-2%, -b 64 / 32 equal */

@@ -398,6 +398,29 @@ KT_TEST(test_skgemm_plan) {
     KT_CHECK(kiln_jit_check_defines(w, "ACT=bf16 OUT=bf16 MAXM=32 WARPS=8 RT=2 STAGES=3 CL=4 GLU=0") != KILN_OK);
 }
 
-KT_MAIN(KT_CASE(test_defines_validated), KT_CASE(test_skgemm_plan), KT_CASE(test_fp8_model_specs), KT_CASE(test_compile_error_names_file_and_line),
+/* The cuBLASLt autotuner's M buckets (kiln_rt_gemm_bucket_m): fine buckets
+ * are the decode-graph ladder up to 256, so each graph's GEMMs get an
+ * algorithm timed at their own M; power-of-two buckets otherwise */
+KT_TEST(test_gemm_buckets) {
+    /* every ladder size from 8 to 256 is its own bucket */
+    int n = 0;
+    for (int b = 8; b <= 256; b = kiln_rt_batch_ladder_next(b), n++) {
+        KT_CHECKF(kiln_rt_gemm_bucket_m(b, true) == b, "ladder size %d in bucket %lld", b,
+                  (long long)kiln_rt_gemm_bucket_m(b, true));
+        KT_CHECK(kiln_rt_gemm_bucket_m(b + 1, true) > b);
+    }
+    KT_CHECK(n == 14); /* 8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256 */
+    KT_CHECK(kiln_rt_batch_ladder_next(1) == 2 && kiln_rt_batch_ladder_next(2) == 4 && kiln_rt_batch_ladder_next(4) == 8);
+    KT_CHECK(kiln_rt_batch_ladder_next(100) == 116 && kiln_rt_batch_ladder_next(20) == 24);
+    const int64_t fine[][2] = {{1, 8}, {3, 8}, {9, 16}, {25, 32}, {33, 48}, {49, 64}, {129, 160}, {255, 256}, {257, 512}, {4096, 4096}};
+    for (size_t i = 0; i < KILN_ARRAY_LEN(fine); i++)
+        KT_CHECKF(kiln_rt_gemm_bucket_m(fine[i][0], true) == fine[i][1], "M %lld: bucket %lld, want %lld",
+                  (long long)fine[i][0], (long long)kiln_rt_gemm_bucket_m(fine[i][0], true), (long long)fine[i][1]);
+    const int64_t pow2[][2] = {{1, 8}, {24, 32}, {48, 64}, {80, 128}, {160, 256}, {4097, 8192}};
+    for (size_t i = 0; i < KILN_ARRAY_LEN(pow2); i++)
+        KT_CHECK(kiln_rt_gemm_bucket_m(pow2[i][0], false) == pow2[i][1]);
+}
+
+KT_MAIN(KT_CASE(test_defines_validated), KT_CASE(test_skgemm_plan), KT_CASE(test_gemm_buckets), KT_CASE(test_fp8_model_specs), KT_CASE(test_compile_error_names_file_and_line),
         KT_CASE(test_policy_source_compiles), KT_CASE(test_kernel_dir_overrides_embedded),
         KT_CASE(test_registry_compiles_and_caches))

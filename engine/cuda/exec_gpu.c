@@ -987,12 +987,13 @@ static kiln_status capture_graphs(exec_gpu *x) {
     kiln_status st = KILN_OK;
     double t0 = kiln_now_sec();
     int S = x->cfg.max_seqs;
-    /* vLLM-like buckets: 1, 2, 4, then multiples of 8 up to 32, of 16 up to
-     * 128, of 32 beyond */
+    /* the batch-size ladder (kiln_rt_batch_ladder_next: 1, 2, 4, then
+     * multiples of 8 up to 32, of 16 up to 128, of 32 beyond), which the
+     * cuBLASLt autotuner's buckets follow up to 256 */
     int n = 0;
     for (int b = 1; b <= S && n < MAX_BUCKETS; ) {
         x->bucket[n++] = b;
-        b = b < 4 ? b * 2 : b < 32 ? b + 8 - (b % 8) : b < 128 ? b + 16 : b + 32;
+        b = kiln_rt_batch_ladder_next(b);
         if (b > S && x->bucket[n - 1] < S && n < MAX_BUCKETS) x->bucket[n++] = S;
     }
     /* a fake decode batch on the scratch block sizes every launch */

@@ -266,21 +266,6 @@ fail:
     return st;
 }
 
-/* The M of M's bucket: a power of two (at least 8), or with fine buckets
- * (KILN_GEMM_BUCKETS=1) up to 256 the engine's decode-graph batch sizes (8,
- * then multiples of 8 to 32, of 16 to 128, of 32 to 256), so every graph's
- * GEMMs run an algorithm timed at their own M, not at the first smaller M
- * that landed in a power-of-two bucket (24 for 32, 48 for 64, 160 for 256). */
-static int64_t bucket_m(const kiln_rt_blas *bl, int64_t M) {
-    if (bl->fine && M <= 256) {
-        const int64_t q = M <= 32 ? 8 : M <= 128 ? 16 : 32;
-        return (M + q - 1) / q * q;
-    }
-    int64_t b = 8;
-    while (b < M) b *= 2;
-    return b;
-}
-
 kiln_status kiln_rt_gemm(kiln_rt_blas *b, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
                          kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N,
                          int64_t K) {
@@ -315,7 +300,7 @@ kiln_status kiln_rt_gemm(kiln_rt_blas *b, kiln_rt_stream *s, kiln_devptr out, in
             KILN_CHECK_LT(
                 kiln_lt.cublasLtMatmulDescSetAttribute(e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
         gemm_key bk = key;
-        bk.M = bucket_m(b, M);
+        bk.M = kiln_rt_gemm_bucket_m(M, b->fine); /* fine: see the file's comment */
         bool bfound = false;
         gemm_entry *be = lookup(b->buckets, &bk, &bfound);
         KILN_CHECK(be != NULL, KILN_ERR_LIMIT, "too many GEMM shape buckets");
