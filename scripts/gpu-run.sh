@@ -690,6 +690,16 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s76; then # seventeenth session: -b 32's o projection through cuBLASLt (tuned at M = 32 now) instead of gemm_sk
+  export CUDA_VISIBLE_DEVICES=0
+  for r in 1 2 3; do
+    kb "b32-def$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-lto$r" KILN_SKGEMM_MAX_WEIGHT_MB_M32=1 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  kb "b24-def" -- -b 24 -s 128 -o 256 --iters 1
+  kb "b24-lto" KILN_SKGEMM_MAX_WEIGHT_MB_M32=1 -- -b 24 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s75; then # seventeenth session, last call: the whole test_gpu_ops beside test_gpu_engine; the engine against the session's start (bin/kiln_main = cbaaea8)
   export CUDA_VISIBLE_DEVICES=0
   ops_bg 0 420
