@@ -520,6 +520,7 @@ static inline int64_t kiln_rt_gemm_bucket_m(int64_t M, bool fine) {
 #define KILN_GEMM_AUTOTUNE_DEFAULT 1
 #define KILN_GEMM_TUNE_CANDS_DEFAULT 8 /* cuBLASLt 13's heuristic returns at most 8 */
 #define KILN_GEMM_BUCKETS_DEFAULT 1 /* 2026-12-01: -b 128 +3%, -b 256 +1-2%, -b 64 / 32 equal */
+#define KILN_GEMM_REDUCE_PENALTY_US_DEFAULT 3.0 /* see runtime/cuda/blas.c */
 /* out[M, N] = x[M, K] @ W[N, K]^T (+ bias[N]), all row-major; out rows have
  * stride ldo (>= N; 0 means N).
  * x and W: in_dt (BF16 or F16); out: out_dt (BF16, F16 or F32); bias:

@@ -690,6 +690,30 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s78; then # seventeenth session: the split-K reduction penalty (M <= 64 only) again, -b 32 in four pairs, the qkv and down picks of each run
+  export CUDA_VISIBLE_DEVICES=0
+  for r in 1 2 3 4; do
+    for p in 0 3; do
+      kb "b32-p$p-$r" KILN_GEMM_REDUCE_PENALTY_US=$p KILN_LOG_LEVEL=debug -- -b 32 -s 128 -o 256 --iters 1
+      grep -h "autotune took" "$out/kb.err" | grep -E "GEMM 32x(6144x4096|4096x14336) " | tail -2 | sed 's/.*GEMM/  GEMM/; s/, [0-9.]* us (the.*//'
+    done
+  done
+  for p in 0 3; do kb "b64-p$p" KILN_GEMM_REDUCE_PENALTY_US=$p -- -b 64 -s 128 -o 256 --iters 1; done
+  for p in 0 3; do kb "b256-p$p" KILN_GEMM_REDUCE_PENALTY_US=$p -- -b 256 -s 128 -o 256 --iters 1; done
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s77; then # seventeenth session: cuBLASLt candidates with a separate split-K reduction kernel penalised in the tuning (KILN_GEMM_REDUCE_PENALTY_US)
+  export CUDA_VISIBLE_DEVICES=0
+  for r in 1 2; do
+    for b in 32 64 256; do
+      kb "b$b-p0-$r" KILN_LOG_LEVEL=debug -- -b $b -s 128 -o 256 --iters 1
+      kb "b$b-p3-$r" KILN_GEMM_REDUCE_PENALTY_US=3 KILN_LOG_LEVEL=debug -- -b $b -s 128 -o 256 --iters 1
+    done
+  done
+  grep -h "autotune took" "$out/kb.err" | sed 's/.*GEMM/GEMM/' | grep -E "^GEMM (32|64|256)x" | sed 's/, [0-9.]* us (the.*//' | sort | uniq -c | sort -k2 | cut -c1-150 > "$out/autotune_choices.txt"; head -40 "$out/autotune_choices.txt"
+  grep -h "candidate [0-9]*: " "$out/kb.err" | sed 's/.*GEMM/GEMM/' | grep -E "^GEMM (32|64)x" | sort -u | head -80 > "$out/candidates.txt"
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s76; then # seventeenth session: -b 32's o projection through cuBLASLt (tuned at M = 32 now) instead of gemm_sk
   export CUDA_VISIBLE_DEVICES=0
   for r in 1 2 3; do

@@ -19,6 +19,14 @@
  * GEMMs at M = 160, -b 64's at 48: fine buckets, measured 2026-12-01, -b 128
  * +3%, -b 256 +1-2%, for ~0.4 s more start-up tuning.
  *
+ * A candidate that sums its K split in a second kernel (fp32 or output-type
+ * partials in the workspace) is charged $KILN_GEMM_REDUCE_PENALTY_US
+ * (default KILN_GEMM_REDUCE_PENALTY_US_DEFAULT) more a run at M <= 64:
+ * timed alone the two kernels run back to back, but in a decode graph the
+ * extra kernel boundary costs more, and warm timing at -b 32 picked a
+ * split-2 qkv or a split-6 down now and then (within 1% alone), each time
+ * 1.5-3.5% slower in the engine (2026-12-01, remote.sh s77 / s78).
+ *
  * Back-to-back timing (KILN_GEMM_AUTOTUNE=1, the default) measures a 33-50
  * MB projection largely from the 50 MB L2 of an H100 / H200, where a decode
  * step streams it from HBM. KILN_GEMM_AUTOTUNE=2 (cold) reads a flush region
@@ -59,7 +67,8 @@ struct kiln_rt_blas {
     int n_shapes, n_algos;
     int tune;      /* 0 off, 1 warm, 2 cold (flush before each timed run) */
     int tune_cands; /* heuristic candidates timed */
-    bool fine;      /* decode-graph sized M buckets up to 256 (bucket_m) */
+    bool fine;      /* decode-graph sized M buckets up to 256 (kiln_rt_gemm_bucket_m) */
+    float reduce_penalty_ms; /* added to the time of a candidate with a separate split-K reduction kernel */
     kiln_devptr flush;
     size_t flush_bytes;
     CUevent ev[2];
@@ -109,6 +118,8 @@ kiln_status kiln_rt_blas_create(kiln_rt_device *d, kiln_devptr workspace, size_t
     {
         const char *t = getenv("KILN_GEMM_AUTOTUNE");
         b->tune = t && t[0] >= '0' && t[0] <= '2' && !t[1] ? t[0] - '0' : KILN_GEMM_AUTOTUNE_DEFAULT;
+        const char *rp = getenv("KILN_GEMM_REDUCE_PENALTY_US");
+        b->reduce_penalty_ms = (float)(rp && *rp ? KILN_MAX(atof(rp), 0.0) : KILN_GEMM_REDUCE_PENALTY_US_DEFAULT) * 1e-3f;
         const char *f = getenv("KILN_GEMM_BUCKETS");
         b->fine = f && (!strcmp(f, "0") || !strcmp(f, "1")) ? atoi(f) : KILN_GEMM_BUCKETS_DEFAULT;
         const char *c = getenv("KILN_GEMM_TUNE_CANDS");
@@ -190,6 +201,18 @@ fail:
     return st;
 }
 
+/* The K split of algorithm a and whether its parts are summed by a separate
+ * kernel (fp32 or output-type partials in the workspace) */
+static int algo_split(const cublasLtMatmulAlgo_t *a, bool *sep) {
+    int32_t sk = 1;
+    uint32_t sch = 0;
+    size_t wr = 0;
+    kiln_lt.cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &sk, sizeof sk, &wr);
+    kiln_lt.cublasLtMatmulAlgoConfigGetAttribute(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &sch, sizeof sch, &wr);
+    *sep = sk > 1 && (sch & (CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE | CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE));
+    return sk;
+}
+
 /* Add a to list if it runs the exact shape within the workspace */
 static void algo_add(kiln_rt_blas *b, gemm_entry *exact, cublasLtMatmulAlgo_t *list, int *n, const cublasLtMatmulAlgo_t *a) {
     cublasLtMatmulHeuristicResult_t chk;
@@ -249,6 +272,12 @@ static kiln_status heuristic(kiln_rt_blas *b, gemm_entry *e, cublasLtMatmulAlgo_
                     total = cold ? (rep == 1 || 3 * ms < total ? 3 * ms : total) : ms; /* cold: the best run, x3 */
                 }
             }
+            bool sep = false;
+            const int sk = algo_split(&list[i], &sep);
+            KILN_DEBUG("GEMM %lldx%lldx%lld candidate %d: %.1f us, split %d%s", (long long)exact->key.M,
+                       (long long)exact->key.N, (long long)exact->key.K, i, total * 1e3f / 3, sk,
+                       sep ? " + reduction kernel" : "");
+            if (ok && sep && exact->key.M <= 64) total += 3 * b->reduce_penalty_ms; /* total is 3 runs' time */
             if (ok && i == 0) first = total;
             if (ok && total < best) {
                 best = total;
@@ -256,10 +285,13 @@ static kiln_status heuristic(kiln_rt_blas *b, gemm_entry *e, cublasLtMatmulAlgo_
                 *algo = list[i];
             }
         }
-        KILN_DEBUG("GEMM %lldx%lldx%lld (bucket M %lld): %s autotune took candidate %d of %d, %.1f us (the heuristic's "
+        bool psep = false;
+        const int psk = algo_split(algo, &psep);
+        KILN_DEBUG("GEMM %lldx%lldx%lld (bucket M %lld): %s autotune took candidate %d of %d (split %d%s), %.1f us (the heuristic's "
                    "first %.1f us)",
                    (long long)exact->key.M, (long long)exact->key.N, (long long)exact->key.K, (long long)e->key.M,
-                   cold ? "cold" : "warm", pick, nl, best * 1e3f / 3, first * 1e3f / 3);
+                   cold ? "cold" : "warm", pick, nl, psk, psep ? " + reduction kernel" : "", best * 1e3f / 3,
+                   first * 1e3f / 3);
     }
 fail:
     if (pref) kiln_lt.cublasLtMatmulPreferenceDestroy(pref);

@@ -49,7 +49,8 @@
     X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) \
     X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy)                           \
     X(cublasLtMatmulPreferenceCreate) X(cublasLtMatmulPreferenceDestroy)                   \
-    X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmulAlgoCheck)
+    X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmulAlgoCheck)   \
+    X(cublasLtMatmulAlgoConfigGetAttribute)
 
 #define KILN_NCCL_FUNCS(X)                                                                \
     X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclCommDestroy)            \
