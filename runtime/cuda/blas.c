@@ -119,7 +119,9 @@ kiln_status kiln_rt_blas_create(kiln_rt_device *d, kiln_devptr workspace, size_t
         const char *t = getenv("KILN_GEMM_AUTOTUNE");
         b->tune = t && t[0] >= '0' && t[0] <= '2' && !t[1] ? t[0] - '0' : KILN_GEMM_AUTOTUNE_DEFAULT;
         const char *rp = getenv("KILN_GEMM_REDUCE_PENALTY_US");
-        b->reduce_penalty_ms = (float)(rp && *rp ? KILN_MAX(atof(rp), 0.0) : KILN_GEMM_REDUCE_PENALTY_US_DEFAULT) * 1e-3f;
+        char *end = NULL;
+        const double pen = rp && *rp ? strtod(rp, &end) : -1; /* not a number >= 0: the default */
+        b->reduce_penalty_ms = (float)(end && !*end && pen >= 0 ? pen : KILN_GEMM_REDUCE_PENALTY_US_DEFAULT) * 1e-3f;
         const char *f = getenv("KILN_GEMM_BUCKETS");
         b->fine = f && (!strcmp(f, "0") || !strcmp(f, "1")) ? atoi(f) : KILN_GEMM_BUCKETS_DEFAULT;
         const char *c = getenv("KILN_GEMM_TUNE_CANDS");
