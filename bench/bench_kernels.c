@@ -500,8 +500,8 @@ static void small_m_rows(gemm_ctx *g, int sets, double wbytes, const char *shape
  * warpgroup-MMA kernel (gemm_sk_wg, sm_90) in four tilings */
 static bool sk_quick;
 /* lt_only (`bench_kernels gemm_lt`): cuBLASLt alone at M = 16 .. 256 (the
- * decode batches), each as weight bytes and as flops; run it under
- * KILN_GEMM_AUTOTUNE=1 and =2 to compare warm and cold autotuning */
+ * decode batches), each as weight bytes and as flops (KILN_GEMM_BUCKETS
+ * and KILN_LOG_LEVEL=debug show the tuning's buckets and choices) */
 static bool lt_only;
 static void bench_gemm(bool sk_only) {
     static const struct { const char *name; int N, K; } shapes[] = {

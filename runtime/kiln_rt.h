@@ -491,13 +491,6 @@ typedef struct kiln_rt_blas kiln_rt_blas;
 kiln_status kiln_rt_blas_create(kiln_rt_device *d, kiln_devptr workspace, size_t workspace_bytes,
                                 kiln_rt_blas **out);
 void kiln_rt_blas_destroy(kiln_rt_blas *b);
-/* Autotuning ($KILN_GEMM_AUTOTUNE: 0 off, 1 warm, 2 cold) times the
- * heuristic's top $KILN_GEMM_TUNE_CANDS candidates of a bucket once; cold
- * reads `bytes` (at most 3x the L2 size) of src, device memory the GEMMs'
- * operands are not in and that does not overlap the workspace, into the
- * workspace before each timed run, so a weight matrix that fits in L2 is
- * timed from HBM, as a decode step reads it. Without a region, cold is warm. */
-void kiln_rt_blas_set_l2_flush(kiln_rt_blas *b, kiln_devptr src, size_t bytes);
 /* The decode batch-size ladder (vLLM-like): 1, 2, 4, 8, then multiples of 8
  * to 32, of 16 to 128, of 32 beyond; the next size after b. The engine
  * captures a decode graph at each size (engine/cuda/exec_gpu.c). */
@@ -517,8 +510,6 @@ static inline int64_t kiln_rt_gemm_bucket_m(int64_t M, bool fine) {
     while (b < M) b *= 2;
     return b;
 }
-#define KILN_GEMM_AUTOTUNE_DEFAULT 1
-#define KILN_GEMM_TUNE_CANDS_DEFAULT 8 /* cuBLASLt 13's heuristic returns at most 8 */
 #define KILN_GEMM_BUCKETS_DEFAULT 1 /* 2026-12-01: -b 128 +3%, -b 256 +1-2%, -b 64 / 32 equal */
 #define KILN_GEMM_REDUCE_PENALTY_US_DEFAULT 3.0 /* see runtime/cuda/blas.c */
 /* out[M, N] = x[M, K] @ W[N, K]^T (+ bias[N]), all row-major; out rows have

@@ -148,9 +148,6 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
 
     KILN_TRY(kiln_rt_kernels_create(d, p ? p->jit : NULL, &g->k));
     KILN_TRY(kiln_rt_blas_create(d, g->blas_ws, g->blas_ws_bytes, &g->blas));
-    /* cold autotuning reads the rest of the workspace pool (past cuBLASLt's own workspace) */
-    kiln_rt_blas_set_l2_flush(g->blas, g->ws,
-                              kiln_rt_pool_capacity(g->pool) - (size_t)(g->ws - kiln_rt_pool_base(g->pool)));
     *out = g;
     return KILN_OK;
 fail:

@@ -12,8 +12,7 @@
  * bucket's algorithm is checked once (cublasLtMatmulAlgoCheck) and replaced
  * by the exact shape's heuristic choice if it does not fit. No heuristic
  * call on the steady-state path. Unless KILN_GEMM_AUTOTUNE=0, a bucket's
- * algorithm is picked by timing the heuristic's top candidates
- * ($KILN_GEMM_TUNE_CANDS, default KILN_GEMM_TUNE_CANDS_DEFAULT; cuBLASLt 13
+ * algorithm is picked by timing the heuristic's top candidates (cuBLASLt 13
  * offers at most 8) once on the first shape that lands in it (not while a
  * graph is being captured). Power-of-two buckets timed the -b 256 graph's
  * GEMMs at M = 160, -b 64's at 48: fine buckets, measured 2026-12-01, -b 128
@@ -23,16 +22,12 @@
  * partials in the workspace) is charged $KILN_GEMM_REDUCE_PENALTY_US
  * (default KILN_GEMM_REDUCE_PENALTY_US_DEFAULT) more a run at M <= 64:
  * timed alone the two kernels run back to back, but in a decode graph the
- * extra kernel boundary costs more, and warm timing at -b 32 picked a
- * split-2 qkv or a split-6 down now and then (within 1% alone), each time
- * 1.5-3.5% slower in the engine (2026-12-01, remote.sh s77 / s78).
- *
- * Back-to-back timing (KILN_GEMM_AUTOTUNE=1, the default) measures a 33-50
- * MB projection largely from the 50 MB L2 of an H100 / H200, where a decode
- * step streams it from HBM. KILN_GEMM_AUTOTUNE=2 (cold) reads a flush region
- * (kiln_rt_blas_set_l2_flush) through the workspace before each timed run;
- * measured the same day, it picks the same or equally fast algorithms (engine
- * within noise), so it is not the default.
+ * extra kernel boundary costs more, and the timing at -b 32 picked a split-2
+ * qkv or a split-6 down now and then (within 1% alone), each time 1.5-3.5%
+ * slower in the engine (2026-12-01, remote.sh s77 / s78). Timing from HBM
+ * instead of back to back (an L2 flush before each run: a 33-50 MB
+ * projection sits in the 50 MB L2) was tried the same day and picked the
+ * same or equally fast algorithms.
  *
  * Ownership: the handle owns its descriptors; the workspace is borrowed.
  * Thread-safety: one thread at a time per handle.
@@ -42,7 +37,7 @@
 #include <stdlib.h>
 
 #define BLAS_SLOTS 4096 /* power of two */
-#define TUNE_CANDS 16   /* candidates timed, at most */
+#define TUNE_CANDS 8    /* candidates timed: cuBLASLt 13's heuristic offers at most 8 */
 
 typedef struct gemm_key {
     int64_t M, N, K, ldo;
@@ -65,12 +60,9 @@ struct kiln_rt_blas {
     gemm_entry *shapes;  /* exact shapes  [BLAS_SLOTS] */
     gemm_entry *buckets; /* algo per bucket [BLAS_SLOTS] */
     int n_shapes, n_algos;
-    int tune;      /* 0 off, 1 warm, 2 cold (flush before each timed run) */
-    int tune_cands; /* heuristic candidates timed */
+    bool tune;
     bool fine;      /* decode-graph sized M buckets up to 256 (kiln_rt_gemm_bucket_m) */
     float reduce_penalty_ms; /* added to the time of a candidate with a separate split-K reduction kernel */
-    kiln_devptr flush;
-    size_t flush_bytes;
     CUevent ev[2];
 };
 
@@ -117,15 +109,13 @@ kiln_status kiln_rt_blas_create(kiln_rt_device *d, kiln_devptr workspace, size_t
     KILN_CHECK_LT(kiln_lt.cublasLtCreate(&b->h));
     {
         const char *t = getenv("KILN_GEMM_AUTOTUNE");
-        b->tune = t && t[0] >= '0' && t[0] <= '2' && !t[1] ? t[0] - '0' : KILN_GEMM_AUTOTUNE_DEFAULT;
+        b->tune = !(t && !strcmp(t, "0"));
         const char *rp = getenv("KILN_GEMM_REDUCE_PENALTY_US");
         char *end = NULL;
         const double pen = rp && *rp ? strtod(rp, &end) : -1; /* not a number >= 0: the default */
         b->reduce_penalty_ms = (float)(end && !*end && pen >= 0 ? pen : KILN_GEMM_REDUCE_PENALTY_US_DEFAULT) * 1e-3f;
         const char *f = getenv("KILN_GEMM_BUCKETS");
         b->fine = f && (!strcmp(f, "0") || !strcmp(f, "1")) ? atoi(f) : KILN_GEMM_BUCKETS_DEFAULT;
-        const char *c = getenv("KILN_GEMM_TUNE_CANDS");
-        b->tune_cands = c && atoi(c) >= 1 ? KILN_MIN(atoi(c), TUNE_CANDS) : KILN_GEMM_TUNE_CANDS_DEFAULT;
         if (b->tune) {
             KILN_CHECK_CU(kiln_cu.cuEventCreate(&b->ev[0], CU_EVENT_DEFAULT));
             KILN_CHECK_CU(kiln_cu.cuEventCreate(&b->ev[1], CU_EVENT_DEFAULT));
@@ -151,26 +141,6 @@ void kiln_rt_blas_destroy(kiln_rt_blas *b) {
 }
 
 int kiln_rt_blas_n_algos(const kiln_rt_blas *b) { return b->n_algos; }
-
-void kiln_rt_blas_set_l2_flush(kiln_rt_blas *b, kiln_devptr src, size_t bytes) {
-    if (!b) return;
-    const size_t l2 = (size_t)KILN_MAX(kiln_rt_device_get_info(b->dev)->l2_bytes, 0);
-    const bool overlap = src < b->ws + b->ws_bytes && b->ws < src + bytes;
-    b->flush = overlap ? 0 : src;
-    b->flush_bytes = src && !overlap ? KILN_MIN(bytes, 3 * l2) : 0;
-}
-
-/* Evict the previous run's operands from L2: read the flush region into the
- * workspace, a workspace-sized piece at a time (stream-ordered before the
- * timed run; the workspace is cuBLASLt's scratch, free between runs). */
-static bool l2_flush(kiln_rt_blas *b, CUstream s) {
-    for (size_t off = 0; off < b->flush_bytes; off += b->ws_bytes) {
-        const size_t n = KILN_MIN(b->ws_bytes, b->flush_bytes - off);
-        if (kiln_cu.cuMemcpyDtoDAsync((CUdeviceptr)b->ws, (CUdeviceptr)(b->flush + off), n, s) != CUDA_SUCCESS)
-            return false;
-    }
-    return true;
-}
 
 static cudaDataType_t cuda_type(kiln_dtype t) {
     switch (t) {
@@ -215,17 +185,6 @@ static int algo_split(const cublasLtMatmulAlgo_t *a, bool *sep) {
     return sk;
 }
 
-/* Add a to list if it runs the exact shape within the workspace */
-static void algo_add(kiln_rt_blas *b, gemm_entry *exact, cublasLtMatmulAlgo_t *list, int *n, const cublasLtMatmulAlgo_t *a) {
-    cublasLtMatmulHeuristicResult_t chk;
-    memset(&chk, 0, sizeof chk);
-    if (kiln_lt.cublasLtMatmulAlgoCheck(b->h, exact->op, exact->a, exact->b, exact->c, exact->c, a, &chk) !=
-            CUBLAS_STATUS_SUCCESS ||
-        chk.workspaceSize > b->ws_bytes)
-        return;
-    list[(*n)++] = *a;
-}
-
 /* The heuristic's choice for e's shape; with `exact` (descriptors of the
  * shape being run, with its pointers) and tuning on, the fastest of the top
  * candidates, each timed on that shape. */
@@ -241,59 +200,53 @@ static kiln_status heuristic(kiln_rt_blas *b, gemm_entry *e, cublasLtMatmulAlgo_
     KILN_CHECK_LT(kiln_lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                                                sizeof ws));
     KILN_CHECK_LT(kiln_lt.cublasLtMatmulAlgoGetHeuristic(b->h, e->op, e->a, e->b, e->c, e->c, pref,
-                                                         exact && b->tune ? b->tune_cands : 1, res, &n));
+                                                         exact && b->tune ? TUNE_CANDS : 1, res, &n));
     KILN_CHECK(n > 0, KILN_ERR_UNSUPPORTED, "cuBLASLt has no algorithm for this GEMM");
     *algo = res[0].algo;
     b->n_algos++;
     CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
     if (n > 1 && exact && kiln_cu.cuStreamIsCapturing(s, &cap) == CUDA_SUCCESS && cap == CU_STREAM_CAPTURE_STATUS_NONE) {
-        const bool cold = b->tune == 2 && b->flush_bytes > 0 && b->ws_bytes > 0;
         float best = 1e30f, first = 0;
         int pick = 0;
         const float alpha = 1.0f, beta = 0.0f;
-        /* the heuristic's candidates that run the exact shape */
-        cublasLtMatmulAlgo_t list[TUNE_CANDS];
-        int nl = 0;
-        for (int i = 0; i < n; i++) algo_add(b, exact, list, &nl, &res[i].algo);
-        for (int i = 0; i < nl; i++) {
-            float total = 0;
+        for (int i = 0; i < n; i++) {
+            cublasLtMatmulHeuristicResult_t chk;
+            memset(&chk, 0, sizeof chk);
+            if (kiln_lt.cublasLtMatmulAlgoCheck(b->h, exact->op, exact->a, exact->b, exact->c, exact->c, &res[i].algo,
+                                                &chk) != CUBLAS_STATUS_SUCCESS ||
+                chk.workspaceSize > b->ws_bytes)
+                continue;
+            float ms = 0;
             bool ok = true;
-            /* warm: rep 0 warms up, reps 1-3 timed together; cold: each of reps 1-3 timed alone after a flush, the
-             * fastest kept (times 3, as warm's total) */
-            for (int rep = 0; rep < 4 && ok; rep++) {
-                if (cold && rep > 0) ok = l2_flush(b, s);
-                if (rep == 1 || (cold && rep > 1)) kiln_cu.cuEventRecord(b->ev[0], s);
-                ok = ok && kiln_lt.cublasLtMatmul(b->h, exact->op, &alpha, ptrs[1], exact->a, ptrs[0], exact->b, &beta,
-                                                  ptrs[2], exact->c, (void *)ptrs[2], exact->c, &list[i],
-                                                  (void *)(uintptr_t)b->ws, b->ws_bytes, s) == CUBLAS_STATUS_SUCCESS;
-                if (ok && rep > 0 && (cold || rep == 3)) {
-                    float ms = 0;
-                    kiln_cu.cuEventRecord(b->ev[1], s);
-                    ok = kiln_cu.cuEventSynchronize(b->ev[1]) == CUDA_SUCCESS &&
-                         kiln_cu.cuEventElapsedTime(&ms, b->ev[0], b->ev[1]) == CUDA_SUCCESS;
-                    total = cold ? (rep == 1 || 3 * ms < total ? 3 * ms : total) : ms; /* cold: the best run, x3 */
-                }
+            for (int rep = 0; rep < 4 && ok; rep++) { /* rep 0 warms up */
+                if (rep == 1) kiln_cu.cuEventRecord(b->ev[0], s);
+                ok = kiln_lt.cublasLtMatmul(b->h, exact->op, &alpha, ptrs[1], exact->a, ptrs[0], exact->b, &beta,
+                                            ptrs[2], exact->c, (void *)ptrs[2], exact->c, &res[i].algo,
+                                            (void *)(uintptr_t)b->ws, b->ws_bytes, s) == CUBLAS_STATUS_SUCCESS;
             }
+            kiln_cu.cuEventRecord(b->ev[1], s);
+            if (!ok || kiln_cu.cuEventSynchronize(b->ev[1]) != CUDA_SUCCESS ||
+                kiln_cu.cuEventElapsedTime(&ms, b->ev[0], b->ev[1]) != CUDA_SUCCESS)
+                continue;
             bool sep = false;
-            const int sk = algo_split(&list[i], &sep);
+            const int sk = algo_split(&res[i].algo, &sep);
             KILN_DEBUG("GEMM %lldx%lldx%lld candidate %d: %.1f us, split %d%s", (long long)exact->key.M,
-                       (long long)exact->key.N, (long long)exact->key.K, i, total * 1e3f / 3, sk,
+                       (long long)exact->key.N, (long long)exact->key.K, i, ms * 1e3f / 3, sk,
                        sep ? " + reduction kernel" : "");
-            if (ok && sep && exact->key.M <= 64) total += 3 * b->reduce_penalty_ms; /* total is 3 runs' time */
-            if (ok && i == 0) first = total;
-            if (ok && total < best) {
-                best = total;
+            if (sep && exact->key.M <= 64) ms += 3 * b->reduce_penalty_ms; /* ms: 3 runs */
+            if (i == 0) first = ms;
+            if (ms < best) {
+                best = ms;
                 pick = i;
-                *algo = list[i];
+                *algo = res[i].algo;
             }
         }
         bool psep = false;
         const int psk = algo_split(algo, &psep);
-        KILN_DEBUG("GEMM %lldx%lldx%lld (bucket M %lld): %s autotune took candidate %d of %d (split %d%s), %.1f us (the heuristic's "
-                   "first %.1f us)",
-                   (long long)exact->key.M, (long long)exact->key.N, (long long)exact->key.K, (long long)e->key.M,
-                   cold ? "cold" : "warm", pick, nl, psk, psep ? " + reduction kernel" : "", best * 1e3f / 3,
-                   first * 1e3f / 3);
+        KILN_DEBUG("GEMM %lldx%lldx%lld (bucket M %lld): autotune took candidate %d of %d (split %d%s), %.1f us (the "
+                   "heuristic's first %.1f us)",
+                   (long long)exact->key.M, (long long)exact->key.N, (long long)exact->key.K, (long long)e->key.M, pick,
+                   n, psk, psep ? " + reduction kernel" : "", best * 1e3f / 3, first * 1e3f / 3);
     }
 fail:
     if (pref) kiln_lt.cublasLtMatmulPreferenceDestroy(pref);

@@ -74,7 +74,6 @@ kiln_status kiln_rt_kernels_get(kiln_rt_kernels *k, const char *n, const char *d
 kiln_status kiln_rt_kernels_add_source(kiln_rt_kernels *k, const char *n, const char *s, const char *e, const char *g) { (void)k; (void)n; (void)s; (void)e; (void)g; return NOGPU(); }
 kiln_status kiln_rt_blas_create(kiln_rt_device *d, kiln_devptr w, size_t b, kiln_rt_blas **o) { (void)d; (void)w; (void)b; (void)o; return NOGPU(); }
 void kiln_rt_blas_destroy(kiln_rt_blas *b) { (void)b; }
-void kiln_rt_blas_set_l2_flush(kiln_rt_blas *b, kiln_devptr src, size_t bytes) { (void)b; (void)src; (void)bytes; }
 kiln_status kiln_rt_gemm(kiln_rt_blas *b, kiln_rt_stream *s, kiln_devptr o, int64_t ldo, kiln_dtype od, kiln_devptr x, kiln_devptr w, kiln_dtype id, kiln_devptr bias, int64_t M, int64_t N, int64_t K) { (void)b; (void)s; (void)o; (void)ldo; (void)od; (void)x; (void)w; (void)id; (void)bias; (void)M; (void)N; (void)K; return NOGPU(); }
 int kiln_rt_blas_n_algos(const kiln_rt_blas *b) { (void)b; return 0; }
 kiln_status kiln_rt_nccl_get_id(uint8_t id[KILN_RT_NCCL_ID_BYTES]) { (void)id; return NOGPU(); }
