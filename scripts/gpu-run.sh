@@ -690,6 +690,31 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s80; then # eighteenth session: the o projection's weights prefetched into L2 on a side stream under rope + attention (KILN_O_PREFETCH_MB)
+  export CUDA_VISIBLE_DEVICES=0
+  gt test_l2_prefetch 150 "FAIL|passed" -- test_gpu_ops test_l2_prefetch
+  for r in 1 2; do
+    kb "b32-off-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-o16-$r" KILN_O_PREFETCH_MB=16 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-o32-$r" KILN_O_PREFETCH_MB=32 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-o64-$r" KILN_O_PREFETCH_MB=64 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  for r in 1 2; do
+    kb "b1-off-$r" -- -b 1 -s 128 -o 512 --iters 1
+    kb "b1-o64-$r" KILN_O_PREFETCH_MB=64 -- -b 1 -s 128 -o 512 --iters 1
+  done
+  kb "b64-off" -- -b 64 -s 128 -o 256 --iters 1
+  kb "b64-o64" KILN_O_PREFETCH_MB=64 -- -b 64 -s 128 -o 256 --iters 1
+  kb "b16-off" -- -b 16 -s 128 -o 256 --iters 1
+  kb "b16-o64" KILN_O_PREFETCH_MB=64 -- -b 16 -s 128 -o 256 --iters 1
+  for v in 64; do
+    KILN_O_PREFETCH_MB=$v KILN_TRACE_OUT=/tmp/trace80_$v.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 200 "$here/bin/kiln" bench \
+      --model llama3-8b --load-format dummy -b 32 -s 128 -o 64 --iters 1 > /tmp/trace80_$v.log 2>&1
+    echo "== trace -b 32 MB=$v rc=$? ($(grep -E 'output tokens/s|mean decode step' /tmp/trace80_$v.log | tr -s ' ' | tr '\n' ';'))"
+    gzip -c /tmp/trace80_$v.csv > "$out/trace80_$v.csv.gz"
+  done
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s78; then # seventeenth session: the split-K reduction penalty (M <= 64 only) again, -b 32 in four pairs, the qkv and down picks of each run
   export CUDA_VISIBLE_DEVICES=0
   for r in 1 2 3 4; do
