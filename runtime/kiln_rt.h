@@ -304,12 +304,6 @@ typedef struct kiln_jit_kernel_def {
  * M = 32 (kiln bench -b 32, H200, 2026-11-30: 5928 tok/s against 5823-5815
  * with cuBLASLt, same call), not the 48 MiB qkv */
 #define KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT 40
-/* decode steps of up to KILN_O_PREFETCH_MAX_ROWS_DEFAULT rows: a side stream asks L2 for the first
- * this many MiB of each attention output projection's weights once the qkv projection before it has
- * ended, so they arrive while rope, KV write and attention leave the memory idle (engine/cuda/exec_gpu.c;
- * $KILN_O_PREFETCH_MB, 0: off) */
-#define KILN_O_PREFETCH_MB_DEFAULT 0
-#define KILN_O_PREFETCH_MAX_ROWS_DEFAULT 64
 #define KILN_SKGEMM_SILU_DEFAULT 0 /* the gate/up GEMM with SiLU through gemm_sk: not yet measured */
 /* the qkv GEMM with rope + KV write through gemm_sk (ROPE=1) for 2 <= M <= this
  * many rows (at most 32; $KILN_SKGEMM_ROPE=N, 1 meaning 32, 0 never; engine/cuda/ops_gpu.c

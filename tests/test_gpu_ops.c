@@ -1953,50 +1953,6 @@ KT_TEST(test_gemm) {
     dfree(dx), dfree(dw), dfree(dout);
 }
 
-/* kiln_gpu_l2_prefetch (kernel_src/l2_prefetch.cu) over sizes around its 16 KiB pieces and 16-byte
- * runs, on a side stream as the executor runs it: nothing it covers or borders changes; a GEMM on the
- * prefetched weights right after it gives the same bits as before; a misaligned address is refused. */
-KT_TEST(test_l2_prefetch) {
-    NEED_GPU();
-    kiln_rt_stream *side = NULL;
-    kiln_rt_event *ev = NULL;
-    KT_OK(kiln_rt_stream_create(dev, &side));
-    KT_OK(kiln_rt_event_create(dev, false, &ev));
-    static const size_t sizes[] = {0, 15, 16, 4097, 16384, 16400, 1 << 20, (5 << 20) + 48};
-    const size_t cap = (6 << 20) + 64;
-    uint8_t *h = malloc(cap);
-    for (size_t i = 0; i < cap; i++) h[i] = (uint8_t)(i * 2654435761u >> 13);
-    kiln_devptr d = dupload(h, cap);
-    for (size_t si = 0; si < KILN_ARRAY_LEN(sizes); si++) {
-        KT_OK(kiln_gpu_l2_prefetch(gpu, side, d + 32, sizes[si]));
-        KT_OK(kiln_rt_stream_sync(side));
-        uint8_t *got = ddown(d, cap);
-        KT_CHECKF(!memcmp(got, h, cap), "l2_prefetch of %zu bytes changed memory", sizes[si]);
-        free(got);
-    }
-    KT_CHECK(kiln_gpu_l2_prefetch(gpu, side, d + 8, 4096) == KILN_ERR_INVALID_ARGUMENT);
-    /* a GEMM on weights a side stream is prefetching, joined after it */
-    const int M = 32, N = 1024, K = 1024;
-    kiln_dtype dt = KILN_DTYPE_BF16;
-    float *x = rand_act((size_t)M * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.05f);
-    kiln_devptr dx = up_act(x, (size_t)M * K, dt), dw = up_act(w, (size_t)N * K, dt), d0 = dmalloc((size_t)M * N * 2),
-                d1 = dmalloc((size_t)M * N * 2);
-    KT_OK(kiln_gpu_gemm(gpu, st, d0, 0, dt, dx, dw, dt, 0, M, N, K));
-    KT_OK(kiln_rt_event_record(ev, st));
-    KT_OK(kiln_rt_stream_wait_event(side, ev));
-    KT_OK(kiln_gpu_l2_prefetch(gpu, side, dw, (size_t)N * K * 2));
-    KT_OK(kiln_gpu_gemm(gpu, st, d1, 0, dt, dx, dw, dt, 0, M, N, K));
-    KT_OK(kiln_rt_event_record(ev, side));
-    KT_OK(kiln_rt_stream_wait_event(st, ev));
-    void *h0 = ddown(d0, (size_t)M * N * 2), *h1 = ddown(d1, (size_t)M * N * 2);
-    KT_CHECK(!memcmp(h0, h1, (size_t)M * N * 2));
-    free(h), free(x), free(w), free(h0), free(h1);
-    dfree(d), dfree(dx), dfree(dw), dfree(d0), dfree(d1);
-    kiln_rt_event_destroy(ev);
-    kiln_rt_stream_destroy(side);
-    KT_CHECK(kiln_rt_check_device(dev) == KILN_OK);
-}
-
 KT_TEST(test_graph_replay) {
     NEED_GPU();
     kiln_dtype dt = KILN_DTYPE_BF16;
@@ -2170,5 +2126,5 @@ KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_
         KT_CASE(test_gemv),
         KT_CASE(test_gemv_rope), KT_CASE(test_gemm_sk_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm_sk),
         KT_CASE(test_silu_gemm_sk),
-        KT_CASE(test_gemm), KT_CASE(test_l2_prefetch), KT_CASE(test_graph_replay),
+        KT_CASE(test_gemm), KT_CASE(test_graph_replay),
         KT_CASE(test_all_reduce_one_rank), KT_CASE(test_every_kernel_tested))

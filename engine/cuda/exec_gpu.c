@@ -120,10 +120,6 @@ typedef struct exec_gpu {
     kiln_profile prof;
     kiln_rt_event **ev;
     kiln_devptr gather_tmp; /* [tp, max_out, vocab_local] f32 */
-    /* L2 prefetch of the attention output projections' weights on a side stream (o_prefetch) */
-    int o_pf_mb, o_pf_max_rows; /* $KILN_O_PREFETCH_MB (0: off), $KILN_O_PREFETCH_MAX_ROWS */
-    kiln_rt_stream *pf_st;
-    kiln_rt_event *pf_fork, *pf_join;
 } exec_gpu;
 
 #define D(x, off, T) ((x)->d_meta + (x)->mo.off)
@@ -336,33 +332,6 @@ static bool silu_follows(const exec_gpu *x, int i, int64_t rows) {
     return true;
 }
 
-/* After the GEMM ops up to op i have been launched: when the next GEMM
- * comes after an attention op (op i ended the qkv projection, the next is
- * the output projection), fork the side stream and ask L2 for the first
- * o_pf_mb MiB of that GEMM's weights there. Rope, the KV write and decode
- * attention read little (small batches) while they run, so the weights
- * stream in under them instead of after them; the side stream joins the
- * main one at the end of the step (run_ops). *forked: it was forked. */
-static kiln_status o_prefetch(exec_gpu *x, int i, bool *forked) {
-    const kiln_program *p = x->p;
-    int j = i + 1;
-    while (j < p->n_ops && p->ops[j].kind != KILN_OP_ATTENTION && p->ops[j].kind != KILN_OP_GEMM) j++;
-    if (j >= p->n_ops || p->ops[j].kind != KILN_OP_ATTENTION) return KILN_OK;
-    int k = j + 1;
-    while (k < p->n_ops && p->ops[k].kind != KILN_OP_GEMM && p->ops[k].kind != KILN_OP_ATTENTION) k++;
-    if (k >= p->n_ops || p->ops[k].kind != KILN_OP_GEMM || p->ops[k].w < 0) return KILN_OK;
-    const kiln_weight_desc *W = &p->weights[p->ops[k].w];
-    size_t bytes = (size_t)W->rows * (size_t)W->cols * kiln_dtype_size(x->act);
-    bytes = KILN_MIN(bytes, (size_t)x->o_pf_mb << 20);
-    kiln_status st = KILN_OK;
-    KILN_TRY(kiln_rt_event_record(x->pf_fork, x->st));
-    KILN_TRY(kiln_rt_stream_wait_event(x->pf_st, x->pf_fork));
-    KILN_TRY(kiln_gpu_l2_prefetch(x->g, x->pf_st, x->w[p->ops[k].w], bytes));
-    *forked = true;
-fail:
-    return st;
-}
-
 /* Run every op of the program for T tokens in S sequences with n_out
  * output rows (metadata already on the device). */
 static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int max_ctx) {
@@ -373,13 +342,8 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
     size_t es = kiln_dtype_size(x->act);
     /* small decode steps: the early-trigger kernels (KILN_PDL_EARLY_MAX_SEQS_DEFAULT) */
     kiln_rt_kernels_set_pdl_early(kiln_gpu_kernels(g), max_q <= 1 && T == S && S <= x->pdl_early_max);
-    const bool o_pf = x->pf_st && max_q <= 1 && T == S && T <= x->o_pf_max_rows;
-    bool forked = false, after_gemm = false;
     for (int i = 0; i < p->n_ops; i++) {
         const kiln_op *o = &p->ops[i];
-        /* (a GEMM with its next op fused in counts as ending where that op ended) */
-        if (o_pf && after_gemm) KILN_TRY(o_prefetch(x, i - 1, &forked));
-        after_gemm = o->kind == KILN_OP_GEMM;
         if (x->prof.on && !x->capturing) KILN_TRY(kiln_rt_event_record(x->ev[i], s));
         kiln_devptr Dp = o->dst >= 0 ? x->slot[o->dst] : 0;
         kiln_devptr Sp = o->src >= 0 ? x->slot[o->src] : 0;
@@ -526,10 +490,6 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
         default:
             KILN_CHECK(false, KILN_ERR_UNSUPPORTED, "op '%s' has no GPU variant yet", kiln_op_kind_name(o->kind));
         }
-    }
-    if (forked) { /* the side stream's prefetches join the step */
-        KILN_TRY(kiln_rt_event_record(x->pf_join, x->pf_st));
-        KILN_TRY(kiln_rt_stream_wait_event(s, x->pf_join));
     }
     if (x->prof.on && !x->capturing) {
         KILN_TRY(kiln_rt_event_record(x->ev[p->n_ops], s));
@@ -800,9 +760,6 @@ static void gpu_destroy(kiln_exec *base) {
     if (x->nccl) kiln_rt_comm_destroy(x->nccl);
     kiln_gpu_destroy(x->g);
     if (x->st) kiln_rt_stream_destroy(x->st);
-    if (x->pf_st) kiln_rt_stream_destroy(x->pf_st);
-    if (x->pf_fork) kiln_rt_event_destroy(x->pf_fork);
-    if (x->pf_join) kiln_rt_event_destroy(x->pf_join);
     kiln_rt_pool_destroy(x->wpool);
     kiln_rt_pool_destroy(x->apool);
     kiln_rt_pool_destroy(x->kvpool);
@@ -1162,17 +1119,6 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     KILN_TRY(kiln_rt_device_open(cfg->device_id, &x->dev));
     x->info = kiln_rt_device_get_info(x->dev);
     KILN_TRY(kiln_rt_stream_create(x->dev, &x->st));
-    {
-        const char *v = getenv("KILN_O_PREFETCH_MB");
-        x->o_pf_mb = v && *v ? atoi(v) : KILN_O_PREFETCH_MB_DEFAULT;
-        v = getenv("KILN_O_PREFETCH_MAX_ROWS");
-        x->o_pf_max_rows = v && *v ? atoi(v) : KILN_O_PREFETCH_MAX_ROWS_DEFAULT;
-        if (x->o_pf_mb > 0 && x->o_pf_max_rows > 0) {
-            KILN_TRY(kiln_rt_stream_create(x->dev, &x->pf_st));
-            KILN_TRY(kiln_rt_event_create(x->dev, false, &x->pf_fork));
-            KILN_TRY(kiln_rt_event_create(x->dev, false, &x->pf_join));
-        }
-    }
     if (p->tp_size > 1) {
         /* one NCCL communicator per rank, created together (NVLink multicast stays off) */
         setenv("NCCL_NVLS_ENABLE", "0", 1);

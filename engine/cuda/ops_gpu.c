@@ -529,25 +529,6 @@ static void gemv_tiling(const kiln_gpu *g, int64_t N, int64_t K, int *rows, int 
     }
 }
 
-kiln_status kiln_gpu_l2_prefetch(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr p, size_t bytes) {
-    kiln_status st = KILN_OK;
-    kiln_rt_func *f;
-    KILN_CHECK(p % 16 == 0, KILN_ERR_INVALID_ARGUMENT, "l2_prefetch: address %#llx is not 16-byte aligned",
-               (unsigned long long)p);
-    int64_t pitch = 0, row_bytes = (int64_t)(bytes / 16 * 16);
-    int rows = 1, after = 0;
-    if (row_bytes <= 0) return KILN_OK;
-    /* a 16 KiB piece a thread, a warp a block: one SM's bulk-copy unit issues ~230 GB/s (H200), so the
-     * pieces are spread over up to every SM */
-    const int64_t pieces = (row_bytes + 16383) / 16384;
-    const unsigned blocks = (unsigned)KILN_MAX(1, KILN_MIN((int64_t)kiln_rt_device_get_info(g->dev)->n_sms,
-                                                            (pieces + 31) / 32));
-    KILN_TRY(kiln_rt_kernels_get(g->k, "l2_prefetch", "", &f));
-    LAUNCH(f, blocks, 1, 1, 32, 0, s, &p, &pitch, &row_bytes, &rows, &after);
-fail:
-    return st;
-}
-
 kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
                           kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N,
                           int64_t K) {

@@ -372,11 +372,6 @@ kiln_status kiln_gpu_sample_greedy(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr t
 /* Tests and benchmarks: set kiln_gpu_params.sample_cluster's value (0: off,
  * KILN_SAMPLE_CLUSTER_AUTO: by rows); returns the previous one. */
 int kiln_gpu_set_sample_cluster(kiln_gpu *g, int cl);
-/* Ask L2 for the first `bytes` (rounded down to 16) at p (16-byte aligned;
- * kernel_src/l2_prefetch.cu): reads and writes nothing the program computes.
- * The kernel ends when the data is in L2, so the executor launches it on a
- * side stream (exec_gpu.c, $KILN_O_PREFETCH_MB). */
-kiln_status kiln_gpu_l2_prefetch(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr p, size_t bytes);
 /* The cluster size kiln_gpu_sample_greedy launches now for n_rows rows on this device (0: kiln_sample). */
 int kiln_gpu_sample_cluster(const kiln_gpu *g, int n_rows);
 

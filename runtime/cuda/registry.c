@@ -134,8 +134,6 @@ static const kiln_jit_kernel_def registry[] = {
     {"sample_penalties", "kernel_src/sample.cu", "kiln_sample_penalties", "ptr,i32,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr",
      {{NULL, NULL}}, ""},
     {"sample", "kernel_src/sample.cu", "kiln_sample", "ptr,ptr,ptr,i32,ptr,ptr", {{NULL, NULL}}, ""},
-    /* L2 prefetch of a cuBLASLt GEMM's first weight bytes (engine/cuda/ops_gpu.c, $KILN_L2_PREFETCH_MB) */
-    {"l2_prefetch", "kernel_src/l2_prefetch.cu", "kiln_l2_prefetch", "ptr,i64,i64,i32,i32", {{NULL, NULL}}, ""},
     /* greedy rows split over a thread-block cluster of CL blocks (CL > 1 needs sm_90: the host
      * launches kiln_sample before it; a trapping body elsewhere) */
     {"sample_argmax", "kernel_src/sample_argmax.cu", "kiln_sample_argmax", "ptr,ptr,ptr,i32", {{"CL", "1|2|4|8"}},
@@ -496,7 +494,6 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
     KILN_TRY(add_spec(l, "cast", "DST=fp32 SRC=%s", a));
     KILN_TRY(add_spec(l, "sample_penalties", "%s", ""));
     KILN_TRY(add_spec(l, "sample", "%s", ""));
-    KILN_TRY(add_spec(l, "l2_prefetch", "%s", ""));
     KILN_TRY(add_spec(l, "sample_argmax", "CL=%d", 8)); /* KILN_SAMPLE_CLUSTER_AUTO: 8 or 4 blocks by rows */
     KILN_TRY(add_spec(l, "sample_argmax", "CL=%d", 4));
     if (m->pdl_early)
