@@ -2,7 +2,8 @@
  * cupti_trace.c -- a kernel tracer for any CUDA program, kiln included,
  * through CUPTI's activity API: LD_PRELOAD=libkiln_cupti_trace.so, and every
  * kernel that runs (launched from a stream or replayed inside a CUDA graph)
- * is written to $KILN_TRACE_OUT (default kiln_trace.csv) as one line:
+ * is written to $KILN_TRACE_OUT (default kiln_trace.csv) as one line (with
+ * $KILN_TRACE_MEMCPY set, also every copy: name memcpy_HtoD etc., grid_x its bytes):
  *
  *   start_ns,end_ns,device,stream,graph_id,correlation,grid_x,grid_y,grid_z,block_x,name
  *
@@ -37,6 +38,15 @@ static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buf, 
     (void)ctx, (void)stream, (void)size;
     CUpti_Activity *rec = NULL;
     while (cuptiActivityGetNextRecord(buf, valid, &rec) == CUPTI_SUCCESS) {
+        if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) { /* copies as rows named memcpy_<kind>, grid_x = bytes */
+            const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)rec;
+            static const char *kinds[] = {"?", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"};
+            if (g_out)
+                fprintf(g_out, "%llu,%llu,%u,%u,%u,%u,%llu,1,1,0,memcpy_%s\n", (unsigned long long)m->start,
+                        (unsigned long long)m->end, m->deviceId, m->streamId, m->graphId, m->correlationId,
+                        (unsigned long long)m->bytes, m->copyKind < 11 ? kinds[m->copyKind] : "?");
+            continue;
+        }
         if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL && rec->kind != CUPTI_ACTIVITY_KIND_KERNEL) continue;
         const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
         g_kernels++;
@@ -59,7 +69,8 @@ __attribute__((constructor)) static void trace_init(void) {
     }
     fprintf(g_out, "start_ns,end_ns,device,stream,graph_id,correlation,grid_x,grid_y,grid_z,block_x,name\n");
     if (cuptiActivityRegisterCallbacks(buf_request, buf_complete) != CUPTI_SUCCESS ||
-        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS ||
+        (getenv("KILN_TRACE_MEMCPY") && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) != CUPTI_SUCCESS)) {
         fprintf(stderr, "cupti_trace: CUPTI activity API unavailable\n");
     }
 }
