@@ -821,15 +821,17 @@ static void op_sample(void *vc, int s) {
  * one sampling setting at 64 rows. */
 static void bench_sampling(void) {
     /* rows, mode (1: sampling), cluster (-1: kiln_gpu_sample; 0: as configured) */
-    static const int rows[][3] = {{1, 0, 0},  {1, 0, 4},  {1, 0, -1},  {32, 0, 0}, {32, 0, 4},
-                                  {32, 0, -1}, {64, 0, 0}, {64, 0, -1}, {64, 1, -1}};
+    static const int rows[][3] = {{1, 0, 0},   {1, 0, 4},   {1, 0, -1},  {1, 0, KILN_SAMPLE_CLUSTER_SPLIT},
+                                  {32, 0, 0},  {32, 0, 4},  {32, 0, -1}, {32, 0, KILN_SAMPLE_CLUSTER_SPLIT},
+                                  {64, 0, 0},  {64, 0, -1}, {64, 0, KILN_SAMPLE_CLUSTER_SPLIT},
+                                  {256, 0, -1}, {256, 0, KILN_SAMPLE_CLUSTER_SPLIT}, {64, 1, -1}};
     for (int ri = 0; ri < (int)(sizeof rows / sizeof rows[0]); ri++) {
         const int mode = rows[ri][1], cl = rows[ri][2];
         samp_ctx c = {0, 0, 0, 0, rows[ri][0], 128256, cl >= 0};
         c.logits = drand((size_t)c.R * c.V, KILN_DTYPE_F32, 3);
-        kiln_gpu_sample_params p[64];
+        kiln_gpu_sample_params p[256];
         memset(p, 0, sizeof p);
-        for (int r = 0; r < 64; r++) {
+        for (int r = 0; r < 256; r++) {
             p[r].temperature = mode ? 0.8f : 0.0f;
             p[r].top_p = mode ? 0.9f : 1.0f;
             p[r].top_k = mode ? 50 : 0;
@@ -837,15 +839,16 @@ static void bench_sampling(void) {
             p[r].seed = (uint64_t)r;
         }
         CK(kiln_rt_malloc(dev, sizeof p, &c.params));
-        CK(kiln_rt_malloc(dev, 4 * 64, &c.tokens));
-        CK(kiln_rt_malloc(dev, 4 * 64, &c.logprobs));
+        CK(kiln_rt_malloc(dev, 4 * 256, &c.tokens));
+        CK(kiln_rt_malloc(dev, 4 * 256, &c.logprobs));
         CK(kiln_rt_memcpy_htod(c.params, p, sizeof p, NULL));
         const int was = cl > 0 ? kiln_gpu_set_sample_cluster(gpu, cl) : 0;
         const int used = cl >= 0 ? kiln_gpu_sample_cluster(gpu, c.R) : 0;
         double t = time_op(op_sample, &c, 1, 5, 10);
         if (cl > 0) kiln_gpu_set_sample_cluster(gpu, was);
         char what[64], how[24];
-        if (used) snprintf(how, sizeof how, "cluster %d", used);
+        if (used == KILN_SAMPLE_CLUSTER_SPLIT) snprintf(how, sizeof how, "split");
+        else if (used) snprintf(how, sizeof how, "cluster %d", used);
         else snprintf(how, sizeof how, "1 block");
         snprintf(what, sizeof what, "%d x 128256 %s, logprobs [%s]", c.R, mode ? "T=0.8 top-k 50 top-p 0.9" : "greedy",
                  how);
@@ -897,7 +900,7 @@ int main(int argc, char **argv) {
     CK(kiln_rt_event_create(dev, true, &e1));
     /* the gemm rows are cuBLASLt; the gemv, gemm_tc and gemm_sk rows set their own */
     kiln_gpu_params gp = {.gemv_max_m = -1, .tcgemm_max_m = -1, .skgemm_max_m = -1};
-    gp.max_sample_rows = 64;
+    gp.max_sample_rows = 256;
     gp.vocab = 128256;
     CK(kiln_gpu_create(dev, &gp, &gpu));
     const kiln_rt_device_info *di = kiln_rt_device_get_info(dev);

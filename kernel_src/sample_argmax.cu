@@ -181,3 +181,113 @@ kiln_sample_argmax(int *out_tokens, float *out_logprobs, const float *logits, in
     __trap(); // a cluster needs sm_90 (the host launches kiln_sample before it)
 #endif
 }
+
+// ------------------------------------------------------------------ split
+// kiln_sample_argmax_split: the same token and logprob with each row split
+// into chunks of SNT * SPT 4-float groups, a block of SNT threads a chunk
+// (grid (chunks, n_rows), any GPU, no cluster): every thread loads its SPT
+// groups at once, the block reduces its threads' records in a fixed tree and
+// stores the chunk's record into part[row * chunks + chunk]; the block that
+// arrives last on counters[row] (fence, then an atomic add: the partial
+// records are visible to it) merges the row's records -- lane c the chunks
+// c, c + 32, ... in order, then a fixed tree over lanes, so the result does
+// not depend on the order of arrival -- writes the token and logprob and
+// sets the counter back to 0 for the next launch. Many small blocks keep
+// more of the logits in flight than a cluster of four 1024-thread blocks a
+// row (engine/cuda/ops_gpu.c kiln_gpu_sample_greedy).
+#define SNT 256
+#define SPT 4
+
+extern "C" __global__ void __launch_bounds__(SNT)
+kiln_sample_argmax_split(int *out_tokens, float *out_logprobs, const float *logits, int V, sa_rec *part,
+                         int *counters) {
+    __shared__ sa_rec warp_rec[SNT / 32];
+    __shared__ int last;
+    pdl_wait();
+    pdl_launch();
+    const int row = blockIdx.y, chunk = blockIdx.x, chunks = gridDim.x;
+    const float *l = logits + (size_t)row * V;
+    const bool want_lp = out_logprobs != nullptr;
+    const bool vec = ((u64)logits & 15) == 0 && (V & 3) == 0;
+    const int G = (V + 3) >> 2, t0 = chunk * SNT * SPT;
+    float4 v[SPT];
+#pragma unroll
+    for (int k = 0; k < SPT; k++) {
+        const int g = t0 + k * SNT + (int)threadIdx.x;
+        if (g < G) {
+            if (vec) {
+                v[k] = reinterpret_cast<const float4 *>(l)[g];
+            } else {
+                const int e = g * 4;
+                v[k].x = l[e];
+                v[k].y = e + 1 < V ? l[e + 1] : KILN_NAN;
+                v[k].z = e + 2 < V ? l[e + 2] : KILN_NAN;
+                v[k].w = e + 3 < V ? l[e + 3] : KILN_NAN;
+            }
+        } else {
+            v[k] = make_float4(KILN_NAN, KILN_NAN, KILN_NAN, KILN_NAN);
+        }
+    }
+    // this thread's max and its lowest index (indices in increasing order), then sum exp(l - max)
+    sa_rec me;
+    me.m = -KILN_INF, me.s = 0.0f, me.i = 0x7fffffff;
+#pragma unroll
+    for (int k = 0; k < SPT; k++) {
+        const int e = (t0 + k * SNT + (int)threadIdx.x) * 4;
+        const float x[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+            if (x[j] > me.m || (x[j] == me.m && e + j < me.i)) me.m = x[j], me.i = e + j;
+    }
+    if (want_lp) {
+        // padding (past V) is NaN: skipped; -inf adds 0 (also when the max is -inf)
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < SPT; k++) {
+            const int e = (t0 + k * SNT + (int)threadIdx.x) * 4;
+            const float x[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                if (e + j < V && x[j] != -KILN_INF) s += expf(x[j] - me.m);
+        }
+        me.s = s;
+    }
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sa_merge(me, sa_shfl(me, o));
+    if (lane == 0) warp_rec[w] = me;
+    __syncthreads();
+    if (w == 0) {
+        if (lane < SNT / 32) {
+            me = warp_rec[lane];
+        } else {
+            me.m = -KILN_INF, me.s = 0.0f, me.i = 0x7fffffff;
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) sa_merge(me, sa_shfl(me, o));
+        if (lane == 0) {
+            part[(size_t)row * chunks + chunk] = me;
+            __threadfence();
+            last = atomicAdd(&counters[row], 1) == chunks - 1;
+        }
+    }
+    __syncthreads();
+    if (!last || w != 0) return;
+    __threadfence();
+    sa_rec r;
+    r.m = -KILN_INF, r.s = 0.0f, r.i = 0x7fffffff;
+    for (int c = lane; c < chunks; c += 32) {
+        const volatile sa_rec *p = part + (size_t)row * chunks + c;
+        sa_rec q;
+        q.m = p->m, q.s = p->s, q.i = p->i;
+        sa_merge(r, q);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sa_merge(r, sa_shfl(r, o));
+    if (lane == 0) {
+        const int token = r.i < V ? r.i : 0;
+        out_tokens[row] = token;
+        if (want_lp) out_logprobs[row] = l[token] - r.m - logf(r.s);
+        counters[row] = 0;
+    }
+}

@@ -217,6 +217,10 @@ typedef struct kiln_jit_kernel_def {
  * rows, 4 up to 32, kiln_sample above, as measured on the H200: bench_kernels
  * sample, engine/cuda/ops_gpu.c kiln_gpu_sample_cluster). */
 #define KILN_SAMPLE_CLUSTER_AUTO 16
+/* ... or $KILN_SAMPLE_CLUSTER=32: every greedy step through the split kernel
+ * (kiln_sample_argmax_split: chunks of 4096 logits, a 256-thread block each,
+ * the last block of a row merging; any GPU) */
+#define KILN_SAMPLE_CLUSTER_SPLIT 32
 #define KILN_SAMPLE_CLUSTER_DEFAULT KILN_SAMPLE_CLUSTER_AUTO
 #define KILN_GEMV_ROWS_DEFAULT 1
 #define KILN_GEMV_UNROLL_DEFAULT 4
@@ -477,6 +481,10 @@ bool kiln_rt_kernels_pdl(const kiln_rt_kernels *k);
  * (so 8); s43, TP 2 -b 1 407.5 / 407.0 against 390.3 / 390.0; s40 (every
  * kernel early through KILN_KERNEL_DIR) -b 32 and -b 64 no gain. */
 #define KILN_PDL_EARLY_MAX_SEQS_DEFAULT 8
+/* the GPU executor copies a sampled step's tokens back to the host on a stream of
+ * their own, so the next step need not wait for the copy ($KILN_COPY_STREAM=0|1;
+ * engine/cuda/exec_gpu.c) */
+#define KILN_COPY_STREAM_DEFAULT 0
 /* Register a policy-provided kernel: CUDA source text with its entry point
  * and signature. When name is a registry name, it replaces that variant
  * (same defines and signature apply). */

@@ -690,6 +690,44 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s82; then # eighteenth session: greedy sampling split into 4096-logit chunks (KILN_SAMPLE_CLUSTER=32) and the tokens' copy stream (KILN_COPY_STREAM)
+  export CUDA_VISIBLE_DEVICES=0
+  gt test_sampling_greedy 200 "FAIL|passed" -- test_gpu_ops sampling_greedy
+  timeout 120 "$here/bin/bench_kernels" sample 2>&1 | grep -E "^sample" | tee "$out/bench_sample.txt"
+  for r in 1 2; do
+    kb "b32-def-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-cs-$r" KILN_COPY_STREAM=1 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-cs-split-$r" KILN_COPY_STREAM=1 KILN_SAMPLE_CLUSTER=32 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b1-def-$r" -- -b 1 -s 128 -o 512 --iters 1
+    kb "b1-cs-$r" KILN_COPY_STREAM=1 -- -b 1 -s 128 -o 512 --iters 1
+    kb "b1-cs-split-$r" KILN_COPY_STREAM=1 KILN_SAMPLE_CLUSTER=32 -- -b 1 -s 128 -o 512 --iters 1
+  done
+  for b in 64 256; do
+    kb "b$b-def" -- -b $b -s 128 -o 256 --iters 1
+    kb "b$b-cs" KILN_COPY_STREAM=1 -- -b $b -s 128 -o 256 --iters 1
+    kb "b$b-cs-split" KILN_COPY_STREAM=1 KILN_SAMPLE_CLUSTER=32 -- -b $b -s 128 -o 256 --iters 1
+  done
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s81; then # eighteenth session: the sampled tokens' copy back on a stream of its own (KILN_COPY_STREAM), copies traced
+  export CUDA_VISIBLE_DEVICES=0
+  gt test_gpu_batching_graphs 200 "FAIL|passed" -- test_gpu_engine batching_graphs
+  for r in 1 2; do
+    for c in 0 1; do kb "b32-cp$c-$r" KILN_COPY_STREAM=$c -- -b 32 -s 128 -o 256 --iters 1; done
+    for c in 0 1; do kb "b1-cp$c-$r" KILN_COPY_STREAM=$c -- -b 1 -s 128 -o 512 --iters 1; done
+  done
+  for c in 0 1; do kb "b64-cp$c" KILN_COPY_STREAM=$c -- -b 64 -s 128 -o 256 --iters 1; done
+  for c in 0 1; do kb "b256-cp$c" KILN_COPY_STREAM=$c -- -b 256 -s 128 -o 256 --iters 1; done
+  for c in 0 1; do
+    for b in 32 1; do
+      KILN_COPY_STREAM=$c KILN_TRACE_MEMCPY=1 KILN_TRACE_OUT=/tmp/trace81_${b}_$c.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 200 "$here/bin/kiln" bench \
+        --model llama3-8b --load-format dummy -b $b -s 128 -o 64 --iters 1 > /tmp/trace81_${b}_$c.log 2>&1
+      echo "== trace -b $b copy stream $c rc=$? ($(grep -E 'output tokens/s|mean decode step' /tmp/trace81_${b}_$c.log | tr -s ' ' | tr '\n' ';'))"
+      gzip -c /tmp/trace81_${b}_$c.csv > "$out/trace81_${b}_$c.csv.gz"
+    done
+  done
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s80; then # eighteenth session: the o projection's weights prefetched into L2 on a side stream under rope + attention (KILN_O_PREFETCH_MB)
   export CUDA_VISIBLE_DEVICES=0
   gt test_l2_prefetch 150 "FAIL|passed" -- test_gpu_ops test_l2_prefetch

@@ -146,8 +146,21 @@ KT_TEST(test_gpu_batching_graphs) {
     kiln_engine_destroy(ee);
     kiln_engine_destroy(eo);
     /* reference: all together; then one at a time; then a tiny pool */
-    kiln_result all[8], one[8], pre[8];
+    kiln_result all[8], one[8], pre[8], cps[8];
     KT_OK(kiln_engine_generate(eg, r, n, all));
+    /* the tokens' copy back on the step's stream or on its own (the other setting than the default):
+     * the same tokens, bit for bit */
+    setenv("KILN_COPY_STREAM", KILN_COPY_STREAM_DEFAULT ? "0" : "1", 1);
+    kiln_engine *ec = gpu_engine("llama3-hd128", 0, false);
+    unsetenv("KILN_COPY_STREAM");
+    KT_REQUIRE(ec);
+    KT_OK(kiln_engine_generate(ec, r, n, cps));
+    kiln_engine_destroy(ec);
+    for (int i = 0; i < n; i++) {
+        KT_CHECKF(cps[i].n_ids == all[i].n_ids && !memcmp(cps[i].ids, all[i].ids, sizeof(int32_t) * (size_t)all[i].n_ids),
+                  "request %d: other tokens with KILN_COPY_STREAM=%d", i, !KILN_COPY_STREAM_DEFAULT);
+        kiln_result_free(&cps[i]);
+    }
     uint64_t allocs = kiln_rt_alloc_count();
     for (int i = 0; i < n; i++) KT_OK(kiln_engine_generate(eg, &r[i], 1, &one[i]));
     KT_CHECKF(kiln_rt_alloc_count() == allocs, "%llu device allocations during steps",

@@ -1199,7 +1199,7 @@ KT_TEST(test_sampling_greedy) {
     /* 1003: rows not 16-byte aligned (scalar loads); 128256: Llama 3's vocabulary */
     const int Vs[] = {1000, 1003, 131072, 128256};
     /* KILN_SAMPLE_CLUSTER_AUTO: 8 blocks at 1 row, 4 at 24, kiln_sample at 40 */
-    const int cls[] = {0, 1, 2, 4, 8, KILN_SAMPLE_CLUSTER_AUTO};
+    const int cls[] = {0, 1, 2, 4, 8, KILN_SAMPLE_CLUSTER_AUTO, KILN_SAMPLE_CLUSTER_SPLIT};
     const int was = kiln_gpu_set_sample_cluster(gpu, 8);
     fprintf(stderr, "  greedy sampling: cluster of %d on this GPU (0: kiln_sample)\n", kiln_gpu_sample_cluster(gpu, 1));
     for (int vi = 0; vi < 4; vi++) {
@@ -1231,6 +1231,8 @@ KT_TEST(test_sampling_greedy) {
         l = logits + 9 * (size_t)V; /* a tie at every chunk start of every cluster size */
         for (int c = 2; c <= 8; c *= 2)
             for (int k = 1; k < c; k++) l[(((V + 3) / 4 + c - 1) / c) * 4 * k] = 1e4f;
+        l = logits + 10 * (size_t)V; /* a tie at every chunk start of the split kernel (4096 logits) */
+        for (int i = 4096; i < V; i += 4096) l[i] = 1e4f;
         int32_t want[40];
         double want_lp[40];
         void *work = malloc(kiln_sampler_work_bytes(V));
@@ -1258,7 +1260,7 @@ KT_TEST(test_sampling_greedy) {
         for (int shift = 0; shift < 2; shift++) {
             kiln_devptr dls = dl + (kiln_devptr)(4 * shift);
             KT_OK(kiln_rt_memcpy_htod(dls, logits, sizeof(float) * (size_t)V * R, NULL));
-            for (int ci = 0; ci < 6; ci++) {
+            for (int ci = 0; ci < 7; ci++) {
                 kiln_gpu_set_sample_cluster(gpu, cls[ci]);
                 const int nrs[] = {1, 24, R}; /* one row, some, every row */
                 for (int ni = 0; ni < 3; ni++) {

@@ -95,6 +95,12 @@ typedef struct exec_gpu {
     char *h_meta_buf[2];
     int32_t *h_res_buf[2];      /* [n] tokens then [n] f32 logprobs (d_res)     */
     kiln_rt_event *done_ev[2];  /* a set's step has copied its tokens back     */
+    /* the copy back on its own stream ($KILN_COPY_STREAM, default KILN_COPY_STREAM_DEFAULT):
+     * the next step starts when the sampling ends, not when its tokens have reached the
+     * host; then each set has its own device results (d_res is the latest launch's) */
+    kiln_rt_stream *cp_st;
+    kiln_rt_event *sampled_ev[2];
+    kiln_devptr d_res_buf[2];
     int cur_buf;                /* the set of the latest launch                */
     int n_pend, pend_buf[2], pend_n[2]; /* outstanding steps, oldest first     */
     /* cross attention: sequences decoding one token this step */
@@ -628,14 +634,25 @@ static kiln_status gpu_launch_sample(kiln_exec *base, const kiln_batch *b, const
         KILN_TRY(kiln_gpu_sample_penalties(x->g, x->st, logits, n, V, sparams, x->d_hist, o0, x->d_hist, o1,
                                            x->d_hist, o2));
     }
-    /* tokens then logprobs, adjacent: one copy back */
+    /* tokens then logprobs, adjacent: one copy back. With the copy stream, this set's
+     * results (the gather above read the previous set's) once its last copy back is done */
+    if (x->cp_st) {
+        x->d_res = x->d_res_buf[kb];
+        KILN_TRY(kiln_rt_stream_wait_event(x->st, x->done_ev[kb]));
+    }
     kiln_devptr d_lp = x->d_res + (kiln_devptr)(4 * (size_t)n);
     if (greedy && !any)
         KILN_TRY(kiln_gpu_sample_greedy(x->g, x->st, x->d_res, d_lp, logits, n, V, sparams));
     else
         KILN_TRY(kiln_gpu_sample(x->g, x->st, x->d_res, d_lp, logits, n, V, sparams));
-    KILN_TRY(kiln_rt_memcpy_dtoh(x->h_res_buf[kb], x->d_res, 8 * (size_t)n, x->st));
-    KILN_TRY(kiln_rt_event_record(x->done_ev[kb], x->st));
+    kiln_rt_stream *cs = x->st;
+    if (x->cp_st) {
+        cs = x->cp_st;
+        KILN_TRY(kiln_rt_event_record(x->sampled_ev[kb], x->st));
+        KILN_TRY(kiln_rt_stream_wait_event(cs, x->sampled_ev[kb]));
+    }
+    KILN_TRY(kiln_rt_memcpy_dtoh(x->h_res_buf[kb], x->d_res, 8 * (size_t)n, cs));
+    KILN_TRY(kiln_rt_event_record(x->done_ev[kb], cs));
     x->pend_buf[x->n_pend] = kb;
     x->pend_n[x->n_pend] = n;
     x->n_pend++;
@@ -750,6 +767,7 @@ static void gpu_destroy(kiln_exec *base) {
     kiln_profile_free(&x->prof);
     if (x->dev) kiln_rt_device_make_current(x->dev);
     if (x->st) kiln_rt_stream_sync(x->st); /* an uncollected step still copies into pinned memory */
+    if (x->cp_st) kiln_rt_stream_sync(x->cp_st);
     if (x->ev)
         for (int i = 0; i <= x->p->n_ops; i++)
             if (x->ev[i]) kiln_rt_event_destroy(x->ev[i]);
@@ -760,11 +778,13 @@ static void gpu_destroy(kiln_exec *base) {
     if (x->nccl) kiln_rt_comm_destroy(x->nccl);
     kiln_gpu_destroy(x->g);
     if (x->st) kiln_rt_stream_destroy(x->st);
+    if (x->cp_st) kiln_rt_stream_destroy(x->cp_st);
     kiln_rt_pool_destroy(x->wpool);
     kiln_rt_pool_destroy(x->apool);
     kiln_rt_pool_destroy(x->kvpool);
     for (int k = 0; k < 2; k++) {
         if (x->done_ev[k]) kiln_rt_event_destroy(x->done_ev[k]);
+        if (x->sampled_ev[k]) kiln_rt_event_destroy(x->sampled_ev[k]);
         if (x->h_meta_buf[k]) kiln_rt_host_free(x->dev, x->h_meta_buf[k]);
         if (x->h_res_buf[k]) kiln_rt_host_free(x->dev, x->h_res_buf[k]);
     }
@@ -1119,6 +1139,10 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     KILN_TRY(kiln_rt_device_open(cfg->device_id, &x->dev));
     x->info = kiln_rt_device_get_info(x->dev);
     KILN_TRY(kiln_rt_stream_create(x->dev, &x->st));
+    {
+        const char *v = getenv("KILN_COPY_STREAM");
+        if (v && *v ? atoi(v) > 0 : KILN_COPY_STREAM_DEFAULT) KILN_TRY(kiln_rt_stream_create(x->dev, &x->cp_st));
+    }
     if (p->tp_size > 1) {
         /* one NCCL communicator per rank, created together (NVLink multicast stays off) */
         setenv("NCCL_NVLS_ENABLE", "0", 1);
@@ -1197,7 +1221,7 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     }
     x->hist_cap = (size_t)cfg->max_out * 8192 + 65536;
     if (p->tp_size > 1) act_bytes += align256(4 * (size_t)cfg->max_out * (size_t)p->vocab_size);
-    act_bytes += align256(8 * (size_t)cfg->max_out) + align256(4 * x->hist_cap) + align256(4 * 3 * ((size_t)cfg->max_out + 1));
+    act_bytes += 2 * align256(8 * (size_t)cfg->max_out) + align256(4 * x->hist_cap) + align256(4 * 3 * ((size_t)cfg->max_out + 1));
     KILN_TRY(kiln_rt_pool_create(x->dev, "activations", act_bytes, &x->apool));
     for (int i = 0; i < p->n_slots; i++) {
         int64_t rows = p->slots[i].per_out ? cfg->max_out : cfg->max_tokens;
@@ -1205,7 +1229,9 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
                                     &x->slot[i]));
     }
     KILN_TRY(kiln_rt_pool_alloc(x->apool, x->mo.total, 256, &x->d_meta));
-    KILN_TRY(kiln_rt_pool_alloc(x->apool, 8 * (size_t)cfg->max_out, 256, &x->d_res));
+    for (int k = 0; k < (x->cp_st ? 2 : 1); k++)
+        KILN_TRY(kiln_rt_pool_alloc(x->apool, 8 * (size_t)cfg->max_out, 256, &x->d_res_buf[k]));
+    x->d_res = x->d_res_buf[0];
     KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * x->hist_cap, 256, &x->d_hist));
     KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * 3 * ((size_t)cfg->max_out + 1), 256, &x->d_hoff));
     if (p->tp_size > 1)
@@ -1215,6 +1241,7 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
         memset(x->h_meta_buf[k], 0, x->mo.total);
         KILN_TRY(kiln_rt_host_alloc(x->dev, 8 * (size_t)cfg->max_out, (void **)&x->h_res_buf[k]));
         KILN_TRY(kiln_rt_event_create(x->dev, false, &x->done_ev[k]));
+        if (x->cp_st) KILN_TRY(kiln_rt_event_create(x->dev, false, &x->sampled_ev[k]));
     }
     x->h_meta = x->h_meta_buf[0];
     size_t V = (size_t)p->slots[p->logits_slot].width;

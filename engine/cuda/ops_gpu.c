@@ -19,6 +19,8 @@ struct kiln_gpu {
     kiln_rt_blas *blas;
     kiln_rt_mempool *pool;
     kiln_devptr blas_ws, ws, sample_ws, counts;
+    kiln_devptr sa_part, sa_counters; /* kiln_sample_argmax_split: [max_rows, sa_chunks] records, [max_rows] zeros */
+    int sa_chunks;
     size_t blas_ws_bytes, ws_bytes;
     int max_rows, vocab;
     int gemv_max_m, gemv_rows, gemv_unroll, gemv_ksplit, gemv_rule, gemv_rope, gemv_ar, gemv_silu, gemv_silu_ksplit, gemv_silu_unroll;
@@ -50,6 +52,9 @@ struct kiln_gpu {
     int kv_tile;          /* $KILN_KV_TILE (default KILN_KV_TILE_DEFAULT): the wide KV writes in tiles (1 both, 2 kv_write only) */
     int sample_cl;        /* kiln_gpu_sample_greedy's cluster size (1|2|4|8; 0: kiln_sample) */
 };
+
+/* logits a block of kiln_sample_argmax_split takes (kernel_src/sample_argmax.cu SNT * SPT * 4) */
+#define SA_CHUNK 4096
 
 /* A tuning knob: the parameter when set (non-zero), else $env when set,
  * else the default. */
@@ -136,7 +141,10 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->kv_tile < 0 || g->kv_tile > 2) g->kv_tile = KILN_KV_TILE_DEFAULT;
     kiln_gpu_set_sample_cluster(g, knob(p ? p->sample_cluster : 0, "KILN_SAMPLE_CLUSTER", KILN_SAMPLE_CLUSTER_DEFAULT));
     size_t sample_bytes = (size_t)g->max_rows * (size_t)g->vocab * 4;
-    size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * KILN_ATTN_COUNTERS + 5 * 256;
+    g->sa_chunks = (g->vocab + SA_CHUNK - 1) / SA_CHUNK;
+    const size_t sa_part_bytes = (size_t)g->max_rows * (size_t)g->sa_chunks * 16, sa_cnt_bytes = 4 * (size_t)g->max_rows;
+    size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * KILN_ATTN_COUNTERS + sa_part_bytes +
+                   sa_cnt_bytes + 7 * 256;
     KILN_TRY(kiln_rt_pool_create(d, "workspace", total, &g->pool));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, g->blas_ws_bytes, 256, &g->blas_ws));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, g->ws_bytes, 256, &g->ws));
@@ -145,6 +153,9 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     KILN_TRY(kiln_rt_memset8(g->counts, 0, sample_bytes, NULL));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, 4 * KILN_ATTN_COUNTERS, 256, &g->attn_counters));
     KILN_TRY(kiln_rt_memset8(g->attn_counters, 0, 4 * KILN_ATTN_COUNTERS, NULL));
+    KILN_TRY(kiln_rt_pool_alloc(g->pool, sa_part_bytes, 256, &g->sa_part));
+    KILN_TRY(kiln_rt_pool_alloc(g->pool, sa_cnt_bytes, 256, &g->sa_counters));
+    KILN_TRY(kiln_rt_memset8(g->sa_counters, 0, sa_cnt_bytes, NULL));
 
     KILN_TRY(kiln_rt_kernels_create(d, p ? p->jit : NULL, &g->k));
     KILN_TRY(kiln_rt_blas_create(d, g->blas_ws, g->blas_ws_bytes, &g->blas));
@@ -1409,7 +1420,8 @@ fail:
 
 int kiln_gpu_set_sample_cluster(kiln_gpu *g, int cl) {
     int was = g->sample_cl;
-    g->sample_cl = cl <= 0                         ? 0
+    g->sample_cl = cl == KILN_SAMPLE_CLUSTER_SPLIT  ? KILN_SAMPLE_CLUSTER_SPLIT
+                   : cl <= 0                         ? 0
                    : cl >= KILN_SAMPLE_CLUSTER_AUTO ? KILN_SAMPLE_CLUSTER_AUTO
                    : cl >= 8                        ? 8
                    : cl >= 4                        ? 4
@@ -1424,6 +1436,7 @@ int kiln_gpu_sample_cluster(const kiln_gpu *g, int n_rows) {
     /* by rows (H200, bench_kernels sample, 128256 logits a row: 1 row 7.6 us with 8 blocks against 23.2
      * with one; 32 rows 16.7 with 4, 18.8 with 8, 23.8 with one; 64 rows 30.0 with 8, 25.5 with one) */
     if (cl == KILN_SAMPLE_CLUSTER_AUTO) cl = n_rows <= 16 ? 8 : n_rows <= 32 ? 4 : 0;
+    if (cl == KILN_SAMPLE_CLUSTER_SPLIT) return cl;
     return cl > 1 && di->cc_major < 9 ? 0 : cl;
 }
 
@@ -1435,6 +1448,17 @@ kiln_status kiln_gpu_sample_greedy(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr t
     if (!cl) return kiln_gpu_sample(g, s, tokens, logprobs, logits, n_rows, V, params);
     KILN_CHECK(n_rows >= 0 && n_rows <= 65535 && V >= 1, KILN_ERR_LIMIT, "greedy sampling of %d rows of %d", n_rows,
                V);
+    if (cl == KILN_SAMPLE_CLUSTER_SPLIT) {
+        KILN_CHECK(n_rows <= g->max_rows && V <= g->vocab, KILN_ERR_LIMIT,
+                   "greedy sampling of %d rows of %d exceeds the workspace (%d rows of %d)", n_rows, V, g->max_rows,
+                   g->vocab);
+        if (n_rows == 0) return KILN_OK;
+        KILN_TRY(kiln_rt_kernels_get(g->k, "sample_argmax_split", "", &f));
+        kiln_devptr part = g->sa_part, cnt = g->sa_counters;
+        LAUNCH(f, (unsigned)((V + SA_CHUNK - 1) / SA_CHUNK), (unsigned)n_rows, 1, 256, 0, s, &tokens, &logprobs,
+               &logits, &V, &part, &cnt);
+        return KILN_OK;
+    }
     KILN_TRY(get(g, "sample_argmax", &f, "CL=%d", cl));
     LAUNCH(f, (unsigned)cl, (unsigned)n_rows, 1, 1024, 0, s, &tokens, &logprobs, &logits, &V);
 fail:

@@ -138,6 +138,9 @@ static const kiln_jit_kernel_def registry[] = {
      * launches kiln_sample before it; a trapping body elsewhere) */
     {"sample_argmax", "kernel_src/sample_argmax.cu", "kiln_sample_argmax", "ptr,ptr,ptr,i32", {{"CL", "1|2|4|8"}},
      "CL=8;CL=4;CL=2;CL=1"},
+    /* greedy rows split into chunks of 4096 logits, a block each, the last to arrive merging (any GPU) */
+    {"sample_argmax_split", "kernel_src/sample_argmax.cu", "kiln_sample_argmax_split", "ptr,ptr,ptr,i32,ptr,ptr",
+     {{NULL, NULL}}, ""},
     /* one-shot all-reduce over peer memory (runtime/cuda/p2p.c): io, n, the ranks' buffers b0..b7, rank,
      * n_ranks, bytes per data half, timeout in ns */
     {"all_reduce", "kernel_src/allreduce.cu", "kiln_all_reduce", "ptr,i64,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i32,i32,i64,i64",
@@ -496,6 +499,7 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
     KILN_TRY(add_spec(l, "sample", "%s", ""));
     KILN_TRY(add_spec(l, "sample_argmax", "CL=%d", 8)); /* KILN_SAMPLE_CLUSTER_AUTO: 8 or 4 blocks by rows */
     KILN_TRY(add_spec(l, "sample_argmax", "CL=%d", 4));
+    KILN_TRY(add_spec(l, "sample_argmax_split", "%s", ""));
     if (m->pdl_early)
         for (int i = 0, n = l->n; i < n; i++) {
             KILN_TRY(add_spec(l, l->specs[i].name, "%s PDL_EARLY=1", l->defines[i]));
