@@ -7,6 +7,9 @@
 //                     last position of each packed sequence)
 //   kiln_cast:        dst [n] (DST) = src [n] (SRC); SRC/DST may be FP8 (E4M3,
 //                     E5M2: the conversions of the KV cache write and read)
+//   kiln_step_feed:   a step's metadata block read from pinned host memory
+//                     into the device (engine/cuda/exec_gpu.c), with the fed
+//                     tokens gathered from the previous step's sampled ids
 // Semantics: engine/ops_cpu.h kiln_cpu_embed / kiln_cpu_gather_rows.
 #include "kiln_common.cuh"
 
@@ -69,3 +72,39 @@ extern "C" __global__ void kiln_cast(dst_t *dst, const src_t *src, i64 n) {
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] = from_f32<dst_t>(to_f32(src[i]));
 }
 #endif
+
+// kiln_step_feed(dmeta, hmeta, n, tok_off, feed_off, n_feed, res): bytes [0, n)
+// of the block at hmeta -- pinned host memory, which kernels read through the
+// same address under unified addressing -- into dmeta, in 16-byte units (n,
+// tok_off and feed_off multiples of 16), except the first n_feed 4-byte words
+// at tok_off: tokens[i] = res[feed[i]], feed being the n_feed words at
+// feed_off of the host block. One kernel in place of a host-to-device copy and
+// a gather: no copy engine between the sampling and the next step. Each
+// thread's first unit is read from the host before the wait on the kernel
+// before (the host wrote the block before the launch); the device block is
+// written after it (the previous step's graph reads it, the sampling writes
+// res).
+extern "C" __global__ void kiln_step_feed(char *dmeta, const char *hmeta, i64 n, i64 tok_off, i64 feed_off,
+                                          int n_feed, const int *res) {
+    const i64 units = n >> 4, stride = (i64)gridDim.x * blockDim.x;
+    const i64 tok_end = tok_off + (((i64)n_feed * 4 + 15) & ~(i64)15);
+    i64 u = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    uint4 first = make_uint4(0, 0, 0, 0);
+    if (u < units) first = ld16(hmeta + 16 * u);
+    pdl_wait();
+    pdl_launch();
+    for (; u < units; u += stride) {
+        const i64 o = 16 * u;
+        uint4 v = o == 16 * ((i64)blockIdx.x * blockDim.x + threadIdx.x) ? first : ld16(hmeta + o);
+        if (o >= tok_off && o < tok_end) { // fed tokens, else the host's words
+            u32 w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const i64 k = (o - tok_off) / 4 + j;
+                if (k < n_feed) w[j] = (u32)res[reinterpret_cast<const int *>(hmeta + feed_off)[k]];
+            }
+            v = make_uint4(w[0], w[1], w[2], w[3]);
+        }
+        st16(dmeta + o, v);
+    }
+}

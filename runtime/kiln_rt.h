@@ -213,13 +213,14 @@ typedef struct kiln_jit_kernel_def {
 /* Greedy sampling steps (every row temperature <= 0, no penalties or bans)
  * split each row over a thread-block cluster of this many blocks
  * (kernel_src/sample_argmax.cu, sm_90; 1|2|4|8, $KILN_SAMPLE_CLUSTER; 0: the
- * general one-block-a-row kiln_sample; KILN_SAMPLE_CLUSTER_AUTO: 8 up to 16
- * rows, 4 up to 32, kiln_sample above, as measured on the H200: bench_kernels
- * sample, engine/cuda/ops_gpu.c kiln_gpu_sample_cluster). */
+ * general one-block-a-row kiln_sample), or (KILN_SAMPLE_CLUSTER_SPLIT) into
+ * chunks of 4096 logits, a 256-thread block each, the last block of a row
+ * merging (kiln_sample_argmax_split, any GPU). KILN_SAMPLE_CLUSTER_AUTO: the
+ * split kernel at every row count (H200, bench_kernels sample, 2026-12-01:
+ * 1 / 32 / 64 / 256 rows of 128,256 logits 6.5 / 12.2 / 18.5 / 58.3 us against
+ * 7.5 (cluster of 8) / 16.9 (cluster of 4) / 25.3 / 86.3 (kiln_sample), the
+ * earlier automatic choices; engine/cuda/ops_gpu.c kiln_gpu_sample_cluster). */
 #define KILN_SAMPLE_CLUSTER_AUTO 16
-/* ... or $KILN_SAMPLE_CLUSTER=32: every greedy step through the split kernel
- * (kiln_sample_argmax_split: chunks of 4096 logits, a 256-thread block each,
- * the last block of a row merging; any GPU) */
 #define KILN_SAMPLE_CLUSTER_SPLIT 32
 #define KILN_SAMPLE_CLUSTER_DEFAULT KILN_SAMPLE_CLUSTER_AUTO
 #define KILN_GEMV_ROWS_DEFAULT 1
@@ -483,8 +484,16 @@ bool kiln_rt_kernels_pdl(const kiln_rt_kernels *k);
 #define KILN_PDL_EARLY_MAX_SEQS_DEFAULT 8
 /* the GPU executor copies a sampled step's tokens back to the host on a stream of
  * their own, so the next step need not wait for the copy ($KILN_COPY_STREAM=0|1;
- * engine/cuda/exec_gpu.c) */
-#define KILN_COPY_STREAM_DEFAULT 0
+ * engine/cuda/exec_gpu.c) ... */
+#define KILN_COPY_STREAM_DEFAULT 1
+/* ... and reads a step's metadata block (up to this many bytes) from pinned
+ * memory in a kernel that also gathers the fed tokens, instead of a
+ * host-to-device copy and a gather kernel ($KILN_STEP_FEED=0|1). Together
+ * (H200, 2026-12-01, bench/RESULTS.md, eighteenth session): the GPU's idle time
+ * between two decode graphs 29.6-37 -> 10.9 us at -b 1 and 40 -> 18.7 us at
+ * -b 32 (CUPTI traces); kiln bench -b 1 250.8 / 250.7 -> 251.7 / 251.8 tok/s */
+#define KILN_STEP_FEED_DEFAULT 1
+#define KILN_STEP_FEED_MAX_BYTES (256 << 10)
 /* Register a policy-provided kernel: CUDA source text with its entry point
  * and signature. When name is a registry name, it replaces that variant
  * (same defines and signature apply). */

@@ -690,6 +690,53 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s84; then # eighteenth session, last call: the whole test_gpu_ops beside test_gpu_engine on the new defaults (copy stream, step feed, split sampler); the engine against the old settings
+  export CUDA_VISIBLE_DEVICES=0
+  t0=$(date +%s)
+  ops_bg 0 400
+  gt test_gpu_engine 300 "FAIL|passed" -- test_gpu_engine
+  wait
+  ops_report "test_gpu_ops (whole)"
+  echo "tests took $(( $(date +%s) - t0 )) s"
+  old=(KILN_COPY_STREAM=0 KILN_STEP_FEED=0)
+  kb "b1-new" -- -b 1 -s 128 -o 512 --iters 1
+  kb "b1-old" "${old[@]}" KILN_SAMPLE_CLUSTER=8 -- -b 1 -s 128 -o 512 --iters 1
+  kb "b32-new" -- -b 32 -s 128 -o 256 --iters 1
+  kb "b32-old" "${old[@]}" KILN_SAMPLE_CLUSTER=4 -- -b 32 -s 128 -o 256 --iters 1
+  kb "b64-new" -- -b 64 -s 128 -o 256 --iters 1
+  kb "b64-old" "${old[@]}" KILN_SAMPLE_CLUSTER=-1 -- -b 64 -s 128 -o 256 --iters 1
+  kb "b256-new" -- -b 256 -s 128 -o 256 --iters 1
+  kb "b256-old" "${old[@]}" KILN_SAMPLE_CLUSTER=-1 -- -b 256 -s 128 -o 256 --iters 1
+  kb "b1-new2" -- -b 1 -s 128 -o 512 --iters 1
+  kb "b1-old2" "${old[@]}" KILN_SAMPLE_CLUSTER=8 -- -b 1 -s 128 -o 512 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s83; then # eighteenth session: the step's metadata read by a kernel (KILN_STEP_FEED) with the copy stream, and the split greedy sampling
+  export CUDA_VISIBLE_DEVICES=0
+  gt test_step_feed 200 "FAIL|passed" -- test_gpu_ops step_feed
+  gt test_gpu_batching_graphs 200 "FAIL|passed" -- test_gpu_engine batching_graphs
+  timeout 120 "$here/bin/bench_kernels" sample 2>&1 | grep -E "^sample" | tee "$out/bench_sample.txt"
+  for r in 1 2; do
+    kb "b1-def-$r" -- -b 1 -s 128 -o 512 --iters 1
+    kb "b1-csf-$r" KILN_COPY_STREAM=1 KILN_STEP_FEED=1 -- -b 1 -s 128 -o 512 --iters 1
+    kb "b1-csf-split-$r" KILN_COPY_STREAM=1 KILN_STEP_FEED=1 KILN_SAMPLE_CLUSTER=32 -- -b 1 -s 128 -o 512 --iters 1
+    kb "b32-def-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-csf-$r" KILN_COPY_STREAM=1 KILN_STEP_FEED=1 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-csf-split-$r" KILN_COPY_STREAM=1 KILN_STEP_FEED=1 KILN_SAMPLE_CLUSTER=32 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  for b in 64 256; do
+    kb "b$b-def" -- -b $b -s 128 -o 256 --iters 1
+    kb "b$b-csf" KILN_COPY_STREAM=1 KILN_STEP_FEED=1 -- -b $b -s 128 -o 256 --iters 1
+    kb "b$b-csf-split" KILN_COPY_STREAM=1 KILN_STEP_FEED=1 KILN_SAMPLE_CLUSTER=32 -- -b $b -s 128 -o 256 --iters 1
+  done
+  for b in 1 32; do
+    KILN_COPY_STREAM=1 KILN_STEP_FEED=1 KILN_SAMPLE_CLUSTER=32 KILN_TRACE_MEMCPY=1 KILN_TRACE_OUT=/tmp/trace83_$b.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 200 "$here/bin/kiln" bench \
+      --model llama3-8b --load-format dummy -b $b -s 128 -o 64 --iters 1 > /tmp/trace83_$b.log 2>&1
+    echo "== trace -b $b rc=$? ($(grep -E 'output tokens/s|mean decode step' /tmp/trace83_$b.log | tr -s ' ' | tr '\n' ';'))"
+    gzip -c /tmp/trace83_$b.csv > "$out/trace83_$b.csv.gz"
+  done
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s82; then # eighteenth session: greedy sampling split into 4096-logit chunks (KILN_SAMPLE_CLUSTER=32) and the tokens' copy stream (KILN_COPY_STREAM)
   export CUDA_VISIBLE_DEVICES=0
   gt test_sampling_greedy 200 "FAIL|passed" -- test_gpu_ops sampling_greedy

@@ -148,17 +148,20 @@ KT_TEST(test_gpu_batching_graphs) {
     /* reference: all together; then one at a time; then a tiny pool */
     kiln_result all[8], one[8], pre[8], cps[8];
     KT_OK(kiln_engine_generate(eg, r, n, all));
-    /* the tokens' copy back on the step's stream or on its own (the other setting than the default):
-     * the same tokens, bit for bit */
+    /* the tokens' copy back on the step's stream or on its own, the metadata through a copy or the
+     * step_feed kernel (the other settings than the defaults): the same tokens, bit for bit */
     setenv("KILN_COPY_STREAM", KILN_COPY_STREAM_DEFAULT ? "0" : "1", 1);
+    setenv("KILN_STEP_FEED", KILN_STEP_FEED_DEFAULT ? "0" : "1", 1);
     kiln_engine *ec = gpu_engine("llama3-hd128", 0, false);
     unsetenv("KILN_COPY_STREAM");
+    unsetenv("KILN_STEP_FEED");
     KT_REQUIRE(ec);
     KT_OK(kiln_engine_generate(ec, r, n, cps));
     kiln_engine_destroy(ec);
     for (int i = 0; i < n; i++) {
         KT_CHECKF(cps[i].n_ids == all[i].n_ids && !memcmp(cps[i].ids, all[i].ids, sizeof(int32_t) * (size_t)all[i].n_ids),
-                  "request %d: other tokens with KILN_COPY_STREAM=%d", i, !KILN_COPY_STREAM_DEFAULT);
+                  "request %d: other tokens with KILN_COPY_STREAM=%d KILN_STEP_FEED=%d", i,
+                  !KILN_COPY_STREAM_DEFAULT, !KILN_STEP_FEED_DEFAULT);
         kiln_result_free(&cps[i]);
     }
     uint64_t allocs = kiln_rt_alloc_count();

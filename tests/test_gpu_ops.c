@@ -1198,7 +1198,7 @@ KT_TEST(test_sampling_greedy) {
     NEED_GPU();
     /* 1003: rows not 16-byte aligned (scalar loads); 128256: Llama 3's vocabulary */
     const int Vs[] = {1000, 1003, 131072, 128256};
-    /* KILN_SAMPLE_CLUSTER_AUTO: 8 blocks at 1 row, 4 at 24, kiln_sample at 40 */
+    /* KILN_SAMPLE_CLUSTER_AUTO: the split kernel, as KILN_SAMPLE_CLUSTER_SPLIT */
     const int cls[] = {0, 1, 2, 4, 8, KILN_SAMPLE_CLUSTER_AUTO, KILN_SAMPLE_CLUSTER_SPLIT};
     const int was = kiln_gpu_set_sample_cluster(gpu, 8);
     fprintf(stderr, "  greedy sampling: cluster of %d on this GPU (0: kiln_sample)\n", kiln_gpu_sample_cluster(gpu, 1));
@@ -1955,6 +1955,42 @@ KT_TEST(test_gemm) {
     dfree(dx), dfree(dw), dfree(dout);
 }
 
+/* kiln_gpu_step_feed (kernel_src/embed.cu): a metadata block read from pinned host memory, the fed
+ * tokens gathered (a count that ends mid 16-byte unit; none); bytes past the block untouched; a size
+ * that is not a multiple of 16 refused. */
+KT_TEST(test_step_feed) {
+    NEED_GPU();
+    const size_t n = 64 * 1024 + 256, tok_off = 1024, feed_off = 256;
+    int32_t *h = NULL;
+    KT_OK(kiln_rt_host_alloc(dev, n, (void **)&h));
+    int32_t res_h[16];
+    for (int i = 0; i < 16; i++) res_h[i] = 1000 + 7 * i;
+    kiln_devptr res = dupload(res_h, sizeof res_h), dm = dmalloc(n + 256);
+    static const int counts[] = {5, 0, 8, 1};
+    for (int ci = 0; ci < 4; ci++) {
+        const int nf = counts[ci];
+        for (size_t i = 0; i < n / 4; i++) h[i] = (int32_t)(i * 2654435761u + (unsigned)ci);
+        for (int i = 0; i < nf; i++) h[feed_off / 4 + (size_t)i] = (i * 5 + 3) % 16;
+        KT_OK(kiln_rt_memset8(dm, 0xab, n + 256, NULL));
+        KT_OK(kiln_gpu_step_feed(gpu, st, dm, h, n, tok_off, feed_off, nf, res));
+        int32_t *got = ddown(dm, n + 256);
+        size_t bad = 0;
+        for (size_t i = 0; i < n / 4; i++) {
+            const size_t k = i - tok_off / 4;
+            const int32_t want = i >= tok_off / 4 && k < (size_t)nf ? res_h[(k * 5 + 3) % 16] : h[i];
+            bad += got[i] != want;
+        }
+        for (size_t i = n / 4; i < (n + 256) / 4; i++) bad += got[i] != (int32_t)0xabababab;
+        KT_CHECKF(bad == 0, "step_feed with %d fed tokens: %zu words wrong", nf, bad);
+        free(got);
+    }
+    KT_CHECK(kiln_gpu_step_feed(gpu, st, dm, h, n - 4, tok_off, feed_off, 0, res) == KILN_ERR_INVALID_ARGUMENT);
+    KT_OK(kiln_rt_stream_sync(st));
+    kiln_rt_host_free(dev, h);
+    dfree(res), dfree(dm);
+    KT_CHECK(kiln_rt_check_device(dev) == KILN_OK);
+}
+
 KT_TEST(test_graph_replay) {
     NEED_GPU();
     kiln_dtype dt = KILN_DTYPE_BF16;
@@ -2128,5 +2164,5 @@ KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_
         KT_CASE(test_gemv),
         KT_CASE(test_gemv_rope), KT_CASE(test_gemm_sk_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm_sk),
         KT_CASE(test_silu_gemm_sk),
-        KT_CASE(test_gemm), KT_CASE(test_graph_replay),
+        KT_CASE(test_gemm), KT_CASE(test_step_feed), KT_CASE(test_graph_replay),
         KT_CASE(test_all_reduce_one_rank), KT_CASE(test_every_kernel_tested))

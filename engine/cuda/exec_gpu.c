@@ -101,6 +101,10 @@ typedef struct exec_gpu {
     kiln_rt_stream *cp_st;
     kiln_rt_event *sampled_ev[2];
     kiln_devptr d_res_buf[2];
+    /* the metadata block read from pinned memory by a kernel that also gathers the fed tokens
+     * (kiln_gpu_step_feed) instead of a host-to-device copy and a gather ($KILN_STEP_FEED,
+     * blocks of at most KILN_STEP_FEED_MAX_BYTES) */
+    bool step_feed;
     int cur_buf;                /* the set of the latest launch                */
     int n_pend, pend_buf[2], pend_n[2]; /* outstanding steps, oldest first     */
     /* cross attention: sequences decoding one token this step */
@@ -559,10 +563,15 @@ static kiln_status gpu_run(exec_gpu *x, const kiln_batch *b, const int32_t *feed
                                              q->presence,      q->frequency, q->p.top_k, 0, q->p.seed, q->p.step};
         }
     }
-    KILN_TRY(kiln_rt_memcpy_htod(x->d_meta, x->h_meta, x->mo.copy, x->st));
-    if (feed)
-        KILN_TRY(kiln_gpu_gather_rows(x->g, x->st, D(x, tokens, int32_t), x->d_res, KILN_DTYPE_F32, D(x, feed, int32_t),
-                                      b->n_seqs, 1));
+    if (x->step_feed && x->mo.copy <= KILN_STEP_FEED_MAX_BYTES) {
+        KILN_TRY(kiln_gpu_step_feed(x->g, x->st, x->d_meta, x->h_meta, x->mo.copy, x->mo.tokens, x->mo.feed,
+                                    feed ? b->n_seqs : 0, x->d_res));
+    } else {
+        KILN_TRY(kiln_rt_memcpy_htod(x->d_meta, x->h_meta, x->mo.copy, x->st));
+        if (feed)
+            KILN_TRY(kiln_gpu_gather_rows(x->g, x->st, D(x, tokens, int32_t), x->d_res, KILN_DTYPE_F32,
+                                          D(x, feed, int32_t), b->n_seqs, 1));
+    }
     if (bi >= 0)
         KILN_TRY(kiln_rt_graph_launch(x->graph[bi], x->st));
     else if (vi >= 0)
@@ -1142,6 +1151,8 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     {
         const char *v = getenv("KILN_COPY_STREAM");
         if (v && *v ? atoi(v) > 0 : KILN_COPY_STREAM_DEFAULT) KILN_TRY(kiln_rt_stream_create(x->dev, &x->cp_st));
+        v = getenv("KILN_STEP_FEED");
+        x->step_feed = v && *v ? atoi(v) > 0 : KILN_STEP_FEED_DEFAULT;
     }
     if (p->tp_size > 1) {
         /* one NCCL communicator per rank, created together (NVLink multicast stays off) */

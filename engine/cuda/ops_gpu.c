@@ -759,6 +759,24 @@ fail:
     return st;
 }
 
+kiln_status kiln_gpu_step_feed(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr dmeta, const void *hmeta, size_t n,
+                               size_t tok_off, size_t feed_off, int n_feed, kiln_devptr res) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    KILN_CHECK(n % 16 == 0 && tok_off % 16 == 0 && feed_off % 16 == 0 && dmeta % 16 == 0 &&
+                   (uintptr_t)hmeta % 16 == 0 && n_feed >= 0 && (!n_feed || (tok_off + 4 * (size_t)n_feed <= n &&
+                                                                             feed_off + 4 * (size_t)n_feed <= n)),
+               KILN_ERR_INVALID_ARGUMENT, "step_feed: %zu bytes, tokens at %zu, feed at %zu, %d fed", n, tok_off,
+               feed_off, n_feed);
+    if (!n) return KILN_OK;
+    KILN_TRY(kiln_rt_kernels_get(g->k, "step_feed", "", &f));
+    int64_t units = (int64_t)(n / 16), nn = (int64_t)n, to = (int64_t)tok_off, fo = (int64_t)feed_off;
+    const unsigned blocks = (unsigned)KILN_MAX(1, KILN_MIN((units + 255) / 256, 264));
+    LAUNCH(f, blocks, 1, 1, 256, 0, s, &dmeta, &hmeta, &nn, &to, &fo, &n_feed, &res);
+fail:
+    return st;
+}
+
 kiln_status kiln_gpu_gather_rows(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_dtype t,
                                  kiln_devptr rows, int n, int dim) {
     kiln_status st = KILN_OK;
@@ -1433,10 +1451,8 @@ int kiln_gpu_set_sample_cluster(kiln_gpu *g, int cl) {
 int kiln_gpu_sample_cluster(const kiln_gpu *g, int n_rows) {
     const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
     int cl = g->sample_cl;
-    /* by rows (H200, bench_kernels sample, 128256 logits a row: 1 row 7.6 us with 8 blocks against 23.2
-     * with one; 32 rows 16.7 with 4, 18.8 with 8, 23.8 with one; 64 rows 30.0 with 8, 25.5 with one) */
-    if (cl == KILN_SAMPLE_CLUSTER_AUTO) cl = n_rows <= 16 ? 8 : n_rows <= 32 ? 4 : 0;
-    if (cl == KILN_SAMPLE_CLUSTER_SPLIT) return cl;
+    /* the split kernel at every row count (runtime/kiln_rt.h KILN_SAMPLE_CLUSTER_AUTO) */
+    if (cl == KILN_SAMPLE_CLUSTER_AUTO || cl == KILN_SAMPLE_CLUSTER_SPLIT) return KILN_SAMPLE_CLUSTER_SPLIT;
     return cl > 1 && di->cc_major < 9 ? 0 : cl;
 }
 

@@ -111,11 +111,12 @@ typedef struct kiln_gpu_params {
                                 KILN_DECODE_W2_MAX_CTX): 2 halves its shared memory,
                                 so twice the blocks are resident */
     int sample_cluster;      /* kiln_gpu_sample_greedy: blocks of the cluster each row is
-                                split over (1|2|4|8, rounded down; KILN_SAMPLE_CLUSTER_AUTO
-                                (16): by rows; 0: $KILN_SAMPLE_CLUSTER, else
+                                split over (1|2|4|8, rounded down; KILN_SAMPLE_CLUSTER_SPLIT
+                                (32): the split kernel; KILN_SAMPLE_CLUSTER_AUTO (16): the
+                                split kernel too; 0: $KILN_SAMPLE_CLUSTER, else
                                 KILN_SAMPLE_CLUSTER_DEFAULT = auto; negative, or 0 in the
-                                environment: kiln_sample). Above 1 only on sm_90+;
-                                older GPUs run kiln_sample                        */
+                                environment: kiln_sample). Clusters above 1 only on sm_90+;
+                                older GPUs run kiln_sample there                  */
 } kiln_gpu_params;
 
 /* The tile KV writes (kernel_src/rope_kv_wide.cu kv_tile) from elem_wide_min tokens:
@@ -281,6 +282,12 @@ kiln_status kiln_gpu_gelu_mul(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, k
 kiln_status kiln_gpu_add(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr a, kiln_devptr b,
                          kiln_dtype act, int64_t n);
 /* out[n, dim] = x[rows[i], :]; gather_last: out[n_seqs, dim] = x[qstart[s + 1] - 1, :]. */
+/* A step's metadata block of n bytes from pinned host memory hmeta into dmeta
+ * (kernel_src/embed.cu kiln_step_feed; n, the offsets and both addresses
+ * 16-byte aligned), the first n_feed int32 words at tok_off being
+ * res[feed[i]] instead, feed the n_feed words at feed_off of the host block. */
+kiln_status kiln_gpu_step_feed(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr dmeta, const void *hmeta, size_t n,
+                               size_t tok_off, size_t feed_off, int n_feed, kiln_devptr res);
 kiln_status kiln_gpu_gather_rows(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_dtype dt,
                                  kiln_devptr rows, int n, int dim);
 kiln_status kiln_gpu_gather_last(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_dtype dt,
@@ -364,15 +371,17 @@ kiln_status kiln_gpu_sample(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr tokens, 
 /* kiln_gpu_sample for rows the caller knows are all greedy (temperature <= 0
  * in every row of params, penalties and bans already applied or none): the
  * same tokens (argmax, lowest index on ties), the logprobs within fp32
- * rounding, each row split over a thread-block cluster
- * (kernel_src/sample_argmax.cu) where kiln_gpu_params.sample_cluster allows
- * it; else kiln_gpu_sample itself (params is only read there). */
+ * rounding, each row split over blocks (a thread-block cluster, or chunks of
+ * 4096 logits whose last block merges: kernel_src/sample_argmax.cu) as
+ * kiln_gpu_params.sample_cluster says; else kiln_gpu_sample itself (params is
+ * only read there). */
 kiln_status kiln_gpu_sample_greedy(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr tokens, kiln_devptr logprobs,
                                    kiln_devptr logits, int n_rows, int V, kiln_devptr params);
 /* Tests and benchmarks: set kiln_gpu_params.sample_cluster's value (0: off,
- * KILN_SAMPLE_CLUSTER_AUTO: by rows); returns the previous one. */
+ * KILN_SAMPLE_CLUSTER_SPLIT or _AUTO: the split kernel); returns the previous one. */
 int kiln_gpu_set_sample_cluster(kiln_gpu *g, int cl);
-/* The cluster size kiln_gpu_sample_greedy launches now for n_rows rows on this device (0: kiln_sample). */
+/* The cluster size kiln_gpu_sample_greedy launches now for n_rows rows on this device (0: kiln_sample;
+ * KILN_SAMPLE_CLUSTER_SPLIT: the split kernel). */
 int kiln_gpu_sample_cluster(const kiln_gpu *g, int n_rows);
 
 #endif /* KILN_OPS_GPU_H */

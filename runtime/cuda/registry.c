@@ -53,6 +53,7 @@ static const kiln_jit_kernel_def registry[] = {
      "ACT=bf16;ACT=fp32"},
     {"gather_last", "kernel_src/embed.cu", "kiln_gather_last", "ptr,ptr,ptr,i32,i32", {{"ACT", ACT3}},
      "ACT=bf16;ACT=fp32"},
+    {"step_feed", "kernel_src/embed.cu", "kiln_step_feed", "ptr,ptr,i64,i64,i64,i32,ptr", {{NULL, NULL}}, ""},
     {"cast", "kernel_src/embed.cu", "kiln_cast", "ptr,ptr,i64", {{"SRC", CASTT}, {"DST", CASTT}},
      "SRC=bf16 DST=fp32;SRC=fp32 DST=bf16;SRC=fp32 DST=fp16;SRC=fp32 DST=fp8_e4m3;SRC=fp32 DST=fp8_e5m2;"
      "SRC=fp8_e4m3 DST=fp32;SRC=fp8_e5m2 DST=fp32"},
@@ -495,6 +496,7 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
     KILN_TRY(add_spec(l, "gather_rows", "ACT=%s", a));
     if (strcmp(a, "fp32")) KILN_TRY(add_spec(l, "gather_rows", "ACT=fp32")); /* pipelined decode feeds token ids */
     KILN_TRY(add_spec(l, "cast", "DST=fp32 SRC=%s", a));
+    KILN_TRY(add_spec(l, "step_feed", "%s", ""));
     KILN_TRY(add_spec(l, "sample_penalties", "%s", ""));
     KILN_TRY(add_spec(l, "sample", "%s", ""));
     KILN_TRY(add_spec(l, "sample_argmax", "CL=%d", 8)); /* KILN_SAMPLE_CLUSTER_AUTO: 8 or 4 blocks by rows */
