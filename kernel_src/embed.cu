@@ -83,7 +83,10 @@ extern "C" __global__ void kiln_cast(dst_t *dst, const src_t *src, i64 n) {
 // thread's first unit is read from the host before the wait on the kernel
 // before (the host wrote the block before the launch); the device block is
 // written after it (the previous step's graph reads it, the sampling writes
-// res).
+// res). It never signals its dependents early: kiln's kernels may read the
+// metadata before their own wait (a decode step's positions and block tables:
+// rope's cos / sin, attention's first KV tiles), as they may after a copy, so
+// the next kernel launches only once every block here has stored and fenced.
 extern "C" __global__ void kiln_step_feed(char *dmeta, const char *hmeta, i64 n, i64 tok_off, i64 feed_off,
                                           int n_feed, const int *res) {
     const i64 units = n >> 4, stride = (i64)gridDim.x * blockDim.x;
@@ -91,8 +94,9 @@ extern "C" __global__ void kiln_step_feed(char *dmeta, const char *hmeta, i64 n,
     i64 u = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     uint4 first = make_uint4(0, 0, 0, 0);
     if (u < units) first = ld16(hmeta + 16 * u);
-    pdl_wait();
-    pdl_launch();
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory"); // not pdl_wait(): never the early signal of PDL_EARLY
+#endif
     for (; u < units; u += stride) {
         const i64 o = 16 * u;
         uint4 v = o == 16 * ((i64)blockIdx.x * blockDim.x + threadIdx.x) ? first : ld16(hmeta + o);
@@ -107,4 +111,5 @@ extern "C" __global__ void kiln_step_feed(char *dmeta, const char *hmeta, i64 n,
         }
         st16(dmeta + o, v);
     }
+    __threadfence();
 }

@@ -690,6 +690,13 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s85; then # eighteenth session: step_feed without the early signal (the self-draft test of s84), short
+  export CUDA_VISIBLE_DEVICES=0
+  gt test_gpu_engine 150 "FAIL|passed" -- test_gpu_engine
+  for f in step_feed graph_replay sampling_greedy; do gt "ops_$f" 60 "FAIL|passed" -- test_gpu_ops $f; done
+  kb "b1-new" -- -b 1 -s 128 -o 512 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s84; then # eighteenth session, last call: the whole test_gpu_ops beside test_gpu_engine on the new defaults (copy stream, step feed, split sampler); the engine against the old settings
   export CUDA_VISIBLE_DEVICES=0
   t0=$(date +%s)
