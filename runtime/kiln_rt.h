@@ -72,6 +72,7 @@ typedef struct kiln_rt_device_info {
     int smem_per_sm;
     int max_threads_per_sm;
     int regs_per_sm;
+    bool unified_addressing;  /* kernels read pinned host memory at its host address */
     size_t total_mem;
 } kiln_rt_device_info;
 

@@ -1152,7 +1152,8 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
         const char *v = getenv("KILN_COPY_STREAM");
         if (v && *v ? atoi(v) > 0 : KILN_COPY_STREAM_DEFAULT) KILN_TRY(kiln_rt_stream_create(x->dev, &x->cp_st));
         v = getenv("KILN_STEP_FEED");
-        x->step_feed = v && *v ? atoi(v) > 0 : KILN_STEP_FEED_DEFAULT;
+        /* (the kernel reads the pinned block at its host address: unified addressing) */
+        x->step_feed = (v && *v ? atoi(v) > 0 : KILN_STEP_FEED_DEFAULT) && x->info->unified_addressing;
     }
     if (p->tp_size > 1) {
         /* one NCCL communicator per rank, created together (NVLink multicast stays off) */

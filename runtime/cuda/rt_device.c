@@ -63,6 +63,7 @@ kiln_status kiln_rt_device_open(int ordinal, kiln_rt_device **out) {
     i->smem_per_sm = attr(d->dev, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
     i->max_threads_per_sm = attr(d->dev, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
     i->regs_per_sm = attr(d->dev, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
+    i->unified_addressing = attr(d->dev, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING) != 0;
     KILN_CHECK_CU(kiln_cu.cuDeviceTotalMem(&i->total_mem, d->dev));
     *out = d;
     return KILN_OK;
