@@ -19,8 +19,7 @@ struct kiln_gpu {
     kiln_rt_blas *blas;
     kiln_rt_mempool *pool;
     kiln_devptr blas_ws, ws, sample_ws, counts;
-    kiln_devptr sa_part, sa_counters; /* kiln_sample_argmax_split: [max_rows, sa_chunks] records, [max_rows] zeros */
-    int sa_chunks;
+    kiln_devptr sa_part, sa_counters; /* kiln_sample_argmax_split: [max_rows, vocab / SA_CHUNK] records, [max_rows] zeros */
     size_t blas_ws_bytes, ws_bytes;
     int max_rows, vocab;
     int gemv_max_m, gemv_rows, gemv_unroll, gemv_ksplit, gemv_rule, gemv_rope, gemv_ar, gemv_silu, gemv_silu_ksplit, gemv_silu_unroll;
@@ -141,8 +140,8 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->kv_tile < 0 || g->kv_tile > 2) g->kv_tile = KILN_KV_TILE_DEFAULT;
     kiln_gpu_set_sample_cluster(g, knob(p ? p->sample_cluster : 0, "KILN_SAMPLE_CLUSTER", KILN_SAMPLE_CLUSTER_DEFAULT));
     size_t sample_bytes = (size_t)g->max_rows * (size_t)g->vocab * 4;
-    g->sa_chunks = (g->vocab + SA_CHUNK - 1) / SA_CHUNK;
-    const size_t sa_part_bytes = (size_t)g->max_rows * (size_t)g->sa_chunks * 16, sa_cnt_bytes = 4 * (size_t)g->max_rows;
+    const size_t sa_part_bytes = (size_t)g->max_rows * (size_t)((g->vocab + SA_CHUNK - 1) / SA_CHUNK) * 16,
+                 sa_cnt_bytes = 4 * (size_t)g->max_rows;
     size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * KILN_ATTN_COUNTERS + sa_part_bytes +
                    sa_cnt_bytes + 7 * 256;
     KILN_TRY(kiln_rt_pool_create(d, "workspace", total, &g->pool));

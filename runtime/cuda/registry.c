@@ -499,8 +499,7 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
     KILN_TRY(add_spec(l, "step_feed", "%s", ""));
     KILN_TRY(add_spec(l, "sample_penalties", "%s", ""));
     KILN_TRY(add_spec(l, "sample", "%s", ""));
-    KILN_TRY(add_spec(l, "sample_argmax", "CL=%d", 8)); /* KILN_SAMPLE_CLUSTER_AUTO: 8 or 4 blocks by rows */
-    KILN_TRY(add_spec(l, "sample_argmax", "CL=%d", 4));
+    /* KILN_SAMPLE_CLUSTER_AUTO: the split kernel (the cluster sizes compile on first use when asked for) */
     KILN_TRY(add_spec(l, "sample_argmax_split", "%s", ""));
     if (m->pdl_early)
         for (int i = 0, n = l->n; i < n; i++) {
