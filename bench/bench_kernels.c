@@ -239,7 +239,7 @@ static void bench_attention(int batch, int ctx, int q_len, double target, bool p
     CK(kiln_rt_memcpy_htod(dqs, qstart, 4 * (size_t)(batch + 1), NULL));
     CK(kiln_rt_memcpy_htod(dcl, cl, 4 * (size_t)batch, NULL));
     CK(kiln_rt_memcpy_htod(dbt, bt, 4 * (size_t)nb, NULL));
-    kiln_gpu_attn a = {out, q, qs, kc, vc, &c.l, nq, dqs, dcl, dbt, batch, mb, 1.0f / sqrtf(128.0f), 0, q_len, ctx, 0, 0};
+    kiln_gpu_attn a = {out, q, qs, kc, vc, &c.l, nq, dqs, dcl, dbt, batch, mb, 1.0f / sqrtf(128.0f), 0, q_len, ctx, 0, 0, NULL, 0, 0};
     c.a = a;
     c.a.l = &c.l;
     c.a.prefill_kernel = attn_kernel;

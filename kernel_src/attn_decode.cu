@@ -186,12 +186,24 @@ __device__ __forceinline__ void combine_rows(act_t *__restrict__ out, const floa
     }
 }
 
-extern "C" __global__ void __launch_bounds__(NW * 32)
-kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const kv_t *__restrict__ kc,
-                 const kv_t *__restrict__ vc, const int *__restrict__ qstart, const int *__restrict__ ctx_len,
-                 const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
-                 int window, int partition_size, int n_parts, float *__restrict__ part_o, float *__restrict__ part_ml,
-                 const float *__restrict__ kv_scales, int *__restrict__ counters) {
+// The kernels' body. RP (kiln_attn_decode_rope; 16-bit caches of act_t, HD a multiple of 32): the query
+// and the step's own key arrive unrotated -- the rope + KV write of the step (kernel_src/rope_kv.cu
+// kiln_rope_kv_write_dec) done here instead of by a kernel in front: rotate-half over all HD dims, cos / sin
+// of rpos[token] * inv_freq[i] (times mscale) computed before the wait into a table past the launch's
+// dynamic shared memory (HD * 4 bytes the host adds), the block whose partition holds position pos writes
+// the rotated key and the value at slots[token] (< 0: none) before any warp loads the tile holding it, and
+// every block rotates its query fragments in registers (the pair (d, d + HD / 2) sits in the same lane:
+// q_col(kk + HD / 32) = q_col(kk) + HD / 2). Products and roundings as kiln_rope_kv_write_dec's, so the
+// attention reads the same bits. The qkv rows keep their unrotated q and k (nothing else reads them).
+template <bool RP>
+KILN_DEV void attn_decode_body(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride,
+                               const kv_t *__restrict__ kc, const kv_t *__restrict__ vc,
+                               const int *__restrict__ qstart, const int *__restrict__ ctx_len,
+                               const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv,
+                               float scale, int window, int partition_size, int n_parts, float *__restrict__ part_o,
+                               float *__restrict__ part_ml, const float *__restrict__ kv_scales,
+                               int *__restrict__ counters, const int *__restrict__ rpos,
+                               const float *__restrict__ inv_freq, float mscale, const int *__restrict__ slots) {
     const int nw = (int)(blockDim.x >> 5); // warps of this block (NW at most)
 #if KV_FP8
     pdl_wait();
@@ -424,8 +436,42 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
         load_tile_dec(wsm + st * TILE_BYTES, kc, vc, bt, nkv, kvh, t * 16, 16, lane);
         cp_async_commit();
     }
+#if HD % 32 == 0
+    // RP: the cos / sin table (HD / 2 pairs) past everything else in the dynamic shared memory
+    float2 *rcs = reinterpret_cast<float2 *>(smem + dynamic_smem_bytes() - HD * 4);
+    if (RP) {
+        const float p = (float)rpos[tok_row];
+        for (int i = threadIdx.x; i < HD / 2; i += blockDim.x) {
+            float sn, cn;
+            sincosf(p * inv_freq[i], &sn, &cn);
+            rcs[i] = make_float2(cn * mscale, sn * mscale);
+        }
+    }
+#endif
     pdl_wait();
     pdl_launch();
+#if HD % 32 == 0
+    if (RP) {
+        const int slot = slots[tok_row];
+        if (pos >= beg && pos < end && slot >= 0) { // this partition holds pos: its key and value into the cache
+            const act_t *kr = q + (size_t)tok_row * q_stride + (size_t)(nq + kvh) * HD, *vr = kr + (size_t)nkv * HD;
+            const int b = slot / BLOCK_SIZE, o = slot - b * BLOCK_SIZE;
+            kv_t *kd = const_cast<kv_t *>(kc) + ((size_t)b * nkv + kvh) * HD * BLOCK_SIZE + o * 8;
+            kv_t *vd = const_cast<kv_t *>(vc) + ((size_t)b * nkv + kvh) * HD * BLOCK_SIZE + o;
+            for (int i = threadIdx.x; i < HD / 2; i += blockDim.x) {
+                const float x0 = to_f32(kr[i]), x1 = to_f32(kr[i + HD / 2]);
+                const float2 c = rcs[i];
+                const int j = i + HD / 2; // key [HD / 8][BLOCK_SIZE][8] within the block's head
+                kd[(size_t)(i / 8) * BLOCK_SIZE * 8 + i % 8] = from_f32<kv_t>(x0 * c.x - x1 * c.y);
+                kd[(size_t)(j / 8) * BLOCK_SIZE * 8 + j % 8] = from_f32<kv_t>(x1 * c.x + x0 * c.y);
+            }
+            for (int d = threadIdx.x; d < HD; d += blockDim.x) vd[(size_t)d * BLOCK_SIZE] = vr[d];
+        }
+        __syncthreads(); // the step's key and value (and the table) before any load of their tile
+    }
+#else
+    if (RP) __trap(); // the host launches RP only with HD % 32 == 0
+#endif
     for (; st < STAGES - 1; st++) {
         if (st < n_mine) {
             int t = t_first + warp + st * nw;
@@ -449,6 +495,22 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
             }
         }
     }
+#if HD % 32 == 0
+    if (RP) { // rotate: (a, b) = dims (col, col + HD / 2) -> (a c - b s, b c + a s), rounded to act_t
+#pragma unroll
+        for (int kk = 0; kk < HD / 32; kk++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int col = q_col(kk, tig, i);
+                float a0, a1, b0, b1;
+                unpack2<act_t>(qa[kk][i], a0, a1);
+                unpack2<act_t>(qa[kk + HD / 32][i], b0, b1);
+                const float2 c0 = rcs[col], c1 = rcs[col + 1];
+                qa[kk][i] = pack2<act_t>(a0 * c0.x - b0 * c0.y, a1 * c1.x - b1 * c1.y);
+                qa[kk + HD / 32][i] = pack2<act_t>(b0 * c0.x + a0 * c0.y, b1 * c1.x + a1 * c1.y);
+            }
+    }
+#endif
     for (int i = 0; i < n_mine; i++) {
         {
             int nx = i + STAGES - 1;
@@ -584,6 +646,35 @@ kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_str
     // the fused split's combination in the last partition block: warp w the group's heads w, w + nw, ..
     combine_rows<true>(out, part_o, part_ml, tok_row, nq, qh0, ((size_t)s * nq + qh0) * n_parts, n_parts, np,
                        (int)(threadIdx.x >> 5), GROUP, nw);
+}
+
+extern "C" __global__ void __launch_bounds__(NW * 32)
+kiln_attn_decode(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const kv_t *__restrict__ kc,
+                 const kv_t *__restrict__ vc, const int *__restrict__ qstart, const int *__restrict__ ctx_len,
+                 const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
+                 int window, int partition_size, int n_parts, float *__restrict__ part_o, float *__restrict__ part_ml,
+                 const float *__restrict__ kv_scales, int *__restrict__ counters) {
+    attn_decode_body<false>(out, q, q_stride, kc, vc, qstart, ctx_len, block_tables, max_blocks, n_seqs, nq, nkv, scale,
+                            window, partition_size, n_parts, part_o, part_ml, kv_scales, counters, nullptr, nullptr,
+                            1.0f, nullptr);
+}
+
+// kiln_attn_decode_rope: the same with the step's rope + KV write (RP above; the launch's dynamic shared
+// memory HD * 4 bytes larger). 16-bit caches only: an FP8 specialization traps.
+extern "C" __global__ void __launch_bounds__(NW * 32)
+kiln_attn_decode_rope(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, kv_t *kc, kv_t *vc,
+                      const int *__restrict__ qstart, const int *__restrict__ ctx_len,
+                      const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
+                      int window, int partition_size, int n_parts, float *__restrict__ part_o,
+                      float *__restrict__ part_ml, int *__restrict__ counters, const int *__restrict__ pos,
+                      const float *__restrict__ inv_freq, float mscale, const int *__restrict__ slots) {
+#if KV_FP8
+    __trap();
+#else
+    attn_decode_body<true>(out, q, q_stride, kc, vc, qstart, ctx_len, block_tables, max_blocks, n_seqs, nq, nkv, scale,
+                           window, partition_size, n_parts, part_o, part_ml, nullptr, counters, pos, inv_freq, mscale,
+                           slots);
+#endif
 }
 
 // kiln_attn_decode_pw -- the persistent-warp form for many short sequences (16-bit caches; the host's

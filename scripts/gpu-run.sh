@@ -690,6 +690,26 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s86; then # nineteenth session: the decode step's rope + KV write inside the decode attention (KILN_DECODE_ROPE)
+  export CUDA_VISIBLE_DEVICES=0
+  gt ops_decode_rope 240 "FAIL|passed" -- test_gpu_ops decode_rope
+  gt test_gpu_batching_graphs 200 "FAIL|passed" -- test_gpu_engine batching_graphs
+  for r in 1 2; do
+    kb "b32-r0-$r" KILN_DECODE_ROPE=0 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-r1-$r" KILN_DECODE_ROPE=1 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  kb "b64-r0" KILN_DECODE_ROPE=0 -- -b 64 -s 128 -o 256 --iters 1
+  kb "b64-r1" KILN_DECODE_ROPE=1 -- -b 64 -s 128 -o 256 --iters 1
+  kb "b24-r0" KILN_DECODE_ROPE=0 -- -b 24 -s 128 -o 256 --iters 1
+  kb "b24-r1" KILN_DECODE_ROPE=1 -- -b 24 -s 128 -o 256 --iters 1
+  for v in 0 1; do
+    KILN_DECODE_ROPE=$v KILN_TRACE_OUT=/tmp/trace86_$v.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 200 "$here/bin/kiln" bench \
+      --model llama3-8b --load-format dummy -b 32 -s 128 -o 64 --iters 1 > /tmp/trace86_$v.log 2>&1
+    echo "== trace -b 32 rope $v rc=$? ($(grep -E 'output tokens/s|mean decode step' /tmp/trace86_$v.log | tr -s ' ' | tr '\n' ';'))"
+    gzip -c /tmp/trace86_$v.csv > "$out/trace86_$v.csv.gz"
+  done
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s85; then # eighteenth session: step_feed without the early signal (the self-draft test of s84), short
   export CUDA_VISIBLE_DEVICES=0
   gt test_gpu_engine 150 "FAIL|passed" -- test_gpu_engine

@@ -164,6 +164,26 @@ KT_TEST(test_gpu_batching_graphs) {
                   !KILN_COPY_STREAM_DEFAULT, !KILN_STEP_FEED_DEFAULT);
         kiln_result_free(&cps[i]);
     }
+    /* the decode steps' rope + KV write in front of the attention or inside it (KILN_DECODE_ROPE 0 / 1), with
+     * the qkv GEMM's own rope epilogue off (KILN_SKGEMM_ROPE=0) so that the steps of 2 .. 8 sequences reach
+     * the attention with their rope: the same tokens, bit for bit */
+    kiln_result rp[2][8];
+    for (int fused = 0; fused < 2; fused++) {
+        setenv("KILN_SKGEMM_ROPE", "0", 1);
+        setenv("KILN_DECODE_ROPE", fused ? "1" : "0", 1);
+        kiln_engine *er = gpu_engine("llama3-hd128", 0, false);
+        unsetenv("KILN_SKGEMM_ROPE");
+        unsetenv("KILN_DECODE_ROPE");
+        KT_REQUIRE(er);
+        KT_OK(kiln_engine_generate(er, r, n, rp[fused]));
+        kiln_engine_destroy(er);
+    }
+    for (int i = 0; i < n; i++) {
+        KT_CHECKF(rp[1][i].n_ids == rp[0][i].n_ids &&
+                      !memcmp(rp[1][i].ids, rp[0][i].ids, sizeof(int32_t) * (size_t)rp[0][i].n_ids),
+                  "request %d: other tokens with the rope inside the decode attention (KILN_DECODE_ROPE=1)", i);
+        kiln_result_free(&rp[0][i]), kiln_result_free(&rp[1][i]);
+    }
     uint64_t allocs = kiln_rt_alloc_count();
     for (int i = 0; i < n; i++) KT_OK(kiln_engine_generate(eg, &r[i], 1, &one[i]));
     KT_CHECKF(kiln_rt_alloc_count() == allocs, "%llu device allocations during steps",

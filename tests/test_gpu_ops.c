@@ -752,7 +752,7 @@ static void run_attention(const attn_case *c) {
     for (int v1 = 0; v1 < (c->both ? 2 : 1); v1++) {
         const char *which = v1 ? " (prefill v1)" : attn_kernel == 3 ? " (prefill wg2)" : attn_kernel == 5 ? " (prefill wg2p)" : "";
         kiln_gpu_attn a = {dout, dq, q_stride, dkc, dvc, &l, c->nq, dqs, dcl, dbt, c->n_seqs, max_blocks, scale,
-                           c->window, max_q, launch_ctx, c->force, v1 ? 1 : attn_kernel};
+                           c->window, max_q, launch_ctx, c->force, v1 ? 1 : attn_kernel, NULL, 0, 0};
         KT_OK(kiln_rt_memset8(dout, 0xff, (size_t)T * c->nq * c->hd * 2, st)); /* NaNs where nothing is written */
         KT_OK(kiln_gpu_attention(gpu, st, c->dt, &a));
         float *got = down_act(dout, (size_t)T * c->nq * c->hd, c->dt);
@@ -772,6 +772,106 @@ static void run_attention(const attn_case *c) {
     free(kf), free(vf), free(kc), free(vc), free(perm), free(bt), free(q), free(ref);
     dfree(dkc), dfree(dvc), dfree(dq), dfree(dqs), dfree(dcl), dfree(dbt), dfree(dout);
     if (dhs) dfree(dhs);
+}
+
+/* A decode step's rope + KV write handed to the attention (kiln_gpu_attn.rope): the fused kernel
+ * (kiln_attn_decode_rope) against kiln_gpu_rope_kv_write followed by the plain attention on copies of the
+ * same inputs -- output and both caches bit for bit -- and the output against the CPU (kiln_cpu_rope,
+ * kiln_cpu_kv_write, kiln_cpu_attention). Head dims 64 / 128 / 96 fuse, 80 takes the rope kernel in front
+ * (as does the persistent-warp kernel when forced, pw = 1); contexts that put the step's token first, last
+ * and mid-tile, forced / adaptive splits (the step's tile in a later partition), windows, a skipped slot. */
+static void run_attention_rope(kiln_dtype dt, int hd, int nq, int nkv, int bs, int window, int force, int graph_ctx,
+                               int pw, bool skip_slot) {
+    int n = 1 + (int)(next_u64() % 8), ctx[8], max_ctx = 0;
+    static const int ctxs[] = {1, 15, 16, 17, 33, 100, 1000, 3001};
+    for (int i = 0; i < n; i++) ctx[i] = ctxs[next_u64() % 8], max_ctx = KILN_MAX(max_ctx, ctx[i]);
+    int max_blocks = (max_ctx + bs - 1) / bs, nb = max_blocks * n + 3;
+    kiln_kv_layout l;
+    size_t cbytes = kiln_kv_layout_init(&l, nb, bs, nkv, hd, dt), ne = cbytes / 2;
+    float *kf = rand_act(ne, dt, 1.0f), *vf = rand_act(ne, dt, 1.0f);
+    void *kc = malloc(cbytes), *vc = malloc(cbytes);
+    kiln_from_f32(kc, dt, kf, ne), kiln_from_f32(vc, dt, vf, ne);
+    int32_t *perm = malloc(sizeof(int32_t) * (size_t)nb), *bt = malloc(sizeof(int32_t) * (size_t)(max_blocks * n));
+    for (int i = 0; i < nb; i++) perm[i] = i;
+    for (int i = nb - 1; i > 0; i--) {
+        int j = (int)(next_u64() % (uint64_t)(i + 1)), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    int32_t qstart[9] = {0}, pos[8], slots[8];
+    for (int i = 0; i < n; i++) {
+        qstart[i + 1] = i + 1;
+        for (int b = 0; b < max_blocks; b++) bt[i * max_blocks + b] = b * bs < ctx[i] ? perm[i * max_blocks + b] : 0x7fffffff;
+        pos[i] = ctx[i] - 1;
+        slots[i] = bt[i * max_blocks + pos[i] / bs] * bs + pos[i] % bs;
+    }
+    if (skip_slot) slots[n - 1] = -1; /* not written: both read what the cache held */
+    const int64_t stride = (int64_t)(nq + 2 * nkv) * hd + 8;
+    float *qkv = rand_act((size_t)n * stride, dt, 1.0f), inv[128], ms = 1.0f;
+    make_inv_freq(hd, true, inv, &ms);
+    ms = (hd & 32) ? 1.25f : 1.0f; /* an attention factor on some cases */
+    /* the CPU: rotate (rounded to dt as the GPU stores it), write, attend */
+    float *ref_in = malloc(sizeof(float) * (size_t)n * stride), *ref = malloc(sizeof(float) * (size_t)n * nq * hd);
+    memcpy(ref_in, qkv, sizeof(float) * (size_t)n * stride);
+    kiln_rope_params crp = {hd, hd, false, inv, ms, NULL, 0, 0, 0};
+    kiln_cpu_rope(ref_in, stride, pos, n, nq, nkv, &crp);
+    void *tmp = malloc((size_t)n * stride * 2);
+    kiln_from_f32(tmp, dt, ref_in, (size_t)n * stride), kiln_to_f32(ref_in, tmp, dt, (size_t)n * stride);
+    void *kc_ref = malloc(cbytes), *vc_ref = malloc(cbytes);
+    memcpy(kc_ref, kc, cbytes), memcpy(vc_ref, vc, cbytes);
+    kiln_cpu_kv_write(kc_ref, vc_ref, &l, ref_in + (size_t)nq * hd, ref_in + (size_t)(nq + nkv) * hd, stride, slots, n);
+    float scale = 1.0f / sqrtf((float)hd);
+    static kiln_pool *pool;
+    if (!pool && kiln_pool_create(0, &pool) != KILN_OK) pool = NULL;
+    kiln_cpu_attention(pool, ref, ref_in, stride, kc_ref, vc_ref, &l, nq, qstart, ctx, n, bt, max_blocks, scale, window);
+    kiln_devptr dqs = dupload(qstart, sizeof qstart), dcl = dupload(ctx, sizeof(int32_t) * (size_t)n),
+                dbt = dupload(bt, sizeof(int32_t) * (size_t)(max_blocks * n)), dpos = dupload(pos, sizeof pos),
+                dsl = dupload(slots, sizeof slots), dinv = dupload(inv, sizeof(float) * (size_t)hd / 2);
+    kiln_gpu_rope_params grp = {hd, hd, false, dinv, ms, 0, 0, 0, 0};
+    const int was_pw = kiln_gpu_set_decode_pw(gpu, pw ? 2 : 0, 0), was_rope = kiln_gpu_set_decode_rope(gpu, 1);
+    void *res[2][3]; /* [unfused, fused][out, k cache, v cache] */
+    for (int fused = 0; fused < 2; fused++) {
+        kiln_devptr dq = up_act(qkv, (size_t)n * stride, dt), dkc = dupload(kc, cbytes), dvc = dupload(vc, cbytes),
+                    dout = dmalloc((size_t)n * nq * hd * 2);
+        KT_OK(kiln_rt_memset8(dout, 0xff, (size_t)n * nq * hd * 2, st));
+        kiln_gpu_attn a = {dout, dq, stride, dkc, dvc, &l, nq, dqs, dcl, dbt, n, max_blocks, scale, window, 1,
+                           KILN_MAX(max_ctx, graph_ctx), force, 0, NULL, 0, 0};
+        if (fused) a.rope = &grp, a.rope_pos = dpos, a.rope_slots = dsl;
+        else KT_OK(kiln_gpu_rope_kv_write(gpu, st, dq, dt, stride, dpos, n, nq, &grp, dkc, dvc, &l, dsl));
+        KT_OK(kiln_gpu_attention(gpu, st, dt, &a));
+        res[fused][0] = ddown(dout, (size_t)n * nq * hd * 2);
+        res[fused][1] = ddown(dkc, cbytes), res[fused][2] = ddown(dvc, cbytes);
+        dfree(dq), dfree(dkc), dfree(dvc), dfree(dout);
+    }
+    kiln_gpu_set_decode_pw(gpu, was_pw, 0), kiln_gpu_set_decode_rope(gpu, was_rope);
+    char what[200];
+    snprintf(what, sizeof what, "attention + rope %s hd=%d nq=%d nkv=%d bs=%d window=%d force=%d seqs=%d launch ctx %d pw=%d skip=%d",
+             kiln_dtype_name(dt), hd, nq, nkv, bs, window, force, n, KILN_MAX(max_ctx, graph_ctx), pw, skip_slot);
+    KT_CHECKF(!memcmp(res[0][0], res[1][0], (size_t)n * nq * hd * 2), "%s: the output differs from rope_kv_write + attention", what);
+    KT_CHECKF(!memcmp(res[0][1], res[1][1], cbytes), "%s: the key cache differs", what);
+    KT_CHECKF(!memcmp(res[0][2], res[1][2], cbytes), "%s: the value cache differs", what);
+    float *got = malloc(sizeof(float) * (size_t)n * nq * hd);
+    kiln_to_f32(got, res[1][0], dt, (size_t)n * nq * hd);
+    CHECK_CLOSE(got, ref, (size_t)n * nq * hd, dt, "%s (against the CPU)", what);
+    for (int f = 0; f < 2; f++)
+        for (int k = 0; k < 3; k++) free(res[f][k]);
+    free(got), free(kf), free(vf), free(kc), free(vc), free(perm), free(bt), free(qkv), free(ref_in), free(ref), free(tmp),
+        free(kc_ref), free(vc_ref);
+    dfree(dqs), dfree(dcl), dfree(dbt), dfree(dpos), dfree(dsl), dfree(dinv);
+}
+
+KT_TEST(test_attention_decode_rope) {
+    NEED_GPU();
+    static const int hds[] = {64, 128, 96, 80}, gqa[][2] = {{8, 8}, {32, 8}, {32, 4}}, forces[] = {0, -1, 256, 64};
+    for (int a = 0; a < 2; a++)
+        for (int hi = 0; hi < 4; hi++)
+            for (int gi = 0; gi < 3; gi++)
+                for (int fi = 0; fi < 4; fi++) {
+                    const int bs = hi == 3 ? 32 : 16, w = (fi + gi) % 3 == 2 ? 64 : 0;
+                    run_attention_rope(acts[a], hds[hi], gqa[gi][0], gqa[gi][1], bs, w, forces[fi], 0, 0, fi == 1);
+                    if (fi == 0) run_attention_rope(acts[a], hds[hi], gqa[gi][0], gqa[gi][1], bs, w, 0, 8192, 0, false);
+                    if (fi == 0 && gi == 1) run_attention_rope(acts[a], hds[hi], gqa[gi][0], gqa[gi][1], bs, w, 0, 0, 1, false);
+                }
+    KT_CHECK(kiln_rt_kernels_was_used(kiln_gpu_kernels(gpu), "attn_decode_rope"));
 }
 
 /* Decode attention against the CPU over head dims, GQA ratios, contexts
@@ -2158,7 +2258,7 @@ KT_TEST(test_every_kernel_tested) {
 KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_cast), KT_CASE(test_rope),
         KT_CASE(test_kv_write_and_fused_rope), KT_CASE(test_fp8_cast), KT_CASE(test_attention_decode),
         KT_CASE(test_attention_decode_2warps),
-        KT_CASE(test_attention_decode_fused), KT_CASE(test_attention_decode_pw),
+        KT_CASE(test_attention_decode_fused), KT_CASE(test_attention_decode_pw), KT_CASE(test_attention_decode_rope),
         KT_CASE(test_attention_prefill), KT_CASE(test_attention_prefill_shapes),
         KT_CASE(test_attention_prefill_wg), KT_CASE(test_attention_fp8), KT_CASE(test_sampling), KT_CASE(test_sampling_greedy),
         KT_CASE(test_gemv),

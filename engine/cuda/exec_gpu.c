@@ -342,6 +342,29 @@ static bool silu_follows(const exec_gpu *x, int i, int64_t rows) {
     return true;
 }
 
+/* The decode / prefill attention launch of op o (KILN_OP_ATTENTION) over S sequences. */
+static kiln_gpu_attn attn_of(exec_gpu *x, const kiln_op *o, int S, int max_q, int max_ctx) {
+    const kiln_program *p = x->p;
+    kiln_gpu_attn a = {
+        .out = x->slot[o->dst], .q = x->slot[o->src], .q_stride = p->slots[o->src].width, .kcache = x->kc[o->kv_layer],
+        .vcache = x->vc[o->kv_layer], .l = kv_layout(x, o->kv_layer), .nq = o->n_heads, .qstart = D(x, qstart, int32_t),
+        .ctx_len = D(x, ctx, int32_t), .block_tables = D(x, tables, int32_t), .n_seqs = S, .max_blocks = x->max_blocks,
+        .scale = o->scale, .window = o->window, .max_q_len = max_q, .max_ctx_len = max_ctx,
+        .force_partition = max_q <= 1 ? x->decode_partition : 0,
+    };
+    return a;
+}
+
+/* Is op i a decode step's rope + KV write whose q the next op, the attention over the same layer, reads
+ * (kiln_gpu_attention does both: kiln_gpu_attn.rope)? Not while profiling ops one by one or calibrating
+ * FP8 scales (those read the rotated keys). */
+static bool attn_rope_follows(const exec_gpu *x, int i, int T, int S, int max_q) {
+    const kiln_program *p = x->p;
+    const kiln_op *o = &p->ops[i], *nx = i + 1 < p->n_ops ? &p->ops[i + 1] : NULL;
+    return nx && nx->kind == KILN_OP_ATTENTION && max_q <= 1 && T == S && !x->prof.on && !x->calib &&
+           nx->src == o->src && nx->kv_layer == o->kv_layer && nx->n_heads == o->n_heads && nx->dst != o->src;
+}
+
 /* Run every op of the program for T tokens in S sequences with n_out
  * output rows (metadata already on the device). */
 static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int max_ctx) {
@@ -420,19 +443,22 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
             break;
         }
         case KILN_OP_ROPE_KV_WRITE:
+            if (attn_rope_follows(x, i, T, S, max_q)) {
+                /* a decode step: the rope + KV write and the attention after it in one call (fused into the
+                 * decode kernel where it can: ops_gpu.h kiln_gpu_attn.rope) */
+                kiln_gpu_attn a = attn_of(x, &p->ops[i + 1], S, max_q, max_ctx);
+                a.rope = &x->rope, a.rope_pos = D(x, pos, int32_t), a.rope_slots = D(x, slots, int32_t);
+                KILN_TRY(kiln_gpu_attention(g, s, x->act, &a));
+                i++;
+                break;
+            }
             KILN_TRY(kiln_gpu_rope_kv_write(g, s, Sp, x->act, sw, D(x, pos, int32_t), T, o->n_heads, &x->rope,
                                             x->kc[o->kv_layer], x->vc[o->kv_layer], kv_layout(x, o->kv_layer),
                                             D(x, slots, int32_t)));
             if (x->calib) KILN_TRY(calib_record(x, o, Sp, sw, T));
             break;
         case KILN_OP_ATTENTION: {
-            kiln_gpu_attn a = {
-                .out = Dp, .q = Sp, .q_stride = sw, .kcache = x->kc[o->kv_layer], .vcache = x->vc[o->kv_layer],
-                .l = kv_layout(x, o->kv_layer), .nq = o->n_heads, .qstart = D(x, qstart, int32_t), .ctx_len = D(x, ctx, int32_t),
-                .block_tables = D(x, tables, int32_t), .n_seqs = S, .max_blocks = x->max_blocks, .scale = o->scale,
-                .window = o->window, .max_q_len = max_q, .max_ctx_len = max_ctx,
-                .force_partition = max_q <= 1 ? x->decode_partition : 0,
-            };
+            kiln_gpu_attn a = attn_of(x, o, S, max_q, max_ctx);
             KILN_TRY(kiln_gpu_attention(g, s, x->act, &a));
             break;
         }

@@ -48,6 +48,7 @@ struct kiln_gpu {
     int decode_pw_k;      /* its items a warp when set (1..32; $KILN_DECODE_PW_ITEMS; 0: by the grid) */
     int decode_pw_warps;  /* its warps a block (1..4; $KILN_DECODE_PW_WARPS, default 4) */
     int decode_pw_stages; /* its tile slots a warp (2..6; $KILN_DECODE_PW_STAGES, default 3) */
+    bool decode_rope;     /* kiln_gpu_attn.rope fused into kiln_attn_decode_rope where it can ($KILN_DECODE_ROPE) */
     int kv_tile;          /* $KILN_KV_TILE (default KILN_KV_TILE_DEFAULT): the wide KV writes in tiles (1 both, 2 kv_write only) */
     int sample_cl;        /* kiln_gpu_sample_greedy's cluster size (1|2|4|8; 0: kiln_sample) */
 };
@@ -136,6 +137,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     kiln_gpu_set_decode_pw(g, knob(0, "KILN_DECODE_PW", KILN_DECODE_PW_DEFAULT), knob(0, "KILN_DECODE_PW_ITEMS", 0));
     g->decode_pw_warps = KILN_MAX(1, KILN_MIN(4, knob(0, "KILN_DECODE_PW_WARPS", 4)));
     g->decode_pw_stages = KILN_MAX(2, KILN_MIN(6, knob(0, "KILN_DECODE_PW_STAGES", 3)));
+    g->decode_rope = knob(0, "KILN_DECODE_ROPE", KILN_DECODE_ROPE_DEFAULT) > 0;
     g->kv_tile = knob(0, "KILN_KV_TILE", KILN_KV_TILE_DEFAULT);
     if (g->kv_tile < 0 || g->kv_tile > 2) g->kv_tile = KILN_KV_TILE_DEFAULT;
     kiln_gpu_set_sample_cluster(g, knob(p ? p->sample_cluster : 0, "KILN_SAMPLE_CLUSTER", KILN_SAMPLE_CLUSTER_DEFAULT));
@@ -207,6 +209,12 @@ int kiln_gpu_set_decode_pw(kiln_gpu *g, int mode, int items_per_warp) {
     int was = g->decode_pw;
     g->decode_pw = mode >= 0 && mode <= 2 ? mode : KILN_DECODE_PW_DEFAULT;
     g->decode_pw_k = items_per_warp >= 1 && items_per_warp <= 32 ? items_per_warp : 0;
+    return was;
+}
+
+int kiln_gpu_set_decode_rope(kiln_gpu *g, int on) {
+    int was = g->decode_rope;
+    g->decode_rope = on > 0;
     return was;
 }
 
@@ -1319,6 +1327,18 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
     kiln_devptr out = a->out, q = a->q, kc = a->kcache, vc = a->vcache, qs = a->qstart, cl = a->ctx_len,
                 bt = a->block_tables;
     int64_t qst = a->q_stride;
+    const kiln_gpu_rope_params *rp = a->rope;
+    KILN_CHECK(!rp || a->max_q_len <= 1, KILN_ERR_INVALID_ARGUMENT, "attention with a rope: decode steps only");
+    /* the rope fused into kiln_attn_decode_rope (kiln_gpu_attn.rope) where the decode kernel is kiln_attn_decode */
+    bool fuse = rp && g->decode_rope && !kv8 && l->dtype == act && l->x == 8 && hd % 32 == 0 && rp->head_dim == hd &&
+                rp->rot_dim == hd && !rp->interleaved && !rp->dyn_seq_len;
+    if (rp) KILN_TRY(check_rope(rp, act));
+#define ROPE_IN_FRONT()                                                                                           \
+    do {                                                                                                          \
+        if (rp && !fuse)                                                                                          \
+            KILN_TRY(kiln_gpu_rope_kv_write(g, s, q, act, qst, a->rope_pos, n_seqs, nq, rp, kc, vc, l,            \
+                                            a->rope_slots));                                                      \
+    } while (0)
     if (a->max_q_len <= 1) {
         /* 16-bit caches: 3 stages (kernel_src/attn_decode.cu STAGES) for each
          * of nw warps (the block's size: 4 blocks an SM at head dim 128 with
@@ -1344,6 +1364,8 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
             int blocks = 0, pw_nw = g->decode_pw_warps;
             unsigned pw_smem = (unsigned)(pw_nw * g->decode_pw_stages * pw_slot_bytes(hd, grp, act));
             if (decode_pw_plan(g, fp, di, base, pw_nw, pw_smem, &blocks)) {
+                fuse = false;
+                ROPE_IN_FRONT();
                 LAUNCH(fp, (unsigned)blocks, 1, 1, (unsigned)(32 * pw_nw), pw_smem, s, &out, &q, &qst, &kc, &vc, &qs,
                        &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window);
                 return KILN_OK;
@@ -1365,9 +1387,19 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
                     counters = g->attn_counters;
             }
         }
-        LAUNCH(f, (unsigned)(nq / grp), (unsigned)n_seqs, (unsigned)n_parts, (unsigned)(32 * nw), smem, s, &out, &q,
-               &qst, &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window, &P, &n_parts, &part_o,
-               &part_ml, &kvs, &counters);
+        if (fuse && (int)smem + hd * 4 > di->smem_per_block_optin) fuse = false;
+        ROPE_IN_FRONT();
+        if (fuse) { /* kernel_src/attn_decode.cu kiln_attn_decode_rope: the cos / sin table past the tiles */
+            KILN_TRY(kiln_rt_kernels_get(g->k, "attn_decode_rope", defs, &f));
+            kiln_devptr rpos = a->rope_pos, rsl = a->rope_slots, inv = rp->inv_freq;
+            float ms = rp->mscale;
+            LAUNCH(f, (unsigned)(nq / grp), (unsigned)n_seqs, (unsigned)n_parts, (unsigned)(32 * nw),
+                   smem + (unsigned)hd * 4, s, &out, &q, &qst, &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv,
+                   &scale, &window, &P, &n_parts, &part_o, &part_ml, &counters, &rpos, &inv, &ms, &rsl);
+        } else
+            LAUNCH(f, (unsigned)(nq / grp), (unsigned)n_seqs, (unsigned)n_parts, (unsigned)(32 * nw), smem, s, &out,
+                   &q, &qst, &kc, &vc, &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window, &P, &n_parts,
+                   &part_o, &part_ml, &kvs, &counters);
         if (P && !counters) {
             KILN_TRY(kiln_rt_kernels_get(g->k, "attn_reduce", defs, &fr));
             /* a warp a query head, 4 to a block (kernel_src/attn_decode.cu kiln_attn_reduce) */
@@ -1403,6 +1435,7 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
 fail:
     return st;
 }
+#undef ROPE_IN_FRONT
 
 /* --------------------------------------------------------------- sampling */
 

@@ -158,6 +158,12 @@ typedef struct kiln_gpu_params {
  * blocks) only while the longest context is at most this many tokens (engine/cuda/ops_gpu.c) */
 #define KILN_DECODE_W2_MAX_CTX 512
 #define KILN_DECODE_PW_DEFAULT 1
+/* A decode step's rope + KV write done by the decode-attention kernel (kiln_attn_decode_rope) where the
+ * executor hands them together (kiln_gpu_attn.rope) and the shape allows ($KILN_DECODE_ROPE: 1 on, 0 the
+ * rope kernel in front). H200, kiln bench llama3-8b -s 128 -o 256 (remote.sh s86, 2026-12-01), tok/s
+ * fused / rope kernel in front: -b 32 6,142 / 6,101 and 6,165 / 6,097, -b 64 10,693 / 10,579, -b 24 4,817 /
+ * 4,761; a -b 32 layer's rope + attention 13.6 us (exclusive) against 6.8 + 8.4 */
+#define KILN_DECODE_ROPE_DEFAULT 1
 
 kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gpu **out);
 void kiln_gpu_destroy(kiln_gpu *g);
@@ -200,6 +206,9 @@ int kiln_gpu_set_decode_fused_reduce(kiln_gpu *g, int on);
  * where its eager step does not, so the two need not give the same bits); items_per_warp 1..32 fixes
  * its items a warp (tests), else by the grid. Returns the previous mode. */
 int kiln_gpu_set_decode_pw(kiln_gpu *g, int mode, int items_per_warp);
+/* Tests: kiln_gpu_attention with a rope (kiln_gpu_attn.rope) fuses it into the decode kernel where it can (1)
+ * or runs kiln_gpu_rope_kv_write in front (0); returns the previous setting. */
+int kiln_gpu_set_decode_rope(kiln_gpu *g, int on);
 /* Tests: the warps a row (pair) of the batch-1 qkv GEMV with rope (1|2|4; 0: by the grid); returns the previous value. */
 int kiln_gpu_set_gemv_rope_ksplit(kiln_gpu *g, int ks);
 /* the rope GEMV's rows a warp (1 or 2; else the default, KILN_GEMV_ROPE_ROWS); returns the previous */
@@ -349,6 +358,15 @@ typedef struct kiln_gpu_attn {
                             5 wg2 in its persistent form (=wg2p, kiln_attn_prefill_wg2p; where wg2 serves);
                             0: as $KILN_PREFILL_KERNEL says, else by the shape. 2 (=wg, the first wgmma
                             kernel) was removed: it counts as 0, and =wg as unset */
+    /* A decode step (max_q_len <= 1, token t of sequence t) whose rope + KV write this call does first: q's
+     * rows hold the nq query heads, then the KV heads' keys and values (as kiln_gpu_rope_kv_write reads them,
+     * row stride q_stride), positions rope_pos [n_seqs] and cache slots rope_slots [n_seqs] (int32). Fused
+     * into the decode kernel (kiln_attn_decode_rope) for 16-bit caches of act with rotate-half over all of a
+     * head dim that is a multiple of 32, no dynamic NTK, where kiln_attn_decode runs and decode_rope is on;
+     * elsewhere kiln_gpu_rope_kv_write runs in front. Fused, q's rows keep their unrotated q and k (the
+     * caches get the same bits either way). NULL: none. */
+    const kiln_gpu_rope_params *rope;
+    kiln_devptr rope_pos, rope_slots;
 } kiln_gpu_attn;
 kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, const kiln_gpu_attn *a);
 

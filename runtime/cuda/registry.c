@@ -111,6 +111,11 @@ static const kiln_jit_kernel_def registry[] = {
      "ACT=bf16 INTERLEAVED=0 KV=fp8_e4m3;ACT=fp32 INTERLEAVED=0 KV=fp8_e4m3"},
     {"attn_decode", "kernel_src/attn_decode.cu", "kiln_attn_decode",
      "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,i32,i32,ptr,ptr,ptr,ptr", ATTN_PARAMS, ATTN_EX},
+    /* the same with the step's rope + KV write in front (same file and defines, one compile; 16-bit caches,
+     * head dims multiple of 32, an FP8 specialization traps) */
+    {"attn_decode_rope", "kernel_src/attn_decode.cu", "kiln_attn_decode_rope",
+     "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,i32,i32,ptr,ptr,ptr,ptr,ptr,f32,ptr", ATTN_PARAMS,
+     ATTN_EX},
     {"attn_reduce", "kernel_src/attn_decode.cu", "kiln_attn_reduce", "ptr,ptr,ptr,ptr,ptr,i32,i32,i32",
      ATTN_PARAMS, ATTN_EX},
     /* the persistent-warp decode kernel for many short sequences (same file and defines, one compile;
