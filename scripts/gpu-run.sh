@@ -690,6 +690,39 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s88; then # nineteenth session: the stream-K GEMM with its unit cursors stepped (no 64-bit division a unit); then the whole test_gpu_ops alone
+  export CUDA_VISIBLE_DEVICES=0
+  gt ops_gemm_stream 300 "FAIL|passed" -- test_gpu_ops gemm_stream
+  timeout 200 "$here/bin/bench_kernels" gemm_stream 2>&1 | grep -E "^gemm|copy" | tee "$out/bench_gemm_stream.txt"
+  t0=$(date +%s)
+  ops_bg 0 420
+  wait
+  ops_report "test_gpu_ops (whole, alone)"
+  echo "test_gpu_ops took $(( $(date +%s) - t0 )) s"
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s87; then # nineteenth session: the stream-K GEMM (kernel_src/gemm_stream.cu, KILN_GEMM_STREAM_MAX_M)
+  export CUDA_VISIBLE_DEVICES=0
+  gt ops_gemm_stream 300 "FAIL|passed" -- test_gpu_ops gemm_stream
+  timeout 200 "$here/bin/bench_kernels" gemm_stream 2>&1 | grep -E "^gemm|copy" | tee "$out/bench_gemm_stream.txt"
+  gt batching_graphs_st 200 "FAIL|passed" KILN_GEMM_STREAM_MAX_M=64 -- test_gpu_engine batching_graphs
+  for r in 1 2; do
+    kb "b32-def-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-st-$r" KILN_GEMM_STREAM_MAX_M=32 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-st128-$r" KILN_GEMM_STREAM_MAX_M=32 KILN_GEMM_STREAM_MAX_MB=128 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  kb "b32-st64" KILN_GEMM_STREAM_MAX_M=32 KILN_GEMM_STREAM_MAX_MB=64 -- -b 32 -s 128 -o 256 --iters 1
+  kb "b64-def" -- -b 64 -s 128 -o 256 --iters 1
+  kb "b64-st" KILN_GEMM_STREAM_MAX_M=64 -- -b 64 -s 128 -o 256 --iters 1
+  kb "b64-st128" KILN_GEMM_STREAM_MAX_M=64 KILN_GEMM_STREAM_MAX_MB=128 -- -b 64 -s 128 -o 256 --iters 1
+  kb "b16-def" -- -b 16 -s 128 -o 256 --iters 1
+  kb "b16-st" KILN_GEMM_STREAM_MAX_M=32 -- -b 16 -s 128 -o 256 --iters 1
+  KILN_GEMM_STREAM_MAX_M=32 KILN_GEMM_STREAM_MAX_MB=128 KILN_TRACE_OUT=/tmp/trace87.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 200 "$here/bin/kiln" bench \
+    --model llama3-8b --load-format dummy -b 32 -s 128 -o 64 --iters 1 > /tmp/trace87.log 2>&1
+  echo "== trace -b 32 stream rc=$? ($(grep -E 'output tokens/s|mean decode step' /tmp/trace87.log | tr -s ' ' | tr '\n' ';'))"
+  gzip -c /tmp/trace87.csv > "$out/trace87.csv.gz"
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s86; then # nineteenth session: the decode step's rope + KV write inside the decode attention (KILN_DECODE_ROPE)
   export CUDA_VISIBLE_DEVICES=0
   gt ops_decode_rope 240 "FAIL|passed" -- test_gpu_ops decode_rope
