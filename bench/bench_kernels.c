@@ -499,9 +499,6 @@ static void small_m_rows(gemm_ctx *g, int sets, double wbytes, const char *shape
  * four projections at M = 16 and 32, gemm_sk's default beside its
  * warpgroup-MMA kernel (gemm_sk_wg, sm_90) in four tilings */
 static bool sk_quick;
-/* st_quick (`bench_kernels gemm_stream`): as quick, with the stream-K GEMM (kernel_src/gemm_stream.cu) at 3,
- * 4 and 6 stages beside cuBLASLt and gemm_sk's default, M = 16 and 32 */
-static bool st_quick;
 /* lt_only (`bench_kernels gemm_lt`): cuBLASLt alone at M = 16 .. 256 (the
  * decode batches), each as weight bytes and as flops (KILN_GEMM_BUCKETS
  * and KILN_LOG_LEVEL=debug show the tuning's buckets and choices) */
@@ -551,18 +548,8 @@ static void bench_gemm(bool sk_only) {
         static const sk_tiling skq[] = {{"default", 0, 0, 0, 0, -1},      {"wgmma", 0, 0, 0, 0, 1},
                                         {"wgmma stages 4", 0, 0, 4, 0, 1}, {"wgmma stages 6", 0, 0, 6, 0, 1},
                                         {"wgmma rt 4", 0, 4, 0, 0, 1}};
-        if (st_quick) {
-            static const int sst[] = {4, 3, 6};
-            for (size_t ti = 0; ti < KILN_ARRAY_LEN(sst); ti++) {
-                kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = -1,
-                                      .skgemm_max_m = -1, .gemm_stream_max_m = 64, .gemm_stream_stages = sst[ti]};
-                char name[64];
-                snprintf(name, sizeof name, "gemm_stream stages %d (weight bytes)", sst[ti]);
-                small_m_rows(&g, sets, (double)wbytes, shapes[si].name, &gp, name, true);
-            }
-        }
         const sk_tiling *tab = sk_quick ? skq : sk;
-        const size_t n_tab = st_quick ? 1 : sk_quick ? KILN_ARRAY_LEN(skq) : KILN_ARRAY_LEN(sk);
+        const size_t n_tab = sk_quick ? KILN_ARRAY_LEN(skq) : KILN_ARRAY_LEN(sk);
         for (size_t ti = 0; ti < n_tab; ti++) {
             kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = -1,
                                   .skgemm_max_m = 64, .skgemm_max_weight_mb = -1, .skgemm_warps = tab[ti].warps,
@@ -986,7 +973,6 @@ int main(int argc, char **argv) {
     else if (filter && !strcmp(filter, "gemm_sk_prof")) bench_gemm_sk_prof();
     else if (filter && !strcmp(filter, "gemm_sk_silu")) bench_gemm_sk_silu();
     else if (filter && !strcmp(filter, "gemm_sk_quick")) sk_quick = true, bench_gemm(true);
-    else if (filter && !strcmp(filter, "gemm_stream")) sk_quick = st_quick = true, bench_gemm(true);
     else if (filter && !strcmp(filter, "gemm_sk")) bench_gemm(true);
     else if (filter && !strcmp(filter, "gemm_lt")) lt_only = true, bench_gemm(true);
     else if (want("gemm")) bench_gemm(false);

@@ -1905,52 +1905,6 @@ static bool sk_tested, sk_wg_tested;
  * poisoned; on sm_90 the warpgroup-MMA kernel (gemm_sk_wg) in four tilings
  * too; then the four Llama-3-8B projections in the default tiling, with
  * and (sm_90) without the warpgroup MMA */
-/* The stream-K GEMM (kernel_src/gemm_stream.cu) against the CPU: the small-shape sweep (a single unit, fewer
- * units than blocks -- every tile shared by several blocks -- and ragged N and K) at stages 4 / 2 / 6, the
- * Llama-3-8B projections (blocks with whole tiles between shared ones), and the same launch twice giving the
- * same bits (the shared tiles' parts summed in block order, whichever block arrives last). Every case reuses
- * the tiles' counters the previous one left: one not back at zero and some tile is stored early, wrong. */
-static bool st_tested;
-KT_TEST(test_gemm_stream) {
-    NEED_GPU();
-    static const int Ms[] = {2, 3, 8, 9, 16, 31, 32, 64}, stages[] = {0, 2, 6};
-    kiln_pool *pool = NULL;
-    KT_OK(kiln_pool_create(8, &pool));
-    for (size_t si = 0; si < KILN_ARRAY_LEN(stages); si++) {
-        kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1,
-                              .skgemm_max_m = -1, .gemm_stream_max_m = 64, .gemm_stream_stages = stages[si]};
-        kiln_gpu *tg = NULL;
-        KT_OK(kiln_gpu_create(dev, &gp, &tg));
-        char what[64];
-        snprintf(what, sizeof what, "gemm_stream stages %d", stages[si]);
-        static const int NK[][2] = {{200, 512}, {4104, 320}, {1001, 136}, {384, 72}, {24, 8}, {640, 2056}};
-        gemm_small_sweep(tg, pool, NK, KILN_ARRAY_LEN(NK), Ms, KILN_ARRAY_LEN(Ms), si == 0, what);
-        if (si == 0) {
-            gemm_llama_shapes(tg, pool, Ms, KILN_ARRAY_LEN(Ms), "gemm_stream ");
-            /* twice, bit for bit: o at M = 32 (every block's range meets two tiles) and gate_up at M = 9 */
-            static const int RK[][3] = {{32, 4096, 4096}, {9, 28672, 4096}};
-            for (int r = 0; r < 2; r++) {
-                const int M = RK[r][0], N = RK[r][1], K = RK[r][2];
-                float *x = rand_act((size_t)M * K, KILN_DTYPE_BF16, 1), *w = rand_act((size_t)N * K, KILN_DTYPE_BF16, 0.05f);
-                kiln_devptr dx = up_act(x, (size_t)M * K, KILN_DTYPE_BF16), dw = up_act(w, (size_t)N * K, KILN_DTYPE_BF16),
-                            d1 = dmalloc((size_t)M * N * 2), d2 = dmalloc((size_t)M * N * 2);
-                KT_OK(kiln_gpu_gemm(tg, st, d1, N, KILN_DTYPE_BF16, dx, dw, KILN_DTYPE_BF16, 0, M, N, K));
-                KT_OK(kiln_gpu_gemm(tg, st, d2, N, KILN_DTYPE_BF16, dx, dw, KILN_DTYPE_BF16, 0, M, N, K));
-                void *h1 = ddown(d1, (size_t)M * N * 2), *h2 = ddown(d2, (size_t)M * N * 2);
-                KT_CHECKF(!memcmp(h1, h2, (size_t)M * N * 2), "gemm_stream M=%d N=%d K=%d: two launches, other bits", M,
-                          N, K);
-                free(x), free(w), free(h1), free(h2);
-                dfree(dx), dfree(dw), dfree(d1), dfree(d2);
-            }
-        }
-        const bool used = kiln_rt_kernels_was_used(kiln_gpu_kernels(tg), "gemm_stream");
-        KT_CHECKF(used, "gemm_stream did not run in %s", what);
-        st_tested = si == 0 ? used : st_tested && used;
-        kiln_gpu_destroy(tg);
-    }
-    kiln_pool_destroy(pool);
-}
-
 KT_TEST(test_gemm_sk) {
     NEED_GPU();
     static const struct { int warps, rt, stages, split, wg; } tl[] = {
@@ -2292,7 +2246,6 @@ KT_TEST(test_every_kernel_tested) {
                       (!strcmp(reg[i].name, "gemv_ar_norm") && gemv_ar_tested) ||
                       (!strcmp(reg[i].name, "gemm_tc") && tc_tested) ||
                       (!strcmp(reg[i].name, "gemm_sk") && sk_tested) ||
-                      (!strcmp(reg[i].name, "gemm_stream") && st_tested) ||
                       (!strcmp(reg[i].name, "gemm_sk_wg") && (sk_wg_tested || !sm90_device())) ||
                       (!strcmp(reg[i].name, "gemm_sk_rope_wg") && (sk_rope_wg_tested || !sm90_device())) ||
                       (!strcmp(reg[i].name, "gemm_tc_reduce") && tc_reduce_tested) ||
@@ -2309,7 +2262,7 @@ KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_
         KT_CASE(test_attention_prefill), KT_CASE(test_attention_prefill_shapes),
         KT_CASE(test_attention_prefill_wg), KT_CASE(test_attention_fp8), KT_CASE(test_sampling), KT_CASE(test_sampling_greedy),
         KT_CASE(test_gemv),
-        KT_CASE(test_gemv_rope), KT_CASE(test_gemm_sk_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm_stream), KT_CASE(test_gemm_sk),
+        KT_CASE(test_gemv_rope), KT_CASE(test_gemm_sk_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm_sk),
         KT_CASE(test_silu_gemm_sk),
         KT_CASE(test_gemm), KT_CASE(test_step_feed), KT_CASE(test_graph_replay),
         KT_CASE(test_all_reduce_one_rank), KT_CASE(test_every_kernel_tested))

@@ -26,8 +26,6 @@ struct kiln_gpu {
     int gemv_rope_unroll, gemv_rope_ksplit, gemv_rope_rows; /* the rope GEMV's tiling ($KILN_GEMV_ROPE_UNROLL / _KSPLIT / _ROWS) */
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int sk_max_m, sk_max_mb, sk_max_mb32, sk_warps, sk_rt, sk_stages, sk_split, sk_silu; /* gemm_sk knobs */
-    int st_max_m, st_max_mb, st_stages; /* gemm_stream knobs */
-    kiln_devptr st_counters;            /* [KILN_STREAM_COUNTERS] int, zero between launches */
     int sk_wg; /* gemm_sk on the warpgroup MMA (kernel_src/gemm_sk_wg.cu) on sm_90 ($KILN_SKGEMM_WG) */
     int sk_rope_stages; /* its stages when set ($KILN_SKGEMM_ROPE_STAGES, 2..8; 0: as the other gemm_sk launches) */
     int sk_rope; /* the qkv GEMM with rope + KV write through gemm_sk for 2 <= M <= sk_rope (<= 32; 0: never;
@@ -112,11 +110,6 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     tc_knobs(g, p);
     g->sk_max_m = knob(p ? p->skgemm_max_m : 0, "KILN_SKGEMM_MAX_M", KILN_SKGEMM_MAX_M_DEFAULT);
     g->sk_max_m = KILN_MAX(0, KILN_MIN(g->sk_max_m, 64)); /* MAXM buckets 8..64 */
-    g->st_max_m = knob(p ? p->gemm_stream_max_m : 0, "KILN_GEMM_STREAM_MAX_M", KILN_GEMM_STREAM_MAX_M_DEFAULT);
-    g->st_max_m = KILN_MAX(0, KILN_MIN(g->st_max_m, 64));
-    g->st_max_mb = knob(0, "KILN_GEMM_STREAM_MAX_MB", KILN_GEMM_STREAM_MAX_MB_DEFAULT);
-    g->st_stages = knob(p ? p->gemm_stream_stages : 0, "KILN_GEMM_STREAM_STAGES", 4);
-    if (g->st_stages < 2 || g->st_stages > 8) g->st_stages = 4;
     g->sk_warps = knob(p ? p->skgemm_warps : 0, "KILN_SKGEMM_WARPS", KILN_SKGEMM_WARPS_DEFAULT);
     if (g->sk_warps != 4 && g->sk_warps != 8) g->sk_warps = KILN_SKGEMM_WARPS_DEFAULT;
     g->sk_rt = knob(p ? p->skgemm_tiles : 0, "KILN_SKGEMM_TILES", 0); /* 0: by MAXM */
@@ -152,7 +145,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     const size_t sa_part_bytes = (size_t)g->max_rows * (size_t)((g->vocab + SA_CHUNK - 1) / SA_CHUNK) * 16,
                  sa_cnt_bytes = 4 * (size_t)g->max_rows;
     size_t total = g->ws_bytes + g->blas_ws_bytes + 2 * sample_bytes + 4 * KILN_ATTN_COUNTERS + sa_part_bytes +
-                   sa_cnt_bytes + 4 * KILN_STREAM_COUNTERS + 8 * 256;
+                   sa_cnt_bytes + 7 * 256;
     KILN_TRY(kiln_rt_pool_create(d, "workspace", total, &g->pool));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, g->blas_ws_bytes, 256, &g->blas_ws));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, g->ws_bytes, 256, &g->ws));
@@ -161,8 +154,6 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     KILN_TRY(kiln_rt_memset8(g->counts, 0, sample_bytes, NULL));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, 4 * KILN_ATTN_COUNTERS, 256, &g->attn_counters));
     KILN_TRY(kiln_rt_memset8(g->attn_counters, 0, 4 * KILN_ATTN_COUNTERS, NULL));
-    KILN_TRY(kiln_rt_pool_alloc(g->pool, 4 * KILN_STREAM_COUNTERS, 256, &g->st_counters));
-    KILN_TRY(kiln_rt_memset8(g->st_counters, 0, 4 * KILN_STREAM_COUNTERS, NULL));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, sa_part_bytes, 256, &g->sa_part));
     KILN_TRY(kiln_rt_pool_alloc(g->pool, sa_cnt_bytes, 256, &g->sa_counters));
     KILN_TRY(kiln_rt_memset8(g->sa_counters, 0, sa_cnt_bytes, NULL));
@@ -527,36 +518,6 @@ fail:
     return st;
 }
 
-/* The stream-K GEMM (kernel_src/gemm_stream.cu): 4 warps of 2 (MAXM 64: 1) 16-row tiles, g->st_stages
- * stages, as many blocks as are resident at once (at most one a unit: tile x 64-wide chunk); the parts of
- * the tiles blocks share in the workspace. Returns KILN_ERR_UNSUPPORTED (nothing launched) where the
- * workspace or the counters are too small: the caller takes another GEMM. */
-static int decode_blocks_per_sm(int regs, int nw, const kiln_rt_device_info *di, unsigned smem);
-static kiln_status stream_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ld, kiln_dtype out_dt,
-                               kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int M, int N, int K) {
-    kiln_status st = KILN_OK;
-    kiln_rt_func *f;
-    const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
-    const int maxm = mma_maxm(M), warps = 4, rt = maxm == 64 ? 1 : 2, bn = warps * rt * 16;
-    int stages = g->st_stages;
-    while (stages > 2 && stages * (bn + maxm) * 128 > di->smem_per_block_optin) stages--;
-    const unsigned smem = (unsigned)(stages * (bn + maxm) * 128);
-    const int64_t ntiles = (N + bn - 1) / bn, U = ntiles * ((K + 63) / 64);
-    if (ntiles > KILN_STREAM_COUNTERS) return KILN_ERR_UNSUPPORTED;
-    KILN_TRY(get(g, "gemm_stream", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d RT=%d STAGES=%d", dt(in_dt), dt(out_dt), maxm,
-                 warps, rt, stages));
-    kiln_rt_func_attrs fa = {0};
-    if (kiln_rt_func_get_attrs(f, &fa) != KILN_OK) fa.regs = 0;
-    int64_t G = (int64_t)di->n_sms * decode_blocks_per_sm(fa.regs, warps, di, smem);
-    G = KILN_MIN(G, U);
-    const size_t accn = (size_t)rt * (maxm / 8) * 4, need = 2 * (size_t)G * accn * (size_t)warps * 32 * 4;
-    if (need > g->ws_bytes) return KILN_ERR_UNSUPPORTED;
-    kiln_devptr ws = g->ws, cnt = g->st_counters;
-    LAUNCH(f, (unsigned)G, 1, 1, (unsigned)(warps * 32), smem, s, &out, &ld, &x, &w, &bias, &M, &N, &K, &ws, &cnt);
-fail:
-    return st;
-}
-
 /* The GEMV tiling (W rows a warp group, loads in flight, warps splitting K)
  * for an N x K weight under g's rule (KILN_GEMV_RULE): 0 the knobs as given;
  * 1 rows 2 unroll 4 K split 2; 2 rows 1 unroll 2 K split 2; 3 by shape (N <=
@@ -612,10 +573,6 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
                         K % 8 == 0 && (x | w) % 16 == 0 && N <= INT32_MAX && K <= INT32_MAX;
     const int sk_mb = M > 16 && g->sk_max_mb32 > 0 && g->sk_max_mb > 0 ? KILN_MIN(g->sk_max_mb, g->sk_max_mb32)
                                                                         : g->sk_max_mb;
-    if (mma_ok && M <= g->st_max_m && (g->st_max_mb <= 0 || N * K * 2 <= ((int64_t)g->st_max_mb << 20))) {
-        kiln_status st = stream_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K);
-        if (st != KILN_ERR_UNSUPPORTED) return st;
-    }
     if (mma_ok && M <= g->sk_max_m && (sk_mb <= 0 || N * K * 2 <= ((int64_t)sk_mb << 20)))
         return sk_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, SK_PLAIN, NULL);
     if (mma_ok && M <= g->tc_max_m)

@@ -90,10 +90,6 @@ typedef struct kiln_gpu_params {
     int skgemm_split;        /* its split-K (blocks of a cluster, 1..8; 0:
                                 $KILN_SKGEMM_SPLIT, else enough blocks for the SMs;
                                 1 before sm_90)                                   */
-    int gemm_stream_max_m;   /* GEMMs with 2 <= M <= this (and M above gemv_max_m) use the stream-K
-                                kernel (kernel_src/gemm_stream.cu) before gemm_sk (0: $KILN_GEMM_STREAM_MAX_M,
-                                else KILN_GEMM_STREAM_MAX_M_DEFAULT; negative: never; <= 64) */
-    int gemm_stream_stages;  /* its ring's stages (2..8; 0: $KILN_GEMM_STREAM_STAGES, else 4) */
     int skgemm_wg;           /* gemm_sk (and its rope epilogue) on Hopper's warpgroup
                                 MMA (kernel_src/gemm_sk_wg.cu, one warpgroup a block)
                                 on sm_90 (1 on, negative off; 0: $KILN_SKGEMM_WG,
@@ -162,12 +158,6 @@ typedef struct kiln_gpu_params {
  * blocks) only while the longest context is at most this many tokens (engine/cuda/ops_gpu.c) */
 #define KILN_DECODE_W2_MAX_CTX 512
 #define KILN_DECODE_PW_DEFAULT 1
-/* GEMMs of 2 <= M <= this through the stream-K kernel (kernel_src/gemm_stream.cu; kiln_gpu_params.gemm_stream_max_m) */
-#define KILN_GEMM_STREAM_MAX_M_DEFAULT 0
-/* ... on weights of at most this many MiB ($KILN_GEMM_STREAM_MAX_MB; 0: any) */
-#define KILN_GEMM_STREAM_MAX_MB_DEFAULT 0
-/* its tiles' arrival counters (ceil(N / 128) a launch) */
-#define KILN_STREAM_COUNTERS 8192
 /* A decode step's rope + KV write done by the decode-attention kernel (kiln_attn_decode_rope) where the
  * executor hands them together (kiln_gpu_attn.rope) and the shape allows ($KILN_DECODE_ROPE: 1 on, 0 the
  * rope kernel in front). H200, kiln bench llama3-8b -s 128 -o 256 (remote.sh s86, 2026-12-01), tok/s

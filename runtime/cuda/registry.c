@@ -204,13 +204,6 @@ static const kiln_jit_kernel_def registry[] = {
      {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "8|16|32|64"}, {"WARPS", "4|8"}, {"RT", "1|2|4"},
       {"STAGES", "2|3|4|5|6|7|8"}, {"CL", "1|2|3|4|5|6|7|8"}, {"GLU", "0|1"}},
      GEMM_SK_EX},
-    /* the stream-K GEMM for decode-sized M (engine/cuda/ops_gpu.c stream_gemm): out, ldo, x, w, bias, M, N, K,
-     * the parts' workspace, the tiles' counters */
-    {"gemm_stream", "kernel_src/gemm_stream.cu", "kiln_gemm_stream", "ptr,i64,ptr,ptr,ptr,i32,i32,i32,ptr,ptr",
-     {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "8|16|32|64"}, {"WARPS", "4|8"}, {"RT", "1|2|4"},
-      {"STAGES", "2|3|4|5|6|7|8"}},
-     "ACT=bf16 OUT=bf16 MAXM=32 WARPS=4 RT=2 STAGES=4;ACT=fp16 OUT=fp16 MAXM=16 WARPS=4 RT=2 STAGES=4;"
-     "ACT=bf16 OUT=fp32 MAXM=8 WARPS=8 RT=1 STAGES=6;ACT=bf16 OUT=bf16 MAXM=64 WARPS=4 RT=1 STAGES=3"},
     /* gemm_sk with the qkv epilogue of rope + KV write (ROPE=1; engine/cuda/ops_gpu.c kiln_gpu_gemm_rope_kv_m):
      * gemm_sk's arguments (out, ldo, x, w, bias, M, N, K, chunks a slice, prof), then nq, nkv, pos, inv_freq,
      * mscale, kcache, vcache, slots, block size; a block is one head (RT = HD / (16 WARPS)) */
