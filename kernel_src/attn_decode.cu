@@ -191,10 +191,11 @@ __device__ __forceinline__ void combine_rows(act_t *__restrict__ out, const floa
 // kiln_rope_kv_write_dec) done here instead of by a kernel in front: rotate-half over all HD dims, cos / sin
 // of rpos[token] * inv_freq[i] (times mscale) computed before the wait into a table past the launch's
 // dynamic shared memory (HD * 4 bytes the host adds), the block whose partition holds position pos writes
-// the rotated key and the value at slots[token] (< 0: none) before any warp loads the tile holding it, and
-// every block rotates its query fragments in registers (the pair (d, d + HD / 2) sits in the same lane:
-// q_col(kk + HD / 32) = q_col(kk) + HD / 2). Products and roundings as kiln_rope_kv_write_dec's, so the
-// attention reads the same bits. The qkv rows keep their unrotated q and k (nothing else reads them).
+// the rotated key and the value at slots[token] (< 0: none), fenced to GPU scope (the tile loads read L2),
+// before any warp loads the tile holding it, and every block rotates its query fragments in registers (the
+// pair (d, d + HD / 2) sits in the same lane: q_col(kk + HD / 32) = q_col(kk) + HD / 2). Products and
+// roundings as kiln_rope_kv_write_dec's (kiln_common.cuh rope_rot), so the attention reads the same bits.
+// The qkv rows keep their unrotated q and k (nothing else reads them).
 template <bool RP>
 KILN_DEV void attn_decode_body(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride,
                                const kv_t *__restrict__ kc, const kv_t *__restrict__ vc,
@@ -459,13 +460,17 @@ KILN_DEV void attn_decode_body(act_t *__restrict__ out, const act_t *__restrict_
             kv_t *kd = const_cast<kv_t *>(kc) + ((size_t)b * nkv + kvh) * HD * BLOCK_SIZE + o * 8;
             kv_t *vd = const_cast<kv_t *>(vc) + ((size_t)b * nkv + kvh) * HD * BLOCK_SIZE + o;
             for (int i = threadIdx.x; i < HD / 2; i += blockDim.x) {
-                const float x0 = to_f32(kr[i]), x1 = to_f32(kr[i + HD / 2]);
-                const float2 c = rcs[i];
+                float y0, y1;
+                rope_rot(to_f32(kr[i]), to_f32(kr[i + HD / 2]), rcs[i].x, rcs[i].y, y0, y1);
                 const int j = i + HD / 2; // key [HD / 8][BLOCK_SIZE][8] within the block's head
-                kd[(size_t)(i / 8) * BLOCK_SIZE * 8 + i % 8] = from_f32<kv_t>(x0 * c.x - x1 * c.y);
-                kd[(size_t)(j / 8) * BLOCK_SIZE * 8 + j % 8] = from_f32<kv_t>(x1 * c.x + x0 * c.y);
+                kd[(size_t)(i / 8) * BLOCK_SIZE * 8 + i % 8] = from_f32<kv_t>(y0);
+                kd[(size_t)(j / 8) * BLOCK_SIZE * 8 + j % 8] = from_f32<kv_t>(y1);
             }
             for (int d = threadIdx.x; d < HD; d += blockDim.x) vd[(size_t)d * BLOCK_SIZE] = vr[d];
+            // the tile loads (cp.async.cg) read L2: the stores must be there, not only ordered within the
+            // block by the barrier (without this fence, s88's test_attention_decode_rope read the old key /
+            // value of the step's slot where a split put the step's tile among a warp's first loads)
+            __threadfence();
         }
         __syncthreads(); // the step's key and value (and the table) before any load of their tile
     }
@@ -505,9 +510,11 @@ KILN_DEV void attn_decode_body(act_t *__restrict__ out, const act_t *__restrict_
                 float a0, a1, b0, b1;
                 unpack2<act_t>(qa[kk][i], a0, a1);
                 unpack2<act_t>(qa[kk + HD / 32][i], b0, b1);
-                const float2 c0 = rcs[col], c1 = rcs[col + 1];
-                qa[kk][i] = pack2<act_t>(a0 * c0.x - b0 * c0.y, a1 * c1.x - b1 * c1.y);
-                qa[kk + HD / 32][i] = pack2<act_t>(b0 * c0.x + a0 * c0.y, b1 * c1.x + a1 * c1.y);
+                float y0, y1, z0, z1; // (a0, b0) and (a1, b1) rotated
+                rope_rot(a0, b0, rcs[col].x, rcs[col].y, y0, z0);
+                rope_rot(a1, b1, rcs[col + 1].x, rcs[col + 1].y, y1, z1);
+                qa[kk][i] = pack2<act_t>(y0, y1);
+                qa[kk + HD / 32][i] = pack2<act_t>(z0, z1);
             }
     }
 #endif

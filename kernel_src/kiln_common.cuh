@@ -74,6 +74,14 @@ KILN_DEV u32 cluster_map(u32 a, u32 rank) {
 KILN_DEV void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 // ------------------------------------------------------------ conversions
+// The rotary pair (x0, x1) -> (x0 c - x1 s, x1 c + x0 s) with every product and sum an explicit
+// round-to-nearest operation: left to the compiler, which multiply a subtraction absorbs into a fused
+// multiply-add differs from one kernel to the next (kiln_rope_kv_write_dec and kiln_attn_decode_rope's
+// rotations gave other bits in a few elements, s89), so kernels that must agree use this.
+KILN_DEV void rope_rot(float x0, float x1, float c, float s, float &y0, float &y1) {
+    y0 = __fmaf_rn(x0, c, -__fmul_rn(x1, s));
+    y1 = __fmaf_rn(x1, c, __fmul_rn(x0, s));
+}
 KILN_DEV float to_f32(float v) { return v; }
 KILN_DEV float to_f32(bf16 v) { return __uint_as_float((u32)v.x << 16); }
 KILN_DEV float to_f32(fp16 v) {

@@ -331,10 +331,10 @@ extern "C" __global__ void kiln_rope_kv_write_dec(act_t *qkv, i64 row_stride, co
                 hi.v = ld16(hr + half + r * N);
 #pragma unroll
                 for (int k = 0; k < N; k++) {
-                    float x0 = lo.get(k), x1 = hi.get(k);
-                    float2 q = cs[k];
-                    lo.set(k, x0 * q.x - x1 * q.y);
-                    hi.set(k, x1 * q.x + x0 * q.y);
+                    float y0, y1;
+                    rope_rot(lo.get(k), hi.get(k), cs[k].x, cs[k].y, y0, y1);
+                    lo.set(k, y0);
+                    hi.set(k, y1);
                 }
                 st16(hr + r * N, lo.v);
                 st16(hr + half + r * N, hi.v);
@@ -344,10 +344,10 @@ extern "C" __global__ void kiln_rope_kv_write_dec(act_t *qkv, i64 row_stride, co
                 x.v = ld16(hr + r * N);
 #pragma unroll
                 for (int k = 0; k < N; k += 2) {
-                    float x0 = x.get(k), x1 = x.get(k + 1);
-                    float2 q = cs[k / 2];
-                    x.set(k, x0 * q.x - x1 * q.y);
-                    x.set(k + 1, x1 * q.x + x0 * q.y);
+                    float y0, y1;
+                    rope_rot(x.get(k), x.get(k + 1), cs[k / 2].x, cs[k / 2].y, y0, y1);
+                    x.set(k, y0);
+                    x.set(k + 1, y1);
                 }
                 st16(hr + r * N, x.v);
                 if (is_k && slot >= 0) put_k(h - nq, r * N, x);

@@ -57,6 +57,15 @@ KILN_DEV void sa_merge(sa_rec &a, const sa_rec &b) {
     }
 }
 
+// Logits 4 g .. 4 g + 3 of a row (vec: the row 16-byte aligned and V % 4 == 0, one load); NaN past V and
+// for g >= g_end (NaNs never win: the comparisons above skip them)
+KILN_DEV float4 sa_load4(const float *l, int g, int g_end, int V, bool vec) {
+    if (g >= g_end) return make_float4(KILN_NAN, KILN_NAN, KILN_NAN, KILN_NAN);
+    if (vec) return reinterpret_cast<const float4 *>(l)[g];
+    const int e = g * 4;
+    return make_float4(l[e], e + 1 < V ? l[e + 1] : KILN_NAN, e + 2 < V ? l[e + 2] : KILN_NAN,
+                       e + 3 < V ? l[e + 3] : KILN_NAN);
+}
 KILN_DEV sa_rec sa_shfl(const sa_rec &r, int o) {
     sa_rec t;
     t.m = __shfl_xor_sync(0xffffffffu, r.m, o);
@@ -98,22 +107,7 @@ kiln_sample_argmax(int *out_tokens, float *out_logprobs, const float *logits, in
     for (int t0 = c0; t0 < c1; t0 += NT * RG) {
         float4 v[RG];
 #pragma unroll
-        for (int k = 0; k < RG; k++) {
-            const int g = t0 + k * NT + (int)threadIdx.x;
-            if (g < c1) {
-                if (vec) {
-                    v[k] = reinterpret_cast<const float4 *>(l)[g];
-                } else {
-                    const int e = g * 4;
-                    v[k].x = l[e];
-                    v[k].y = e + 1 < V ? l[e + 1] : KILN_NAN;
-                    v[k].z = e + 2 < V ? l[e + 2] : KILN_NAN;
-                    v[k].w = e + 3 < V ? l[e + 3] : KILN_NAN;
-                }
-            } else {
-                v[k] = make_float4(KILN_NAN, KILN_NAN, KILN_NAN, KILN_NAN);
-            }
-        }
+        for (int k = 0; k < RG; k++) v[k] = sa_load4(l, t0 + k * NT + (int)threadIdx.x, c1, V, vec);
         // the tile's max and its lowest index (this thread sees indices in increasing order)
         float tm = -KILN_INF;
         int ti = 0x7fffffff;
@@ -212,22 +206,7 @@ kiln_sample_argmax_split(int *out_tokens, float *out_logprobs, const float *logi
     const int G = (V + 3) >> 2, t0 = chunk * SNT * SPT;
     float4 v[SPT];
 #pragma unroll
-    for (int k = 0; k < SPT; k++) {
-        const int g = t0 + k * SNT + (int)threadIdx.x;
-        if (g < G) {
-            if (vec) {
-                v[k] = reinterpret_cast<const float4 *>(l)[g];
-            } else {
-                const int e = g * 4;
-                v[k].x = l[e];
-                v[k].y = e + 1 < V ? l[e + 1] : KILN_NAN;
-                v[k].z = e + 2 < V ? l[e + 2] : KILN_NAN;
-                v[k].w = e + 3 < V ? l[e + 3] : KILN_NAN;
-            }
-        } else {
-            v[k] = make_float4(KILN_NAN, KILN_NAN, KILN_NAN, KILN_NAN);
-        }
-    }
+    for (int k = 0; k < SPT; k++) v[k] = sa_load4(l, t0 + k * SNT + (int)threadIdx.x, G, V, vec);
     // this thread's max and its lowest index (indices in increasing order), then sum exp(l - max)
     sa_rec me;
     me.m = -KILN_INF, me.s = 0.0f, me.i = 0x7fffffff;

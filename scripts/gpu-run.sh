@@ -690,6 +690,33 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s90; then # nineteenth session: the rotation's products as explicit round-to-nearest operations in both rope paths (rope_rot; s89's bit differences), the greedy sampler's shared load (sa_load4)
+  export CUDA_VISIBLE_DEVICES=0
+  gt ops_rope 300 "FAIL|passed" -- test_gpu_ops rope
+  gt ops_sampling 200 "FAIL|passed" -- test_gpu_ops sampling
+  gt test_gpu_batching_graphs 200 "FAIL|passed" -- test_gpu_engine batching_graphs
+  timeout 120 "$here/bin/bench_kernels" sample 2>&1 | grep -E "^sample" | tee "$out/bench_sample.txt"
+  for r in 1 2; do
+    kb "b32-r1-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-r0-$r" KILN_DECODE_ROPE=0 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  kb "b64-r1" -- -b 64 -s 128 -o 256 --iters 1
+  kb "b64-r0" KILN_DECODE_ROPE=0 -- -b 64 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s89; then # nineteenth session, last call: the fused decode rope with its stores fenced (s88's whole test_gpu_ops failed 5 draws without), the engine tests, -b 32 / 64 fused against the rope kernel
+  export CUDA_VISIBLE_DEVICES=0
+  gt ops_decode_rope 240 "FAIL|passed" -- test_gpu_ops decode_rope
+  gt test_gpu_engine 200 "FAIL|passed" -- test_gpu_engine
+  for r in 1 2; do
+    kb "b32-r1-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-r0-$r" KILN_DECODE_ROPE=0 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  kb "b64-r1" -- -b 64 -s 128 -o 256 --iters 1
+  kb "b64-r0" KILN_DECODE_ROPE=0 -- -b 64 -s 128 -o 256 --iters 1
+  kb "b1" -- -b 1 -s 128 -o 512 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s88; then # nineteenth session: the stream-K GEMM with its unit cursors stepped (no 64-bit division a unit); then the whole test_gpu_ops alone
   export CUDA_VISIBLE_DEVICES=0
   gt ops_gemm_stream 300 "FAIL|passed" -- test_gpu_ops gemm_stream
