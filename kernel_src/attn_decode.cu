@@ -708,14 +708,21 @@ KILN_DEV void cp_async_wait_rt(int n) { // cp.async.wait_group n, n in [0, 5] at
     default: cp_async_wait<5>(); break;
     }
 }
-extern "C" __global__ void __launch_bounds__(NW * 32)
-kiln_attn_decode_pw(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const kv_t *__restrict__ kc,
-                    const kv_t *__restrict__ vc, const int *__restrict__ qstart, const int *__restrict__ ctx_len,
-                    const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
-                    int window) {
-#if KV_FP8
-    __trap(); // 16-bit caches only: the host never launches it for FP8
-#else
+// The body of kiln_attn_decode_pw and, RP, kiln_attn_decode_pw_rope: the step's rope + KV write as in
+// kiln_attn_decode_rope (the host: GROUP == nq / nkv, so an item is a whole KV head and only its warp reads
+// the step's key and value back). After the wait each warp writes the rotated key and the value of each of
+// its items at the item's slot (a lane 2 frequencies of the pair, cos / sin from the precise sincosf),
+// fences them to GPU scope, then issues its tiles; each item's query fragments are rotated as they are
+// loaded, the lane's cos / sin fetched from the lanes that computed them for the item (register
+// kk / 2 of lane (kk % 2) 16 + the fragment's column mod 16). rope_rot: the bits of kiln_rope_kv_write_dec.
+#if !KV_FP8
+template <bool RP>
+KILN_DEV void attn_decode_pw_body(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride,
+                                  const kv_t *__restrict__ kc, const kv_t *__restrict__ vc,
+                                  const int *__restrict__ qstart, const int *__restrict__ ctx_len,
+                                  const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv,
+                                  float scale, int window, const int *__restrict__ rpos,
+                                  const float *__restrict__ inv_freq, float mscale, const int *__restrict__ slots) {
     extern __shared__ __align__(128) float4 smem4[];
     char *smem = (char *)smem4;
     const int nw = (int)(blockDim.x >> 5), warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -780,6 +787,35 @@ kiln_attn_decode_pw(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_
     }
     pdl_wait();
     pdl_launch();
+#if HD % 64 == 0
+    if (RP) { // each item's step key (rotated) and value into the cache, before any tile of the item is issued
+        bool wrote = false;
+        for (int k = 0; k < my_items; k++) {
+            const int row = __shfl_sync(0xffffffffu, m_row, k), slot = slots[row];
+            if (slot < 0) continue;
+            const int item = wg + k * TW, sk = item / ngrp, kvh = (item - sk * ngrp) * GROUP / ratio;
+            const float p = (float)rpos[row];
+            const act_t *kr = q + (size_t)row * q_stride + (size_t)(nq + kvh) * HD, *vr = kr + (size_t)nkv * HD;
+            const int b = slot / BLOCK_SIZE, o = slot - b * BLOCK_SIZE;
+            kv_t *kd = const_cast<kv_t *>(kc) + ((size_t)b * nkv + kvh) * HD * BLOCK_SIZE + o * 8;
+            kv_t *vd = const_cast<kv_t *>(vc) + ((size_t)b * nkv + kvh) * HD * BLOCK_SIZE + o;
+#pragma unroll
+            for (int r = 0; r < HD / 64; r++) {
+                const int i = lane + 32 * r, j = i + HD / 2;
+                float sn, cn, y0, y1;
+                sincosf(p * inv_freq[i], &sn, &cn);
+                rope_rot(to_f32(kr[i]), to_f32(kr[j]), cn * mscale, sn * mscale, y0, y1);
+                kd[(size_t)(i / 8) * BLOCK_SIZE * 8 + i % 8] = from_f32<kv_t>(y0);
+                kd[(size_t)(j / 8) * BLOCK_SIZE * 8 + j % 8] = from_f32<kv_t>(y1);
+            }
+#pragma unroll
+            for (int r = 0; r < HD / 32; r++) vd[(size_t)(lane + 32 * r) * BLOCK_SIZE] = vr[lane + 32 * r];
+            wrote = true;
+        }
+        if (wrote) __threadfence(); // the tile loads (cp.async.cg) read L2
+        __syncwarp();
+    }
+#endif
     for (int k = pre; k < ST - 1; k++) issue(true);
 
     // the compute cursor: item ck, tile ct of [ctf, cte)
@@ -813,6 +849,35 @@ kiln_attn_decode_pw(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_
                     const int row = g + (i & 1) * 8, col = q_col(kk, tig, i);
                     qa[kk][i] = row < GROUP && col < HD ? load_q2(qsrc + row * HD + col) : 0u;
                 }
+#if HD % 64 == 0
+            if (RP) { // rotate: lane l's cos / sin of frequencies l, l + 32, ..; the fragment's from lane col % 32
+                float2 rc[HD / 64];
+                const float p = (float)rpos[c_row];
+#pragma unroll
+                for (int r = 0; r < HD / 64; r++) {
+                    float sn, cn;
+                    sincosf(p * inv_freq[lane + 32 * r], &sn, &cn);
+                    rc[r] = make_float2(cn * mscale, sn * mscale);
+                }
+#pragma unroll
+                for (int kk = 0; kk < HD / 32; kk++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const int src = q_col(kk, tig, i) % 32; // q_col(kk, ..) / 32 == kk / 2
+                        const float c0 = __shfl_sync(0xffffffffu, rc[kk / 2].x, src),
+                                    s0 = __shfl_sync(0xffffffffu, rc[kk / 2].y, src),
+                                    c1 = __shfl_sync(0xffffffffu, rc[kk / 2].x, src + 1),
+                                    s1 = __shfl_sync(0xffffffffu, rc[kk / 2].y, src + 1);
+                        float a0, a1, b0, b1, y0, y1, z0, z1;
+                        unpack2<act_t>(qa[kk][i], a0, a1);
+                        unpack2<act_t>(qa[kk + HD / 32][i], b0, b1);
+                        rope_rot(a0, b0, c0, s0, y0, z0);
+                        rope_rot(a1, b1, c1, s1, y1, z1);
+                        qa[kk][i] = pack2<act_t>(y0, y1);
+                        qa[kk + HD / 32][i] = pack2<act_t>(z0, z1);
+                    }
+            }
+#endif
 #pragma unroll
             for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
             m[0] = m[1] = -KILN_INF;
@@ -870,6 +935,35 @@ kiln_attn_decode_pw(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_
         act_t *dst = out + (size_t)__shfl_sync(0xffffffffu, m_row, k) * nq * HD + (size_t)qh0 * HD;
         for (int e = lane; e < GROUP * HD; e += 32) dst[e] = from_f32<act_t>(0.0f);
     }
+}
+#endif
+
+extern "C" __global__ void __launch_bounds__(NW * 32)
+kiln_attn_decode_pw(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, const kv_t *__restrict__ kc,
+                    const kv_t *__restrict__ vc, const int *__restrict__ qstart, const int *__restrict__ ctx_len,
+                    const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
+                    int window) {
+#if KV_FP8
+    __trap(); // 16-bit caches only: the host never launches it for FP8
+#else
+    attn_decode_pw_body<false>(out, q, q_stride, kc, vc, qstart, ctx_len, block_tables, max_blocks, n_seqs, nq, nkv,
+                               scale, window, nullptr, nullptr, 1.0f, nullptr);
+#endif
+}
+
+// kiln_attn_decode_pw_rope: the same with the step's rope + KV write (16-bit caches of act_t, HD a multiple of
+// 64, GROUP == nq / nkv; an FP8 specialization or another head dim traps)
+extern "C" __global__ void __launch_bounds__(NW * 32)
+kiln_attn_decode_pw_rope(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride, kv_t *kc, kv_t *vc,
+                         const int *__restrict__ qstart, const int *__restrict__ ctx_len,
+                         const int *__restrict__ block_tables, int max_blocks, int n_seqs, int nq, int nkv, float scale,
+                         int window, const int *__restrict__ pos, const float *__restrict__ inv_freq, float mscale,
+                         const int *__restrict__ slots) {
+#if KV_FP8 || HD % 64 != 0
+    __trap();
+#else
+    attn_decode_pw_body<true>(out, q, q_stride, kc, vc, qstart, ctx_len, block_tables, max_blocks, n_seqs, nq, nkv,
+                              scale, window, pos, inv_freq, mscale, slots);
 #endif
 }
 

@@ -690,6 +690,24 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s91; then # nineteenth session: the rope inside the persistent-warp decode kernel (kiln_attn_decode_pw_rope); kiln_attn_decode_pw's code moved into a shared body (kv/pwold: the kernels before, copied in by hand); qkv through gemm_sk at -b 32 now that attention takes the rope
+  export CUDA_VISIBLE_DEVICES=0
+  gt ops_decode_rope 300 "FAIL|passed" -- test_gpu_ops decode_rope
+  gt ops_decode_pw 200 "FAIL|passed" -- test_gpu_ops decode_pw
+  for v in new old; do
+    kd=(); [ $v = old ] && kd=(KILN_KERNEL_DIR="$here/kv/pwold")
+    env "${kd[@]}" timeout 120 "$here/bin/bench_kernels" decode-large 2>&1 | grep -E "^decode" | sed "s/^/$v /" | tee -a "$out/bench_decode_large.txt"
+  done
+  kb "b256-r1" -- -b 256 -s 128 -o 256 --iters 1
+  kb "b256-r0" KILN_DECODE_ROPE=0 -- -b 256 -s 128 -o 256 --iters 1
+  kb "b128-r1" -- -b 128 -s 128 -o 256 --iters 1
+  kb "b128-r0" KILN_DECODE_ROPE=0 -- -b 128 -s 128 -o 256 --iters 1
+  kb "b32-def" -- -b 32 -s 128 -o 256 --iters 1
+  kb "b32-skqkv" KILN_SKGEMM_MAX_WEIGHT_MB_M32=-1 -- -b 32 -s 128 -o 256 --iters 1
+  kb "b256-r1b" -- -b 256 -s 128 -o 256 --iters 1
+  kb "b256-r0b" KILN_DECODE_ROPE=0 -- -b 256 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s90; then # nineteenth session: the rotation's products as explicit round-to-nearest operations in both rope paths (rope_rot; s89's bit differences), the greedy sampler's shared load (sa_load4)
   export CUDA_VISIBLE_DEVICES=0
   gt ops_rope 300 "FAIL|passed" -- test_gpu_ops rope

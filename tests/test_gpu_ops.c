@@ -779,7 +779,9 @@ static void run_attention(const attn_case *c) {
  * same inputs -- output and both caches bit for bit -- and the output against the CPU (kiln_cpu_rope,
  * kiln_cpu_kv_write, kiln_cpu_attention). Head dims 64 / 128 / 96 fuse, 80 takes the rope kernel in front
  * (as does the persistent-warp kernel when forced, pw = 1); contexts that put the step's token first, last
- * and mid-tile, forced / adaptive splits (the step's tile in a later partition), windows, a skipped slot. */
+ * and mid-tile, forced / adaptive splits (the step's tile in a later partition), windows, a skipped slot;
+ * pw > 0: the persistent-warp kernel (kiln_attn_decode_pw_rope where an item is a whole KV head and the head
+ * dim a multiple of 64, else the rope kernel in front) with pw items a warp. */
 static void run_attention_rope(kiln_dtype dt, int hd, int nq, int nkv, int bs, int window, int force, int graph_ctx,
                                int pw, bool skip_slot) {
     int n = 1 + (int)(next_u64() % 8), ctx[8], max_ctx = 0;
@@ -827,7 +829,7 @@ static void run_attention_rope(kiln_dtype dt, int hd, int nq, int nkv, int bs, i
                 dbt = dupload(bt, sizeof(int32_t) * (size_t)(max_blocks * n)), dpos = dupload(pos, sizeof pos),
                 dsl = dupload(slots, sizeof slots), dinv = dupload(inv, sizeof(float) * (size_t)hd / 2);
     kiln_gpu_rope_params grp = {hd, hd, false, dinv, ms, 0, 0, 0, 0};
-    const int was_pw = kiln_gpu_set_decode_pw(gpu, pw ? 2 : 0, 0), was_rope = kiln_gpu_set_decode_rope(gpu, 1);
+    const int was_pw = kiln_gpu_set_decode_pw(gpu, pw ? 2 : 0, pw), was_rope = kiln_gpu_set_decode_rope(gpu, 1);
     void *res[2][3]; /* [unfused, fused][out, k cache, v cache] */
     for (int fused = 0; fused < 2; fused++) {
         kiln_devptr dq = up_act(qkv, (size_t)n * stride, dt), dkc = dupload(kc, cbytes), dvc = dupload(vc, cbytes),
@@ -873,9 +875,11 @@ KT_TEST(test_attention_decode_rope) {
                     const int bs = hi == 3 ? 32 : 16, w = (fi + gi) % 3 == 2 ? 64 : 0;
                     run_attention_rope(acts[a], hds[hi], gqa[gi][0], gqa[gi][1], bs, w, forces[fi], 0, 0, fi == 1);
                     if (fi == 0) run_attention_rope(acts[a], hds[hi], gqa[gi][0], gqa[gi][1], bs, w, 0, 8192, 0, false);
-                    if (fi == 0 && gi == 1) run_attention_rope(acts[a], hds[hi], gqa[gi][0], gqa[gi][1], bs, w, 0, 0, 1, false);
+                    if (fi == 0) /* the persistent-warp kernel, 1 and 3 items a warp */
+                        run_attention_rope(acts[a], hds[hi], gqa[gi][0], gqa[gi][1], bs, w, 0, 0, 1 + 2 * rep, a == 1);
                 }
     KT_CHECK(kiln_rt_kernels_was_used(kiln_gpu_kernels(gpu), "attn_decode_rope"));
+    KT_CHECK(kiln_rt_kernels_was_used(kiln_gpu_kernels(gpu), "attn_decode_pw_rope"));
 }
 
 /* Decode attention against the CPU over head dims, GQA ratios, contexts

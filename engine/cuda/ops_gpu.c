@@ -1359,11 +1359,20 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
         if (kv8) decode_fp8_plan(f, di, a, hd, base, &stages, &P);
         else P = decode_partition(a, base, (nw == 4 ? 2 : 4) * n_sms, g->decode_adaptive, &n_parts);
         if (!kv8 && P == 0 && g->decode_pw) {
+            /* the rope fused here too where an item (sequence x KV group) is a whole KV head */
+            const bool pw_fuse = fuse && grp == nq / nkv && hd % 64 == 0;
             kiln_rt_func *fp;
-            KILN_TRY(kiln_rt_kernels_get(g->k, "attn_decode_pw", defs, &fp));
+            KILN_TRY(kiln_rt_kernels_get(g->k, pw_fuse ? "attn_decode_pw_rope" : "attn_decode_pw", defs, &fp));
             int blocks = 0, pw_nw = g->decode_pw_warps;
             unsigned pw_smem = (unsigned)(pw_nw * g->decode_pw_stages * pw_slot_bytes(hd, grp, act));
             if (decode_pw_plan(g, fp, di, base, pw_nw, pw_smem, &blocks)) {
+                if (pw_fuse) {
+                    kiln_devptr rpos = a->rope_pos, rsl = a->rope_slots, inv = rp->inv_freq;
+                    float ms = rp->mscale;
+                    LAUNCH(fp, (unsigned)blocks, 1, 1, (unsigned)(32 * pw_nw), pw_smem, s, &out, &q, &qst, &kc, &vc,
+                           &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window, &rpos, &inv, &ms, &rsl);
+                    return KILN_OK;
+                }
                 fuse = false;
                 ROPE_IN_FRONT();
                 LAUNCH(fp, (unsigned)blocks, 1, 1, (unsigned)(32 * pw_nw), pw_smem, s, &out, &q, &qst, &kc, &vc, &qs,

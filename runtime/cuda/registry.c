@@ -122,6 +122,10 @@ static const kiln_jit_kernel_def registry[] = {
      * 16-bit caches, an FP8 specialization traps) */
     {"attn_decode_pw", "kernel_src/attn_decode.cu", "kiln_attn_decode_pw",
      "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32", ATTN_PARAMS, ATTN_EX},
+    /* ... with the step's rope + KV write in front (same file and defines; 16-bit caches, head dims multiple
+     * of 64, GROUP == nq / nkv; other specializations trap) */
+    {"attn_decode_pw_rope", "kernel_src/attn_decode.cu", "kiln_attn_decode_pw_rope",
+     "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,ptr,ptr,f32,ptr", ATTN_PARAMS, ATTN_EX},
     {"attn_prefill", "kernel_src/attn_prefill.cu", "kiln_attn_prefill",
      "ptr,ptr,i64,ptr,ptr,ptr,ptr,ptr,i32,i32,i32,i32,f32,i32,ptr", ATTN_PARAMS, ATTN_EX},
     /* the first prefill kernel (same file, one compile): FP8 caches, head dims
