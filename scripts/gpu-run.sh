@@ -690,6 +690,16 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s92; then # nineteenth session: kiln_attn_decode_pw (the shared body) against the kernels before it (kv/pwold, copied in by hand), bench and engine without the rope fusion
+  export CUDA_VISIBLE_DEVICES=0
+  for v in new old new old; do
+    kd=(); [ $v = old ] && kd=(KILN_KERNEL_DIR="$here/kv/pwold")
+    env "${kd[@]}" timeout 120 "$here/bin/bench_kernels" decode-large 2>&1 | grep -E "^attn decode|^ceil" | sed "s/^/$v /" | tee -a "$out/bench_decode_large.txt"
+  done
+  kb "b256-r0-new" KILN_DECODE_ROPE=0 -- -b 256 -s 128 -o 256 --iters 1
+  kb "b256-r0-old" KILN_DECODE_ROPE=0 KILN_KERNEL_DIR="$here/kv/pwold" -- -b 256 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s91; then # nineteenth session: the rope inside the persistent-warp decode kernel (kiln_attn_decode_pw_rope); kiln_attn_decode_pw's code moved into a shared body (kv/pwold: the kernels before, copied in by hand); qkv through gemm_sk at -b 32 now that attention takes the rope
   export CUDA_VISIBLE_DEVICES=0
   gt ops_decode_rope 300 "FAIL|passed" -- test_gpu_ops decode_rope
