@@ -273,6 +273,17 @@ kb() {
   python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%-22s %8.1f tok/s, step %.3f ms, full-batch step %.3f ms, ttft %.1f ms, kv tokens %s, ctx %s" % (sys.argv[2], j["output_tok_s"], j["decode_step_ms"], j["full_batch_step_ms"], j["ttft_ms"], j["kv_tokens"], j.get("max_model_len", "?")))' \
     "$out/kb_$tag.json" "$tag" || { echo "$tag failed"; tail -3 "$out/kb.err"; }
 }
+# tb TAG [VAR=VALUE...] -- ARGS: kiln bench (llama3-8b, dummy weights) under the CUPTI trace, the CSV gzipped
+# into $out/trace_TAG.csv.gz, one line with its tok/s and step time
+tb() {
+  local tag="$1"; shift; local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+  env "${envs[@]}" KILN_TRACE_OUT=/tmp/trace_$tag.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 200 \
+    "$here/bin/kiln" bench --model llama3-8b --load-format dummy "$@" > /tmp/trace_$tag.log 2>&1
+  echo "== trace $tag rc=$? ($(grep -E 'output tokens/s|mean decode step' /tmp/trace_$tag.log | tr -s ' ' | tr '\n' ';'))"
+  gzip -c /tmp/trace_$tag.csv > "$out/trace_$tag.csv.gz"
+}
+# ab TAG VAR=VALUE -- ARGS: kb with the defaults (TAG-def) then with VAR=VALUE (TAG-alt), back to back
+ab() { local tag="$1" env="$2"; shift 3; kb "$tag-def" -- "$@"; kb "$tag-alt" "$env" -- "$@"; }
 # ops_bg GPU SECONDS: the whole test_gpu_ops in the background on that GPU (/tmp/tgo.log, "rc=N" last);
 # ops_report LABEL, after `wait`: its passed line, failures and last cases, the log copied to $out
 ops_bg() { ( CUDA_VISIBLE_DEVICES=$1 timeout "$2" "$here/bin/test_gpu_ops" > /tmp/tgo.log 2>&1; echo "rc=$?" >> /tmp/tgo.log ) & }
@@ -708,14 +719,9 @@ if has s91; then # nineteenth session: the rope inside the persistent-warp decod
     kd=(); [ $v = old ] && kd=(KILN_KERNEL_DIR="$here/kv/pwold")
     env "${kd[@]}" timeout 120 "$here/bin/bench_kernels" decode-large 2>&1 | grep -E "^decode" | sed "s/^/$v /" | tee -a "$out/bench_decode_large.txt"
   done
-  kb "b256-r1" -- -b 256 -s 128 -o 256 --iters 1
-  kb "b256-r0" KILN_DECODE_ROPE=0 -- -b 256 -s 128 -o 256 --iters 1
-  kb "b128-r1" -- -b 128 -s 128 -o 256 --iters 1
-  kb "b128-r0" KILN_DECODE_ROPE=0 -- -b 128 -s 128 -o 256 --iters 1
-  kb "b32-def" -- -b 32 -s 128 -o 256 --iters 1
-  kb "b32-skqkv" KILN_SKGEMM_MAX_WEIGHT_MB_M32=-1 -- -b 32 -s 128 -o 256 --iters 1
-  kb "b256-r1b" -- -b 256 -s 128 -o 256 --iters 1
-  kb "b256-r0b" KILN_DECODE_ROPE=0 -- -b 256 -s 128 -o 256 --iters 1
+  for b in 256 128; do ab "b$b-rope" KILN_DECODE_ROPE=0 -- -b $b -s 128 -o 256 --iters 1; done
+  ab "b32-skqkv" KILN_SKGEMM_MAX_WEIGHT_MB_M32=-1 -- -b 32 -s 128 -o 256 --iters 1
+  ab "b256-rope2" KILN_DECODE_ROPE=0 -- -b 256 -s 128 -o 256 --iters 1
   unset CUDA_VISIBLE_DEVICES
 fi
 if has s90; then # nineteenth session: the rotation's products as explicit round-to-nearest operations in both rope paths (rope_rot; s89's bit differences), the greedy sampler's shared load (sa_load4)
@@ -724,24 +730,16 @@ if has s90; then # nineteenth session: the rotation's products as explicit round
   gt ops_sampling 200 "FAIL|passed" -- test_gpu_ops sampling
   gt test_gpu_batching_graphs 200 "FAIL|passed" -- test_gpu_engine batching_graphs
   timeout 120 "$here/bin/bench_kernels" sample 2>&1 | grep -E "^sample" | tee "$out/bench_sample.txt"
-  for r in 1 2; do
-    kb "b32-r1-$r" -- -b 32 -s 128 -o 256 --iters 1
-    kb "b32-r0-$r" KILN_DECODE_ROPE=0 -- -b 32 -s 128 -o 256 --iters 1
-  done
-  kb "b64-r1" -- -b 64 -s 128 -o 256 --iters 1
-  kb "b64-r0" KILN_DECODE_ROPE=0 -- -b 64 -s 128 -o 256 --iters 1
+  for r in 1 2; do ab "b32-rope-$r" KILN_DECODE_ROPE=0 -- -b 32 -s 128 -o 256 --iters 1; done
+  ab "b64-rope" KILN_DECODE_ROPE=0 -- -b 64 -s 128 -o 256 --iters 1
   unset CUDA_VISIBLE_DEVICES
 fi
 if has s89; then # nineteenth session, last call: the fused decode rope with its stores fenced (s88's whole test_gpu_ops failed 5 draws without), the engine tests, -b 32 / 64 fused against the rope kernel
   export CUDA_VISIBLE_DEVICES=0
   gt ops_decode_rope 240 "FAIL|passed" -- test_gpu_ops decode_rope
   gt test_gpu_engine 200 "FAIL|passed" -- test_gpu_engine
-  for r in 1 2; do
-    kb "b32-r1-$r" -- -b 32 -s 128 -o 256 --iters 1
-    kb "b32-r0-$r" KILN_DECODE_ROPE=0 -- -b 32 -s 128 -o 256 --iters 1
-  done
-  kb "b64-r1" -- -b 64 -s 128 -o 256 --iters 1
-  kb "b64-r0" KILN_DECODE_ROPE=0 -- -b 64 -s 128 -o 256 --iters 1
+  for r in 1 2; do ab "b32-rope-$r" KILN_DECODE_ROPE=0 -- -b 32 -s 128 -o 256 --iters 1; done
+  ab "b64-rope" KILN_DECODE_ROPE=0 -- -b 64 -s 128 -o 256 --iters 1
   kb "b1" -- -b 1 -s 128 -o 512 --iters 1
   unset CUDA_VISIBLE_DEVICES
 fi
@@ -772,30 +770,15 @@ if has s87; then # nineteenth session: the stream-K GEMM (kernel_src/gemm_stream
   kb "b64-st128" KILN_GEMM_STREAM_MAX_M=64 KILN_GEMM_STREAM_MAX_MB=128 -- -b 64 -s 128 -o 256 --iters 1
   kb "b16-def" -- -b 16 -s 128 -o 256 --iters 1
   kb "b16-st" KILN_GEMM_STREAM_MAX_M=32 -- -b 16 -s 128 -o 256 --iters 1
-  KILN_GEMM_STREAM_MAX_M=32 KILN_GEMM_STREAM_MAX_MB=128 KILN_TRACE_OUT=/tmp/trace87.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 200 "$here/bin/kiln" bench \
-    --model llama3-8b --load-format dummy -b 32 -s 128 -o 64 --iters 1 > /tmp/trace87.log 2>&1
-  echo "== trace -b 32 stream rc=$? ($(grep -E 'output tokens/s|mean decode step' /tmp/trace87.log | tr -s ' ' | tr '\n' ';'))"
-  gzip -c /tmp/trace87.csv > "$out/trace87.csv.gz"
+  tb 87 KILN_GEMM_STREAM_MAX_M=32 KILN_GEMM_STREAM_MAX_MB=128 -- -b 32 -s 128 -o 64 --iters 1
   unset CUDA_VISIBLE_DEVICES
 fi
 if has s86; then # nineteenth session: the decode step's rope + KV write inside the decode attention (KILN_DECODE_ROPE)
   export CUDA_VISIBLE_DEVICES=0
   gt ops_decode_rope 240 "FAIL|passed" -- test_gpu_ops decode_rope
   gt test_gpu_batching_graphs 200 "FAIL|passed" -- test_gpu_engine batching_graphs
-  for r in 1 2; do
-    kb "b32-r0-$r" KILN_DECODE_ROPE=0 -- -b 32 -s 128 -o 256 --iters 1
-    kb "b32-r1-$r" KILN_DECODE_ROPE=1 -- -b 32 -s 128 -o 256 --iters 1
-  done
-  kb "b64-r0" KILN_DECODE_ROPE=0 -- -b 64 -s 128 -o 256 --iters 1
-  kb "b64-r1" KILN_DECODE_ROPE=1 -- -b 64 -s 128 -o 256 --iters 1
-  kb "b24-r0" KILN_DECODE_ROPE=0 -- -b 24 -s 128 -o 256 --iters 1
-  kb "b24-r1" KILN_DECODE_ROPE=1 -- -b 24 -s 128 -o 256 --iters 1
-  for v in 0 1; do
-    KILN_DECODE_ROPE=$v KILN_TRACE_OUT=/tmp/trace86_$v.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 200 "$here/bin/kiln" bench \
-      --model llama3-8b --load-format dummy -b 32 -s 128 -o 64 --iters 1 > /tmp/trace86_$v.log 2>&1
-    echo "== trace -b 32 rope $v rc=$? ($(grep -E 'output tokens/s|mean decode step' /tmp/trace86_$v.log | tr -s ' ' | tr '\n' ';'))"
-    gzip -c /tmp/trace86_$v.csv > "$out/trace86_$v.csv.gz"
-  done
+  for b in 32 32 64 24; do ab "b$b-rope" KILN_DECODE_ROPE=0 -- -b $b -s 128 -o 256 --iters 1; done
+  for v in 0 1; do tb "86_$v" KILN_DECODE_ROPE=$v -- -b 32 -s 128 -o 64 --iters 1; done
   unset CUDA_VISIBLE_DEVICES
 fi
 if has s85; then # eighteenth session: step_feed without the early signal (the self-draft test of s84), short
