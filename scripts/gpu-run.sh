@@ -882,14 +882,8 @@ if has s80; then # eighteenth session: the o projection's weights prefetched int
     kb "b32-o32-$r" KILN_O_PREFETCH_MB=32 -- -b 32 -s 128 -o 256 --iters 1
     kb "b32-o64-$r" KILN_O_PREFETCH_MB=64 -- -b 32 -s 128 -o 256 --iters 1
   done
-  for r in 1 2; do
-    kb "b1-off-$r" -- -b 1 -s 128 -o 512 --iters 1
-    kb "b1-o64-$r" KILN_O_PREFETCH_MB=64 -- -b 1 -s 128 -o 512 --iters 1
-  done
-  kb "b64-off" -- -b 64 -s 128 -o 256 --iters 1
-  kb "b64-o64" KILN_O_PREFETCH_MB=64 -- -b 64 -s 128 -o 256 --iters 1
-  kb "b16-off" -- -b 16 -s 128 -o 256 --iters 1
-  kb "b16-o64" KILN_O_PREFETCH_MB=64 -- -b 16 -s 128 -o 256 --iters 1
+  for r in 1 2; do ab "b1-o64-$r" KILN_O_PREFETCH_MB=64 -- -b 1 -s 128 -o 512 --iters 1; done
+  for b in 64 16; do ab "b$b-o64" KILN_O_PREFETCH_MB=64 -- -b $b -s 128 -o 256 --iters 1; done
   for v in 64; do
     KILN_O_PREFETCH_MB=$v KILN_TRACE_OUT=/tmp/trace80_$v.csv LD_PRELOAD="$here/lib/libkiln_cupti_trace.so" timeout 200 "$here/bin/kiln" bench \
       --model llama3-8b --load-format dummy -b 32 -s 128 -o 64 --iters 1 > /tmp/trace80_$v.log 2>&1

@@ -1292,6 +1292,12 @@ static bool prefill_wg2_persist(const kiln_gpu *g, const kiln_gpu_attn *a) {
     return g->prefill_persist;
 }
 
+/* a->rope by its own kernel in front of the attention (where the decode kernels do not take it) */
+static kiln_status attn_rope_in_front(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, const kiln_gpu_attn *a) {
+    return kiln_gpu_rope_kv_write(g, s, a->q, act, a->q_stride, a->rope_pos, a->n_seqs, a->nq, a->rope, a->kcache,
+                                  a->vcache, a->l, a->rope_slots);
+}
+
 kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, const kiln_gpu_attn *a) {
     kiln_status st = KILN_OK;
     kiln_rt_func *f, *fr;
@@ -1329,16 +1335,11 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
     int64_t qst = a->q_stride;
     const kiln_gpu_rope_params *rp = a->rope;
     KILN_CHECK(!rp || a->max_q_len <= 1, KILN_ERR_INVALID_ARGUMENT, "attention with a rope: decode steps only");
-    /* the rope fused into kiln_attn_decode_rope (kiln_gpu_attn.rope) where the decode kernel is kiln_attn_decode */
+    /* the rope fused into the decode kernel (kiln_gpu_attn.rope): kiln_attn_decode_rope, or kiln_attn_decode_pw_rope
+     * (pw_fuse below) */
     bool fuse = rp && g->decode_rope && !kv8 && l->dtype == act && l->x == 8 && hd % 32 == 0 && rp->head_dim == hd &&
                 rp->rot_dim == hd && !rp->interleaved && !rp->dyn_seq_len;
     if (rp) KILN_TRY(check_rope(rp, act));
-#define ROPE_IN_FRONT()                                                                                           \
-    do {                                                                                                          \
-        if (rp && !fuse)                                                                                          \
-            KILN_TRY(kiln_gpu_rope_kv_write(g, s, q, act, qst, a->rope_pos, n_seqs, nq, rp, kc, vc, l,            \
-                                            a->rope_slots));                                                      \
-    } while (0)
     if (a->max_q_len <= 1) {
         /* 16-bit caches: 3 stages (kernel_src/attn_decode.cu STAGES) for each
          * of nw warps (the block's size: 4 blocks an SM at head dim 128 with
@@ -1373,8 +1374,7 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
                            &qs, &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window, &rpos, &inv, &ms, &rsl);
                     return KILN_OK;
                 }
-                fuse = false;
-                ROPE_IN_FRONT();
+                if (rp) KILN_TRY(attn_rope_in_front(g, s, act, a));
                 LAUNCH(fp, (unsigned)blocks, 1, 1, (unsigned)(32 * pw_nw), pw_smem, s, &out, &q, &qst, &kc, &vc, &qs,
                        &cl, &bt, &maxb, &n_seqs, &nq, &nkv, &scale, &window);
                 return KILN_OK;
@@ -1397,7 +1397,7 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
             }
         }
         if (fuse && (int)smem + hd * 4 > di->smem_per_block_optin) fuse = false;
-        ROPE_IN_FRONT();
+        if (rp && !fuse) KILN_TRY(attn_rope_in_front(g, s, act, a));
         if (fuse) { /* kernel_src/attn_decode.cu kiln_attn_decode_rope: the cos / sin table past the tiles */
             KILN_TRY(kiln_rt_kernels_get(g->k, "attn_decode_rope", defs, &f));
             kiln_devptr rpos = a->rope_pos, rsl = a->rope_slots, inv = rp->inv_freq;
@@ -1444,7 +1444,6 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
 fail:
     return st;
 }
-#undef ROPE_IN_FRONT
 
 /* --------------------------------------------------------------- sampling */
 

@@ -361,8 +361,9 @@ typedef struct kiln_gpu_attn {
     /* A decode step (max_q_len <= 1, token t of sequence t) whose rope + KV write this call does first: q's
      * rows hold the nq query heads, then the KV heads' keys and values (as kiln_gpu_rope_kv_write reads them,
      * row stride q_stride), positions rope_pos [n_seqs] and cache slots rope_slots [n_seqs] (int32). Fused
-     * into the decode kernel (kiln_attn_decode_rope) for 16-bit caches of act with rotate-half over all of a
-     * head dim that is a multiple of 32, no dynamic NTK, where kiln_attn_decode runs and decode_rope is on;
+     * into the decode kernel where decode_rope is on, for 16-bit caches of act with rotate-half over all of a
+     * head dim that is a multiple of 32 and no dynamic NTK: kiln_attn_decode_rope, or kiln_attn_decode_pw_rope
+     * where the persistent-warp kernel runs (head dim a multiple of 64, a KV group a whole KV head);
      * elsewhere kiln_gpu_rope_kv_write runs in front. Fused, q's rows keep their unrotated q and k (the
      * caches get the same bits either way). NULL: none. */
     const kiln_gpu_rope_params *rope;
