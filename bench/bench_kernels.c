@@ -497,7 +497,8 @@ static void small_m_rows(gemm_ctx *g, int sets, double wbytes, const char *shape
 /* sk_only (`bench_kernels gemm_sk`): cuBLASLt at M <= 64 and the cluster
  * split-K GEMM's rows, nothing else; quick (`gemm_sk_quick`): of those, the
  * four projections at M = 16 and 32, gemm_sk's default beside its
- * warpgroup-MMA kernel (gemm_sk_wg, sm_90) in four tilings */
+ * warpgroup-MMA kernels (gemm_sk_wg, and gemm_sk_tma fed by TMA; sm_90) in
+ * several tilings */
 static bool sk_quick;
 /* lt_only (`bench_kernels gemm_lt`): cuBLASLt alone at M = 16 .. 256 (the
  * decode batches), each as weight bytes and as flops (KILN_GEMM_BUCKETS
@@ -546,8 +547,11 @@ static void bench_gemm(bool sk_only) {
             {"stages 6", 0, 0, 6, 0, -1}, {"warps 8 rt 1", 8, 1, 0, 0, -1}, {"rt 4", 0, 4, 0, 0, -1},
             {"wgmma", 0, 0, 0, 0, 1}, {"wgmma stages 4", 0, 0, 4, 0, 1}, {"wgmma rt 4", 0, 4, 0, 0, 1}};
         static const sk_tiling skq[] = {{"default", 0, 0, 0, 0, -1},      {"wgmma", 0, 0, 0, 0, 1},
-                                        {"wgmma stages 4", 0, 0, 4, 0, 1}, {"wgmma stages 6", 0, 0, 6, 0, 1},
-                                        {"wgmma rt 4", 0, 4, 0, 0, 1}};
+                                        {"wgmma stages 4", 0, 0, 4, 0, 1}, {"wgmma rt 4", 0, 4, 0, 0, 1},
+                                        {"tma", 0, 0, 0, 0, 2},            {"tma stages 4", 0, 0, 4, 0, 2},
+                                        {"tma stages 6", 0, 0, 6, 0, 2},   {"tma stages 8", 0, 0, 8, 0, 2},
+                                        {"tma rt 4", 0, 4, 0, 0, 2},       {"tma rt 4 stages 4", 0, 4, 4, 0, 2},
+                                        {"tma rt 1 stages 6", 0, 1, 6, 0, 2}};
         const sk_tiling *tab = sk_quick ? skq : sk;
         const size_t n_tab = sk_quick ? KILN_ARRAY_LEN(skq) : KILN_ARRAY_LEN(sk);
         for (size_t ti = 0; ti < n_tab; ti++) {
@@ -684,14 +688,18 @@ static void bench_gemm_mid(void) {
 /* `bench_kernels gemm_sk_silu`: the gate/up projection with SiLU-and-mul at
  * M = 8, 16, 32, one GPU (I = 14336) and the TP 2 shard (I = 7168):
  * cuBLASLt then silu_mul (two kernels) beside gemm_sk with the SiLU epilogue
- * (one kernel); weight bytes over the time of both. */
+ * (one kernel), and gemm_sk_tma's (4 stages; sm_90); weight bytes over the
+ * time of both. */
 static void bench_gemm_sk_silu(void) {
     kiln_gpu_params bp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = -1, .skgemm_max_m = -1};
     kiln_gpu_params sp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = -1, .skgemm_max_m = 64,
                           .skgemm_max_weight_mb = -1, .skgemm_silu = 1};
-    kiln_gpu *gb = NULL, *gs = NULL;
+    kiln_gpu_params tp = sp;
+    tp.skgemm_wg = 2, tp.skgemm_stages = 4;
+    kiln_gpu *gb = NULL, *gs = NULL, *gt = NULL;
     CK(kiln_gpu_create(dev, &bp, &gb));
     CK(kiln_gpu_create(dev, &sp, &gs));
+    CK(kiln_gpu_create(dev, &tp, &gt));
     for (int half = 0; half < 2; half++) {
         gemm_ctx g;
         memset(&g, 0, sizeof g);
@@ -712,6 +720,9 @@ static void bench_gemm_sk_silu(void) {
             row_bw("cuBLASLt + silu_mul (weight bytes)", shape, time_op(op_gemm_then_silu, &g, sets, 20, 20), wb, 0.85);
             g.g = gs;
             row_bw("gemm_sk with silu epilogue (weight bytes)", shape, time_op(op_gemm_silu, &g, sets, 20, 20), wb, 0.85);
+            g.g = gt;
+            row_bw("gemm_sk_tma stages 4 with silu epilogue (weight bytes)", shape,
+                   time_op(op_gemm_silu, &g, sets, 20, 20), wb, 0.85);
         }
         g.g = NULL;
         for (int q = 0; q < sets; q++) kiln_rt_free(dev, g.w[q]), kiln_rt_free(dev, g.x[q]);
@@ -719,6 +730,7 @@ static void bench_gemm_sk_silu(void) {
     }
     kiln_gpu_destroy(gb);
     kiln_gpu_destroy(gs);
+    kiln_gpu_destroy(gt);
 }
 
 /* `bench_kernels gemm_sk_prof`: where a gemm_sk launch's time goes, from the

@@ -283,29 +283,11 @@ KILN_DEV void wg_rescale(float (&o)[HD / 2], const float (&alpha)[2]) {
 #define W2_PINGPONG 1 /* consumer warpgroups take turns issuing their MMAs (named barriers 1, 2) */
 #endif
 
-// mbarriers (shared::cta, 32-bit shared-window addresses)
-KILN_DEV void mb_init(u32 bar, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-KILN_DEV void mb_arrive(u32 bar) {
-    asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
-}
+// mbarriers: wgmma.cuh (mb_init, mb_arrive, mb_wait)
 // the barrier's pending count drops by one once every cp.async this thread
 // issued before completes (the count at init includes this arrival)
 KILN_DEV void mb_arrive_cp_async(u32 bar) {
     asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
-}
-// wait until the phase of parity `parity` has completed (acquire)
-KILN_DEV void mb_wait(u32 bar, u32 parity) {
-    u32 done;
-    do {
-        asm volatile("{ .reg .pred p;\n"
-                     "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p; }\n"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (!done);
 }
 // named barriers (0 is __syncthreads): n threads, warp-aligned
 KILN_DEV void nb_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }

@@ -109,12 +109,15 @@
 #ifndef SK_WG
 #define SK_WG 0
 #endif
+#ifndef SK_TMA
+#define SK_TMA 0
+#endif
 #if SK_WG && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define SK_WGMMA 1 // the warpgroup MMA path (sm_90a)
 #else
 #define SK_WGMMA 0
 #endif
-#define THREADS (WARPS * 32)
+#define THREADS (WARPS * 32 + (SK_TMA ? 32 : 0)) // SK_TMA: + the producer warp
 #define NT (MAXM / 8)
 #define BN (WARPS * RT * 16)
 #define WBYTES (BN * 128)               // W part of a stage
@@ -125,15 +128,26 @@
 #define KG (MAXM * RT >= 128 ? 2 : 4) // k16 steps whose fragments are held at once (registers)
 #define RED_BYTES (WARPS * ACCN * 32 * 4)
 #define SMEM_BYTES (PIPE_BYTES > RED_BYTES ? PIPE_BYTES : RED_BYTES)
+// SK_TMA: the ring's mbarriers (full[STAGES], empty[STAGES]) past SMEM_BYTES; the host asks SMEM_BYTES + 1024 + 128
+#define SK_BAR_BYTES 128
+// the W row (past the block's first) of warp w's tile r: mma.sync's tiling;
+// SK_TMA's ring holds 64-row boxes of W, tile r rows 64 r .. 64 r + 63, and
+// wgmma gives warp w rows 16 w .. 16 w + 15 of each
+#if SK_TMA
+#define SK_NROW(w, r) (64 * (r) + 16 * (w))
+#else
+#define SK_NROW(w, r) (16 * ((w) * RT + (r)))
+#endif
 
 static_assert(MAXM == 8 || MAXM == 16 || MAXM == 32 || MAXM == 64, "MAXM: 8, 16, 32 or 64");
 static_assert(WARPS == 4 || WARPS == 8, "WARPS: 4 or 8");
 static_assert(RT == 1 || RT == 2 || RT == 4, "RT: 1, 2 or 4");
 static_assert(STAGES >= 2 && STAGES <= 8, "STAGES: 2..8");
 static_assert(CL >= 1 && CL <= 8, "CL: 1..8 (a portable cluster)");
-static_assert((BN * 8) % THREADS == 0, "W copies divide among the threads");
+static_assert(SK_TMA || (BN * 8) % THREADS == 0, "W copies divide among the threads");
 static_assert(!GLU || RT == 2, "GLU: a warp's tile 0 is 16 gate rows, its tile 1 the matching up rows");
 static_assert(!SK_WG || WARPS == 4, "SK_WG: one warpgroup a block");
+static_assert(!SK_TMA || (SK_WG && !ROPE && 2 * STAGES * 8 <= SK_BAR_BYTES), "SK_TMA: the wgmma kernel, no ROPE, STAGES <= 8");
 #if ROPE
 typedef KV kv_t;
 static_assert(sizeof(kv_t) == sizeof(act_t) && sizeof(out_t) == sizeof(act_t), "ROPE: act out, a cache of act");
@@ -165,6 +179,9 @@ KILN_DEV float cluster_ld(u32 a) {
 }
 #endif
 
+#if SK_TMA && !SK_WGMMA
+#include "wgmma.cuh" // tmap_t for the signature (the kernel traps on this target)
+#endif
 #if SK_WGMMA
 #include "wgmma.cuh"
 // d (m64 x MAXM, f32, a warpgroup's fragment) += A B^T, A (64 W rows x k16)
@@ -261,6 +278,9 @@ kiln_gemm_sk
              , int nq, int nkv, const int *__restrict__ pos, const float *__restrict__ inv_freq, float mscale,
              kv_t *__restrict__ kc, kv_t *__restrict__ vc, const int *__restrict__ slots, int bs
 #endif
+#if SK_TMA
+             , const __grid_constant__ tmap_t wmap, const __grid_constant__ tmap_t xmap
+#endif
              ) {
 #if SK_WG && !SK_WGMMA
     __trap(); // wgmma needs sm_90a: the host launches SK_WG only there
@@ -285,6 +305,80 @@ kiln_gemm_sk
     u64 *pr = prof && tid == 0 ? prof + ((size_t)blockIdx.y * gridDim.x + blockIdx.x) * SK_PROF_N : nullptr;
     if (pr) pr[0] = sk_gtime(), pr[2] = clock64();
 
+#if SK_TMA
+    // The ring through TMA (SK_TMA): the last warp's lane 0 produces, the
+    // warpgroup consumes. Stage i: RT 64-row boxes of W (GLU: the gate rows of
+    // the block's 64 pairs, then their up rows) and one MAXM-row box of x (rows
+    // >= M read as zeros), 128-byte swizzled as the cp.async ring above, in
+    // slot i % STAGES; full[slot] completes when its bytes landed, empty[slot]
+    // once the 4 consumer warps' MMAs of it completed (each warp keeps one
+    // stage's MMAs in flight and frees the stage before it).
+    const u32 bar_full = sbase + SMEM_BYTES, bar_empty = bar_full + STAGES * 8;
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; s++) mb_init(bar_full + 8 * s, 1), mb_init(bar_empty + 8 * s, WARPS);
+        mb_init_fence();
+    }
+    __syncthreads();
+    float acc[RT][NT][4];
+    float accw[RT][NT * 4]; // tile r's wgmma fragment: accw[r][4 j + e] is acc[r][j][e]
+#pragma unroll
+    for (int r = 0; r < RT; r++)
+#pragma unroll
+        for (int e = 0; e < NT * 4; e++) accw[r][e] = 0.0f;
+    if (warp == WARPS) {
+        if (lane == 0) {
+            tmap_prefetch(wmap);
+            tmap_prefetch(xmap);
+            auto put_w = [&](int i, int slot) {
+                const u32 dst = sbase + slot * STAGE_BYTES, bar = bar_full + 8 * slot;
+                const int k0 = (c_lo + i) * 64;
+#pragma unroll
+                for (int r = 0; r < RT; r++)
+                    tma_load_2d(dst + r * 64 * 128, wmap, k0, GLU ? r * (N / 2) + n_blk : n_blk + 64 * r, bar);
+            };
+            auto put_x = [&](int i, int slot) {
+                tma_load_2d(sbase + slot * STAGE_BYTES + WBYTES, xmap, (c_lo + i) * 64, 0, bar_full + 8 * slot);
+            };
+            const int pre = min(nst, STAGES);
+            for (int s = 0; s < pre; s++) { // W needs no predecessor
+                mb_arrive_tx(bar_full + 8 * s, STAGE_BYTES);
+                put_w(s, s);
+            }
+            pdl_wait();
+            for (int s = 0; s < pre; s++) put_x(s, s);
+            for (int i = STAGES; i < nst; i++) {
+                const int slot = i % STAGES;
+                mb_wait(bar_empty + 8 * slot, (u32)((i / STAGES - 1) & 1));
+                mb_arrive_tx(bar_full + 8 * slot, STAGE_BYTES);
+                put_w(i, slot);
+                put_x(i, slot);
+            }
+        }
+        __syncwarp();
+    } else {
+        pdl_wait(); // (the producer's wait orders x; this one the consumers' stores)
+        if (pr) pr[3] = clock64();
+        for (int i = 0; i < nst; i++) {
+            const int slot = i % STAGES;
+            mb_wait(bar_full + 8 * slot, (u32)((i / STAGES) & 1));
+            if (pr && i == 0) pr[4] = clock64();
+            const u32 ws = sbase + slot * STAGE_BYTES, xs = ws + WBYTES;
+            wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+                for (int r = 0; r < RT; r++)
+                    SKW_MMA(accw[r], wg_desc(ws + (u32)(r * 64 * 128 + kk * 32)), wg_desc(xs + (u32)(kk * 32)));
+            wg_commit();
+            wg_wait<1>(); // stage i - 1's MMAs completed: its slot is free
+            if (i > 0) {
+                __syncwarp();
+                if (lane == 0) mb_arrive(bar_empty + 8 * ((i + STAGES - 1) % STAGES));
+            }
+        }
+        wg_wait<0>();
+    }
+#else
     // this thread's W segments: idx = tid + THREADS * i, ring row idx / 8,
     // segment idx % 8; row: the block's W row it holds (SK_WG: ring row 64 r
     // + 16 w + i holds row 16 (w RT + r) + i, see above)
@@ -429,6 +523,18 @@ kiln_gemm_sk
 #endif
         slot = slot == STAGES - 1 ? 0 : slot + 1;
     }
+#endif // SK_TMA
+#if SK_TMA
+    if (warp == WARPS) { // the producer: through the epilogue's block and cluster barriers, no accumulators
+        pdl_launch();
+#if CL > 1 && __CUDA_ARCH__ >= 900
+        __syncthreads();
+        cluster_sync_all();
+        cluster_sync_all();
+#endif
+        return;
+    }
+#endif
 #if SK_WG
 #pragma unroll
     for (int r = 0; r < RT; r++)
@@ -504,7 +610,7 @@ kiln_gemm_sk
         const int gi = (int)me + o * CL;
         if (gi >= NG) break;
         const int r = gi / (NT * 4), j = (gi / 4) % NT, e = gi % 4;
-        const int m = 8 * j + 2 * t + (e & 1), n = n_blk + 16 * (warp * RT + r) + g + 8 * (e >> 1);
+        const int m = 8 * j + 2 * t + (e & 1), n = n_blk + SK_NROW(warp, r) + g + 8 * (e >> 1);
         if (m >= M || n >= N) continue;
         sk_rope_put(out, ldo, m, n, xs[o], xch[(pw * PER + o) * 32 + lane], nq, nkv, pos, inv_freq, mscale, kc, vc,
                     slots, bs);
@@ -524,7 +630,7 @@ kiln_gemm_sk
         out[(size_t)m * ldo + p] = sk_glu(gs, us, bias, p, N / 2);
 #else
         const int r = gi / (NT * 4), j = (gi / 4) % NT, e = gi % 4;
-        const int m = 8 * j + 2 * t + (e & 1), n = n_blk + 16 * (warp * RT + r) + g + 8 * (e >> 1);
+        const int m = 8 * j + 2 * t + (e & 1), n = n_blk + SK_NROW(warp, r) + g + 8 * (e >> 1);
         if (m >= M || n >= N) continue;
         float sum = 0.0f;
 #pragma unroll
@@ -573,7 +679,7 @@ kiln_gemm_sk
         for (int j = 0; j < NT; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const int m = 8 * j + 2 * t + (e & 1), n = n_blk + 16 * (warp * RT + r) + g + 8 * (e >> 1);
+                const int m = 8 * j + 2 * t + (e & 1), n = n_blk + SK_NROW(warp, r) + g + 8 * (e >> 1);
                 if (m >= M || n >= N) continue;
                 const float b = bias ? to_f32(bias[n]) : 0.0f;
                 out[(size_t)m * ldo + n] = from_f32<out_t>(acc[r][j][e] + b);

@@ -20,6 +20,47 @@ template <int N> KILN_DEV void wg_wait() { asm volatile("wgmma.wait_group.sync.a
 // cp.async (generic proxy) writes -> wgmma (async proxy) reads
 KILN_DEV void wg_fence_proxy() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
+// mbarriers (shared::cta, 32-bit shared-window addresses)
+KILN_DEV void mb_init(u32 bar, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+KILN_DEV void mb_arrive(u32 bar) {
+    asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+// wait until the phase of parity `parity` has completed (acquire)
+KILN_DEV void mb_wait(u32 bar, u32 parity) {
+    u32 done;
+    do {
+        asm volatile("{ .reg .pred p;\n"
+                     "mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p; }\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+// ------------------------------------------------- TMA (the tensor memory accelerator)
+// A tensor map (CUtensorMap, encoded on the host by cuTensorMapEncodeTiled)
+// as a __grid_constant__ kernel parameter: its generic address is what the
+// copies name
+struct __align__(64) tmap_t {
+    u64 v[16];
+};
+KILN_DEV u64 tmap_addr(const tmap_t &m) { return reinterpret_cast<u64>(&m); }
+KILN_DEV void tmap_prefetch(const tmap_t &m) { asm volatile("prefetch.tensormap [%0];" ::"l"(tmap_addr(m)) : "memory"); }
+// this thread's arrival on bar, adding `bytes` to the transaction count the phase waits for
+KILN_DEV void mb_arrive_tx(u32 bar, u32 bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+// mbarrier inits -> the async proxy (TMA's complete_tx) and the rest of the block
+KILN_DEV void mb_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+// the 2-D box at (c0 (innermost), c1) of m into shared memory at dst; its
+// bytes complete a transaction on bar (this block's shared memory)
+KILN_DEV void tma_load_2d(u32 dst, const tmap_t &m, int c0, int c1, u32 bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                 ::"r"(dst), "l"(tmap_addr(m)), "r"(c0), "r"(c1), "r"(bar) : "memory");
+}
+
 // The accumulator operands of a wgmma m64nN (N / 2 floats a thread: 4 .. 64):
 // the register list of its asm string (WG_R<n>) and the "+f" operands of the
 // d fragment (WG_D<n>(d))

@@ -177,6 +177,16 @@ kiln_status kiln_rt_launch(kiln_rt_func *f, kiln_rt_dim3 grid, kiln_rt_dim3 bloc
  * cluster shape. Opts f into smem_bytes above 48 KiB as a launch would. */
 kiln_status kiln_rt_func_max_clusters(kiln_rt_func *f, kiln_rt_dim3 grid, kiln_rt_dim3 block, unsigned smem_bytes,
                                       int *out);
+/* A 2-D tensor map (the driver's CUtensorMap, 128 bytes) for TMA loads of a
+ * row-major [rows, cols] matrix of 16-bit elements (bf16 / fp16) at `base`,
+ * rows `ld` elements apart, in boxes of box_cols x box_rows with the 128-byte
+ * swizzle (box_cols * 2 == 128); elements outside the matrix read as zeros.
+ * base 16-byte aligned, ld * 2 a multiple of 16. */
+typedef struct kiln_rt_tmap {
+    _Alignas(64) uint64_t v[16];
+} kiln_rt_tmap;
+kiln_status kiln_rt_tmap_2d(kiln_rt_tmap *out, kiln_devptr base, kiln_dtype dt, int64_t rows, int64_t cols, int64_t ld,
+                            int box_rows, int box_cols);
 /* Check for an asynchronous device fault (sticky errors make the device
  * unusable; the engine must go to its fatal state). */
 kiln_status kiln_rt_check_device(kiln_rt_device *d);
@@ -323,6 +333,14 @@ typedef struct kiln_jit_kernel_def {
  * gemm_sk and 64.6% for cuBLASLt, 69.3% with 4 stages; o 59.3 against 57.9%), but no faster in the engine
  * (kiln bench -b 32: 5952 / 6062 tok/s against 6039 / 6035; tuned per row count 5873 / 5885 against 6022 / 5960) */
 #define KILN_SKGEMM_WG_DEFAULT 0
+/* gemm_sk's plain and SiLU-and-mul epilogues through gemm_sk_tma (kernel_src/gemm_sk_tma.cu: the wgmma kernel
+ * fed by TMA, a producer warp and mbarriers) from this MAXM bucket on, sm_90 ($KILN_SKGEMM_TMA; 0 never, 1 means
+ * 32), in _STAGES (plain) and _GLU_STAGES stages. H200, 2026-12-01 (bench/RESULTS.md, twentieth session):
+ * bench_kernels gemm_sk_quick at M = 32, % of copy: o 63.6 (8 stages) against 57.9 for gemm_sk and 41.1 for
+ * cuBLASLt; gate/up with the SiLU epilogue (4 stages) 84.8 against 82.5 for cuBLASLt + silu_mul */
+#define KILN_SKGEMM_TMA_DEFAULT 0
+#define KILN_SKGEMM_TMA_STAGES_DEFAULT 8
+#define KILN_SKGEMM_TMA_GLU_STAGES_DEFAULT 4
 #define KILN_SKGEMM_TILES_DEFAULT(maxm) 2
 #define KILN_SKGEMM_STAGES_DEFAULT(maxm) ((maxm) >= 32 ? 3 : 4)
 /* gemm_sk's launch shape for an N x K weight at MAXM bucket maxm: stages (the
@@ -369,7 +387,14 @@ const char *kiln_jit_unit_arch(const char *file, const char *arch);
  * every value allowed, nothing unknown. */
 kiln_status kiln_jit_check_defines(const kiln_jit_kernel_def *def, const char *defines);
 /* Argument kinds of a signature string. */
-typedef enum kiln_jit_arg { KILN_JIT_ARG_PTR, KILN_JIT_ARG_I32, KILN_JIT_ARG_I64, KILN_JIT_ARG_F32 } kiln_jit_arg;
+/* tmap: a 128-byte CUtensorMap passed by value (a __grid_constant__ parameter) */
+typedef enum kiln_jit_arg {
+    KILN_JIT_ARG_PTR,
+    KILN_JIT_ARG_I32,
+    KILN_JIT_ARG_I64,
+    KILN_JIT_ARG_F32,
+    KILN_JIT_ARG_TMAP
+} kiln_jit_arg;
 kiln_status kiln_jit_signature_parse(const char *sig, kiln_jit_arg *kinds, int max, int *n);
 
 typedef struct kiln_jit_options {

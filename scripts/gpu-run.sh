@@ -701,6 +701,34 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s94; then # twentieth session: the o projection (and the gate/up + SiLU) at M 17..32 through gemm_sk_tma (KILN_SKGEMM_TMA=1), engine pairs and a trace
+  export CUDA_VISIBLE_DEVICES=0
+  for r in 1 2 3; do ab "b32-tma-$r" KILN_SKGEMM_TMA=1 -- -b 32 -s 128 -o 256 --iters 1; done
+  kb b32-tma-silu KILN_SKGEMM_TMA=1 KILN_SKGEMM_SILU=1 -- -b 32 -s 128 -o 256 --iters 1
+  kb b32-tma-s6 KILN_SKGEMM_TMA=1 KILN_SKGEMM_TMA_STAGES=6 -- -b 32 -s 128 -o 256 --iters 1
+  kb b32-tma-silu8 KILN_SKGEMM_TMA=1 KILN_SKGEMM_SILU=1 KILN_SKGEMM_TMA_GLU_STAGES=8 -- -b 32 -s 128 -o 256 --iters 1
+  ab "b24-tma" KILN_SKGEMM_TMA=1 -- -b 24 -s 128 -o 256 --iters 1
+  kb b64-def -- -b 64 -s 128 -o 256 --iters 1
+  kb b64-tma64 KILN_SKGEMM_TMA=1 KILN_SKGEMM_MAX_M=64 -- -b 64 -s 128 -o 256 --iters 1
+  tb b32def -- -b 32 -s 128 -o 64 --iters 1
+  tb b32tmasilu KILN_SKGEMM_TMA=1 KILN_SKGEMM_SILU=1 -- -b 32 -s 128 -o 64 --iters 1
+  for t in b32def b32tmasilu; do python3 "$here/bench/trace_summary.py" /tmp/trace_$t.csv --top 16 2>&1 | cut -c1-150 | head -24; done
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s93; then # twentieth session: gemm_sk fed by TMA (kernel_src/gemm_sk_tma.cu, KILN_SKGEMM_WG=2): its tests, bench rows, the engine with every small-M projection through it
+  export CUDA_VISIBLE_DEVICES=0
+  gt ops_gemm_sk 300 "FAIL|passed|gemm_sk_tma.*(rel|err)" -- test_gpu_ops gemm_sk
+  timeout 200 "$here/bin/bench_kernels" gemm_sk_quick 2>&1 | grep -E "^gemm|^ceil|copy" | tee "$out/bench_gemm_sk_quick.txt"
+  timeout 100 "$here/bin/bench_kernels" gemm_sk_silu 2>&1 | grep -E "^gemm|^cuBLAS|silu" | tee "$out/bench_gemm_sk_silu.txt"
+  T=(KILN_SKGEMM_WG=2 KILN_SKGEMM_MAX_WEIGHT_MB=300 KILN_SKGEMM_MAX_WEIGHT_MB_M32=300)
+  kb b32-def -- -b 32 -s 128 -o 256 --iters 1
+  kb b32-tma-o KILN_SKGEMM_WG=2 -- -b 32 -s 128 -o 256 --iters 1
+  kb b32-tma-all "${T[@]}" -- -b 32 -s 128 -o 256 --iters 1
+  kb b32-tma-all-silu "${T[@]}" KILN_SKGEMM_SILU=1 -- -b 32 -s 128 -o 256 --iters 1
+  kb b32-tma-all-s4 "${T[@]}" KILN_SKGEMM_STAGES=4 -- -b 32 -s 128 -o 256 --iters 1
+  kb b32-def2 -- -b 32 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s92; then # nineteenth session: kiln_attn_decode_pw (the shared body) against the kernels before it (kv/pwold, copied in by hand), bench and engine without the rope fusion
   export CUDA_VISIBLE_DEVICES=0
   for v in new old new old; do

@@ -1902,25 +1902,27 @@ KT_TEST(test_gemm_tc) {
     kiln_pool_destroy(pool);
 }
 
-/* test_gemm_sk: the cluster split-K GEMM ran in every tiling (and its warpgroup-MMA kernel, on sm_90) */
-static bool sk_tested, sk_wg_tested;
+/* test_gemm_sk: the cluster split-K GEMM ran in every tiling (and its warpgroup-MMA kernels, on sm_90) */
+static bool sk_tested, sk_wg_tested, sk_tma_tested;
 
 /* the cluster split-K tensor-core GEMM (kernel_src/gemm_sk.cu) for M 2..64 on
  * kiln_gpu's with it enabled: small shapes (odd N, K not a multiple of the
  * 64-wide chunk, tiny K, K long enough for 8 slices) in five tilings (warps a
  * block, 16-row tiles a warp, stages, forced or automatic split-K up to a
  * cluster of 8), bf16 and fp16, act or fp32 out, bias, ldo > N, outputs
- * poisoned; on sm_90 the warpgroup-MMA kernel (gemm_sk_wg) in four tilings
- * too; then the four Llama-3-8B projections in the default tiling, with
- * and (sm_90) without the warpgroup MMA */
+ * poisoned; on sm_90 the warpgroup-MMA kernel (gemm_sk_wg) and the one fed
+ * by TMA (gemm_sk_tma) in four tilings each too; then the four Llama-3-8B
+ * projections in the default tiling, with (sm_90) both warpgroup kernels
+ * and without */
 KT_TEST(test_gemm_sk) {
     NEED_GPU();
     static const struct { int warps, rt, stages, split, wg; } tl[] = {
         {0, 0, 0, 0, -1}, {8, 1, 6, 1, -1}, {4, 4, 2, 3, -1}, {4, 1, 3, 8, -1}, {8, 2, 8, 2, -1},
         {0, 0, 0, 0, 1},  {4, 1, 3, 8, 1},  {4, 4, 2, 3, 1},  {4, 2, 6, 1, 1},
+        {0, 0, 0, 0, 2},  {4, 1, 3, 8, 2},  {4, 4, 2, 3, 2},  {4, 2, 8, 1, 2},
     };
     const bool sm90 = sm90_device();
-    sk_wg_tested = sm90;
+    sk_wg_tested = sk_tma_tested = sm90;
     static const int Ms[] = {2, 3, 8, 9, 16, 31, 32, 64};
     kiln_pool *pool = NULL;
     KT_OK(kiln_pool_create(8, &pool));
@@ -1936,10 +1938,12 @@ KT_TEST(test_gemm_sk) {
                  tl[ti].stages, tl[ti].split, tl[ti].wg);
         static const int NK[][2] = {{200, 512}, {4104, 320}, {1001, 136}, {384, 72}, {24, 8}, {640, 2056}};
         gemm_small_sweep(tg, pool, NK, KILN_ARRAY_LEN(NK), Ms, KILN_ARRAY_LEN(Ms), ti == 0, what);
-        const char *kern = tl[ti].wg > 0 ? "gemm_sk_wg" : "gemm_sk";
+        const char *kern = tl[ti].wg == 2 ? "gemm_sk_tma" : tl[ti].wg > 0 ? "gemm_sk_wg" : "gemm_sk";
         bool used = kiln_rt_kernels_was_used(kiln_gpu_kernels(tg), kern);
         KT_CHECKF(used, "%s did not run in %s", kern, what);
-        if (tl[ti].wg > 0)
+        if (tl[ti].wg == 2)
+            sk_tma_tested = sk_tma_tested && used;
+        else if (tl[ti].wg > 0)
             sk_wg_tested = sk_wg_tested && used;
         else
             sk_tested = ti == 0 ? used : sk_tested && used;
@@ -1947,13 +1951,14 @@ KT_TEST(test_gemm_sk) {
     }
     KT_CHECK(sk_tested);
     KT_CHECK(sk_wg_tested || !sm90);
+    KT_CHECK(sk_tma_tested || !sm90);
 
     kiln_gpu *tg = NULL;
-    if (sm90) { /* the Llama-3-8B projections on the warpgroup MMA */
+    for (int wg = 1; wg <= 2 && sm90; wg++) { /* the Llama-3-8B projections on the warpgroup MMA */
         kiln_gpu_params gw = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1,
-                              .skgemm_max_m = 64, .skgemm_max_weight_mb = -1, .skgemm_wg = 1};
+                              .skgemm_max_m = 64, .skgemm_max_weight_mb = -1, .skgemm_wg = wg};
         KT_OK(kiln_gpu_create(dev, &gw, &tg));
-        gemm_llama_shapes(tg, pool, Ms, KILN_ARRAY_LEN(Ms), "gemm_sk_wg ");
+        gemm_llama_shapes(tg, pool, Ms, KILN_ARRAY_LEN(Ms), wg == 2 ? "gemm_sk_tma " : "gemm_sk_wg ");
         kiln_gpu_destroy(tg);
         tg = NULL;
     }
@@ -2013,7 +2018,7 @@ KT_TEST(test_gemm_sk) {
  * multiple of the chunk and of one chunk, bias, an output row stride */
 KT_TEST(test_silu_gemm_sk) {
     NEED_GPU();
-    static const struct { int split, wg; } cf[] = {{1, -1}, {3, -1}, {0, -1}, {3, 1}, {0, 1}}; /* wg: sm_90 */
+    static const struct { int split, wg; } cf[] = {{1, -1}, {3, -1}, {0, -1}, {3, 1}, {0, 1}, {3, 2}, {0, 2}}; /* wg: sm_90 */
     for (size_t ci = 0; ci < KILN_ARRAY_LEN(cf); ci++) {
         if (cf[ci].wg > 0 && !sm90_device()) continue;
         kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1,
@@ -2025,8 +2030,8 @@ KT_TEST(test_silu_gemm_sk) {
         char what[64];
         snprintf(what, sizeof what, "gemm_sk+silu split %d wg %d", cf[ci].split, cf[ci].wg);
         silu_gemm_sweep(gv, Ms, 6, cf[ci].split > 0, what); /* the same bits at a forced split */
-        if (cf[ci].wg > 0)
-            KT_CHECKF(kiln_rt_kernels_was_used(kiln_gpu_kernels(gv), "gemm_sk_wg"), "gemm_sk_wg did not run: %s", what);
+        const char *kern = cf[ci].wg == 2 ? "gemm_sk_tma" : "gemm_sk_wg";
+        if (cf[ci].wg > 0) KT_CHECKF(kiln_rt_kernels_was_used(kiln_gpu_kernels(gv), kern), "%s did not run: %s", kern, what);
         kiln_gpu_destroy(gv);
     }
 }
@@ -2255,6 +2260,7 @@ KT_TEST(test_every_kernel_tested) {
                       (!strcmp(reg[i].name, "gemm_tc") && tc_tested) ||
                       (!strcmp(reg[i].name, "gemm_sk") && sk_tested) ||
                       (!strcmp(reg[i].name, "gemm_sk_wg") && (sk_wg_tested || !sm90_device())) ||
+                      (!strcmp(reg[i].name, "gemm_sk_tma") && (sk_tma_tested || !sm90_device())) ||
                       (!strcmp(reg[i].name, "gemm_sk_rope_wg") && (sk_rope_wg_tested || !sm90_device())) ||
                       (!strcmp(reg[i].name, "gemm_tc_reduce") && tc_reduce_tested) ||
                       (!strcmp(reg[i].name, "attn_prefill_wg2") && !wg_device) || /* sm_90 only */

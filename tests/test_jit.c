@@ -274,6 +274,9 @@ KT_TEST(test_defines_validated) {
     int n = 0;
     KT_OK(kiln_jit_signature_parse("ptr,i32,i64,f32", k, 32, &n));
     KT_CHECK(n == 4 && k[0] == KILN_JIT_ARG_PTR && k[3] == KILN_JIT_ARG_F32);
+    KT_OK(kiln_jit_signature_parse("ptr,tmap", k, 32, &n));
+    KT_CHECK(n == 2 && k[1] == KILN_JIT_ARG_TMAP);
+    KT_CHECK(kiln_jit_signature_parse("ptr,tmapx", k, 32, &n) != KILN_OK);
     KT_ERR(kiln_jit_signature_parse("ptr,u8", k, 32, &n), KILN_ERR_FORMAT, "u8");
     /* every registry signature parses and every file is embedded */
     int nr = 0;
@@ -392,6 +395,7 @@ KT_TEST(test_skgemm_plan) {
     KT_CHECK(!strcmp(kiln_jit_unit_arch("kernel_src/gemm_sk_wg.cu", "sm_90"), "sm_90a"));
     KT_CHECK(!strcmp(kiln_jit_unit_arch("kernel_src/gemm_sk_wg.cu", "sm_80"), "sm_80"));
     KT_CHECK(!strcmp(kiln_jit_unit_arch("kernel_src/gemm_sk.cu", "sm_90"), "sm_90"));
+    KT_CHECK(!strcmp(kiln_jit_unit_arch("kernel_src/gemm_sk_tma.cu", "sm_90"), "sm_90a"));
     const kiln_jit_kernel_def *w = kiln_jit_find("gemm_sk_wg");
     KT_REQUIRE(w);
     KT_CHECK(kiln_jit_check_defines(w, "ACT=bf16 OUT=bf16 MAXM=32 WARPS=4 RT=2 STAGES=3 CL=4 GLU=0") == KILN_OK);

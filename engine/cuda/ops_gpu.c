@@ -26,7 +26,11 @@ struct kiln_gpu {
     int gemv_rope_unroll, gemv_rope_ksplit, gemv_rope_rows; /* the rope GEMV's tiling ($KILN_GEMV_ROPE_UNROLL / _KSPLIT / _ROWS) */
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int sk_max_m, sk_max_mb, sk_max_mb32, sk_warps, sk_rt, sk_stages, sk_split, sk_silu; /* gemm_sk knobs */
-    int sk_wg; /* gemm_sk on the warpgroup MMA (kernel_src/gemm_sk_wg.cu) on sm_90 ($KILN_SKGEMM_WG) */
+    int sk_wg; /* gemm_sk on the warpgroup MMA on sm_90 ($KILN_SKGEMM_WG): 1 kernel_src/gemm_sk_wg.cu, 2 fed by TMA
+                * (kernel_src/gemm_sk_tma.cu; the rope epilogue stays on gemm_sk_wg) */
+    int sk_tma;            /* gemm_sk's plain and SiLU epilogues through gemm_sk_tma from this MAXM on (sm_90; 0 never) */
+    int sk_tma_stages;     /* ... its stages there: plain, */
+    int sk_tma_glu_stages; /* SiLU-and-mul ($KILN_SKGEMM_TMA, _STAGES, _GLU_STAGES) */
     int sk_rope_stages; /* its stages when set ($KILN_SKGEMM_ROPE_STAGES, 2..8; 0: as the other gemm_sk launches) */
     int sk_rope; /* the qkv GEMM with rope + KV write through gemm_sk for 2 <= M <= sk_rope (<= 32; 0: never;
                     $KILN_SKGEMM_ROPE) */
@@ -124,7 +128,12 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->sk_rope = sk_rope_rows(knob(0, "KILN_SKGEMM_ROPE", KILN_SKGEMM_ROPE_DEFAULT));
     g->sk_rope_stages = knob(0, "KILN_SKGEMM_ROPE_STAGES", 0);
     if (g->sk_rope_stages < 2 || g->sk_rope_stages > 8) g->sk_rope_stages = 0;
-    g->sk_wg = knob(p ? p->skgemm_wg : 0, "KILN_SKGEMM_WG", KILN_SKGEMM_WG_DEFAULT) > 0;
+    g->sk_wg = KILN_MAX(0, KILN_MIN(2, knob(p ? p->skgemm_wg : 0, "KILN_SKGEMM_WG", KILN_SKGEMM_WG_DEFAULT)));
+    g->sk_tma = knob(0, "KILN_SKGEMM_TMA", KILN_SKGEMM_TMA_DEFAULT);
+    g->sk_tma = g->sk_tma <= 0 ? 0 : g->sk_tma == 1 ? 32 : g->sk_tma; /* 1: from MAXM 32 */
+    g->sk_tma_stages = KILN_MAX(2, KILN_MIN(8, knob(0, "KILN_SKGEMM_TMA_STAGES", KILN_SKGEMM_TMA_STAGES_DEFAULT)));
+    g->sk_tma_glu_stages =
+        KILN_MAX(2, KILN_MIN(8, knob(0, "KILN_SKGEMM_TMA_GLU_STAGES", KILN_SKGEMM_TMA_GLU_STAGES_DEFAULT)));
     g->prefill_persist = knob(0, "KILN_PREFILL_PERSIST", KILN_PREFILL_PERSIST_DEFAULT) > 0;
     g->elem_wide_min = knob(p ? p->elem_wide_min : 0, "KILN_ELEM_WIDE_MIN", KILN_ELEM_WIDE_MIN_DEFAULT);
     if (g->elem_wide_min < 0) g->elem_wide_min = 0;
@@ -457,15 +466,20 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     const int maxm = mma_maxm(M);
     /* the warpgroup MMA variant (sm_90 only, compiled for sm_90a): one warpgroup a block, its ring on a
      * 1024-byte boundary (slack bytes more shared memory, in the plan's p.smem) */
-    const bool wg = g->sk_wg && di->cc_major == 9 && di->cc_minor == 0;
-    const int slack = wg ? 1024 : 0;
+    const bool sm90 = di->cc_major == 9 && di->cc_minor == 0;
+    /* gemm_sk_tma: everywhere but the rope epilogue ($KILN_SKGEMM_WG=2), or from MAXM sk_tma on in its own stages */
+    const bool tma_auto = sm90 && epi != SK_ROPE && g->sk_wg != 2 && g->sk_tma > 0 && maxm >= g->sk_tma;
+    const bool tma = tma_auto || (sm90 && epi != SK_ROPE && g->sk_wg == 2), wg = tma || (g->sk_wg && sm90);
+    /* gemm_sk_tma: + the producer warp, + its mbarriers past the ring */
+    const int slack = tma ? 1024 + 128 : wg ? 1024 : 0;
     /* GLU: 2 tiles a warp (gate, up); ROPE: BN = the head dim */
-    const int warps = wg ? 4 : g->sk_warps, rt = epi == SK_ROPE  ? ra->hd / (16 * warps)
+    const int warps = wg ? 4 : g->sk_warps, threads = warps * 32 + (tma ? 32 : 0), rt = epi == SK_ROPE  ? ra->hd / (16 * warps)
                                         : epi == SK_GLU ? 2
                                         : g->sk_rt      ? g->sk_rt
                                                         : KILN_SKGEMM_TILES_DEFAULT(maxm);
     const int stages = epi == SK_ROPE && g->sk_rope_stages ? g->sk_rope_stages
                        : g->sk_stages                        ? g->sk_stages
+                       : tma_auto                            ? (epi == SK_GLU ? g->sk_tma_glu_stages : g->sk_tma_stages)
                                                              : KILN_SKGEMM_STAGES_DEFAULT(maxm);
     int want = g->sk_split, fit = -1;
     for (int i = 0; i < g->n_sk_fit && !want; i++)
@@ -478,7 +492,7 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
         KILN_TRY(get(g, wg ? "gemm_sk_rope_wg" : "gemm_sk_rope", &f, "ACT=%s MAXM=%d WARPS=%d STAGES=%d CL=%d ROPE=1 HD=%d KV=%s", dt(in_dt),   \
                      maxm, warps, (pl).stages, (pl).split, ra->hd, dt(in_dt)));                                      \
     else                                                                                                            \
-        KILN_TRY(get(g, wg ? "gemm_sk_wg" : "gemm_sk", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d GLU=%d", dt(in_dt),      \
+        KILN_TRY(get(g, tma ? "gemm_sk_tma" : wg ? "gemm_sk_wg" : "gemm_sk", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d GLU=%d", dt(in_dt),      \
                      dt(out_dt), maxm, warps, rt, (pl).stages, (pl).split, epi == SK_GLU))
     SK_GET(p);
     if (!want && p.split > 1) {
@@ -491,7 +505,7 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
             int n = 0;
             /* a failed query keeps the split (the launch reports real errors) */
             if (kiln_rt_func_max_clusters(f, (kiln_rt_dim3){(unsigned)p.tiles, (unsigned)p.split, 1},
-                                          (kiln_rt_dim3){(unsigned)(warps * 32), 1, 1}, (unsigned)p.smem, &n) ||
+                                          (kiln_rt_dim3){(unsigned)threads, 1, 1}, (unsigned)p.smem, &n) ||
                 n >= p.tiles || p.split == 1)
                 break;
             p = kiln_skgemm_plan(di->n_sms, di->smem_per_sm, di->smem_per_block_optin, di->cc_major, N, K, maxm, warps,
@@ -510,6 +524,13 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
         LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)(warps * 32), (unsigned)p.smem, s, &out,
                &ld, &x, &w, &bias, &M, &N, &K, &cps, &prof, &a.nq, &a.nkv, &a.pos, &a.inv_freq, &a.mscale, &a.kc, &a.vc,
                &a.slots, &a.bs);
+    } else if (tma) {
+        /* W [N, K] in 64-row boxes, x [M, K] in one box of maxm rows (rows >= M read as zeros) */
+        kiln_rt_tmap wm, xm;
+        KILN_TRY(kiln_rt_tmap_2d(&wm, w, in_dt, N, K, K, 64, 64));
+        KILN_TRY(kiln_rt_tmap_2d(&xm, x, in_dt, M, K, K, maxm, 64));
+        LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)threads, (unsigned)p.smem, s, &out, &ld, &x, &w,
+               &bias, &M, &N, &K, &cps, &prof, &wm, &xm);
     } else {
         LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)(warps * 32), (unsigned)p.smem, s, &out,
                &ld, &x, &w, &bias, &M, &N, &K, &cps, &prof);

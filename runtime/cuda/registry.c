@@ -231,6 +231,12 @@ static const kiln_jit_kernel_def registry[] = {
      {{"ACT", ACT2}, {"MAXM", "8|16|32"}, {"WARPS", "4"}, {"STAGES", "2|3|4|5|6|7|8"},
       {"CL", "1|2|3|4|5|6|7|8"}, {"ROPE", "1"}, {"HD", "128"}, {"KV", ACT2}},
      "ACT=bf16 MAXM=32 WARPS=4 STAGES=3 CL=4 ROPE=1 HD=128 KV=bf16;ACT=fp16 MAXM=8 WARPS=4 STAGES=4 CL=1 ROPE=1 HD=128 KV=fp16"},
+    /* gemm_sk_wg fed by TMA (kernel_src/gemm_sk_tma.cu: a producer warp, mbarriers; sm_90a, a trapping body
+     * elsewhere; $KILN_SKGEMM_WG=2): gemm_sk's arguments, then the tensor maps of W and x */
+    {"gemm_sk_tma", "kernel_src/gemm_sk_tma.cu", "kiln_gemm_sk", "ptr,i64,ptr,ptr,ptr,i32,i32,i32,i32,ptr,tmap,tmap",
+     {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "8|16|32|64"}, {"WARPS", "4"}, {"RT", "1|2|4"},
+      {"STAGES", "2|3|4|5|6|7|8"}, {"CL", "1|2|3|4|5|6|7|8"}, {"GLU", "0|1"}},
+     GEMM_SK_WG_EX},
 };
 
 const kiln_jit_kernel_def *kiln_jit_registry(int *n) {
@@ -242,7 +248,8 @@ const kiln_jit_kernel_def *kiln_jit_registry(int *n) {
  * sm_90a (wgmma, setmaxnreg): compiled for sm_90a when sm_90 is asked for.
  * They guard that code with __CUDA_ARCH_FEAT_SM90_ALL and compile a body
  * that traps on every other target, where the host does not launch them. */
-static const char *const sm90a_files[] = {"kernel_src/attn_prefill_wg.cu", "kernel_src/gemm_sk_wg.cu"};
+static const char *const sm90a_files[] = {"kernel_src/attn_prefill_wg.cu", "kernel_src/gemm_sk_wg.cu",
+                                          "kernel_src/gemm_sk_tma.cu"};
 
 const char *kiln_jit_unit_arch(const char *file, const char *arch) {
     if (!file || !arch || strcmp(arch, "sm_90")) return arch;
@@ -343,6 +350,7 @@ kiln_status kiln_jit_signature_parse(const char *sig, kiln_jit_arg *kinds, int m
         else if (len == 3 && !strncmp(p, "i32", 3)) a = KILN_JIT_ARG_I32;
         else if (len == 3 && !strncmp(p, "i64", 3)) a = KILN_JIT_ARG_I64;
         else if (len == 3 && !strncmp(p, "f32", 3)) a = KILN_JIT_ARG_F32;
+        else if (len == 4 && !strncmp(p, "tmap", 4)) a = KILN_JIT_ARG_TMAP;
         else return KILN_FAIL(KILN_ERR_FORMAT, "bad argument kind \"%.*s\" in signature \"%s\"", (int)len, p, sig);
         if (k >= max) return KILN_FAIL(KILN_ERR_LIMIT, "signature \"%s\" has more than %d arguments", sig, max);
         kinds[k++] = a;

@@ -521,6 +521,29 @@ fail:
     return st;
 }
 
+kiln_status kiln_rt_tmap_2d(kiln_rt_tmap *out, kiln_devptr base, kiln_dtype dt, int64_t rows, int64_t cols, int64_t ld,
+                            int box_rows, int box_cols) {
+    kiln_status st = KILN_OK;
+    _Static_assert(sizeof(CUtensorMap) == sizeof(kiln_rt_tmap), "kiln_rt_tmap is a CUtensorMap");
+    memset(out, 0, sizeof *out);
+    KILN_CHECK(dt == KILN_DTYPE_BF16 || dt == KILN_DTYPE_F16, KILN_ERR_INVALID_ARGUMENT,
+               "tensor map: a 16-bit element type, not %s", kiln_dtype_name(dt));
+    KILN_CHECK(rows > 0 && cols > 0 && ld >= cols && box_cols * 2 == 128 && box_rows >= 1 && box_rows <= 256 &&
+                   base % 16 == 0 && (ld * 2) % 16 == 0,
+               KILN_ERR_INVALID_ARGUMENT, "tensor map: [%lld, %lld] ld %lld box %d x %d at 0x%llx", (long long)rows,
+               (long long)cols, (long long)ld, box_rows, box_cols, (unsigned long long)base);
+    {
+        const cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)ld * 2};
+        const cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows}, estr[2] = {1, 1};
+        KILN_CHECK_CU(kiln_cu.cuTensorMapEncodeTiled(
+            (CUtensorMap *)out, dt == KILN_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+            2, (void *)(uintptr_t)base, dims, strides, box, estr, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+    }
+fail:
+    return st;
+}
+
 kiln_status kiln_rt_launch(kiln_rt_func *f, kiln_rt_dim3 grid, kiln_rt_dim3 block, unsigned smem_bytes,
                            kiln_rt_stream *s, void **args) {
     kiln_status st = KILN_OK;

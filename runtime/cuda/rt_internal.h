@@ -37,7 +37,8 @@
     X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)         \
     X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncGetAttribute)     \
     X(cuFuncSetAttribute) X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuStreamIsCapturing)     \
-    X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuOccupancyMaxActiveClusters)
+    X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuOccupancyMaxActiveClusters)     \
+    X(cuTensorMapEncodeTiled)
 
 #define KILN_NVRTC_FUNCS(X)                                                               \
     X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcDestroyProgram)    \

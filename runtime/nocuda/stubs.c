@@ -60,6 +60,11 @@ const char *kiln_rt_func_name(const kiln_rt_func *f) { (void)f; return ""; }
 kiln_status kiln_rt_func_get_attrs(kiln_rt_func *f, kiln_rt_func_attrs *a) { (void)f; (void)a; return NOGPU(); }
 void kiln_rt_func_set_pdl(kiln_rt_func *f, bool on) { (void)f; (void)on; }
 kiln_status kiln_rt_func_max_clusters(kiln_rt_func *f, kiln_rt_dim3 g, kiln_rt_dim3 b, unsigned s, int *out) { (void)f; (void)g; (void)b; (void)s; *out = 0; return NOGPU(); }
+kiln_status kiln_rt_tmap_2d(kiln_rt_tmap *out, kiln_devptr base, kiln_dtype dt, int64_t rows, int64_t cols, int64_t ld,
+                            int box_rows, int box_cols) {
+    (void)out; (void)base; (void)dt; (void)rows; (void)cols; (void)ld; (void)box_rows; (void)box_cols;
+    return NOGPU();
+}
 kiln_status kiln_rt_launch(kiln_rt_func *f, kiln_rt_dim3 g, kiln_rt_dim3 b, unsigned s, kiln_rt_stream *st, void **a) { (void)f; (void)g; (void)b; (void)s; (void)st; (void)a; return NOGPU(); }
 kiln_status kiln_rt_check_device(kiln_rt_device *d) { (void)d; return NOGPU(); }
 kiln_status kiln_jit_compile(kiln_jit_unit *u, int n, const kiln_jit_options *o) { (void)u; (void)n; (void)o; return NOGPU(); }
