@@ -875,7 +875,7 @@ static void bench_sampling(void) {
 static void bench_jit(void) {
     char dir[] = "/tmp/kiln-bench-jit-XXXXXX";
     if (!mkdtemp(dir)) return;
-    kiln_jit_model m = {KILN_DTYPE_BF16, KILN_DTYPE_BF16, 128, 32, 8, 16, false, false, false, false};
+    kiln_jit_model m = {KILN_DTYPE_BF16, KILN_DTYPE_BF16, 128, 32, 8, 16, false, false, false, false, 0, 0};
     /* as the engine loads it (kiln_gpu_prepare): on sm_90+ also the PDL_EARLY=1 copies that small
      * decode steps run */
     m.pdl_early = kiln_rt_kernels_pdl(kiln_gpu_kernels(gpu)) && KILN_PDL_EARLY_MAX_SEQS_DEFAULT > 0;

@@ -132,9 +132,10 @@ int kiln_cmd_kernels(int argc, char **argv) {
         }
         kiln_jit_model m = {cfg.dtype == KILN_DTYPE_F16 ? KILN_DTYPE_F16 : KILN_DTYPE_BF16, KILN_DTYPE_INVALID,
                             cfg.head_dim, cfg.num_heads, cfg.num_kv_heads, block_size,
-                            cfg.hidden_act && strstr(cfg.hidden_act, "gelu"), false, false, false};
+                            cfg.hidden_act && strstr(cfg.hidden_act, "gelu"), false, false, false, 0, 0};
         m.kv = !strcmp(kv, "auto") ? m.act : !strcmp(kv, "fp8") ? KILN_DTYPE_FP8_E4M3 : kiln_dtype_from_name(kv);
         m.kv_calib = m.kv == KILN_DTYPE_FP8_E4M3; /* what the engine prepares (start-up calibration) */
+        m.hidden = cfg.num_heads * cfg.head_dim, m.intermediate = m.gelu ? 0 : cfg.intermediate_size;
         int sm = 0; /* sm_90+: also the early-trigger copies small decode steps run (kiln_gpu_prepare) */
         m.pdl_early = sscanf(arch, "sm_%d", &sm) == 1 && sm >= 90 && KILN_PDL_EARLY_MAX_SEQS_DEFAULT > 0;
         kiln_model_config_free(&cfg);

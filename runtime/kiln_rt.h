@@ -337,8 +337,10 @@ typedef struct kiln_jit_kernel_def {
  * fed by TMA, a producer warp and mbarriers) from this MAXM bucket on, sm_90 ($KILN_SKGEMM_TMA; 0 never, 1 means
  * 32), in _STAGES (plain) and _GLU_STAGES stages. H200, 2026-12-01 (bench/RESULTS.md, twentieth session):
  * bench_kernels gemm_sk_quick at M = 32, % of copy: o 63.6 (8 stages) against 57.9 for gemm_sk and 41.1 for
- * cuBLASLt; gate/up with the SiLU epilogue (4 stages) 84.8 against 82.5 for cuBLASLt + silu_mul */
-#define KILN_SKGEMM_TMA_DEFAULT 0
+ * cuBLASLt; gate/up with the SiLU epilogue (4 stages) 84.8 against 82.5 for cuBLASLt + silu_mul. kiln bench
+ * (s95, alternating, tok/s): -b 32 6143 / 6214 / 6151 against 5971 / 6009 / 5941 (+3.2%), -b 24 4860 / 4704,
+ * -b 20 4104 / 3923; the o projection alone through it neutral (s94), qkv through it slower */
+#define KILN_SKGEMM_TMA_DEFAULT 1
 #define KILN_SKGEMM_TMA_STAGES_DEFAULT 8
 #define KILN_SKGEMM_TMA_GLU_STAGES_DEFAULT 4
 #define KILN_SKGEMM_TILES_DEFAULT(maxm) 2
@@ -461,6 +463,8 @@ typedef struct kiln_jit_model {
     bool pdl_early;      /* also every spec's PDL_EARLY=1 copy (what small decode
                             steps run where programmatic dependent launch does:
                             kiln_rt_kernels_set_pdl_early)                    */
+    int hidden, intermediate; /* the projections' sizes (0: unknown): the gemm_sk_tma
+                            specs of the o and gate/up projections          */
 } kiln_jit_model;
 /* a model set is 47 at most today (Llama-3-8B with an FP8 cache: 94 specs with the pdl_early copies; 88 with a
  * bf16 cache; `kiln kernels --model` lists them) */

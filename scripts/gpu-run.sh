@@ -701,6 +701,17 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s95; then # twentieth session: KILN_SKGEMM_TMA=1 now takes the gate/up + SiLU too (sk_silu_ok): alternating pairs, the same with qkv / down through it, the engine tests with it
+  export CUDA_VISIBLE_DEVICES=0
+  for r in 1 2 3; do ab "b32-tma-$r" KILN_SKGEMM_TMA=1 -- -b 32 -s 128 -o 256 --iters 1; done
+  kb b32-tma-all KILN_SKGEMM_TMA=1 KILN_SKGEMM_MAX_WEIGHT_MB_M32=120 -- -b 32 -s 128 -o 256 --iters 1
+  kb b32-tma-all-s4 KILN_SKGEMM_TMA=1 KILN_SKGEMM_MAX_WEIGHT_MB_M32=120 KILN_SKGEMM_TMA_STAGES=4 -- -b 32 -s 128 -o 256 --iters 1
+  kb b32-tma-qkv KILN_SKGEMM_TMA=1 KILN_SKGEMM_MAX_WEIGHT_MB_M32=60 -- -b 32 -s 128 -o 256 --iters 1
+  ab "b24-tma" KILN_SKGEMM_TMA=1 -- -b 24 -s 128 -o 256 --iters 1
+  ab "b20-tma" KILN_SKGEMM_TMA=1 -- -b 20 -s 128 -o 256 --iters 1
+  gt test_gpu_engine_tma 240 "FAIL|passed" KILN_SKGEMM_TMA=1 -- test_gpu_engine
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s94; then # twentieth session: the o projection (and the gate/up + SiLU) at M 17..32 through gemm_sk_tma (KILN_SKGEMM_TMA=1), engine pairs and a trace
   export CUDA_VISIBLE_DEVICES=0
   for r in 1 2 3; do ab "b32-tma-$r" KILN_SKGEMM_TMA=1 -- -b 32 -s 128 -o 256 --iters 1; done

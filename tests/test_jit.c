@@ -254,7 +254,7 @@ KT_TEST(test_defines_validated) {
     KT_ERR(kiln_jit_check_defines(d, "ACT=bf16 HEAD_DIM=128 BLOCK_SIZE=16 GROUP=4 KV=bf16 PDL_EARLY=11"),
            KILN_ERR_INVALID_ARGUMENT, "PDL_EARLY");
     /* a model set with pdl_early: every spec, then each one's PDL_EARLY=1 copy in the same order */
-    kiln_jit_model pm = {KILN_DTYPE_BF16, KILN_DTYPE_BF16, 128, 32, 8, 16, false, false, false, false};
+    kiln_jit_model pm = {KILN_DTYPE_BF16, KILN_DTYPE_BF16, 128, 32, 8, 16, false, false, false, false, 0, 0};
     static kiln_jit_spec_list plain, early;
     KT_OK(kiln_jit_model_specs(&pm, &plain));
     pm.pdl_early = true;
@@ -289,7 +289,7 @@ KT_TEST(test_defines_validated) {
  * and Llama-3-8B's) compile for sm_90, with the activation-dtype kernels of
  * start-up calibration for E4M3; bad combinations are refused up front. */
 KT_TEST(test_fp8_model_specs) {
-    kiln_jit_model bad = {KILN_DTYPE_BF16, KILN_DTYPE_FP8_E4M3, 72, 8, 1, 16, false, false, true, false};
+    kiln_jit_model bad = {KILN_DTYPE_BF16, KILN_DTYPE_FP8_E4M3, 72, 8, 1, 16, false, false, true, false, 0, 0};
     kiln_jit_spec_list l;
     KT_ERR(kiln_jit_model_specs(&bad, &l), KILN_ERR_UNSUPPORTED, "multiples of 16");
     bad.head_dim = 64, bad.block_size = 8;
@@ -303,9 +303,9 @@ KT_TEST(test_fp8_model_specs) {
     int nu = 0;
     static char defs[KILN_JIT_MAX_SPECS * 4][128];
     const kiln_jit_model ms[] = {
-        {KILN_DTYPE_BF16, KILN_DTYPE_FP8_E4M3, 16, 4, 2, 16, false, false, true, false},
-        {KILN_DTYPE_BF16, KILN_DTYPE_FP8_E5M2, 128, 8, 2, 16, false, false, false, false},
-        {KILN_DTYPE_BF16, KILN_DTYPE_FP8_E4M3, 128, 32, 8, 16, false, false, true, false},
+        {KILN_DTYPE_BF16, KILN_DTYPE_FP8_E4M3, 16, 4, 2, 16, false, false, true, false, 0, 0},
+        {KILN_DTYPE_BF16, KILN_DTYPE_FP8_E5M2, 128, 8, 2, 16, false, false, false, false, 0, 0},
+        {KILN_DTYPE_BF16, KILN_DTYPE_FP8_E4M3, 128, 32, 8, 16, false, false, true, false, 4096, 14336},
     };
     for (size_t m = 0; m < KILN_ARRAY_LEN(ms); m++) {
         KT_OK(kiln_jit_model_specs(&ms[m], &l));

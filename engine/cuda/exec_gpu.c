@@ -1209,7 +1209,9 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     for (int i = 0; i < p->n_ops; i++) {
         if (p->ops[i].kind == KILN_OP_ATTENTION) jm.n_heads = p->ops[i].n_heads;
         if (p->ops[i].kind == KILN_OP_GELU_MUL) jm.gelu = true;
+        if (p->ops[i].kind == KILN_OP_SILU_MUL && p->ops[i].dst >= 0) jm.intermediate = (int)p->slots[p->ops[i].dst].width;
     }
+    jm.hidden = jm.n_heads * p->head_dim;
     for (int i = 0; i < p->n_kernels; i++) {
         const kiln_custom_kernel *ck = &p->kernels[i];
         const char *reg = kiln_op_kind_name(ck->replaces); /* registry names follow the op kinds */

@@ -601,9 +601,12 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
     return kiln_rt_gemm(g->blas, s, out, ldo, out_dt, x, w, in_dt, bias, M, N, K);
 }
 
-/* the gate/up GEMM with SiLU through kernel_src/gemm_sk.cu (GLU=1) */
+/* the gate/up GEMM with SiLU through kernel_src/gemm_sk.cu (GLU=1): where asked ($KILN_SKGEMM_SILU), and
+ * wherever sk_gemm takes gemm_sk_tma for it (sm_90, MAXM >= $KILN_SKGEMM_TMA) */
 static bool sk_silu_ok(const kiln_gpu *g, kiln_dtype in_dt, int64_t M, int64_t N, int64_t K) {
-    return g->sk_silu && M >= 2 && M <= g->sk_max_m && (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) &&
+    const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
+    const bool tma = g->sk_tma > 0 && di->cc_major == 9 && di->cc_minor == 0 && M <= 64 && mma_maxm((int)M) >= g->sk_tma;
+    return (g->sk_silu || tma) && M >= 2 && M <= g->sk_max_m && (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) &&
            K % 8 == 0 && N % 2 == 0 && N <= INT32_MAX && K <= INT32_MAX;
 }
 
