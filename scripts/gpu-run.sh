@@ -701,6 +701,13 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s96; then # twentieth session, final build: gemm_sk_tma on by default from 17 rows (run after `engine`): the graphs test, pairs against KILN_SKGEMM_TMA=0
+  export CUDA_VISIBLE_DEVICES=0
+  gt test_gpu_batching_graphs 200 "FAIL|passed" -- test_gpu_engine batching_graphs
+  ab "b32-notma" KILN_SKGEMM_TMA=0 -- -b 32 -s 128 -o 256 --iters 1
+  ab "b24-notma" KILN_SKGEMM_TMA=0 -- -b 24 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s95; then # twentieth session: KILN_SKGEMM_TMA=1 now takes the gate/up + SiLU too (sk_silu_ok): alternating pairs, the same with qkv / down through it, the engine tests with it
   export CUDA_VISIBLE_DEVICES=0
   for r in 1 2 3; do ab "b32-tma-$r" KILN_SKGEMM_TMA=1 -- -b 32 -s 128 -o 256 --iters 1; done
