@@ -701,6 +701,14 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s97; then # twentieth session: gemm_sk_tma at 33..64 rows too (KILN_SKGEMM_MAX_M=64: o and gate/up + SiLU), qkv / down through it at 32 rows, a trace of -b 32
+  export CUDA_VISIBLE_DEVICES=0
+  for r in 1 2; do ab "b64-m64-$r" KILN_SKGEMM_MAX_M=64 -- -b 64 -s 128 -o 256 --iters 1; done
+  for r in 1 2; do ab "b32-mb120-$r" KILN_SKGEMM_MAX_WEIGHT_MB_M32=120 -- -b 32 -s 128 -o 256 --iters 1; done
+  tb b32 -- -b 32 -s 128 -o 64 --iters 1
+  python3 "$here/bench/trace_summary.py" /tmp/trace_b32.csv --top 12 2>&1 | cut -c1-150 | head -18
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s96; then # twentieth session, final build: gemm_sk_tma on by default from 17 rows (run after `engine`): the graphs test, pairs against KILN_SKGEMM_TMA=0
   export CUDA_VISIBLE_DEVICES=0
   gt test_gpu_batching_graphs 200 "FAIL|passed" -- test_gpu_engine batching_graphs
