@@ -196,6 +196,30 @@ __device__ __forceinline__ void combine_rows(act_t *__restrict__ out, const floa
 // pair (d, d + HD / 2) sits in the same lane: q_col(kk + HD / 32) = q_col(kk) + HD / 2). Products and
 // roundings as kiln_rope_kv_write_dec's (kiln_common.cuh rope_rot), so the attention reads the same bits.
 // The qkv rows keep their unrotated q and k (nothing else reads them).
+// The fused rope kernels' shared pieces (kiln_attn_decode_rope, kiln_attn_decode_pw_rope): the cache
+// address of the step's key (x = 8) or value (x = 1) at `slot` for KV head kvh (key [blocks, nkv, HD / 8,
+// BLOCK_SIZE, 8], value [blocks, nkv, HD, BLOCK_SIZE]); the rotated pair (y0, y1) of dims (i, i + HD / 2)
+// stored at the key's; two query fragments (dims col, col + 1 in lo, the same + HD / 2 in hi) rotated by
+// (c0, s0), (c1, s1) and rounded to act_t
+template <typename KV_T> KILN_DEV KV_T *step_at(const KV_T *c, int slot, int nkv, int kvh, int x) {
+    const int b = slot / BLOCK_SIZE, o = slot - b * BLOCK_SIZE;
+    return const_cast<KV_T *>(c) + ((size_t)b * nkv + kvh) * HD * BLOCK_SIZE + o * x;
+}
+template <typename KV_T> KILN_DEV void put_step_key(KV_T *kd, int i, float y0, float y1) {
+    const int j = i + HD / 2;
+    kd[(size_t)(i / 8) * BLOCK_SIZE * 8 + i % 8] = from_f32<KV_T>(y0);
+    kd[(size_t)(j / 8) * BLOCK_SIZE * 8 + j % 8] = from_f32<KV_T>(y1);
+}
+KILN_DEV void rope_frag(u32 &lo, u32 &hi, float c0, float s0, float c1, float s1) {
+    float a0, a1, b0, b1, y0, y1, z0, z1;
+    unpack2<act_t>(lo, a0, a1);
+    unpack2<act_t>(hi, b0, b1);
+    rope_rot(a0, b0, c0, s0, y0, z0);
+    rope_rot(a1, b1, c1, s1, y1, z1);
+    lo = pack2<act_t>(y0, y1);
+    hi = pack2<act_t>(z0, z1);
+}
+
 template <bool RP>
 KILN_DEV void attn_decode_body(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_stride,
                                const kv_t *__restrict__ kc, const kv_t *__restrict__ vc,
@@ -456,15 +480,11 @@ KILN_DEV void attn_decode_body(act_t *__restrict__ out, const act_t *__restrict_
         const int slot = slots[tok_row];
         if (pos >= beg && pos < end && slot >= 0) { // this partition holds pos: its key and value into the cache
             const act_t *kr = q + (size_t)tok_row * q_stride + (size_t)(nq + kvh) * HD, *vr = kr + (size_t)nkv * HD;
-            const int b = slot / BLOCK_SIZE, o = slot - b * BLOCK_SIZE;
-            kv_t *kd = const_cast<kv_t *>(kc) + ((size_t)b * nkv + kvh) * HD * BLOCK_SIZE + o * 8;
-            kv_t *vd = const_cast<kv_t *>(vc) + ((size_t)b * nkv + kvh) * HD * BLOCK_SIZE + o;
+            kv_t *kd = step_at(kc, slot, nkv, kvh, 8), *vd = step_at(vc, slot, nkv, kvh, 1);
             for (int i = threadIdx.x; i < HD / 2; i += blockDim.x) {
                 float y0, y1;
                 rope_rot(to_f32(kr[i]), to_f32(kr[i + HD / 2]), rcs[i].x, rcs[i].y, y0, y1);
-                const int j = i + HD / 2; // key [HD / 8][BLOCK_SIZE][8] within the block's head
-                kd[(size_t)(i / 8) * BLOCK_SIZE * 8 + i % 8] = from_f32<kv_t>(y0);
-                kd[(size_t)(j / 8) * BLOCK_SIZE * 8 + j % 8] = from_f32<kv_t>(y1);
+                put_step_key(kd, i, y0, y1);
             }
             for (int d = threadIdx.x; d < HD; d += blockDim.x) vd[(size_t)d * BLOCK_SIZE] = vr[d];
             // the tile loads (cp.async.cg) read L2: the stores must be there, not only ordered within the
@@ -507,14 +527,7 @@ KILN_DEV void attn_decode_body(act_t *__restrict__ out, const act_t *__restrict_
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 const int col = q_col(kk, tig, i);
-                float a0, a1, b0, b1;
-                unpack2<act_t>(qa[kk][i], a0, a1);
-                unpack2<act_t>(qa[kk + HD / 32][i], b0, b1);
-                float y0, y1, z0, z1; // (a0, b0) and (a1, b1) rotated
-                rope_rot(a0, b0, rcs[col].x, rcs[col].y, y0, z0);
-                rope_rot(a1, b1, rcs[col + 1].x, rcs[col + 1].y, y1, z1);
-                qa[kk][i] = pack2<act_t>(y0, y1);
-                qa[kk + HD / 32][i] = pack2<act_t>(z0, z1);
+                rope_frag(qa[kk][i], qa[kk + HD / 32][i], rcs[col].x, rcs[col].y, rcs[col + 1].x, rcs[col + 1].y);
             }
     }
 #endif
@@ -796,17 +809,14 @@ KILN_DEV void attn_decode_pw_body(act_t *__restrict__ out, const act_t *__restri
             const int item = wg + k * TW, sk = item / ngrp, kvh = (item - sk * ngrp) * GROUP / ratio;
             const float p = (float)rpos[row];
             const act_t *kr = q + (size_t)row * q_stride + (size_t)(nq + kvh) * HD, *vr = kr + (size_t)nkv * HD;
-            const int b = slot / BLOCK_SIZE, o = slot - b * BLOCK_SIZE;
-            kv_t *kd = const_cast<kv_t *>(kc) + ((size_t)b * nkv + kvh) * HD * BLOCK_SIZE + o * 8;
-            kv_t *vd = const_cast<kv_t *>(vc) + ((size_t)b * nkv + kvh) * HD * BLOCK_SIZE + o;
+            kv_t *kd = step_at(kc, slot, nkv, kvh, 8), *vd = step_at(vc, slot, nkv, kvh, 1);
 #pragma unroll
             for (int r = 0; r < HD / 64; r++) {
-                const int i = lane + 32 * r, j = i + HD / 2;
+                const int i = lane + 32 * r;
                 float sn, cn, y0, y1;
                 sincosf(p * inv_freq[i], &sn, &cn);
-                rope_rot(to_f32(kr[i]), to_f32(kr[j]), cn * mscale, sn * mscale, y0, y1);
-                kd[(size_t)(i / 8) * BLOCK_SIZE * 8 + i % 8] = from_f32<kv_t>(y0);
-                kd[(size_t)(j / 8) * BLOCK_SIZE * 8 + j % 8] = from_f32<kv_t>(y1);
+                rope_rot(to_f32(kr[i]), to_f32(kr[i + HD / 2]), cn * mscale, sn * mscale, y0, y1);
+                put_step_key(kd, i, y0, y1);
             }
 #pragma unroll
             for (int r = 0; r < HD / 32; r++) vd[(size_t)(lane + 32 * r) * BLOCK_SIZE] = vr[lane + 32 * r];
@@ -868,13 +878,7 @@ KILN_DEV void attn_decode_pw_body(act_t *__restrict__ out, const act_t *__restri
                                     s0 = __shfl_sync(0xffffffffu, rc[kk / 2].y, src),
                                     c1 = __shfl_sync(0xffffffffu, rc[kk / 2].x, src + 1),
                                     s1 = __shfl_sync(0xffffffffu, rc[kk / 2].y, src + 1);
-                        float a0, a1, b0, b1, y0, y1, z0, z1;
-                        unpack2<act_t>(qa[kk][i], a0, a1);
-                        unpack2<act_t>(qa[kk + HD / 32][i], b0, b1);
-                        rope_rot(a0, b0, c0, s0, y0, z0);
-                        rope_rot(a1, b1, c1, s1, y1, z1);
-                        qa[kk][i] = pack2<act_t>(y0, y1);
-                        qa[kk + HD / 32][i] = pack2<act_t>(z0, z1);
+                        rope_frag(qa[kk][i], qa[kk + HD / 32][i], c0, s0, c1, s1);
                     }
             }
 #endif

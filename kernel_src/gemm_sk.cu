@@ -179,11 +179,10 @@ KILN_DEV float cluster_ld(u32 a) {
 }
 #endif
 
-#if SK_TMA && !SK_WGMMA
-#include "wgmma.cuh" // tmap_t for the signature (the kernel traps on this target)
+#if SK_WGMMA || SK_TMA
+#include "wgmma.cuh" // (SK_TMA off sm_90a: tmap_t for the signature; the kernel traps there)
 #endif
 #if SK_WGMMA
-#include "wgmma.cuh"
 // d (m64 x MAXM, f32, a warpgroup's fragment) += A B^T, A (64 W rows x k16)
 // and B (MAXM x rows x k16) K-major in shared memory (descriptors da, db)
 #define SKW_DEF(NN, NR, IA, IB, IP)                                                                                \
@@ -214,6 +213,17 @@ SKW_DEF(64, 32, "32", "33", "34")
 #else
 #define SKW_MMA skw_mma_n64
 #endif
+// one ring stage's MMAs: tile r's W rows at ring rows 64 r .. (8-row groups
+// 1024 bytes apart), x at xs; k16 step kk 32 bytes on; fenced, then committed
+// as one wgmma group (the caller waits for it)
+KILN_DEV void skw_stage(float (&accw)[RT][NT * 4], u32 ws, u32 xs) {
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int r = 0; r < RT; r++) SKW_MMA(accw[r], wg_desc(ws + (u32)(r * 64 * 128 + kk * 32)), wg_desc(xs + (u32)(kk * 32)));
+    wg_commit();
+}
 #endif
 
 // GLU's output: g and u (+ bias) rounded to act as the plain GEMM stores
@@ -362,14 +372,7 @@ kiln_gemm_sk
             const int slot = i % STAGES;
             mb_wait(bar_full + 8 * slot, (u32)((i / STAGES) & 1));
             if (pr && i == 0) pr[4] = clock64();
-            const u32 ws = sbase + slot * STAGE_BYTES, xs = ws + WBYTES;
-            wg_fence();
-#pragma unroll
-            for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-                for (int r = 0; r < RT; r++)
-                    SKW_MMA(accw[r], wg_desc(ws + (u32)(r * 64 * 128 + kk * 32)), wg_desc(xs + (u32)(kk * 32)));
-            wg_commit();
+            skw_stage(accw, sbase + slot * STAGE_BYTES, sbase + slot * STAGE_BYTES + WBYTES);
             wg_wait<1>(); // stage i - 1's MMAs completed: its slot is free
             if (i > 0) {
                 __syncwarp();
@@ -467,13 +470,7 @@ kiln_gemm_sk
 
         const u32 ws = sbase + slot * STAGE_BYTES, xs = ws + WBYTES;
 #if SK_WG
-        // tile r: ring rows 64 r .., 8-row groups 1024 bytes apart; k16 step kk 32 bytes on
-        wg_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-            for (int r = 0; r < RT; r++) SKW_MMA(accw[r], wg_desc(ws + (u32)(r * 64 * 128 + kk * 32)), wg_desc(xs + (u32)(kk * 32)));
-        wg_commit();
+        skw_stage(accw, ws, xs);
         wg_wait<0>(); // before the next barrier frees this slot
 #else
         // KG k16 steps at a time: every fragment first, then the MMAs (the

@@ -66,6 +66,32 @@ KILN_DEV float4 sa_load4(const float *l, int g, int g_end, int V, bool vec) {
     return make_float4(l[e], e + 1 < V ? l[e + 1] : KILN_NAN, e + 2 < V ? l[e + 2] : KILN_NAN,
                        e + 3 < V ? l[e + 3] : KILN_NAN);
 }
+// the empty record (what sa_merge absorbs without change)
+KILN_DEV sa_rec sa_none() {
+    sa_rec r;
+    r.m = -KILN_INF, r.s = 0.0f, r.i = 0x7fffffff;
+    return r;
+}
+// (m, i) takes the logits of group v (indices e .. e + 3) in order: a larger one, or an equal one at a lower index
+KILN_DEV void sa_max4(float &m, int &i, const float4 &v, int e) {
+    const float x[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        if (x[j] > m || (x[j] == m && e + j < i)) m = x[j], i = e + j;
+}
+// s += exp(x - mm) over group v's logits in order: padding (past V) is NaN: skipped; -inf adds 0 (also when mm is -inf)
+KILN_DEV void sa_expsum4(float &s, const float4 &v, int e, int V, float mm) {
+    const float x[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        if (e + j < V && x[j] != -KILN_INF) s += expf(x[j] - mm);
+}
+// a row's result from its merged record: the token (0 when no logit compared: a row of NaN) and its logprob
+KILN_DEV void sa_put(int *out_tokens, float *out_logprobs, const float *l, int row, int V, const sa_rec &r) {
+    const int token = r.i < V ? r.i : 0;
+    out_tokens[row] = token;
+    if (out_logprobs) out_logprobs[row] = l[token] - r.m - logf(r.s);
+}
 KILN_DEV sa_rec sa_shfl(const sa_rec &r, int o) {
     sa_rec t;
     t.m = __shfl_xor_sync(0xffffffffu, r.m, o);
@@ -102,8 +128,7 @@ kiln_sample_argmax(int *out_tokens, float *out_logprobs, const float *logits, in
     const int G = (V + 3) >> 2, per = (G + CL - 1) / CL;
     const int c0 = (int)rank * per, c1 = min(G, c0 + per);
 
-    sa_rec me;
-    me.m = -KILN_INF, me.s = 0.0f, me.i = 0x7fffffff;
+    sa_rec me = sa_none();
     for (int t0 = c0; t0 < c1; t0 += NT * RG) {
         float4 v[RG];
 #pragma unroll
@@ -112,28 +137,15 @@ kiln_sample_argmax(int *out_tokens, float *out_logprobs, const float *logits, in
         float tm = -KILN_INF;
         int ti = 0x7fffffff;
 #pragma unroll
-        for (int k = 0; k < RG; k++) {
-            const int e = (t0 + k * NT + (int)threadIdx.x) * 4;
-            const float x[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                if (x[j] > tm || (x[j] == tm && e + j < ti)) tm = x[j], ti = e + j;
-        }
+        for (int k = 0; k < RG; k++) sa_max4(tm, ti, v[k], (t0 + k * NT + (int)threadIdx.x) * 4);
         if (tm > me.m || (tm == me.m && ti < me.i)) me.i = ti;
         if (want_lp) {
             if (tm > me.m) me.s *= expf(me.m - tm), me.m = tm;
-            // padding (past V or the chunk) is NaN: skipped; -inf adds 0 (also when the max is -inf)
-            const float mm = me.m;
+            // groups past the chunk skipped
             float s = 0.0f;
 #pragma unroll
-            for (int k = 0; k < RG; k++) {
-                const int e = (t0 + k * NT + (int)threadIdx.x) * 4;
-                const bool in = t0 + k * NT + (int)threadIdx.x < c1;
-                const float x[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    if (in && e + j < V && x[j] != -KILN_INF) s += expf(x[j] - mm);
-            }
+            for (int k = 0; k < RG; k++)
+                if (t0 + k * NT + (int)threadIdx.x < c1) sa_expsum4(s, v[k], (t0 + k * NT + (int)threadIdx.x) * 4, V, me.m);
             me.s += s;
         } else if (tm > me.m) {
             me.m = tm;
@@ -167,9 +179,7 @@ kiln_sample_argmax(int *out_tokens, float *out_logprobs, const float *logits, in
         sa_rec r = cl_rec[0];
 #pragma unroll
         for (int q = 1; q < CL; q++) sa_merge(r, cl_rec[q]);
-        const int token = r.i < V ? r.i : 0;
-        out_tokens[row] = token;
-        if (want_lp) out_logprobs[row] = l[token] - r.m - logf(r.s);
+        sa_put(out_tokens, out_logprobs, l, row, V, r);
     }
 #else
     __trap(); // a cluster needs sm_90 (the host launches kiln_sample before it)
@@ -208,27 +218,13 @@ kiln_sample_argmax_split(int *out_tokens, float *out_logprobs, const float *logi
 #pragma unroll
     for (int k = 0; k < SPT; k++) v[k] = sa_load4(l, t0 + k * SNT + (int)threadIdx.x, G, V, vec);
     // this thread's max and its lowest index (indices in increasing order), then sum exp(l - max)
-    sa_rec me;
-    me.m = -KILN_INF, me.s = 0.0f, me.i = 0x7fffffff;
+    sa_rec me = sa_none();
 #pragma unroll
-    for (int k = 0; k < SPT; k++) {
-        const int e = (t0 + k * SNT + (int)threadIdx.x) * 4;
-        const float x[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-            if (x[j] > me.m || (x[j] == me.m && e + j < me.i)) me.m = x[j], me.i = e + j;
-    }
+    for (int k = 0; k < SPT; k++) sa_max4(me.m, me.i, v[k], (t0 + k * SNT + (int)threadIdx.x) * 4);
     if (want_lp) {
-        // padding (past V) is NaN: skipped; -inf adds 0 (also when the max is -inf)
         float s = 0.0f;
 #pragma unroll
-        for (int k = 0; k < SPT; k++) {
-            const int e = (t0 + k * SNT + (int)threadIdx.x) * 4;
-            const float x[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
-#pragma unroll
-            for (int j = 0; j < 4; j++)
-                if (e + j < V && x[j] != -KILN_INF) s += expf(x[j] - me.m);
-        }
+        for (int k = 0; k < SPT; k++) sa_expsum4(s, v[k], (t0 + k * SNT + (int)threadIdx.x) * 4, V, me.m);
         me.s = s;
     }
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -237,10 +233,10 @@ kiln_sample_argmax_split(int *out_tokens, float *out_logprobs, const float *logi
     if (lane == 0) warp_rec[w] = me;
     __syncthreads();
     if (w == 0) {
-        if (lane < SNT / 32) {
+        if (lane < SNT / 32) { // (a branch, not a select: the code measured in the eighteenth session)
             me = warp_rec[lane];
         } else {
-            me.m = -KILN_INF, me.s = 0.0f, me.i = 0x7fffffff;
+            me = sa_none();
         }
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) sa_merge(me, sa_shfl(me, o));
@@ -253,8 +249,7 @@ kiln_sample_argmax_split(int *out_tokens, float *out_logprobs, const float *logi
     __syncthreads();
     if (!last || w != 0) return;
     __threadfence();
-    sa_rec r;
-    r.m = -KILN_INF, r.s = 0.0f, r.i = 0x7fffffff;
+    sa_rec r = sa_none();
     for (int c = lane; c < chunks; c += 32) {
         const volatile sa_rec *p = part + (size_t)row * chunks + c;
         sa_rec q;
@@ -264,9 +259,7 @@ kiln_sample_argmax_split(int *out_tokens, float *out_logprobs, const float *logi
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) sa_merge(r, sa_shfl(r, o));
     if (lane == 0) {
-        const int token = r.i < V ? r.i : 0;
-        out_tokens[row] = token;
-        if (want_lp) out_logprobs[row] = l[token] - r.m - logf(r.s);
+        sa_put(out_tokens, out_logprobs, l, row, V, r);
         counters[row] = 0;
     }
 }

@@ -1,10 +1,12 @@
 // wgmma.cuh -- Hopper warpgroup MMA (wgmma) helpers shared by the kernels
-// compiled for sm_90a (kernel_src/attn_prefill_wg.cu, gemm_sk_wg.cu): the
-// shared-memory matrix descriptor of a SWIZZLE_128B K-major operand, the
-// fence / commit / wait of a warpgroup's asynchronous MMAs, and the proxy
-// fence between cp.async writes and wgmma reads, and the accumulator
-// operand lists of their asm statements. Device code only; include
-// only where __CUDA_ARCH_FEAT_SM90_ALL is defined.
+// compiled for sm_90a (kernel_src/attn_prefill_wg.cu, gemm_sk_wg.cu,
+// gemm_sk_tma.cu): the shared-memory matrix descriptor of a SWIZZLE_128B
+// K-major operand, the fence / commit / wait of a warpgroup's asynchronous
+// MMAs, the proxy fence between cp.async writes and wgmma reads, mbarriers,
+// TMA tensor-map loads, and the accumulator operand lists of their asm
+// statements. Device code only; its functions are used only where
+// __CUDA_ARCH_FEAT_SM90_ALL is defined (gemm_sk.cu also includes it
+// elsewhere for tmap_t, the type of its SK_TMA kernel's parameters).
 #pragma once
 #include "kiln_common.cuh"
 

@@ -352,6 +352,10 @@ typedef struct kiln_jit_kernel_def {
  * least 2 chunks a slice, no empty slice), chunks a slice and the block's
  * dynamic shared memory, slack included (gemm_sk_wg's 1024 bytes to align its
  * ring; 0 for gemm_sk). Shared by engine/cuda/ops_gpu.c and kiln_jit_model_specs. */
+/* the shared memory past the ring that gemm_sk_wg asks (the ring on a 1024-byte swizzle atom) and gemm_sk_tma
+ * (that, and its mbarriers: kernel_src/gemm_sk.cu SK_BAR_BYTES) -- kiln_skgemm_plan's `slack` */
+#define KILN_SKGEMM_WG_SLACK 1024
+#define KILN_SKGEMM_TMA_SLACK (1024 + 128)
 typedef struct kiln_skgemm_shape { int stages, split, cps, smem, tiles; } kiln_skgemm_shape;
 static inline kiln_skgemm_shape kiln_skgemm_plan(int n_sms, int smem_per_sm, int smem_optin, int cc_major, int N,
                                                  int K, int maxm, int warps, int rt, int stages, int split_knob,

@@ -701,6 +701,16 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s98; then # twentieth session, review: shared helpers in the fused decode kernels (step_at, put_step_key, rope_frag), the greedy sampler (sa_none / sa_max4 / sa_expsum4 / sa_put) and gemm_sk's wgmma stage (skw_stage); kiln_attn_decode_rope, the opt-in cluster sampler and gemm_sk_rope_wg rescheduled (kv/old: the kernels before, copied in by hand)
+  export CUDA_VISIBLE_DEVICES=0
+  t0=$(date +%s)
+  for f in decode_rope sampling gemm_sk_rope; do ( KT_VERBOSE=1 timeout 330 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1; echo "rc=$?" >> "$out/ops_$f.log" ) & done
+  wait
+  for f in decode_rope sampling gemm_sk_rope; do echo "$f: $(grep -E 'passed' "$out/ops_$f.log" | tail -1) $(tail -1 "$out/ops_$f.log")"; grep -E "FAIL" "$out/ops_$f.log" | head -5; done
+  echo "tests took $(( $(date +%s) - t0 )) s"
+  for r in 1 2; do ab "b32-old-$r" KILN_KERNEL_DIR="$here/kv/old" -- -b 32 -s 128 -o 256 --iters 1; done
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s97; then # twentieth session: gemm_sk_tma at 33..64 rows too (KILN_SKGEMM_MAX_M=64: o and gate/up + SiLU), qkv / down through it at 32 rows, a trace of -b 32
   export CUDA_VISIBLE_DEVICES=0
   for r in 1 2; do ab "b64-m64-$r" KILN_SKGEMM_MAX_M=64 -- -b 64 -s 128 -o 256 --iters 1; done

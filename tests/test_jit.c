@@ -387,9 +387,9 @@ KT_TEST(test_skgemm_plan) {
     /* gemm_sk_wg's alignment slack: in the block's shared memory, and the ring still fits with it */
     for (int maxm = 8; maxm <= 64; maxm *= 2) {
         const kiln_skgemm_shape a = kiln_skgemm_plan(132, 233472, 232448, 9, 6144, 4096, maxm, 4, 4, 8, 0, 0),
-                                b = kiln_skgemm_plan(132, 233472, 232448, 9, 6144, 4096, maxm, 4, 4, 8, 0, 1024);
+                                b = kiln_skgemm_plan(132, 233472, 232448, 9, 6144, 4096, maxm, 4, 4, 8, 0, KILN_SKGEMM_WG_SLACK);
         KT_CHECKF(b.smem <= 232448 && b.stages <= a.stages, "maxm %d: %d bytes, %d stages", maxm, b.smem, b.stages);
-        KT_CHECKF(b.stages < a.stages || b.smem == a.smem + 1024, "maxm %d: %d bytes against %d", maxm, b.smem, a.smem);
+        KT_CHECKF(b.stages < a.stages || b.smem == a.smem + KILN_SKGEMM_WG_SLACK, "maxm %d: %d bytes against %d", maxm, b.smem, a.smem);
     }
     /* the warpgroup-MMA gemm_sk compiles for sm_90a on sm_90 (a trapping body elsewhere), the plain one as asked */
     KT_CHECK(!strcmp(kiln_jit_unit_arch("kernel_src/gemm_sk_wg.cu", "sm_90"), "sm_90a"));

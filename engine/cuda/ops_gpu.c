@@ -74,6 +74,11 @@ static int sk_rope_rows(int v) { return v == 1 ? 32 : v >= 2 ? KILN_MIN(v, 32) :
 static void tc_knobs(kiln_gpu *g, const kiln_gpu_params *p);
 /* The MAXM bucket of the tensor-core GEMMs (gemm_tc, gemm_sk) for M <= 64 */
 static int mma_maxm(int M) { return M <= 8 ? 8 : M <= 16 ? 16 : M <= 32 ? 32 : 64; }
+/* does gemm_sk_tma take gemm_sk's plain and SiLU launches of bucket maxm by default ($KILN_SKGEMM_TMA, sm_90)? */
+static bool sk_tma_at(const kiln_gpu *g, int maxm) {
+    const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
+    return g->sk_tma > 0 && maxm >= g->sk_tma && di->cc_major == 9 && di->cc_minor == 0;
+}
 
 kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gpu **out) {
     kiln_status st = KILN_OK;
@@ -468,10 +473,10 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
      * 1024-byte boundary (slack bytes more shared memory, in the plan's p.smem) */
     const bool sm90 = di->cc_major == 9 && di->cc_minor == 0;
     /* gemm_sk_tma: everywhere but the rope epilogue ($KILN_SKGEMM_WG=2), or from MAXM sk_tma on in its own stages */
-    const bool tma_auto = sm90 && epi != SK_ROPE && g->sk_wg != 2 && g->sk_tma > 0 && maxm >= g->sk_tma;
+    const bool tma_auto = epi != SK_ROPE && g->sk_wg != 2 && sk_tma_at(g, maxm);
     const bool tma = tma_auto || (sm90 && epi != SK_ROPE && g->sk_wg == 2), wg = tma || (g->sk_wg && sm90);
     /* gemm_sk_tma: + the producer warp, + its mbarriers past the ring */
-    const int slack = tma ? 1024 + 128 : wg ? 1024 : 0;
+    const int slack = tma ? KILN_SKGEMM_TMA_SLACK : wg ? KILN_SKGEMM_WG_SLACK : 0;
     /* GLU: 2 tiles a warp (gate, up); ROPE: BN = the head dim */
     const int warps = wg ? 4 : g->sk_warps, threads = warps * 32 + (tma ? 32 : 0), rt = epi == SK_ROPE  ? ra->hd / (16 * warps)
                                         : epi == SK_GLU ? 2
@@ -604,10 +609,9 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
 /* the gate/up GEMM with SiLU through kernel_src/gemm_sk.cu (GLU=1): where asked ($KILN_SKGEMM_SILU), and
  * wherever sk_gemm takes gemm_sk_tma for it (sm_90, MAXM >= $KILN_SKGEMM_TMA) */
 static bool sk_silu_ok(const kiln_gpu *g, kiln_dtype in_dt, int64_t M, int64_t N, int64_t K) {
-    const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
-    const bool tma = g->sk_tma > 0 && di->cc_major == 9 && di->cc_minor == 0 && M <= 64 && mma_maxm((int)M) >= g->sk_tma;
-    return (g->sk_silu || tma) && M >= 2 && M <= g->sk_max_m && (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) &&
-           K % 8 == 0 && N % 2 == 0 && N <= INT32_MAX && K <= INT32_MAX;
+    return M >= 2 && M <= g->sk_max_m && (g->sk_silu || sk_tma_at(g, mma_maxm((int)M))) &&
+           (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) && K % 8 == 0 && N % 2 == 0 && N <= INT32_MAX &&
+           K <= INT32_MAX;
 }
 
 bool kiln_gpu_gemm_silu_ok(const kiln_gpu *g, kiln_dtype in_dt, int64_t M, int64_t N, int64_t K) {

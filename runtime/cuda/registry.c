@@ -469,7 +469,8 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
                 const int mb = mm > 16 ? KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT : KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT;
                 if (N <= 0 || (!glu && (int64_t)N * K * 2 > ((int64_t)mb << 20))) continue;
                 const int stages = glu ? KILN_SKGEMM_TMA_GLU_STAGES_DEFAULT : KILN_SKGEMM_TMA_STAGES_DEFAULT;
-                kiln_skgemm_shape p = kiln_skgemm_plan(132, 233472, 232448, 9, N, K, mm, 4, 2, stages, 0, 1024 + 128);
+                kiln_skgemm_shape p = kiln_skgemm_plan(132, 233472, 232448, 9, N, K, mm, 4, 2, stages, 0,
+                                                       KILN_SKGEMM_TMA_SLACK);
                 for (int sp = p.split; sp >= 1 && sp >= p.split - 1; sp--)
                     KILN_TRY(add_spec(l, "gemm_sk_tma", "ACT=%s OUT=%s MAXM=%d WARPS=4 RT=2 STAGES=%d CL=%d GLU=%d", a, a,
                                       mm, p.stages, sp, glu));
