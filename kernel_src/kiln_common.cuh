@@ -222,6 +222,13 @@ KILN_DEV uint4 ld16_stream(const void *p) { // read once: evict first
     return r;
 }
 KILN_DEV void st16(void *p, uint4 v) { *reinterpret_cast<uint4 *>(p) = v; }
+// one 16-byte (8-byte) global store instruction: what st16 of a value put
+// together from separate words may not compile to (NVVM can split it into
+// four 4-byte stores, which cost a store transaction each)
+KILN_DEV void st16_g(void *p, uint4 v) {
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+}
+KILN_DEV void st8_g(void *p, u32 x, u32 y) { asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(x), "r"(y)); }
 
 // ------------------------------------------------------------- reductions
 KILN_DEV float warp_sum(float v) {

@@ -212,8 +212,8 @@ __device__ __forceinline__ void kv_body(kv_t *kc, kv_t *vc, const act_t *k, cons
 #pragma unroll
                 for (int q = 0; q < 8; q++) pk.e[q] = from_f32<kv_t>(kv_in(to_f32(src[q]), vsh));
                 kv_t *dst = vc + (((size_t)b * nkv + h) * hd + d) * bs + o;
-                if (sizeof(kv_t) == 2) st16(dst, pk.v);
-                else *(uint2 *)dst = make_uint2(pk.v.x, pk.v.y);
+                if (sizeof(kv_t) == 2) st16_g(dst, pk.v);
+                else st8_g(dst, pk.v.x, pk.v.y);
             } else {
                 for (int q = 0; q < 8 && j0 + q < ntok; q++) {
                     int slot = slots[t0 + j0 + q];

@@ -373,8 +373,8 @@ KILN_DEV void kv_block(act_t *k, const act_t *v, i64 row_stride, int T, int kb, 
 #pragma unroll
             for (int q = 0; q < 8; q++) pk.e[q] = from_f32<kv_t>(kv_in(to_f32(*(const act_t *)((const char *)src + q * VP)), sc));
             kv_t *dst = kv.vc + b * bstride + ((size_t)(h0 + h) * hd + d) * bs + o;
-            if (sizeof(kv_t) == 2) st16(dst, pk.u);
-            else *(uint2 *)dst = make_uint2(pk.u.x, pk.u.y);
+            if (sizeof(kv_t) == 2) st16_g(dst, pk.u);
+            else st8_g(dst, pk.u.x, pk.u.y);
         }
     } else { // (token fastest, dim, head): one element
         for (int e = tid; e < 16 * hd * nh; e += RKV_THREADS) {
@@ -550,7 +550,7 @@ KILN_DEV void kv_tile(act_t *k, const act_t *v, i64 row_stride, int T, int kb, c
             for (int i = 0; i < TK; i++) {
                 if (sl[i] < 0) continue;
                 const int g = (e0 + i * 32) >> 4, b = sl[i] / bs, o = sl[i] - b * bs;
-                st16(kv.kc + b * bstride + (((size_t)h * G + g) * bs + o) * KV_X, key_cell<KC>(y[i], sc));
+                st16_g(kv.kc + b * bstride + (((size_t)h * G + g) * bs + o) * KV_X, key_cell<KC>(y[i], sc));
             }
         }
     }
@@ -589,7 +589,7 @@ KILN_DEV void kv_tile(act_t *k, const act_t *v, i64 row_stride, int T, int kb, c
 #pragma unroll
             for (int c = 0; c < KC; c++) y[c] = *(const uint4 *)(sk + j * KP + (g * KC + c) * 16);
             const int b = slot / bs, o = slot - b * bs;
-            st16(kv.kc + b * bstride + (((size_t)h * G + g) * bs + o) * KV_X, key_cell<KC>(y, sc));
+            st16_g(kv.kc + b * bstride + (((size_t)h * G + g) * bs + o) * KV_X, key_cell<KC>(y, sc));
         }
     }
 
@@ -618,8 +618,8 @@ KILN_DEV void kv_tile(act_t *k, const act_t *v, i64 row_stride, int T, int kb, c
 #pragma unroll
         for (int q = 0; q < 8; q++) pk.el[q] = from_f32<kv_t>(kv_in(to_f32(*(const act_t *)(src + q * VP)), sc));
         kv_t *dst = kv.vc + b * bstride + ((size_t)h * hd + d) * bs + o;
-        if (sizeof(kv_t) == 2) st16(dst, pk.u);
-        else *(uint2 *)dst = make_uint2(pk.u.x, pk.u.y);
+        if (sizeof(kv_t) == 2) st16_g(dst, pk.u);
+        else st8_g(dst, pk.u.x, pk.u.y);
     }
     const int nu = __popc(uncm);
     for (int e = lane; e < nu * hd; e += 32) { // (listed token fastest, dim): one element

@@ -100,6 +100,27 @@ KILN_DEV sa_rec sa_shfl(const sa_rec &r, int o) {
     return t;
 }
 
+// The block's record (NW warps; warp_rec: NW slots): a fixed tree over
+// lanes, then over the warps' records in warp 0 (its lanes past NW take the
+// empty record); the result in warp 0's lanes.
+template <int NW> KILN_DEV sa_rec sa_block(sa_rec me, sa_rec *warp_rec) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sa_merge(me, sa_shfl(me, o));
+    if (lane == 0) warp_rec[w] = me;
+    __syncthreads();
+    if (w == 0) {
+        if (NW == 32 || lane < NW) { // (a branch, not a select: the code measured in the eighteenth session)
+            me = warp_rec[lane];
+        } else {
+            me = sa_none();
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) sa_merge(me, sa_shfl(me, o));
+    }
+    return me;
+}
+
 #if CL > 1 && __CUDA_ARCH__ >= 900
 KILN_DEV void sa_st_f32(u32 a, float v) { asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(a), "f"(v) : "memory"); }
 KILN_DEV void sa_st_s32(u32 a, int v) { asm volatile("st.shared::cluster.s32 [%0], %1;" ::"r"(a), "r"(v) : "memory"); }
@@ -151,17 +172,8 @@ kiln_sample_argmax(int *out_tokens, float *out_logprobs, const float *logits, in
             me.m = tm;
         }
     }
-    // the block's record: a fixed tree over lanes, then over warps
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sa_merge(me, sa_shfl(me, o));
-    if (lane == 0) warp_rec[w] = me;
-    __syncthreads();
-    if (w == 0) {
-        me = warp_rec[lane];
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) sa_merge(me, sa_shfl(me, o));
-    }
+    // the block's record
+    me = sa_block<NT / 32>(me, warp_rec);
 #if CL > 1
     asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
     if (threadIdx.x == 0) {
@@ -228,18 +240,8 @@ kiln_sample_argmax_split(int *out_tokens, float *out_logprobs, const float *logi
         me.s = s;
     }
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sa_merge(me, sa_shfl(me, o));
-    if (lane == 0) warp_rec[w] = me;
-    __syncthreads();
+    me = sa_block<SNT / 32>(me, warp_rec);
     if (w == 0) {
-        if (lane < SNT / 32) { // (a branch, not a select: the code measured in the eighteenth session)
-            me = warp_rec[lane];
-        } else {
-            me = sa_none();
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) sa_merge(me, sa_shfl(me, o));
         if (lane == 0) {
             part[(size_t)row * chunks + chunk] = me;
             __threadfence();

@@ -701,6 +701,76 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s104; then # twenty-first session: the upper bound of fusing the decode layer's two add + RMSNorm launches into their neighbours -- bin/kiln_nonorm (built by hand from this tree with exec_gpu.c skipping KILN_OP_ADD_RMSNORM at <= 64 rows; wrong results, timing only) against kiln, alternating
+  export CUDA_VISIBLE_DEVICES=0
+  for r in 1 2 3; do kb "b32-def-$r" -- -b 32 -s 128 -o 256 --iters 1; KB_BIN=kiln_nonorm kb "b32-nonorm-$r" -- -b 32 -s 128 -o 256 --iters 1; done
+  KB_BIN=kiln_nonorm kb "b1-nonorm" -- -b 1 -s 128 -o 512 --iters 1; kb "b1-def" -- -b 1 -s 128 -o 512 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s103; then # twenty-first session: the KV-write rows alternating new / old kernels (the st16_g stores; order effects at 8 KV heads), and the upper bound of fusing away a decode layer's two add + RMSNorm launches (kv/nonorm: kiln_add_rmsnorm a no-op; wrong results, timing only)
+  export CUDA_VISIBLE_DEVICES=0
+  for r in 1 2; do
+    timeout 100 "$here/bin/bench_kernels" kv_write 2>&1 | grep -E "kv_write (wide|tile)" | sed "s/^/new-$r /"
+    KILN_KERNEL_DIR="$here/kv/old" timeout 100 "$here/bin/bench_kernels" kv_write 2>&1 | grep -E "kv_write (wide|tile)" | sed "s/^/old-$r /"
+  done
+  for r in 1 2; do ab "b32-nonorm-$r" KILN_KERNEL_DIR="$here/kv/nonorm" -- -b 32 -s 128 -o 256 --iters 1; done
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s102; then # twenty-first session, final: one-instruction 16-byte stores in the KV blocks' and tiles' value runs and key cells (st16_g) and rope_kv.cu's value runs; the sampler's shared block reduction; tests, kv_write / rope_kv_write rows, -b 32 pairs against the session's starting kernels (kv/old)
+  export CUDA_VISIBLE_DEVICES=0
+  t0=$(date +%s)
+  for f in kv_write sampling; do ( KT_VERBOSE=1 timeout 330 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1; echo "rc=$?" >> "$out/ops_$f.log" ) & done
+  wait
+  for f in kv_write sampling; do echo "$f: $(grep -E 'passed' "$out/ops_$f.log" | tail -1) $(tail -1 "$out/ops_$f.log")"; grep -E "FAIL" "$out/ops_$f.log" | head -5; done
+  echo "tests took $(( $(date +%s) - t0 )) s"
+  gt test_gpu_engine 280 "FAIL|passed" -- test_gpu_engine
+  timeout 100 "$here/bin/bench_kernels" kv_write 2>&1 | tee "$out/bench_kv.log" | grep -E "copy|kv_write"
+  KILN_KERNEL_DIR="$here/kv/old" timeout 100 "$here/bin/bench_kernels" kv_write 2>&1 | grep -E "kv_write" | sed "s/^/old /"
+  timeout 60 "$here/bin/bench_kernels" sample 2>&1 | grep -E "sample" | head -12
+  for r in 1 2; do ab "b32-old-$r" KILN_KERNEL_DIR="$here/kv/old" -- -b 32 -s 128 -o 256 --iters 1; done
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s101; then # twenty-first session: cuBLASLt autotune timing each candidate after a 256 MiB write (KILN_GEMM_TUNE_FLUSH_MB, a knob since removed: weights from memory, as in a step), the algorithms it picks; the KV tiles with 12 (3 blocks an SM) / 4 loads a lane in flight (kv/tv12, kv/tv4)
+  export CUDA_VISIBLE_DEVICES=0
+  for v in tv12 tv4; do KILN_KERNEL_DIR="$here/kv/$v" timeout 100 "$here/bin/bench_kernels" kv_write 2>&1 | grep -E "tile" | sed "s/^/$v /"; done
+  timeout 100 "$here/bin/bench_kernels" kv_write 2>&1 | grep -E "tile|wide" | sed "s/^/def /"
+  KILN_LOG_LEVEL=debug timeout 150 "$here/bin/kiln" bench --model llama3-8b --load-format dummy -b 32 -s 128 -o 64 --iters 1 2>&1 | grep -E "autotune took" | head -8
+  KILN_GEMM_TUNE_FLUSH_MB=256 KILN_LOG_LEVEL=debug timeout 150 "$here/bin/kiln" bench --model llama3-8b --load-format dummy -b 32 -s 128 -o 64 --iters 1 2>&1 | grep -E "autotune took" | head -8
+  for r in 1 2 3; do ab "b32-flush-$r" KILN_GEMM_TUNE_FLUSH_MB=256 -- -b 32 -s 128 -o 256 --iters 1; done
+  ab "b64-flush" KILN_GEMM_TUNE_FLUSH_MB=256 -- -b 64 -s 128 -o 256 --iters 1
+  ab "b256-flush" KILN_GEMM_TUNE_FLUSH_MB=256 -- -b 256 -s 128 -o 256 --iters 1
+  ab "b1-flush" KILN_GEMM_TUNE_FLUSH_MB=256 -- -b 1 -s 128 -o 512 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s100; then # twenty-first session (kiln_kv_write_vec since removed): kiln_kv_write_vec with one-instruction 16-byte stores (st16_g), the tile kernels' stores likewise; -b 32 with the attention small enough (2 warps) for the o projection's blocks to start beside it
+  export CUDA_VISIBLE_DEVICES=0
+  t0=$(date +%s)
+  gt ops_kv_write 300 "FAIL|passed" -- test_gpu_ops kv_write
+  timeout 120 "$here/bin/bench_kernels" kv_write 2>&1 | tee "$out/bench_kv.log" | grep -E "copy|kv_write"
+  for r in 1 2; do
+    kb "b32-def-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-w2-$r" KILN_DECODE_WARPS=2 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-w2s4-$r" KILN_DECODE_WARPS=2 KILN_SKGEMM_TMA_STAGES=4 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-w2s6-$r" KILN_DECODE_WARPS=2 KILN_SKGEMM_TMA_STAGES=6 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-s4-$r" KILN_SKGEMM_TMA_STAGES=4 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  tb b32w2s4 KILN_DECODE_WARPS=2 KILN_SKGEMM_TMA_STAGES=4 -- -b 32 -s 128 -o 64 --iters 1
+  python3 "$here/bench/trace_summary.py" /tmp/trace_b32w2s4.csv --top 12 2>&1 | cut -c1-150 | head -18
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s99; then # twenty-first session: the plain KV write in vectors (kiln_kv_write_vec, KILN_KV_TILE=3; since removed), the greedy sampler's block reduction shared (sa_block), down through gemm_sk_tma at 32 rows (KILN_SKGEMM_MIN_WEIGHT_MB_M32=100, a knob since removed)
+  export CUDA_VISIBLE_DEVICES=0
+  t0=$(date +%s)
+  for f in kv_write sampling; do ( KT_VERBOSE=1 timeout 330 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1; echo "rc=$?" >> "$out/ops_$f.log" ) & done
+  wait
+  for f in kv_write sampling; do echo "$f: $(grep -E 'passed' "$out/ops_$f.log" | tail -1) $(tail -1 "$out/ops_$f.log")"; grep -E "FAIL" "$out/ops_$f.log" | head -5; done
+  echo "tests took $(( $(date +%s) - t0 )) s"
+  timeout 120 "$here/bin/bench_kernels" kv_write 2>&1 | tee "$out/bench_kv.log" | grep -E "copy|kv_write"
+  timeout 60 "$here/bin/bench_kernels" copy 2>&1 | grep -E "copy" | head -12
+  timeout 60 "$here/bin/bench_kernels" sample 2>&1 | grep -E "sample" | head -12
+  for r in 1 2 3; do ab "b32-down-$r" KILN_SKGEMM_MIN_WEIGHT_MB_M32=100 -- -b 32 -s 128 -o 256 --iters 1; done
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s98; then # twentieth session, review: shared helpers in the fused decode kernels (step_at, put_step_key, rope_frag), the greedy sampler (sa_none / sa_max4 / sa_expsum4 / sa_put) and gemm_sk's wgmma stage (skw_stage); kiln_attn_decode_rope, the opt-in cluster sampler and gemm_sk_rope_wg rescheduled (kv/old: the kernels before, copied in by hand)
   export CUDA_VISIBLE_DEVICES=0
   t0=$(date +%s)
