@@ -294,20 +294,24 @@ ops_report() {
 # ops_by_case CASE... -- test_gpu_ops, one process per case filter in parallel
 # (each JIT-compiles its own kernels on a cold cache), then test_gpu_engine
 # alone; a line per case and the engine test's failures and errors
-ops_by_case() {
+# ops_cases CASE... -- test_gpu_ops, one process per case filter in parallel, a line per case and its failures
+ops_cases() {
   local t0=$(date +%s) f
   for f in "$@"; do
     ( KT_VERBOSE=1 timeout 300 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1; echo "rc=$?" >> "$out/ops_$f.log" ) &
   done
   wait
-  # alone: its KV-pool capacity check sizes pools from the GPU's free memory
-  timeout 200 "$here/bin/test_gpu_engine" > "$out/test_gpu_engine.log" 2>&1; echo "test_gpu_engine rc=$?"
   echo "test_gpu_ops (parallel by case) $(( $(date +%s) - t0 )) s:"
   for f in "$@"; do
     printf "  %-28s %s %s\n" "$f" "$(grep -E 'passed' "$out/ops_$f.log" | tail -1)" "$(tail -1 "$out/ops_$f.log")"
     grep -E "FAIL" "$out/ops_$f.log" | head -3
   done
   cat "$out"/ops_*.log > "$out/test_gpu_ops.log"
+}
+ops_by_case() {
+  ops_cases "$@"
+  # alone: its KV-pool capacity check sizes pools from the GPU's free memory
+  timeout 200 "$here/bin/test_gpu_engine" > "$out/test_gpu_engine.log" 2>&1; echo "test_gpu_engine rc=$?"
   grep -E "FAIL|passed|logits rel err" "$out/test_gpu_engine.log" | head -24
 }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$out/gpu.txt"
@@ -718,11 +722,7 @@ if has s103; then # twenty-first session: the KV-write rows alternating new / ol
 fi
 if has s102; then # twenty-first session, final: one-instruction 16-byte stores in the KV blocks' and tiles' value runs and key cells (st16_g) and rope_kv.cu's value runs; the sampler's shared block reduction; tests, kv_write / rope_kv_write rows, -b 32 pairs against the session's starting kernels (kv/old)
   export CUDA_VISIBLE_DEVICES=0
-  t0=$(date +%s)
-  for f in kv_write sampling; do ( KT_VERBOSE=1 timeout 330 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1; echo "rc=$?" >> "$out/ops_$f.log" ) & done
-  wait
-  for f in kv_write sampling; do echo "$f: $(grep -E 'passed' "$out/ops_$f.log" | tail -1) $(tail -1 "$out/ops_$f.log")"; grep -E "FAIL" "$out/ops_$f.log" | head -5; done
-  echo "tests took $(( $(date +%s) - t0 )) s"
+  ops_cases kv_write sampling
   gt test_gpu_engine 280 "FAIL|passed" -- test_gpu_engine
   timeout 100 "$here/bin/bench_kernels" kv_write 2>&1 | tee "$out/bench_kv.log" | grep -E "copy|kv_write"
   KILN_KERNEL_DIR="$here/kv/old" timeout 100 "$here/bin/bench_kernels" kv_write 2>&1 | grep -E "kv_write" | sed "s/^/old /"
@@ -760,11 +760,7 @@ if has s100; then # twenty-first session (kiln_kv_write_vec since removed): kiln
 fi
 if has s99; then # twenty-first session: the plain KV write in vectors (kiln_kv_write_vec, KILN_KV_TILE=3; since removed), the greedy sampler's block reduction shared (sa_block), down through gemm_sk_tma at 32 rows (KILN_SKGEMM_MIN_WEIGHT_MB_M32=100, a knob since removed)
   export CUDA_VISIBLE_DEVICES=0
-  t0=$(date +%s)
-  for f in kv_write sampling; do ( KT_VERBOSE=1 timeout 330 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1; echo "rc=$?" >> "$out/ops_$f.log" ) & done
-  wait
-  for f in kv_write sampling; do echo "$f: $(grep -E 'passed' "$out/ops_$f.log" | tail -1) $(tail -1 "$out/ops_$f.log")"; grep -E "FAIL" "$out/ops_$f.log" | head -5; done
-  echo "tests took $(( $(date +%s) - t0 )) s"
+  ops_cases kv_write sampling
   timeout 120 "$here/bin/bench_kernels" kv_write 2>&1 | tee "$out/bench_kv.log" | grep -E "copy|kv_write"
   timeout 60 "$here/bin/bench_kernels" copy 2>&1 | grep -E "copy" | head -12
   timeout 60 "$here/bin/bench_kernels" sample 2>&1 | grep -E "sample" | head -12
@@ -773,11 +769,7 @@ if has s99; then # twenty-first session: the plain KV write in vectors (kiln_kv_
 fi
 if has s98; then # twentieth session, review: shared helpers in the fused decode kernels (step_at, put_step_key, rope_frag), the greedy sampler (sa_none / sa_max4 / sa_expsum4 / sa_put) and gemm_sk's wgmma stage (skw_stage); kiln_attn_decode_rope, the opt-in cluster sampler and gemm_sk_rope_wg rescheduled (kv/old: the kernels before, copied in by hand)
   export CUDA_VISIBLE_DEVICES=0
-  t0=$(date +%s)
-  for f in decode_rope sampling gemm_sk_rope; do ( KT_VERBOSE=1 timeout 330 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1; echo "rc=$?" >> "$out/ops_$f.log" ) & done
-  wait
-  for f in decode_rope sampling gemm_sk_rope; do echo "$f: $(grep -E 'passed' "$out/ops_$f.log" | tail -1) $(tail -1 "$out/ops_$f.log")"; grep -E "FAIL" "$out/ops_$f.log" | head -5; done
-  echo "tests took $(( $(date +%s) - t0 )) s"
+  ops_cases decode_rope sampling gemm_sk_rope
   for r in 1 2; do ab "b32-old-$r" KILN_KERNEL_DIR="$here/kv/old" -- -b 32 -s 128 -o 256 --iters 1; done
   unset CUDA_VISIBLE_DEVICES
 fi
