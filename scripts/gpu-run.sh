@@ -705,6 +705,14 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s105; then # twenty-first session: the batch-1 o and down GEMVs with the residual add + RMSNorm as their epilogue without tensor parallelism (kiln_gpu_gemm_add_norm: gemv_ar_norm on one rank; KILN_GEMV_NORM=0 turns it off): tests, -b 1 pairs
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases gemv_add_norm gemv
+  gt test_gpu_engine 280 "FAIL|passed" -- test_gpu_engine
+  for r in 1 2 3; do ab "b1-norm-$r" KILN_GEMV_NORM=0 -- -b 1 -s 128 -o 512 --iters 1; done
+  kb "b32" -- -b 32 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s104; then # twenty-first session: the upper bound of fusing the decode layer's two add + RMSNorm launches into their neighbours -- bin/kiln_nonorm (built by hand from this tree with exec_gpu.c skipping KILN_OP_ADD_RMSNORM at <= 64 rows; wrong results, timing only) against kiln, alternating
   export CUDA_VISIBLE_DEVICES=0
   for r in 1 2 3; do kb "b32-def-$r" -- -b 32 -s 128 -o 256 --iters 1; KB_BIN=kiln_nonorm kb "b32-nonorm-$r" -- -b 32 -s 128 -o 256 --iters 1; done
