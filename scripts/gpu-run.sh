@@ -705,6 +705,13 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s106; then # twenty-first session, final build: the whole test_gpu_ops in one process (test_every_kernel_tested last)
+  export CUDA_VISIBLE_DEVICES=0
+  t0=$(date +%s)
+  timeout 500 "$here/bin/test_gpu_ops" > /tmp/tgo.log 2>&1; echo "rc=$?" >> /tmp/tgo.log
+  echo "test_gpu_ops $(( $(date +%s) - t0 )) s"; ops_report test_gpu_ops
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s105; then # twenty-first session: the batch-1 o and down GEMVs with the residual add + RMSNorm as their epilogue without tensor parallelism (kiln_gpu_gemm_add_norm: gemv_ar_norm on one rank; KILN_GEMV_NORM=0 turns it off): tests, -b 1 pairs
   export CUDA_VISIBLE_DEVICES=0
   ops_cases gemv_add_norm gemv
