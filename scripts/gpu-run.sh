@@ -31,6 +31,7 @@ cc -O2 -Wall -shared -fPIC -I/usr/local/cuda/include "$root/bench/cupti_trace.c"
 cp -L /usr/local/cuda/lib64/libcupti.so.13 "$out/lib/"
 mkdir -p "$out/bench" "$out/peers"
 cp "$root/bench/trace_summary.py" "$out/bench/"
+sed -n '/^KT_MAIN(/,/))/p' "$root/tests/test_gpu_ops.c" > "$out/test_gpu_ops.cases" # ops_split's case list
 cp "$root/bench/engine_bench.sh" "$root/bench/hf_generate.py" "$root/bench/fp8_bench.sh" "$root/bench/serve_load.py" "$out/bench/"
 [ -f "$root/bench/spec_bench.sh" ] && cp "$root/bench/spec_bench.sh" "$root/scripts/make_copy_model.py" "$out/bench/"
 # the shared peer travels only for the run (it is not part of the repository)
@@ -110,6 +111,8 @@ cat > "$out/remote.sh" <<'REMOTE'
 # machine, from the root of the checkout the device tool sent.
 #   tests:  test_gpu_ops and test_gpu_engine (every CUDA op and the GPU engine
 #           against the CPU references and the transformers goldens)
+#   opsplit: test_gpu_ops split over parallel processes, a case each (ops_split: the suite runs past 500 s in
+#           one process), test_every_kernel_tested over the kernels they launched, then test_gpu_engine
 #   engine: kiln bench beside the PyTorch CUDA-graph peer and HF generate
 #   bench:  the kernel benchmark
 #   fp8:    the FP8 KV cache's GPU tests, kernel rows (bench_kernels fp8) and
@@ -294,19 +297,32 @@ ops_report() {
 # ops_by_case CASE... -- test_gpu_ops, one process per case filter in parallel
 # (each JIT-compiles its own kernels on a cold cache), then test_gpu_engine
 # alone; a line per case and the engine test's failures and errors
-# ops_cases CASE... -- test_gpu_ops, one process per case filter in parallel, a line per case and its failures
+# ops_cases CASE... -- test_gpu_ops, one process per case filter in parallel (=NAME: that case alone), a line per
+# case and its failures
 ops_cases() {
   local t0=$(date +%s) f
   for f in "$@"; do
-    ( KT_VERBOSE=1 timeout 300 "$here/bin/test_gpu_ops" $f > "$out/ops_$f.log" 2>&1; echo "rc=$?" >> "$out/ops_$f.log" ) &
+    ( KT_VERBOSE=1 timeout 300 "$here/bin/test_gpu_ops" "$f" > "$out/ops_${f#=}.log" 2>&1; echo "rc=$?" >> "$out/ops_${f#=}.log" ) &
   done
   wait
   echo "test_gpu_ops (parallel by case) $(( $(date +%s) - t0 )) s:"
   for f in "$@"; do
-    printf "  %-28s %s %s\n" "$f" "$(grep -E 'passed' "$out/ops_$f.log" | tail -1)" "$(tail -1 "$out/ops_$f.log")"
-    grep -E "FAIL" "$out/ops_$f.log" | head -3
+    printf "  %-28s %s %s\n" "$f" "$(grep -E 'passed' "$out/ops_${f#=}.log" | tail -1)" "$(tail -1 "$out/ops_${f#=}.log")"
+    grep -E "FAIL" "$out/ops_${f#=}.log" | head -3
   done
   cat "$out"/ops_*.log > "$out/test_gpu_ops.log"
+}
+# ops_split [CASE...] -- the whole test_gpu_ops split over processes: each case (default: every one) alone, all
+# in parallel, then test_every_kernel_tested over the kernels they launched (each process lists them in
+# $KT_KERNELS_USED.<pid> as it exits; tests/test_gpu_ops.c dump_used)
+ops_split() {
+  local ku; ku="$(mktemp -d)/used"
+  local cases=("$@")
+  [ ${#cases[@]} -gt 0 ] || cases=($(grep -o 'KT_CASE(test_[a-z0-9_]*)' "$here/test_gpu_ops.cases" | sed 's/KT_CASE(/=/; s/)//' | grep -v every_kernel_tested))
+  export KT_KERNELS_USED="$ku"
+  ops_cases "${cases[@]}"
+  gt ops_every_kernel 120 "FAIL|passed" -- test_gpu_ops =test_every_kernel_tested
+  unset KT_KERNELS_USED
 }
 ops_by_case() {
   ops_cases "$@"
@@ -704,6 +720,12 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-def$r" -- --tp 2 -b 1 -s 128 -o 512 --iters 2
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
+fi
+if has opsplit; then # the whole test_gpu_ops split over parallel processes (ops_split; test_every_kernel_tested over their kernels), then test_gpu_engine
+  export CUDA_VISIBLE_DEVICES=0
+  ops_split
+  gt test_gpu_engine 280 "FAIL|passed" -- test_gpu_engine
+  unset CUDA_VISIBLE_DEVICES
 fi
 if has s106; then # twenty-first session, final build: the whole test_gpu_ops in one process (test_every_kernel_tested last)
   export CUDA_VISIBLE_DEVICES=0

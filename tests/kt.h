@@ -1,8 +1,9 @@
 /*
  * kt.h -- a tiny test harness. Each test file defines KT_TEST(name) functions
  * and one KT_MAIN() listing them; `./test_x [filter]` runs those whose name
- * contains filter. A failed check prints file:line and the expression and
- * marks the test failed (the test continues). Exit status 1 on any failure,
+ * contains filter (`=name`: the one of that exact name). A failed check
+ * prints file:line and the expression and marks the test failed (the test
+ * continues). Exit status 1 on any failure,
  * 77 when every test skipped.
  */
 #ifndef KT_H
@@ -83,7 +84,9 @@ static int kt_skipped;
         kt_case cases[] = {__VA_ARGS__};                                                   \
         int n = (int)(sizeof cases / sizeof cases[0]), failed = 0, ran = 0;                \
         for (int i = 0; i < n; i++) {                                                      \
-            if (argc > 1 && !strstr(cases[i].name, argv[1])) continue;                     \
+            if (argc > 1 && (argv[1][0] == '=' ? strcmp(cases[i].name, argv[1] + 1) != 0   \
+                                                : !strstr(cases[i].name, argv[1])))      \
+                continue;                                                                  \
             int before = kt_failed_checks, sk = kt_skipped;                                \
             fprintf(stderr, "[ RUN  ] %s\n", cases[i].name);                               \
             cases[i].fn();                                                                 \

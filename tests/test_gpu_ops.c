@@ -12,7 +12,9 @@
 #include "model.h"
 #include "sampler.h"
 
+#include <glob.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static kiln_rt_device *dev;
 static kiln_rt_stream *st;
@@ -50,6 +52,8 @@ static float gauss(void) {
     return gauss_tab[next_u64() >> 48];
 }
 
+static void dump_used(void);
+
 static bool setup(void) {
     if (gpu) return true;
     if (no_gpu) return false;
@@ -67,6 +71,7 @@ static bool setup(void) {
         no_gpu = true;
         return false;
     }
+    if (getenv("KT_KERNELS_USED")) atexit(dump_used); /* the suite split over processes (test_every_kernel_tested) */
     return true;
 }
 #define NEED_GPU()                                                                                                     \
@@ -2246,25 +2251,71 @@ KT_TEST(test_all_reduce_one_rank) {
     }
 }
 
+/* Whether this process launched registry kernel `name`: the shared kiln_gpu's
+ * record, or the flags of the tests that run it on a kiln_gpu of their own */
+static bool used_here(const char *name) {
+    return kiln_rt_kernels_was_used(kiln_gpu_kernels(gpu), name) || (!strcmp(name, "gemv") && gemv_tested) ||
+           (!strcmp(name, "gemv_rope") && gemv_rope_tested) || (!strcmp(name, "gemm_sk_rope") && sk_rope_tested) ||
+           (!strcmp(name, "gemv_ar_norm") && gemv_ar_tested) || (!strcmp(name, "gemm_tc") && tc_tested) ||
+           (!strcmp(name, "gemm_sk") && sk_tested) || (!strcmp(name, "gemm_sk_wg") && sk_wg_tested) ||
+           (!strcmp(name, "gemm_sk_tma") && sk_tma_tested) ||
+           (!strcmp(name, "gemm_sk_rope_wg") && sk_rope_wg_tested) ||
+           (!strcmp(name, "gemm_tc_reduce") && tc_reduce_tested);
+}
+/* kernels this device never launches: the sm_90a ones elsewhere */
+static bool exempt_here(const char *name) {
+    return !sm90_device() && (!strcmp(name, "gemm_sk_wg") || !strcmp(name, "gemm_sk_tma") ||
+                              !strcmp(name, "gemm_sk_rope_wg") || !strcmp(name, "attn_prefill_wg2") ||
+                              !strcmp(name, "attn_prefill_wg2p"));
+}
+
+/* $KT_KERNELS_USED=PREFIX: the suite split over processes (case filters run in
+ * parallel, then `test_gpu_ops every_kernel_tested` alone, all with the same
+ * PREFIX). Each process writes the registry kernels it launched to
+ * PREFIX.<pid> as it exits, and test_every_kernel_tested also counts those
+ * listed in every PREFIX.* file. */
+static void dump_used(void) {
+    const char *pre = getenv("KT_KERNELS_USED");
+    if (!pre || !*pre || !gpu) return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s.%ld", pre, (long)getpid());
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    int n = 0;
+    const kiln_jit_kernel_def *reg = kiln_jit_registry(&n);
+    for (int i = 0; i < n; i++)
+        if (used_here(reg[i].name)) fprintf(f, "%s\n", reg[i].name);
+    fclose(f);
+}
+/* whether a file PREFIX.* lists kernel `name` */
+static bool used_elsewhere(const char *name) {
+    const char *pre = getenv("KT_KERNELS_USED");
+    if (!pre || !*pre) return false;
+    char pat[4096];
+    snprintf(pat, sizeof pat, "%s.*", pre);
+    glob_t g;
+    bool found = false;
+    if (glob(pat, 0, NULL, &g) != 0) return false;
+    for (size_t i = 0; i < g.gl_pathc && !found; i++) {
+        FILE *f = fopen(g.gl_pathv[i], "r");
+        char line[256];
+        while (f && !found && fgets(line, sizeof line, f)) {
+            line[strcspn(line, "\n")] = 0;
+            found = !strcmp(line, name);
+        }
+        if (f) fclose(f);
+    }
+    globfree(&g);
+    return found;
+}
+
 /* last: a registry kernel no test launched fails the suite */
 KT_TEST(test_every_kernel_tested) {
     NEED_GPU();
     int n = 0;
     const kiln_jit_kernel_def *reg = kiln_jit_registry(&n);
     for (int i = 0; i < n; i++)
-        KT_CHECKF(kiln_rt_kernels_was_used(kiln_gpu_kernels(gpu), reg[i].name) ||
-                      (!strcmp(reg[i].name, "gemv") && gemv_tested) ||
-                      (!strcmp(reg[i].name, "gemv_rope") && gemv_rope_tested) ||
-                      (!strcmp(reg[i].name, "gemm_sk_rope") && sk_rope_tested) ||
-                      (!strcmp(reg[i].name, "gemv_ar_norm") && gemv_ar_tested) ||
-                      (!strcmp(reg[i].name, "gemm_tc") && tc_tested) ||
-                      (!strcmp(reg[i].name, "gemm_sk") && sk_tested) ||
-                      (!strcmp(reg[i].name, "gemm_sk_wg") && (sk_wg_tested || !sm90_device())) ||
-                      (!strcmp(reg[i].name, "gemm_sk_tma") && (sk_tma_tested || !sm90_device())) ||
-                      (!strcmp(reg[i].name, "gemm_sk_rope_wg") && (sk_rope_wg_tested || !sm90_device())) ||
-                      (!strcmp(reg[i].name, "gemm_tc_reduce") && tc_reduce_tested) ||
-                      (!strcmp(reg[i].name, "attn_prefill_wg2") && !wg_device) || /* sm_90 only */
-                      (!strcmp(reg[i].name, "attn_prefill_wg2p") && !wg_device),
+        KT_CHECKF(used_here(reg[i].name) || exempt_here(reg[i].name) || used_elsewhere(reg[i].name),
                   "registry kernel %s has no GPU test", reg[i].name);
     KT_CHECK(kiln_rt_check_device(dev) == KILN_OK);
 }
