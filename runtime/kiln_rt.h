@@ -345,17 +345,17 @@ typedef struct kiln_jit_kernel_def {
 #define KILN_SKGEMM_TMA_GLU_STAGES_DEFAULT 4
 #define KILN_SKGEMM_TILES_DEFAULT(maxm) 2
 #define KILN_SKGEMM_STAGES_DEFAULT(maxm) ((maxm) >= 32 ? 3 : 4)
+/* the shared memory past the ring that gemm_sk_wg asks (the ring on a 1024-byte swizzle atom) and gemm_sk_tma
+ * (that, and its mbarriers: kernel_src/gemm_sk.cu SK_BAR_BYTES) -- kiln_skgemm_plan's `slack` */
+#define KILN_SKGEMM_WG_SLACK 1024
+#define KILN_SKGEMM_TMA_SLACK (1024 + 128)
 /* gemm_sk's launch shape for an N x K weight at MAXM bucket maxm: stages (the
  * asked ones, lowered until a block's ring and `slack` more bytes fit
  * smem_optin), split (the cluster's K slices, 1..8: split_knob when > 0, else
  * as many as make about one wave of at most 2 blocks an SM; 1 before sm_90; at
  * least 2 chunks a slice, no empty slice), chunks a slice and the block's
- * dynamic shared memory, slack included (gemm_sk_wg's 1024 bytes to align its
- * ring; 0 for gemm_sk). Shared by engine/cuda/ops_gpu.c and kiln_jit_model_specs. */
-/* the shared memory past the ring that gemm_sk_wg asks (the ring on a 1024-byte swizzle atom) and gemm_sk_tma
- * (that, and its mbarriers: kernel_src/gemm_sk.cu SK_BAR_BYTES) -- kiln_skgemm_plan's `slack` */
-#define KILN_SKGEMM_WG_SLACK 1024
-#define KILN_SKGEMM_TMA_SLACK (1024 + 128)
+ * dynamic shared memory, slack included (KILN_SKGEMM_WG_SLACK / _TMA_SLACK;
+ * 0 for gemm_sk). Shared by engine/cuda/ops_gpu.c and kiln_jit_model_specs. */
 typedef struct kiln_skgemm_shape { int stages, split, cps, smem, tiles; } kiln_skgemm_shape;
 static inline kiln_skgemm_shape kiln_skgemm_plan(int n_sms, int smem_per_sm, int smem_optin, int cc_major, int N,
                                                  int K, int maxm, int warps, int rt, int stages, int split_knob,

@@ -3,8 +3,7 @@
  * and one KT_MAIN() listing them; `./test_x [filter]` runs those whose name
  * contains filter (`=name`: the one of that exact name). A failed check
  * prints file:line and the expression and marks the test failed (the test
- * continues). Exit status 1 on any failure,
- * 77 when every test skipped.
+ * continues). Exit status 1 on any failure, 77 when every test skipped.
  */
 #ifndef KT_H
 #define KT_H

@@ -1031,6 +1031,12 @@ KT_TEST(test_attention_prefill_shapes) {
             run_prefill_shape(acts[a], sh[i].hd, sh[i].nq, sh[i].nkv, sh[i].bs, sh[i].window, i, false);
 }
 
+/* the device runs the sm_90a kernels (compute capability 9.0) */
+static bool sm90_device(void) {
+    const kiln_rt_device_info *di = kiln_rt_device_get_info(dev);
+    return di->cc_major == 9 && di->cc_minor == 0;
+}
+
 /* The wgmma prefill kernel (kernel_src/attn_prefill_wg.cu's warp-specialized
  * kiln_attn_prefill_wg2, sm_90 only: $KILN_PREFILL_KERNEL=wg2, prefill_kernel
  * 3) against the CPU and the first kernel: the sweep
@@ -1042,12 +1048,10 @@ KT_TEST(test_attention_prefill_shapes) {
  * of it twice: kiln_attn_prefill_wg2, then its persistent form
  * kiln_attn_prefill_wg2p (prefill_kernel 5: one block an SM walking the
  * work items, fewer and more items than SMs). */
-static bool wg_device; /* the device runs attn_prefill_wg2 (sm_90) */
 KT_TEST(test_attention_prefill_wg) {
     NEED_GPU();
     const kiln_rt_device_info *di = kiln_rt_device_get_info(dev);
-    wg_device = di->cc_major == 9 && di->cc_minor == 0;
-    if (!wg_device) KT_SKIP("attn_prefill_wg2 needs sm_90 (this GPU is %s)", di->arch);
+    if (!sm90_device()) KT_SKIP("attn_prefill_wg2 needs sm_90 (this GPU is %s)", di->arch);
     for (attn_kernel = 3; attn_kernel <= 5; attn_kernel += 2) { /* wg2, then its persistent form (wg2p) */
         int hds[] = {64, 128}, gqa[][2] = {{8, 8}, {16, 4}, {32, 4}};
         for (int a = 0; a < 2; a++)
@@ -1624,12 +1628,6 @@ KT_TEST(test_gemv_rope) {
 
 static bool sk_rope_tested; /* test_gemm_sk_rope runs gemm_sk_rope on its own kiln_gpu's */
 static bool sk_rope_wg_tested; /* ... and gemm_sk_rope_wg (sm_90) */
-
-/* the device runs the sm_90a kernels (compute capability 9.0) */
-static bool sm90_device(void) {
-    const kiln_rt_device_info *di = kiln_rt_device_get_info(dev);
-    return di->cc_major == 9 && di->cc_minor == 0;
-}
 
 /* The qkv GEMM of M = 2..32 rows with rope and the KV-cache write through
  * gemm_sk's ROPE epilogue (kiln_gpu_gemm_rope_kv_m with skgemm_rope on)
