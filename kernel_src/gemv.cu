@@ -22,6 +22,21 @@
 // writes as above (fp32 summation order differs from KSPLIT 1, so the bits
 // can). Grid: ceil(I / (WARPS / KSPLIT)) blocks, KSPLIT * I warps (plain:
 // ceil(N / (ROWS * WARPS / KSPLIT)) blocks).
+// The batch-1 residual add + RMSNorm between two GEMVs, without a kernel of
+// its own (engine/cuda/ops_gpu.c kiln_gpu_gemv_add_ss / kiln_gpu_norm_in), as
+// rmsnorm(h) * w . W = r * ((h * w) . W) with r = 1 / rms(h), a scalar:
+// NOUT=1 (the plain GEMV, MAXM 1, OUT = ACT; the o or down projection):
+//   residual[n] += the output rounded to ACT as the GEMV stores it (the sum
+//   rounded to ACT, as add_rmsnorm stores the residual: h), out[n] = h * nw[n]
+//   rounded to ACT (nw: the norm's weight), and block b writes ss_out[b], the
+//   sum of squares of its rows' h (its groups in warp order, rows in order).
+// NIN=1 (MAXM 1; the plain, GLU and ROPE GEMVs after it): x is that h * nw;
+//   each warp sums the npart partials (16-byte vectors lane-strided, then
+//   across the warp: every warp the same bits; part 16-byte aligned) after its
+//   products, r = rsqrt(ss / K + eps), and every dot product is multiplied by
+//   r before the bias and the epilogue. One rounding of the normalised row
+//   (h * nw) where the norm kernel has the same one after h * r: other bits
+//   than the two kernels, no less precise.
 #include "kiln_common.cuh"
 
 #if defined(AR) && AR // kiln_gemv_ar_norm's fixed shape (below)
@@ -64,6 +79,44 @@ static_assert(KSPLIT == 1 || KSPLIT == 2 || KSPLIT == 4, "KSPLIT: 1, 2 or 4");
 #ifndef AR
 #define AR 0
 #endif
+#ifndef NIN
+#define NIN 0
+#endif
+#ifndef NOUT
+#define NOUT 0
+#endif
+static_assert(!NIN || MAXM == 1, "NIN: batch 1");
+static_assert(!NOUT || (MAXM == 1 && !GLU && !ROPE && !AR), "NOUT: the plain batch-1 GEMV");
+
+// NIN's scale (above): the producer's partial sums of squares, their count, epsilon
+struct NormIn {
+    const float *part;
+    int npart;
+    float eps;
+};
+// this warp's 1 / rms of the residual row of K elements from the npart
+// partials: 16 a lane in flight at a time (four 16-byte loads where whole),
+// summed in a fixed order
+__device__ __forceinline__ float nin_rrms(const NormIn &ni, int K, int lane) {
+    float s = 0.0f;
+    for (int i0 = 0; i0 < ni.npart; i0 += 32 * 16) {
+        float4 v[4];
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int i = i0 + (u * 32 + lane) * 4;
+            if (i + 3 < ni.npart) v[u] = *reinterpret_cast<const float4 *>(ni.part + i);
+            else {
+                v[u].x = i < ni.npart ? ni.part[i] : 0.0f;
+                v[u].y = i + 1 < ni.npart ? ni.part[i + 1] : 0.0f;
+                v[u].z = i + 2 < ni.npart ? ni.part[i + 2] : 0.0f;
+                v[u].w = 0.0f;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < 4; u++) s += ((v[u].x + v[u].y) + v[u].z) + v[u].w;
+    }
+    return rsqrtf(warp_sum(s) / (float)K + ni.eps);
+}
 
 // This warp's K vectors [ib, ie) when KSPLIT warps share a row (pair): warp %
 // KSPLIT's share of whole 128-byte sectors; a warp not live takes none
@@ -79,9 +132,12 @@ __device__ __forceinline__ void ksplit_range(int K, int warp, bool live, int &ib
 // are issued before waiting for the kernel that writes x (programmatic
 // dependent launch). (Prefetching the rest of the rows into L2 here as
 // well made the batch-1 step 19% slower on the H200.)
+// after_wait(): called right after the wait (loads of what earlier kernels
+// wrote that the epilogue needs).
+template <class F>
 __device__ __forceinline__ void gemv_rows(float (&acc)[ROWS][MAXM], const act_t *__restrict__ x,
                                           const act_t *__restrict__ w, int M, int N, int K, int n0, int nrow_step,
-                                          int ib, int ie, int lane) {
+                                          int ib, int ie, int lane, F &&after_wait) {
     typedef vec16<act_t> V;
 #pragma unroll
     for (int r = 0; r < ROWS; r++)
@@ -102,6 +158,7 @@ __device__ __forceinline__ void gemv_rows(float (&acc)[ROWS][MAXM], const act_t 
     load_w(ib + lane);
     pdl_wait();
     pdl_launch();
+    after_wait();
     for (int i0 = ib + lane; i0 < ie; i0 += 32 * UNROLL) {
         if (i0 != ib + lane) load_w(i0);
 #pragma unroll
@@ -123,15 +180,23 @@ __device__ __forceinline__ void gemv_rows(float (&acc)[ROWS][MAXM], const act_t 
 }
 
 #if !ROPE && !AR
-extern "C" __global__ void __launch_bounds__(WARPS * 32, 2)
+// (NOUT: 4 blocks an SM, as the plain GEMV's 62 registers allow -- at 66 the
+// 512 blocks of a 4096-row projection took two waves)
+extern "C" __global__ void __launch_bounds__(WARPS * 32, NOUT ? 4 : 2)
 kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const act_t *__restrict__ w,
-          const out_t *__restrict__ bias, int M, int N, int K) {
+          const out_t *__restrict__ bias, int M, int N, int K, act_t *__restrict__ residual,
+          float *__restrict__ ss_out, const act_t *__restrict__ nw, const float *__restrict__ ss_in, int npart,
+          float eps) {
     typedef vec16<act_t> V;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     // W row of this warp's row r: consecutive rows, or (GLU) gate row n0 and up row n0 + N / 2
     // (with KSPLIT 2, the two warps of a pair share them)
     const int n0 = (blockIdx.x * (WARPS / KSPLIT) + warp / KSPLIT) * (GLU ? 1 : ROWS), nrow_step = GLU ? N / 2 : 1;
-#if KSPLIT == 1
+    const NormIn ni = {ss_in, npart, eps};
+#if KSPLIT == 1 && NOUT
+    const bool live = n0 < N; // every thread reaches NOUT's block barrier
+    const int ib = 0, ie = live ? K / V::N : 0;
+#elif KSPLIT == 1
     if (n0 >= (GLU ? N / 2 : N)) return; // whole warps; no block barrier below
     const int nv = K / V::N; // vectors per row
     const int ib = 0, ie = nv; // this warp's vectors [ib, ie)
@@ -143,7 +208,27 @@ kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const a
     ksplit_range(K, warp, live, ib, ie);
 #endif
     float acc[ROWS][MAXM];
-    gemv_rows(acc, x, w, M, N, K, n0, nrow_step, ib, ie, lane);
+#if NOUT
+    // the residual and norm weight of this group's rows (its first warp's lane 0), loaded after the wait
+    float res[ROWS], nwr[ROWS];
+    gemv_rows(acc, x, w, M, N, K, n0, nrow_step, ib, ie, lane, [&] {
+#pragma unroll
+        for (int r = 0; r < ROWS; r++) {
+            const bool mine = lane == 0 && warp % KSPLIT == 0 && n0 + r < N;
+            res[r] = mine ? to_f32(residual[n0 + r]) : 0.0f, nwr[r] = mine ? to_f32(nw[n0 + r]) : 0.0f;
+        }
+    });
+    (void)ni;
+#else
+    (void)residual, (void)ss_out, (void)nw;
+    gemv_rows(acc, x, w, M, N, K, n0, nrow_step, ib, ie, lane, [] {});
+#if NIN
+    const float rr = nin_rrms(ni, K, lane); // NIN: the dot products' scale
+#else
+    const float rr = 1.0f;
+    (void)ni;
+#endif
+#endif
 #if GLU
 #if KSPLIT > 1
     // the group's warp sums: each warp's in shared memory, the first warp adds them in warp order
@@ -168,10 +253,58 @@ kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const a
         float g = warp_sum(acc[0][m]), u = warp_sum(acc[1][m]);
 #endif
         if (lane == 0) {
+            if (NIN) g *= rr, u *= rr;
             if (bias) g += to_f32(bias[n0]), u += to_f32(bias[n0 + nrow_step]);
             const float gf = to_f32(from_f32<act_t>(g)), uf = to_f32(from_f32<act_t>(u));
             out[(size_t)m * ldo + n0] = from_f32<out_t>(gf / (1.0f + expf(-gf)) * uf);
         }
+    }
+#elif NOUT
+    // the group's sums (KSPLIT > 1: in warp order through shared memory), rounded as the GEMV stores them,
+    // added to the residual; the block's sum of squares of the new residual values
+    float vs[ROWS];
+#if KSPLIT > 1
+    __shared__ float part[WARPS][ROWS];
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) {
+        const float v = warp_sum(acc[r][0]);
+        if (lane == 0) part[warp][r] = v;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) {
+        vs[r] = part[warp - warp % KSPLIT][r];
+#pragma unroll
+        for (int k = 1; k < KSPLIT; k++) vs[r] += part[warp - warp % KSPLIT + k][r];
+    }
+#else
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) vs[r] = warp_sum(acc[r][0]);
+#endif
+    float ss = 0.0f;
+    if (lane == 0 && warp % KSPLIT == 0 && live) {
+#pragma unroll
+        for (int r = 0; r < ROWS; r++) {
+            const int n = n0 + r;
+            float v = vs[r];
+            if (n < N) {
+                if (bias) v += to_f32(bias[n]);
+                const act_t h = from_f32<act_t>(res[r] + to_f32(from_f32<act_t>(v)));
+                residual[n] = h;
+                const float hf = to_f32(h);
+                out[n] = from_f32<out_t>(hf * nwr[r]);
+                ss += hf * hf;
+            }
+        }
+    }
+    __shared__ float bss[WARPS];
+    if (lane == 0) bss[warp] = ss;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0.0f;
+#pragma unroll
+        for (int k = 0; k < WARPS; k++) t += bss[k];
+        ss_out[blockIdx.x] = t;
     }
 #else
 #if KSPLIT > 1
@@ -202,6 +335,7 @@ kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const a
             float v = warp_sum(acc[r][m]);
 #endif
             if (lane == 0 && n < N) {
+                if (NIN) v *= rr;
                 if (bias) v += to_f32(bias[n]);
                 out[(size_t)m * ldo + n] = from_f32<out_t>(v);
             }
@@ -272,9 +406,10 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, 2)
 kiln_gemv_rope(act_t *__restrict__ out, const act_t *__restrict__ x, const act_t *__restrict__ w,
                const act_t *__restrict__ bias, int N, int K, int nq, int nkv, const int *__restrict__ pos,
                const float *__restrict__ inv_freq, float mscale, kv_t *__restrict__ kc, kv_t *__restrict__ vc,
-               const int *__restrict__ slots, int bs) {
+               const int *__restrict__ slots, int bs, const float *__restrict__ ss_in, int npart, float eps) {
     typedef vec16<act_t> V;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, half = HD / 2;
+    const NormIn ni = {ss_in, npart, eps}; // NIN (above)
 #if RR == 2
     const int j = blockIdx.x * (WARPS / KSPLIT) + warp / KSPLIT; // the row pair
     const int h = j / half, d = j - h * half, n0 = h * HD + d;   // rows n0 and n0 + half
@@ -287,7 +422,8 @@ kiln_gemv_rope(act_t *__restrict__ out, const act_t *__restrict__ x, const act_t
     ksplit_range(K, warp, live, ib, ie);
 #endif
     float acc[ROWS][MAXM];
-    gemv_rows(acc, x, w, 1, live ? N : 0, K, n0, half, ib, ie, lane);
+    gemv_rows(acc, x, w, 1, live ? N : 0, K, n0, half, ib, ie, lane, [] {});
+    const float rr = NIN ? nin_rrms(ni, K, lane) : 1.0f; // NIN: the dot products' scale
     float g0 = warp_sum(acc[0][0]), g1 = warp_sum(acc[1][0]);
 #if KSPLIT > 1
     __shared__ float part[WARPS][2];
@@ -299,6 +435,7 @@ kiln_gemv_rope(act_t *__restrict__ out, const act_t *__restrict__ x, const act_t
     for (int k = 1; k < KSPLIT; k++) g0 += part[warp + k][0], g1 += part[warp + k][1];
 #endif
     if (lane) return;
+    if (NIN) g0 *= rr, g1 *= rr;
     rope_pair_store(out, g0, g1, h, d, bias, nq, nkv, pos, inv_freq, mscale, kc, vc, slots, bs);
 #else // RR 1
     constexpr int NPB = WARPS / KSPLIT / 2; // row pairs a block
@@ -311,7 +448,8 @@ kiln_gemv_rope(act_t *__restrict__ out, const act_t *__restrict__ x, const act_t
     int ib, ie;
     ksplit_range(K, warp, live, ib, ie);
     float acc[ROWS][MAXM];
-    gemv_rows(acc, x, w, 1, live ? N : 0, K, n, 0, ib, ie, lane);
+    gemv_rows(acc, x, w, 1, live ? N : 0, K, n, 0, ib, ie, lane, [] {});
+    const float rr = NIN ? nin_rrms(ni, K, lane) : 1.0f; // NIN: the dot products' scale
     const float gs = warp_sum(acc[0][0]);
     __shared__ float part[WARPS];
     if (lane == 0) part[warp] = gs;
@@ -323,6 +461,7 @@ kiln_gemv_rope(act_t *__restrict__ out, const act_t *__restrict__ x, const act_t
 #pragma unroll
     for (int k = 1; k < KSPLIT; k++) g0 += part[threadIdx.x * KSPLIT + k], g1 += part[(threadIdx.x + NPB) * KSPLIT + k];
     const int hh = jj / half;
+    if (NIN) g0 *= rr, g1 *= rr;
     rope_pair_store(out, g0, g1, hh, jj - hh * half, bias, nq, nkv, pos, inv_freq, mscale, kc, vc, slots, bs);
 #endif
 }
@@ -363,7 +502,7 @@ kiln_gemv_ar_norm(act_t *__restrict__ io, const act_t *__restrict__ x, const act
     ksplit_range(K, warp, live, ib, ie);
 #endif
     float acc[ROWS][MAXM];
-    gemv_rows(acc, x, w, 1, live ? N : 0, K, n0, 1, ib, ie, lane); // waits for the predecessor (PDL)
+    gemv_rows(acc, x, w, 1, live ? N : 0, K, n0, 1, ib, ie, lane, [] {}); // waits for the predecessor (PDL)
     char *self = pick(rank, b0, b1, b2, b3, b4, b5, b6, b7);
     u32 *ctl = reinterpret_cast<u32 *>(self);
     const u32 e = ld_volatile(ctl) + 1u, slot = e % 3u;

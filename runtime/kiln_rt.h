@@ -198,9 +198,10 @@ kiln_status kiln_rt_check_device(kiln_rt_device *d);
 typedef struct kiln_jit_param {
     const char *name;
     const char *values;
+    const char *dflt; /* NULL: a spec must give it; else it may be left out (the kernel's own default) */
 } kiln_jit_param;
 
-#define KILN_JIT_MAX_PARAMS 8
+#define KILN_JIT_MAX_PARAMS 10
 
 /* One registry entry: a kernel entry point in a .cu file. */
 typedef struct kiln_jit_kernel_def {
@@ -267,6 +268,13 @@ typedef struct kiln_jit_kernel_def {
  * 3.072 ms a step against 2.771 / 2.768 for the GEMV + the fused push
  * all-reduce kernel (its results are right: test_gpu_tp). */
 #define KILN_GEMV_AR_DEFAULT 0
+/* The batch-1 residual add + RMSNorm between two GEMVs folded into them
+ * (kernel_src/gemv.cu NOUT / NIN: the o or down GEMV adds into the residual
+ * and writes its blocks' sums of squares, the GEMV after the norm normalises
+ * x as it loads it; engine/cuda/exec_gpu.c; $KILN_GEMV_NORM=0 off, 1 before
+ * the SiLU (gate/up) and rope (qkv) GEMVs, 2 also before a plain GEMV (the
+ * LM head)). */
+#define KILN_GEMV_NORM_DEFAULT 1
 /* its tiling ($KILN_GEMV_ROPE_UNROLL 2|4|8, $KILN_GEMV_ROPE_KSPLIT 1|2|4). KSPLIT
  * by default: 1 where N / 16 blocks give every SM two, else 2 (engine/cuda/
  * ops_gpu.c; H200 -b 1, 2026-11-30, remote.sh s33: UNROLL x KSPLIT 2 x 1 246.1,

@@ -727,6 +727,53 @@ if has opsplit; then # the whole test_gpu_ops split over parallel processes (ops
   gt test_gpu_engine 280 "FAIL|passed" -- test_gpu_engine
   unset CUDA_VISIBLE_DEVICES
 fi
+if has s111; then # twenty-second session: s110 with the producer GEMV (NOUT) held to 4 blocks an SM (its 66 registers had made the 512 blocks two waves)
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_gemv_norm =test_gemv
+  tb b1n1 -- -b 1 -s 128 -o 64 --iters 1
+  python3 "$here/bench/trace_summary.py" /tmp/trace_b1n1.csv --top 8 2>&1 | cut -c1-150 | head -14
+  for r in 1 2 3; do ab "b1-n0-$r" KILN_GEMV_NORM=0 -- -b 1 -s 128 -o 512 --iters 1; done
+  kb "b1-n2" KILN_GEMV_NORM=2 -- -b 1 -s 128 -o 512 --iters 1
+  gt test_gpu_engine 280 "FAIL|passed" -- test_gpu_engine
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s110; then # twenty-second session: the folded norm as r * ((h * w) . W): the o / down GEMV writes h * w into the norm's output, the SiLU / rope GEMVs scale their dot products by 1 / rms; tests, a trace of -b 1, -b 1 pairs against KILN_GEMV_NORM=0
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_gemv_norm =test_gemv =test_gemv_rope
+  gt test_gpu_engine 280 "FAIL|passed" -- test_gpu_engine
+  tb b1n1 -- -b 1 -s 128 -o 64 --iters 1
+  python3 "$here/bench/trace_summary.py" /tmp/trace_b1n1.csv --top 8 2>&1 | cut -c1-150 | head -14
+  for r in 1 2 3; do ab "b1-n0-$r" KILN_GEMV_NORM=0 -- -b 1 -s 128 -o 512 --iters 1; done
+  kb "b1-n2" KILN_GEMV_NORM=2 -- -b 1 -s 128 -o 512 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s109; then # twenty-second session: NIN forms the block's normalised row in shared memory once (one barrier), x from shared memory in the products; tests, a trace of -b 1, -b 1 pairs against KILN_GEMV_NORM=0
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_gemv_norm =test_gemv =test_gemv_rope
+  gt test_gpu_engine 280 "FAIL|passed" -- test_gpu_engine
+  tb b1n1 -- -b 1 -s 128 -o 64 --iters 1
+  python3 "$here/bench/trace_summary.py" /tmp/trace_b1n1.csv --top 8 2>&1 | cut -c1-150 | head -14
+  for r in 1 2 3; do ab "b1-n0-$r" KILN_GEMV_NORM=0 -- -b 1 -s 128 -o 512 --iters 1; done
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s108; then # twenty-second session: the folded norm (KILN_GEMV_NORM: 1 before the SiLU / rope GEMVs, 2 also the LM head, 0 off) with its partials as 16-byte loads and the SiLU GEMV at 5 blocks an SM; CUPTI traces of -b 1 with and without, -b 1 pairs
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_gemv_norm
+  tb b1n1 KILN_GEMV_NORM=1 -- -b 1 -s 128 -o 64 --iters 1
+  tb b1n0 KILN_GEMV_NORM=0 -- -b 1 -s 128 -o 64 --iters 1
+  for t in b1n1 b1n0; do python3 "$here/bench/trace_summary.py" /tmp/trace_$t.csv --top 14 2>&1 | cut -c1-150 | head -22; done
+  for r in 1 2; do ab "b1-n0-$r" KILN_GEMV_NORM=0 -- -b 1 -s 128 -o 512 --iters 1; done
+  kb "b1-n2" KILN_GEMV_NORM=2 -- -b 1 -s 128 -o 512 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s107; then # twenty-second session: the batch-1 residual add + RMSNorm folded into the GEMVs around it (gemv.cu NOUT: the o / down GEMV adds into the residual and writes its blocks' sums of squares; NIN: the gate/up, qkv and LM-head GEMVs normalise x as they load it; KILN_GEMV_NORM=0 off): tests, -b 1 pairs
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_gemv_norm =test_gemv =test_gemv_rope =test_graph_replay
+  gt test_gpu_engine 280 "FAIL|passed" -- test_gpu_engine
+  for r in 1 2 3; do ab "b1-norm-$r" KILN_GEMV_NORM=0 -- -b 1 -s 128 -o 512 --iters 1; done
+  kb "b32" -- -b 32 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s106; then # twenty-first session, final build: the whole test_gpu_ops in one process (test_every_kernel_tested last)
   export CUDA_VISIBLE_DEVICES=0
   t0=$(date +%s)

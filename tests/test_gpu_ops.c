@@ -1626,6 +1626,167 @@ KT_TEST(test_gemv_rope) {
     kiln_gpu_destroy(gv);
 }
 
+/* x rounded to dt, in place */
+static void round_to(float *x, size_t n, kiln_dtype dt) {
+    void *tmp = malloc(n * kiln_dtype_size(dt) + 1);
+    kiln_from_f32(tmp, dt, x, n), kiln_to_f32(x, tmp, dt, n);
+    free(tmp);
+}
+
+/* The batch-1 residual add + RMSNorm folded into the GEMVs around it (kernel_src/gemv.cu NOUT / NIN;
+ * ops_gpu.h kiln_gpu_gemv_add_ss, kiln_gpu_norm_in). The producer: the new residual h bit for bit as
+ * kiln_gpu_gemm + kiln_gpu_add_rmsnorm leave it, xw = h * w rounded to dt bit for bit, n_part partial
+ * sums of squares adding up to h's (no stray writes past them). The plain, SiLU and rope GEMVs of xw
+ * with 1 / rms(h) as their scale: against the CPU doing the same (the dot products of xw in double times
+ * 1 / rms, rounded where the kernels round; SiLU-and-mul, rope and the cache write after) within a
+ * quarter of the usual tolerance, and against the unfused kernels (the norm kernel's output into the
+ * same GEMVs) within it. Producer tilings (W rows a warp, loads in flight, K split) 2/4/2 (Llama-3-8B's
+ * o and down), 1/4/1, 4/2/4, 1/2/2; H 512 and 1000 (a partial last block); producer K 1000 / 512; its bias
+ * on alternate cases; bf16 / fp16. */
+KT_TEST(test_gemv_norm) {
+    NEED_GPU();
+    static const int tiles[][3] = {{2, 4, 2}, {1, 4, 1}, {4, 2, 4}, {1, 2, 2}};
+    enum { N1 = 384, I = 256, HD = 128, NQ = 4, NKV = 2, BS = 16, NB = 2 };
+    const float eps = 1e-5f;
+    for (int ti = 0; ti < 4; ti++) {
+        kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = 1, .gemv_silu = 1, .gemv_rope = 1,
+                              .gemv_norm = 2, .gemv_rows = tiles[ti][0], .gemv_unroll = tiles[ti][1],
+                              .gemv_ksplit = tiles[ti][2], .gemv_rule = -1};
+        kiln_gpu *gv = NULL;
+        KT_OK(kiln_gpu_create(dev, &gp, &gv));
+        for (int a = 0; a < 2; a++)
+            for (int hi = 0; hi < 2; hi++) {
+                const kiln_dtype dt = acts[a];
+                const size_t es = kiln_dtype_size(dt);
+                const int H = hi ? 1000 : 512, K0 = hi ? 512 : 1000, bias = (ti + hi) & 1, NR = (NQ + 2 * NKV) * HD;
+                char what[96];
+                snprintf(what, sizeof what, "gemv norm %s H=%d K0=%d tiling %d/%d/%d", kiln_dtype_name(dt), H, K0,
+                         tiles[ti][0], tiles[ti][1], tiles[ti][2]);
+                int n_part = 0;
+                KT_REQUIRE(kiln_gpu_gemv_add_ss_ok(gv, dt, 1, H, K0, &n_part));
+                KT_REQUIRE(kiln_gpu_nin_ok(gv, KILN_GPU_NIN_PLAIN, dt, 1, N1, H) &&
+                           kiln_gpu_nin_ok(gv, KILN_GPU_NIN_SILU, dt, 1, 2 * I, H) &&
+                           kiln_gpu_nin_ok(gv, KILN_GPU_NIN_ROPE, dt, 1, NR, H));
+                float *res = rand_act((size_t)H, dt, 1), *x0 = rand_act((size_t)K0, dt, 1),
+                      *w0 = rand_act((size_t)H * K0, dt, 0.05f), *b0 = rand_act((size_t)H, dt, 1),
+                      *nw = rand_act((size_t)H, dt, 1), *w1 = rand_act((size_t)N1 * H, dt, 0.05f),
+                      *wg = rand_act((size_t)2 * I * H, dt, 0.05f), *wq = rand_act((size_t)NR * H, dt, 0.05f),
+                      *b1 = rand_act((size_t)N1, dt, 1);
+                kiln_devptr dres_a = up_act(res, (size_t)H, dt), dres_b = up_act(res, (size_t)H, dt),
+                            dx0 = up_act(x0, (size_t)K0, dt), dw0 = up_act(w0, (size_t)H * K0, dt),
+                            db0 = up_act(b0, (size_t)H, dt), dnw = up_act(nw, (size_t)H, dt),
+                            dw1 = up_act(w1, (size_t)N1 * H, dt), dwg = up_act(wg, (size_t)2 * I * H, dt),
+                            dwq = up_act(wq, (size_t)NR * H, dt), db1 = up_act(b1, (size_t)N1, dt),
+                            dout0 = dmalloc((size_t)H * es), dnorm = dmalloc((size_t)H * es),
+                            dxw = dmalloc((size_t)H * es), dpart = dmalloc(4 * KILN_GPU_NORM_MAX_PARTS),
+                            d1a = dmalloc(N1 * es), d1b = dmalloc(N1 * es), dga = dmalloc(I * es),
+                            dgb = dmalloc(I * es), dqa = dmalloc((size_t)NR * es), dqb = dmalloc((size_t)NR * es);
+                /* unfused: GEMV, add + RMSNorm, the consumers of the norm's output */
+                KT_OK(kiln_gpu_gemm(gv, st, dout0, 0, dt, dx0, dw0, dt, bias ? db0 : 0, 1, H, K0));
+                KT_OK(kiln_gpu_add_rmsnorm(gv, st, dnorm, dres_a, dout0, dnw, dt, dt, 1, H, eps));
+                KT_OK(kiln_gpu_gemm(gv, st, d1a, 0, dt, dnorm, dw1, dt, bias ? db1 : 0, 1, N1, H));
+                KT_OK(kiln_gpu_gemm_silu(gv, st, dga, 0, dnorm, dwg, dt, 0, 1, 2 * I, H));
+                /* folded */
+                KT_OK(kiln_gpu_gemv_add_ss(gv, st, dres_b, dpart, dxw, dnw, dx0, dw0, dt, bias ? db0 : 0, H, K0));
+                const kiln_gpu_norm_in ni = {.part = dpart, .n_part = n_part, .eps = eps};
+                KT_OK(kiln_gpu_gemm_nin(gv, st, d1b, 0, dxw, dw1, dt, bias ? db1 : 0, N1, H, &ni));
+                KT_OK(kiln_gpu_gemm_silu_nin(gv, st, dgb, 0, dxw, dwg, dt, 0, 1, 2 * I, H, &ni));
+                /* the rope consumer: q, k, v heads at position 21 into slot 5 of caches that start alike */
+                kiln_kv_layout l;
+                size_t cbytes = kiln_kv_layout_init(&l, NB, BS, NKV, HD, dt);
+                void *kc = rand_bytes(cbytes), *vc = rand_bytes(cbytes);
+                kiln_devptr kca = dupload(kc, cbytes), vca = dupload(vc, cbytes), kcb = dupload(kc, cbytes),
+                            vcb = dupload(vc, cbytes);
+                float inv[HD / 2], ms = 1;
+                make_inv_freq(HD, true, inv, &ms);
+                int32_t pos = 21, slot = 5;
+                kiln_devptr dp = dupload(&pos, sizeof pos), ds = dupload(&slot, sizeof slot),
+                            dinv = dupload(inv, sizeof inv);
+                kiln_gpu_rope_params grp = {HD, HD, false, dinv, 1.0f, 0, 0, 0, 0};
+                KT_REQUIRE(kiln_gpu_gemm_rope_kv_ok(gv, dt, 1, NR, H, NQ, &grp, &l));
+                KT_OK(kiln_gpu_gemm_rope_kv(gv, st, dqa, dnorm, dwq, dt, 0, NR, H, NQ, dp, &grp, kca, vca, &l, ds));
+                KT_OK(kiln_gpu_gemm_rope_kv_nin(gv, st, dqb, dxw, dwq, dt, 0, 1, NR, H, NQ, dp, &grp, kcb, vcb, &l,
+                                                ds, &ni));
+
+                /* the producer */
+                void *ra = ddown(dres_a, (size_t)H * es), *rb = ddown(dres_b, (size_t)H * es);
+                KT_CHECKF(!memcmp(ra, rb, (size_t)H * es), "%s: the residual is not add_rmsnorm's", what);
+                float *h = down_act(dres_b, (size_t)H, dt), *xw = down_act(dxw, (size_t)H, dt),
+                      *exw = malloc(sizeof(float) * (size_t)H);
+                for (int i = 0; i < H; i++) exw[i] = h[i] * nw[i];
+                round_to(exw, (size_t)H, dt);
+                KT_CHECKF(!memcmp(xw, exw, sizeof(float) * (size_t)H), "%s: h * w is not the residual times the weight",
+                          what);
+                float *part = ddown(dpart, 4 * KILN_GPU_NORM_MAX_PARTS);
+                double ss = 0, ps = 0;
+                for (int i = 0; i < H; i++) ss += (double)h[i] * h[i];
+                int finite = 1, stray = 0;
+                for (int i = 0; i < n_part; i++) finite &= isfinite(part[i]) != 0, ps += part[i];
+                for (int i = n_part; i < KILN_GPU_NORM_MAX_PARTS; i++) stray |= !isnan(part[i]);
+                KT_CHECKF(finite && fabs(ps - ss) <= 1e-5 * ss, "%s: partials sum %.9g, h's squares %.9g", what, ps,
+                          ss);
+                KT_CHECKF(!stray, "%s: a partial written past the %d blocks", what, n_part);
+
+                /* the consumers on the CPU: r * (xw . W) rounded where the kernels round */
+                const double r = 1.0 / sqrt(ss / H + eps);
+                float *e1 = malloc(sizeof(float) * N1), *egu = malloc(sizeof(float) * 2 * I),
+                      *eg = malloc(sizeof(float) * I), *eq = malloc(sizeof(float) * (size_t)NR);
+                struct {
+                    float *out;
+                    const float *w, *b;
+                    int n;
+                } dots[] = {{e1, w1, bias ? b1 : NULL, N1}, {egu, wg, NULL, 2 * I}, {eq, wq, NULL, NR}};
+                for (int d = 0; d < 3; d++) {
+                    for (int n = 0; n < dots[d].n; n++) {
+                        double acc = 0;
+                        for (int k = 0; k < H; k++) acc += (double)xw[k] * dots[d].w[(size_t)n * H + k];
+                        dots[d].out[n] = (float)(acc * r + (dots[d].b ? dots[d].b[n] : 0));
+                    }
+                    round_to(dots[d].out, (size_t)dots[d].n, dt);
+                }
+                kiln_cpu_silu_mul(eg, egu, 1, I);
+                kiln_rope_params rp = {HD, HD, false, inv, 1.0f, NULL, 0, 0, 0};
+                kiln_cpu_rope(eq, NR, &pos, 1, NQ, NKV, &rp);
+                round_to(eq, (size_t)NR, dt);
+                kiln_cpu_kv_write(kc, vc, &l, eq + (size_t)NQ * HD, eq + (size_t)(NQ + NKV) * HD, NR, &slot, 1);
+                float *g1 = down_act(d1b, N1, dt), *u1 = down_act(d1a, N1, dt), *gg = down_act(dgb, I, dt),
+                      *ug = down_act(dga, I, dt), *gq = down_act(dqb, (size_t)NR, dt),
+                      *uq = down_act(dqa, (size_t)NR, dt);
+                struct {
+                    const float *got, *emu, *unfused;
+                    size_t n;
+                    const char *name;
+                } cmp[] = {{g1, e1, u1, N1, "plain"}, {gg, eg, ug, I, "silu"}, {gq, eq, uq, (size_t)NR, "rope"}};
+                for (int c = 0; c < 3; c++) {
+                    int nn = 0;
+                    const double e = rel_err(cmp[c].got, cmp[c].emu, cmp[c].n, &nn);
+                    KT_CHECKF(!nn && e <= tol_for(dt) / 4, "%s, %s: rel err %.3g against the CPU's r * (xw . W)",
+                              what, cmp[c].name, e);
+                    CHECK_CLOSE(cmp[c].got, cmp[c].unfused, cmp[c].n, dt, "%s, %s against the unfused kernels", what,
+                                cmp[c].name);
+                }
+                void *gk = ddown(kcb, cbytes), *gvv = ddown(vcb, cbytes);
+                const size_t ne = cbytes / es;
+                float *a1 = malloc(sizeof(float) * ne * 4), *c1 = a1 + ne, *a2 = c1 + ne, *c2 = a2 + ne;
+                for (size_t i = 0; i < ne; i++) {
+                    a1[i] = kiln_cpu_kv_read(gk, &l, (int64_t)i, 1.0f), c1[i] = kiln_cpu_kv_read(kc, &l, (int64_t)i, 1.0f);
+                    a2[i] = kiln_cpu_kv_read(gvv, &l, (int64_t)i, 1.0f), c2[i] = kiln_cpu_kv_read(vc, &l, (int64_t)i, 1.0f);
+                }
+                CHECK_CLOSE(a1, c1, ne, dt, "%s: key cache", what);
+                CHECK_CLOSE(a2, c2, ne, dt, "%s: value cache", what);
+                free(res), free(x0), free(w0), free(b0), free(nw), free(w1), free(wg), free(wq), free(b1), free(kc),
+                    free(vc), free(ra), free(rb), free(h), free(xw), free(exw), free(part), free(e1), free(egu),
+                    free(eg), free(eq), free(g1), free(u1), free(gg), free(ug), free(gq), free(uq), free(gk),
+                    free(gvv), free(a1);
+                dfree(dres_a), dfree(dres_b), dfree(dx0), dfree(dw0), dfree(db0), dfree(dnw), dfree(dw1), dfree(dwg),
+                    dfree(dwq), dfree(db1), dfree(dout0), dfree(dnorm), dfree(dxw), dfree(dpart), dfree(d1a),
+                    dfree(d1b), dfree(dga), dfree(dgb), dfree(dqa), dfree(dqb), dfree(kca), dfree(vca), dfree(kcb),
+                    dfree(vcb), dfree(dp), dfree(ds), dfree(dinv);
+            }
+        kiln_gpu_destroy(gv);
+    }
+}
+
 static bool sk_rope_tested; /* test_gemm_sk_rope runs gemm_sk_rope on its own kiln_gpu's */
 static bool sk_rope_wg_tested; /* ... and gemm_sk_rope_wg (sm_90) */
 
@@ -2325,7 +2486,7 @@ KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_
         KT_CASE(test_attention_prefill), KT_CASE(test_attention_prefill_shapes),
         KT_CASE(test_attention_prefill_wg), KT_CASE(test_attention_fp8), KT_CASE(test_sampling), KT_CASE(test_sampling_greedy),
         KT_CASE(test_gemv),
-        KT_CASE(test_gemv_rope), KT_CASE(test_gemm_sk_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm_sk),
+        KT_CASE(test_gemv_rope), KT_CASE(test_gemv_norm), KT_CASE(test_gemm_sk_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm_sk),
         KT_CASE(test_silu_gemm_sk),
         KT_CASE(test_gemm), KT_CASE(test_step_feed), KT_CASE(test_graph_replay),
         KT_CASE(test_all_reduce_one_rank), KT_CASE(test_every_kernel_tested))

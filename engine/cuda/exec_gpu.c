@@ -130,6 +130,12 @@ typedef struct exec_gpu {
     kiln_profile prof;
     kiln_rt_event **ev;
     kiln_devptr gather_tmp; /* [tp, max_out, vocab_local] f32 */
+    /* a batch-1 residual add + RMSNorm folded into the GEMVs around it (norm_folds): the GEMV before it
+     * adds into the residual, writes h * w into the norm's output and its partials into ss_part; the next
+     * GEMM op scales its products by nin's 1 / rms */
+    kiln_devptr ss_part; /* [KILN_GPU_NORM_MAX_PARTS] f32 */
+    bool nin_next;
+    kiln_gpu_norm_in nin;
 } exec_gpu;
 
 #define D(x, off, T) ((x)->d_meta + (x)->mo.off)
@@ -365,6 +371,44 @@ static bool attn_rope_follows(const exec_gpu *x, int i, int T, int S, int max_q)
            nx->src == o->src && nx->kv_layer == o->kv_layer && nx->n_heads == o->n_heads && nx->dst != o->src;
 }
 
+/* Is slot `sl` read by an op after op i before an op rewrites it? */
+static bool read_after(const kiln_program *p, int i, int sl) {
+    for (int k = i + 1; k < p->n_ops; k++) {
+        const kiln_op *q = &p->ops[k];
+        if (q->src == sl || q->src2 == sl) return true;
+        if (q->dst == sl) return false;
+    }
+    return false;
+}
+
+/* Is op i a batch-1 GEMM followed by a residual add + RMSNorm of its output and a GEMM of the norm's
+ * output that the GEMVs can do without the norm kernel (ops_gpu.h kiln_gpu_gemv_add_ss: op i adds into
+ * the residual, op i + 2 normalises as it loads), neither output read elsewhere? *n_part: op i's
+ * partials. Not while profiling ops one by one or calibrating. */
+static bool norm_folds(const exec_gpu *x, int i, int64_t rows, int T, int n_out, int *n_part) {
+    const kiln_program *p = x->p;
+    if (x->prof.on || x->calib || rows != 1 || i + 2 >= p->n_ops) return false;
+    const kiln_op *o = &p->ops[i], *nx = &p->ops[i + 1], *c = &p->ops[i + 2];
+    if (o->kind != KILN_OP_GEMM || o->dst_col != 0 || o->w < 0 || o->dst < 0 || x->slot_dt[o->dst] != x->act ||
+        nx->kind != KILN_OP_ADD_RMSNORM || nx->src != o->dst || nx->src2 < 0 || nx->dst < 0 || nx->w < 0 ||
+        nx->src2 == o->dst || nx->dst == nx->src2 || c->kind != KILN_OP_GEMM || c->src != nx->dst || c->w < 0)
+        return false;
+    const kiln_weight_desc *W = &p->weights[o->w], *CW = &p->weights[c->w];
+    const int64_t H = W->rows;
+    if (p->slots[o->dst].width != H || p->slots[nx->src2].width != H || p->slots[nx->dst].width != H ||
+        CW->cols != H || x->slot_dt[nx->src2] != x->act || x->slot_dt[nx->dst] != x->act ||
+        rows_of(p, nx->src2, T, n_out) != 1 || rows_of(p, c->src, T, n_out) != 1 ||
+        !kiln_gpu_gemv_add_ss_ok(x->g, x->act, 1, H, W->cols, n_part) || read_after(p, i + 1, o->dst) ||
+        read_after(p, i + 2, nx->dst))
+        return false;
+    /* the consumer's launch: the one run_ops' GEMM case takes for op i + 2 */
+    kiln_gpu_nin_kind kind = KILN_GPU_NIN_PLAIN;
+    if (rope_follows(x, i + 2, 1)) kind = KILN_GPU_NIN_ROPE;
+    else if (silu_follows(x, i + 2, 1)) kind = KILN_GPU_NIN_SILU;
+    else if (c->dst_col != 0 || x->slot_dt[c->dst] != x->act || gemv_ar_follows(x, i + 2, 1, T, n_out)) return false;
+    return kiln_gpu_nin_ok(x->g, kind, x->act, 1, CW->rows, CW->cols);
+}
+
 /* Run every op of the program for T tokens in S sequences with n_out
  * output rows (metadata already on the device). */
 static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int max_ctx) {
@@ -375,6 +419,7 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
     size_t es = kiln_dtype_size(x->act);
     /* small decode steps: the early-trigger kernels (KILN_PDL_EARLY_MAX_SEQS_DEFAULT) */
     kiln_rt_kernels_set_pdl_early(kiln_gpu_kernels(g), max_q <= 1 && T == S && S <= x->pdl_early_max);
+    x->nin_next = false;
     for (int i = 0; i < p->n_ops; i++) {
         const kiln_op *o = &p->ops[i];
         if (x->prof.on && !x->capturing) KILN_TRY(kiln_rt_event_record(x->ev[i], s));
@@ -400,6 +445,39 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
         case KILN_OP_ADD: KILN_TRY(kiln_gpu_add(g, s, Dp, Sp, S2, x->act, rows * dw)); break;
         case KILN_OP_GEMM: {
             kiln_devptr bias = o->bias >= 0 ? x->w[o->bias] : 0;
+            /* the GEMM after a folded norm (below): x is h * w, its products scaled by 1 / rms */
+            const kiln_gpu_norm_in *ni = x->nin_next ? &x->nin : NULL;
+            x->nin_next = false;
+            int n_part = 0;
+            if (!ni && norm_folds(x, i, rows, T, n_out, &n_part)) {
+                /* this GEMV adds into the residual and writes h * w into the norm's output; the GEMM after the
+                 * norm scales by 1 / rms */
+                const kiln_op *nx = &p->ops[i + 1];
+                KILN_TRY(kiln_gpu_gemv_add_ss(g, s, x->slot[nx->src2], x->ss_part, x->slot[nx->dst], x->w[nx->w], Sp,
+                                              Wp, x->act, bias, W->rows, W->cols));
+                x->nin = (kiln_gpu_norm_in){.part = x->ss_part, .n_part = n_part, .eps = nx->eps};
+                x->nin_next = true;
+                i++;
+                break;
+            }
+            if (ni) {
+                if (rope_follows(x, i, rows)) {
+                    const kiln_op *nx = &p->ops[i + 1];
+                    KILN_TRY(kiln_gpu_gemm_rope_kv_nin(g, s, Dp, Sp, Wp, x->act, bias, rows, W->rows, W->cols,
+                                                       nx->n_heads, D(x, pos, int32_t), &x->rope, x->kc[nx->kv_layer],
+                                                       x->vc[nx->kv_layer], kv_layout(x, nx->kv_layer),
+                                                       D(x, slots, int32_t), ni));
+                    i++;
+                } else if (silu_follows(x, i, rows)) {
+                    const kiln_op *nx = &p->ops[i + 1];
+                    KILN_TRY(kiln_gpu_gemm_silu_nin(g, s, x->slot[nx->dst], p->slots[nx->dst].width, Sp, Wp, x->act,
+                                                    bias, rows, W->rows, W->cols, ni));
+                    i++;
+                } else {
+                    KILN_TRY(kiln_gpu_gemm_nin(g, s, Dp, dw, Sp, Wp, x->act, bias, W->rows, W->cols, ni));
+                }
+                break;
+            }
             if (!x->prof.on && gemv_ar_follows(x, i, rows, T, n_out)) {
                 /* the GEMV with the all-reduce + add + RMSNorm as its epilogue (both ops after it done) */
                 const kiln_op *nn = &p->ops[i + 2];
@@ -1262,6 +1340,7 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     x->hist_cap = (size_t)cfg->max_out * 8192 + 65536;
     if (p->tp_size > 1) act_bytes += align256(4 * (size_t)cfg->max_out * (size_t)p->vocab_size);
     act_bytes += 2 * align256(8 * (size_t)cfg->max_out) + align256(4 * x->hist_cap) + align256(4 * 3 * ((size_t)cfg->max_out + 1));
+    act_bytes += align256(4 * (size_t)KILN_GPU_NORM_MAX_PARTS);
     KILN_TRY(kiln_rt_pool_create(x->dev, "activations", act_bytes, &x->apool));
     for (int i = 0; i < p->n_slots; i++) {
         int64_t rows = p->slots[i].per_out ? cfg->max_out : cfg->max_tokens;
@@ -1274,6 +1353,7 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     x->d_res = x->d_res_buf[0];
     KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * x->hist_cap, 256, &x->d_hist));
     KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * 3 * ((size_t)cfg->max_out + 1), 256, &x->d_hoff));
+    KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * (size_t)KILN_GPU_NORM_MAX_PARTS, 256, &x->ss_part));
     if (p->tp_size > 1)
         KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * (size_t)cfg->max_out * (size_t)p->vocab_size, 256, &x->gather_tmp));
     for (int k = 0; k < 2; k++) {

@@ -23,6 +23,7 @@ struct kiln_gpu {
     size_t blas_ws_bytes, ws_bytes;
     int max_rows, vocab;
     int gemv_max_m, gemv_rows, gemv_unroll, gemv_ksplit, gemv_rule, gemv_rope, gemv_ar, gemv_silu, gemv_silu_ksplit, gemv_silu_unroll;
+    int gemv_norm; /* the add + RMSNorm folded into batch-1 GEMVs ($KILN_GEMV_NORM) */
     int gemv_rope_unroll, gemv_rope_ksplit, gemv_rope_rows; /* the rope GEMV's tiling ($KILN_GEMV_ROPE_UNROLL / _KSPLIT / _ROWS) */
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int sk_max_m, sk_max_mb, sk_max_mb32, sk_warps, sk_rt, sk_stages, sk_split, sk_silu; /* gemm_sk knobs */
@@ -111,6 +112,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->gemv_rope_rows = knob(0, "KILN_GEMV_ROPE_ROWS", KILN_GEMV_ROPE_ROWS);
     if (g->gemv_rope_rows != 1 && g->gemv_rope_rows != 2) g->gemv_rope_rows = KILN_GEMV_ROPE_ROWS;
     g->gemv_ar = knob(p ? p->gemv_ar : 0, "KILN_GEMV_AR", KILN_GEMV_AR_DEFAULT) > 0;
+    g->gemv_norm = KILN_MAX(0, knob(p ? p->gemv_norm : 0, "KILN_GEMV_NORM", KILN_GEMV_NORM_DEFAULT));
     g->gemv_silu_ksplit = knob(p ? p->gemv_silu_ksplit : 0, "KILN_GEMV_SILU_KSPLIT", KILN_GEMV_SILU_KSPLIT_DEFAULT);
     if (g->gemv_silu_ksplit != 1 && g->gemv_silu_ksplit != 2) g->gemv_silu_ksplit = KILN_GEMV_SILU_KSPLIT_DEFAULT;
     g->gemv_silu_unroll = knob(p ? p->gemv_silu_unroll : 0, "KILN_GEMV_SILU_UNROLL", KILN_GEMV_SILU_UNROLL_DEFAULT);
@@ -573,26 +575,104 @@ static void gemv_tiling(const kiln_gpu *g, int64_t N, int64_t K, int *rows, int 
     }
 }
 
+/* does the GEMV serve M rows of this shape? */
+static bool gemv_serves(const kiln_gpu *g, kiln_dtype in_dt, int64_t M, int64_t N, int64_t K) {
+    return M >= 1 && M <= g->gemv_max_m && (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) &&
+           K % vec_elems(in_dt) == 0 && N <= INT32_MAX && K <= INT32_MAX;
+}
+
+/* NIN's launch arguments (kernel_src/gemv.cu): none, or the partials, their count, eps (and NOUT's norm
+ * weight, w) */
+typedef struct nin_args {
+    kiln_devptr w, part;
+    int n;
+    float eps;
+} nin_args;
+static nin_args nin_of(const kiln_gpu_norm_in *ni) {
+    nin_args a = {0, 0, 0, 0.0f};
+    if (ni) a.part = ni->part, a.n = ni->n_part, a.eps = ni->eps;
+    return a;
+}
+
+bool kiln_gpu_nin_ok(const kiln_gpu *g, kiln_gpu_nin_kind kind, kiln_dtype act, int64_t M, int64_t N, int64_t K) {
+    if (!g->gemv_norm || M != 1 || !gemv_serves(g, act, M, N, K)) return false;
+    switch (kind) {
+    case KILN_GPU_NIN_PLAIN: return g->gemv_norm >= 2;
+    case KILN_GPU_NIN_SILU: return g->gemv_silu && N % 2 == 0;
+    case KILN_GPU_NIN_ROPE: return g->gemv_rope;
+    }
+    return false;
+}
+
+/* the GEMV's blocks for an N x K weight (kiln_gpu_gemm's plain launch) */
+static int gemv_blocks(const kiln_gpu *g, int64_t N, int64_t K) {
+    int rows, unroll, ks;
+    gemv_tiling(g, N, K, &rows, &unroll, &ks);
+    const int per_block = rows * 8 / ks; /* ROWS x WARPS 8 / KSPLIT rows a block */
+    return (int)((N + per_block - 1) / per_block);
+}
+
+bool kiln_gpu_gemv_add_ss_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K, int *n_part) {
+    if (!g->gemv_norm || M != 1 || !gemv_serves(g, act, M, N, K)) return false;
+    const int nb = gemv_blocks(g, N, K);
+    if (n_part) *n_part = nb;
+    return nb <= KILN_GPU_NORM_MAX_PARTS;
+}
+
+/* the plain GEMV: out (or, add_ss: the residual, out = h * nw and the blocks' sums of squares) */
+static kiln_status gemv_plain(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
+                              kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N,
+                              int64_t K, kiln_devptr residual, kiln_devptr ss_out, kiln_devptr nw,
+                              const kiln_gpu_norm_in *ni) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    int maxm = M == 1 ? 1 : M == 2 ? 2 : M <= 4 ? 4 : 8;
+    int rows, unroll, ks;
+    gemv_tiling(g, N, K, &rows, &unroll, &ks);
+    KILN_TRY(get(g, "gemv", &f, "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d GLU=0 KSPLIT=%d%s%s", dt(in_dt), dt(out_dt),
+                 maxm, rows, unroll, ks, ni ? " NIN=1" : "", residual ? " NOUT=1" : ""));
+    {
+        int64_t ld = ldo ? ldo : N;
+        int m = (int)M, n = (int)N, k = (int)K;
+        nin_args na = nin_of(ni);
+        na.w = nw;
+        unsigned blocks = (unsigned)gemv_blocks(g, N, K);
+        LAUNCH(f, blocks, 1, 1, 256, 0, s, &out, &ld, &x, &w, &bias, &m, &n, &k, &residual, &ss_out, &na.w,
+               &na.part, &na.n, &na.eps);
+    }
+fail:
+    return st;
+}
+
+kiln_status kiln_gpu_gemv_add_ss(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr residual, kiln_devptr ss_out,
+                                 kiln_devptr xw, kiln_devptr nw, kiln_devptr x, kiln_devptr w, kiln_dtype act,
+                                 kiln_devptr bias, int64_t N, int64_t K) {
+    kiln_status st = KILN_OK;
+    KILN_CHECK(kiln_gpu_gemv_add_ss_ok(g, act, 1, N, K, NULL), KILN_ERR_INTERNAL,
+               "GEMV adding into the residual: N %lld, K %lld, %s (off, or not a batch-1 GEMV of at most %d blocks)",
+               (long long)N, (long long)K, dt(act), KILN_GPU_NORM_MAX_PARTS);
+    return gemv_plain(g, s, xw, 0, act, x, w, act, bias, 1, N, K, residual, ss_out, nw, NULL);
+fail:
+    return st;
+}
+
+kiln_status kiln_gpu_gemm_nin(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_devptr x,
+                              kiln_devptr w, kiln_dtype act, kiln_devptr bias, int64_t N, int64_t K,
+                              const kiln_gpu_norm_in *ni) {
+    kiln_status st = KILN_OK;
+    KILN_CHECK(kiln_gpu_nin_ok(g, KILN_GPU_NIN_PLAIN, act, 1, N, K), KILN_ERR_INTERNAL,
+               "GEMV of a normalised row: N %lld, K %lld, %s (off, or not a batch-1 GEMV)", (long long)N, (long long)K,
+               dt(act));
+    return gemv_plain(g, s, out, ldo, act, x, w, act, bias, 1, N, K, 0, 0, 0, ni);
+fail:
+    return st;
+}
+
 kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
                           kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N,
                           int64_t K) {
-    if (M >= 1 && M <= g->gemv_max_m && (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) &&
-        K % vec_elems(in_dt) == 0 && N <= INT32_MAX && K <= INT32_MAX) {
-        kiln_status st = KILN_OK;
-        kiln_rt_func *f;
-        int maxm = M == 1 ? 1 : M == 2 ? 2 : M <= 4 ? 4 : 8;
-        int rows, unroll, ks;
-        gemv_tiling(g, N, K, &rows, &unroll, &ks);
-        KILN_TRY(get(g, "gemv", &f, "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d GLU=0 KSPLIT=%d", dt(in_dt), dt(out_dt),
-                     maxm, rows, unroll, ks));
-        int64_t ld = ldo ? ldo : N;
-        int m = (int)M, n = (int)N, k = (int)K;
-        const int per_block = rows * 8 / ks; /* ROWS x WARPS 8 / KSPLIT rows a block */
-        unsigned blocks = (unsigned)((N + per_block - 1) / per_block);
-        LAUNCH(f, blocks, 1, 1, 256, 0, s, &out, &ld, &x, &w, &bias, &m, &n, &k);
-    fail:
-        return st;
-    }
+    if (gemv_serves(g, in_dt, M, N, K))
+        return gemv_plain(g, s, out, ldo, out_dt, x, w, in_dt, bias, M, N, K, 0, 0, 0, NULL);
     /* what both tensor-core GEMMs take: 16-bit in, act or fp32 out, 8-element
      * K steps, 16-byte aligned operands, 32-bit sizes */
     const bool mma_ok = M >= 2 && (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) && act_ok(out_dt) &&
@@ -622,8 +702,17 @@ bool kiln_gpu_gemm_silu_ok(const kiln_gpu *g, kiln_dtype in_dt, int64_t M, int64
 
 kiln_status kiln_gpu_gemm_silu(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_devptr x,
                                kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N, int64_t K) {
+    return kiln_gpu_gemm_silu_nin(g, s, out, ldo, x, w, in_dt, bias, M, N, K, NULL);
+}
+
+kiln_status kiln_gpu_gemm_silu_nin(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_devptr x,
+                                   kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N, int64_t K,
+                                   const kiln_gpu_norm_in *ni) {
     kiln_status st = KILN_OK;
     kiln_rt_func *f;
+    KILN_CHECK(!ni || kiln_gpu_nin_ok(g, KILN_GPU_NIN_SILU, in_dt, M, N, K), KILN_ERR_INTERNAL,
+               "gate/up GEMV with SiLU of a normalised row: M %lld, N %lld, K %lld, %s (off, or not a batch-1 GEMV)",
+               (long long)M, (long long)N, (long long)K, dt(in_dt));
     KILN_CHECK(kiln_gpu_gemm_silu_ok(g, in_dt, M, N, K), KILN_ERR_INTERNAL,
                "gate/up GEMV with SiLU: M %lld, N %lld, K %lld, %s (off, or not a small-M GEMV)", (long long)M,
                (long long)N, (long long)K, dt(in_dt));
@@ -636,13 +725,16 @@ kiln_status kiln_gpu_gemm_silu(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, 
     {
         int maxm = M == 1 ? 1 : M == 2 ? 2 : M <= 4 ? 4 : 8;
         int ks = g->gemv_silu_ksplit;
-        KILN_TRY(get(g, "gemv", &f, "ACT=%s OUT=%s MAXM=%d ROWS=2 UNROLL=%d GLU=1 KSPLIT=%d", dt(in_dt), dt(in_dt),
-                     maxm, g->gemv_silu_unroll, ks));
+        KILN_TRY(get(g, "gemv", &f, "ACT=%s OUT=%s MAXM=%d ROWS=2 UNROLL=%d GLU=1 KSPLIT=%d%s", dt(in_dt), dt(in_dt),
+                     maxm, g->gemv_silu_unroll, ks, ni ? " NIN=1" : ""));
         int64_t ld = ldo ? ldo : N / 2;
         int m = (int)M, n = (int)N, k = (int)K;
         int per_block = 8 / ks; /* a gate/up row pair a group of ks warps, WARPS 8 */
         unsigned blocks = (unsigned)((N / 2 + per_block - 1) / per_block);
-        LAUNCH(f, blocks, 1, 1, 256, 0, s, &out, &ld, &x, &w, &bias, &m, &n, &k);
+        kiln_devptr none = 0;
+        nin_args na = nin_of(ni);
+        LAUNCH(f, blocks, 1, 1, 256, 0, s, &out, &ld, &x, &w, &bias, &m, &n, &k, &none, &none, &na.w, &na.part,
+               &na.n, &na.eps);
     }
 fail:
     return st;
@@ -728,8 +820,19 @@ kiln_status kiln_gpu_gemm_rope_kv_m(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr 
                                     kiln_dtype act, kiln_devptr bias, int64_t M, int64_t N, int64_t K, int nq,
                                     kiln_devptr pos, const kiln_gpu_rope_params *rp, kiln_devptr kcache,
                                     kiln_devptr vcache, const kiln_kv_layout *l, kiln_devptr slots) {
+    return kiln_gpu_gemm_rope_kv_nin(g, s, out, x, w, act, bias, M, N, K, nq, pos, rp, kcache, vcache, l, slots, NULL);
+}
+
+kiln_status kiln_gpu_gemm_rope_kv_nin(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_devptr w,
+                                      kiln_dtype act, kiln_devptr bias, int64_t M, int64_t N, int64_t K, int nq,
+                                      kiln_devptr pos, const kiln_gpu_rope_params *rp, kiln_devptr kcache,
+                                      kiln_devptr vcache, const kiln_kv_layout *l, kiln_devptr slots,
+                                      const kiln_gpu_norm_in *ni) {
     kiln_status st = KILN_OK;
     kiln_rt_func *f;
+    KILN_CHECK(!ni || kiln_gpu_nin_ok(g, KILN_GPU_NIN_ROPE, act, M, N, K), KILN_ERR_INTERNAL,
+               "qkv GEMV with rope of a normalised row: M %lld, N %lld, K %lld, %s (off, or not a batch-1 GEMV)",
+               (long long)M, (long long)N, (long long)K, dt(act));
     KILN_CHECK(kiln_gpu_gemm_rope_kv_ok(g, act, M, N, K, nq, rp, l), KILN_ERR_INTERNAL,
                "qkv GEMM with rope + KV write: M %lld, N %lld, K %lld, %s (off, or not its shape)", (long long)M,
                (long long)N, (long long)K, dt(act));
@@ -749,14 +852,15 @@ kiln_status kiln_gpu_gemm_rope_kv_m(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr 
         const int ks = g->gemv_rope_ksplit ? g->gemv_rope_ksplit : N / 2 / 8 >= 2 * di->n_sms ? 1 : 2;
         /* row pairs a block: WARPS / ks groups, a pair each (RR 2) or a row each (RR 1) */
         const int rr = g->gemv_rope_rows, per_block = rr == 2 ? 8 / ks : 8 / ks / 2;
-        KILN_TRY(get(g, "gemv_rope", &f, "ACT=%s UNROLL=%d KSPLIT=%d ROPE=1 RR=%d HD=%d KV=%s", dt(act),
-                     g->gemv_rope_unroll, ks, rr, rp->head_dim, dt(act)));
+        KILN_TRY(get(g, "gemv_rope", &f, "ACT=%s UNROLL=%d KSPLIT=%d ROPE=1 RR=%d HD=%d KV=%s%s", dt(act),
+                     g->gemv_rope_unroll, ks, rr, rp->head_dim, dt(act), ni ? " NIN=1" : ""));
         int n = (int)N, k = (int)K, nkv = l->n_kv_heads, bs = l->block_size;
         float ms = rp->mscale;
         kiln_devptr inv = rp->inv_freq;
         unsigned blocks = (unsigned)((N / 2 + per_block - 1) / per_block);
+        nin_args na = nin_of(ni);
         LAUNCH(f, blocks, 1, 1, 256, 0, s, &out, &x, &w, &bias, &n, &k, &nq, &nkv, &pos, &inv, &ms, &kcache, &vcache,
-               &slots, &bs);
+               &slots, &bs, &na.part, &na.n, &na.eps);
     }
 fail:
     return st;

@@ -48,6 +48,10 @@ typedef struct kiln_gpu_params {
     int gemv_ar;             /* the row-parallel GEMV with the all-reduce + add + RMSNorm
                                 as its epilogue (1 on, negative off; 0:
                                 $KILN_GEMV_AR, else KILN_GEMV_AR_DEFAULT)          */
+    int gemv_norm;           /* the batch-1 add + RMSNorm folded into the GEMVs around it
+                                (kiln_gpu_gemv_add_ss): 1 before the SiLU and rope GEMVs,
+                                2 also before a plain one (the LM head), negative off; 0:
+                                $KILN_GEMV_NORM, else KILN_GEMV_NORM_DEFAULT          */
     int gemv_rope;           /* the qkv GEMV with rope + KV write as its epilogue (1 on,
                                 negative off; 0: $KILN_GEMV_ROPE, else
                                 KILN_GEMV_ROPE_DEFAULT)                            */
@@ -282,6 +286,43 @@ kiln_status kiln_gpu_gemm_rope_kv_m(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr 
                                     kiln_dtype act, kiln_devptr bias, int64_t M, int64_t N, int64_t K, int nq,
                                     kiln_devptr pos, const kiln_gpu_rope_params *rp, kiln_devptr kcache,
                                     kiln_devptr vcache, const kiln_kv_layout *l, kiln_devptr slots);
+/* The batch-1 residual add + RMSNorm between two GEMVs without a kernel of its
+ * own (kernel_src/gemv.cu NOUT / NIN; $KILN_GEMV_NORM, KILN_GEMV_NORM_DEFAULT),
+ * as rmsnorm(h) * nw . W = r * ((h * nw) . W) with r = 1 / rms(h):
+ * kiln_gpu_gemv_add_ss is the GEMV before it (M = 1): residual[N] += x @ W^T
+ * (+ bias), the product rounded to act first (h, as kiln_gpu_gemm and
+ * kiln_gpu_add_rmsnorm leave the residual); xw[N] = h * nw rounded to act;
+ * ss_out[b] = the sum of squares of block b's h, *n_part blocks
+ * (kiln_gpu_gemv_add_ss_ok: at most KILN_GPU_NORM_MAX_PARTS). The GEMV after
+ * it takes xw as x with a kiln_gpu_norm_in and multiplies each dot product by
+ * r before its bias and epilogue -- one rounding of the normalised row as
+ * the norm kernel has, in another place (not its bits) -- through
+ * kiln_gpu_gemm_nin (plain), kiln_gpu_gemm_silu_nin or kiln_gpu_gemm_rope_kv_nin
+ * where kiln_gpu_nin_ok (M = 1 on the GEMV, the knob on -- 2 for the plain
+ * one; NULL: as without). */
+#define KILN_GPU_NORM_MAX_PARTS 1024
+typedef struct kiln_gpu_norm_in {
+    kiln_devptr part; /* [n_part] f32: kiln_gpu_gemv_add_ss's ss_out   */
+    int n_part;
+    float eps;
+} kiln_gpu_norm_in;
+typedef enum kiln_gpu_nin_kind { KILN_GPU_NIN_PLAIN, KILN_GPU_NIN_SILU, KILN_GPU_NIN_ROPE } kiln_gpu_nin_kind;
+bool kiln_gpu_gemv_add_ss_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K, int *n_part);
+kiln_status kiln_gpu_gemv_add_ss(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr residual, kiln_devptr ss_out,
+                                 kiln_devptr xw, kiln_devptr nw, kiln_devptr x, kiln_devptr w, kiln_dtype act,
+                                 kiln_devptr bias, int64_t N, int64_t K);
+bool kiln_gpu_nin_ok(const kiln_gpu *g, kiln_gpu_nin_kind kind, kiln_dtype act, int64_t M, int64_t N, int64_t K);
+kiln_status kiln_gpu_gemm_nin(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_devptr x,
+                              kiln_devptr w, kiln_dtype act, kiln_devptr bias, int64_t N, int64_t K,
+                              const kiln_gpu_norm_in *ni);
+kiln_status kiln_gpu_gemm_silu_nin(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_devptr x,
+                                   kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N, int64_t K,
+                                   const kiln_gpu_norm_in *ni);
+kiln_status kiln_gpu_gemm_rope_kv_nin(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_devptr w,
+                                      kiln_dtype act, kiln_devptr bias, int64_t M, int64_t N, int64_t K, int nq,
+                                      kiln_devptr pos, const kiln_gpu_rope_params *rp, kiln_devptr kcache,
+                                      kiln_devptr vcache, const kiln_kv_layout *l, kiln_devptr slots,
+                                      const kiln_gpu_norm_in *ni);
 /* out[T, I] = silu(x[:, :I]) * x[:, I:]  (x [T, 2I]); gelu_tanh variant. */
 kiln_status kiln_gpu_silu_mul(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, kiln_devptr x, kiln_dtype act, int T,
                               int I);

@@ -46,6 +46,9 @@
     "ACT=fp16 OUT=fp16 MAXM=16 WARPS=4 RT=4 STAGES=2 CL=1 GLU=0;ACT=bf16 OUT=bf16 MAXM=64 WARPS=4 RT=1 STAGES=3 CL=2 GLU=0;"     \
     "ACT=bf16 OUT=bf16 MAXM=32 WARPS=4 RT=2 STAGES=4 CL=4 GLU=1"
 
+/* a parameter's third field (dflt) is left out where a spec must give it */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 static const kiln_jit_kernel_def registry[] = {
     {"embed", "kernel_src/embed.cu", "kiln_embed", "ptr,ptr,i32,ptr,i64,i32,i64",
      {{"ACT", ACT3}, {"W", ACT3}}, "ACT=bf16 W=bf16;ACT=fp16 W=fp16;ACT=fp32 W=bf16"},
@@ -165,11 +168,12 @@ static const kiln_jit_kernel_def registry[] = {
      "ACT=bf16;ACT=fp16;ACT=fp32"},
     /* the batch-1 qkv GEMV with rope and the KV-cache write as its epilogue (engine/cuda/ops_gpu.c
      * kiln_gpu_gemm_rope_kv): out, x, w, bias, N, K, nq, nkv, pos, inv_freq, mscale, kcache, vcache, slots,
-     * block size */
-    {"gemv_rope", "kernel_src/gemv.cu", "kiln_gemv_rope", "ptr,ptr,ptr,ptr,i32,i32,i32,i32,ptr,ptr,f32,ptr,ptr,ptr,i32",
+     * block size, and NIN's partial sums of squares, their count, eps (kernel_src/gemv.cu) */
+    {"gemv_rope", "kernel_src/gemv.cu", "kiln_gemv_rope",
+     "ptr,ptr,ptr,ptr,i32,i32,i32,i32,ptr,ptr,f32,ptr,ptr,ptr,i32,ptr,i32,f32",
      {{"ACT", ACT2}, {"UNROLL", "2|4|8"}, {"KSPLIT", "1|2|4"}, {"ROPE", "1"}, {"RR", "1|2"}, {"HD", "64|96|128|256"},
-      {"KV", ACT2}},
-     "ACT=bf16 UNROLL=2 KSPLIT=2 ROPE=1 RR=2 HD=128 KV=bf16;ACT=fp16 UNROLL=4 KSPLIT=1 ROPE=1 RR=2 HD=64 KV=fp16;"
+      {"KV", ACT2}, {"NIN", "0|1", "0"}},
+     "ACT=bf16 UNROLL=4 KSPLIT=1 ROPE=1 RR=2 HD=128 KV=bf16 NIN=1;ACT=bf16 UNROLL=2 KSPLIT=2 ROPE=1 RR=2 HD=128 KV=bf16;ACT=fp16 UNROLL=4 KSPLIT=1 ROPE=1 RR=2 HD=64 KV=fp16;"
      "ACT=bf16 UNROLL=2 KSPLIT=2 ROPE=1 RR=1 HD=128 KV=bf16;ACT=fp16 UNROLL=4 KSPLIT=1 ROPE=1 RR=1 HD=64 KV=fp16;"
      "ACT=bf16 UNROLL=2 KSPLIT=4 ROPE=1 RR=1 HD=128 KV=bf16"},
     /* the row-parallel batch-1 GEMV with the push all-reduce + add + RMSNorm as its epilogue
@@ -182,9 +186,14 @@ static const kiln_jit_kernel_def registry[] = {
     /* the push all-gather: send, out, rows, width, the buffers b0..b7, rank, n_ranks, bytes per slot, timeout */
     {"all_gather_push", "kernel_src/allreduce.cu", "kiln_all_gather_push",
      "ptr,ptr,i64,i64,ptr,ptr,ptr,ptr,ptr,ptr,ptr,ptr,i32,i32,i64,i64", {{"ACT", ACT3}}, "ACT=bf16;ACT=fp16;ACT=fp32"},
-    {"gemv", "kernel_src/gemv.cu", "kiln_gemv", "ptr,i64,ptr,ptr,ptr,i32,i32,i32",
+    /* the small-M GEMV (engine/cuda/ops_gpu.c kiln_gpu_gemm, kiln_gpu_gemm_silu, kiln_gpu_gemv_add_ss): out,
+     * ldo, x, w, bias, M, N, K, then NOUT's residual, sums of squares and norm weight and NIN's partial sums
+     * of squares, their count and eps (kernel_src/gemv.cu; NIN / NOUT may be left out: 0) */
+    {"gemv", "kernel_src/gemv.cu", "kiln_gemv", "ptr,i64,ptr,ptr,ptr,i32,i32,i32,ptr,ptr,ptr,ptr,i32,f32",
      {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "1|2|4|8"}, {"ROWS", "1|2|4"}, {"UNROLL", "2|4|8"}, {"GLU", "0|1"},
-      {"KSPLIT", "1|2|4"}},
+      {"KSPLIT", "1|2|4"}, {"NIN", "0|1", "0"}, {"NOUT", "0|1", "0"}},
+     "ACT=bf16 OUT=bf16 MAXM=1 ROWS=2 UNROLL=4 GLU=0 KSPLIT=2 NOUT=1;ACT=fp16 OUT=fp16 MAXM=1 ROWS=1 UNROLL=4 GLU=0 KSPLIT=1 NOUT=1;"
+     "ACT=bf16 OUT=bf16 MAXM=1 ROWS=2 UNROLL=4 GLU=1 KSPLIT=1 NIN=1;ACT=bf16 OUT=bf16 MAXM=1 ROWS=1 UNROLL=4 GLU=0 KSPLIT=2 NIN=1;"
      "ACT=bf16 OUT=bf16 MAXM=1 ROWS=2 UNROLL=4 GLU=0 KSPLIT=1;ACT=bf16 OUT=bf16 MAXM=1 ROWS=2 UNROLL=4 GLU=0 KSPLIT=4;ACT=bf16 OUT=fp32 MAXM=8 ROWS=2 UNROLL=4 GLU=0 KSPLIT=1;"
      "ACT=fp16 OUT=fp16 MAXM=4 ROWS=4 UNROLL=4 GLU=0 KSPLIT=1;ACT=bf16 OUT=bf16 MAXM=2 ROWS=1 UNROLL=2 GLU=0 KSPLIT=1;"
      "ACT=bf16 OUT=bf16 MAXM=1 ROWS=2 UNROLL=4 GLU=1 KSPLIT=1;ACT=fp16 OUT=fp16 MAXM=8 ROWS=2 UNROLL=4 GLU=1 KSPLIT=1;"
@@ -238,6 +247,7 @@ static const kiln_jit_kernel_def registry[] = {
       {"STAGES", "2|3|4|5|6|7|8"}, {"CL", "1|2|3|4|5|6|7|8"}, {"GLU", "0|1"}},
      GEMM_SK_WG_EX},
 };
+#pragma GCC diagnostic pop
 
 const kiln_jit_kernel_def *kiln_jit_registry(int *n) {
     *n = (int)KILN_ARRAY_LEN(registry);
@@ -333,7 +343,7 @@ kiln_status kiln_jit_check_defines(const kiln_jit_kernel_def *def, const char *d
         p += len;
     }
     for (int i = 0; i < KILN_JIT_MAX_PARAMS && def->params[i].name; i++)
-        if (!seen[i])
+        if (!seen[i] && !def->params[i].dflt)
             return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "kernel %s needs %s=<%s>", def->name, def->params[i].name,
                              def->params[i].values);
     return KILN_OK;
@@ -417,6 +427,18 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
                     KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=%d ROWS=%d UNROLL=%d GLU=0 KSPLIT=%d", a,
                                       o ? "fp32" : a, mm, rule3[t][0], rule3[t][1], rule3[t][2]));
             }
+    if (KILN_GEMV_NORM_DEFAULT && KILN_GEMV_RULE_DEFAULT && KILN_GEMV_MAX_M_DEFAULT >= 1) {
+        /* the batch-1 add + RMSNorm folded into the GEMVs (ops_gpu.h kiln_gpu_gemv_add_ss): the GEMV
+         * before it adding into the residual and the plain one after it, in each tiling by shape */
+        static const int rule3[3][3] = KILN_GEMV_RULE3_TILINGS;
+        for (int t = 0; t < 3; t++)
+            for (int nin = 0; nin < 2; nin++)
+                KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=1 ROWS=%d UNROLL=%d GLU=0 KSPLIT=%d %s", a, a,
+                                  rule3[t][0], rule3[t][1], rule3[t][2], nin ? "NIN=1" : "NOUT=1"));
+        if (KILN_GEMV_SILU_DEFAULT)
+            KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=1 ROWS=2 UNROLL=%d GLU=1 KSPLIT=%d NIN=1", a, a,
+                              KILN_GEMV_SILU_UNROLL_DEFAULT, KILN_GEMV_SILU_KSPLIT_DEFAULT));
+    }
     if (KILN_GEMV_SILU_DEFAULT) /* the gate/up GEMV with its SiLU-and-mul */
         for (int mm = 1; mm <= KILN_GEMV_MAX_M_DEFAULT; mm *= 2)
             KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=%d ROWS=2 UNROLL=%d GLU=1 KSPLIT=%d", a, a, mm,
@@ -426,8 +448,9 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
     if (KILN_GEMV_ROPE_DEFAULT && KILN_GEMV_MAX_M_DEFAULT >= 1 && !m->interleaved && !strcmp(kv, a) &&
         (m->head_dim == 64 || m->head_dim == 96 || m->head_dim == 128 || m->head_dim == 256))
         for (int ks = 1; ks <= 2; ks++) /* KSPLIT by the grid (ops_gpu.c kiln_gpu_gemm_rope_kv) */
-            KILN_TRY(add_spec(l, "gemv_rope", "ACT=%s UNROLL=%d KSPLIT=%d ROPE=1 RR=%d HD=%d KV=%s", a,
-                              KILN_GEMV_ROPE_UNROLL, ks, KILN_GEMV_ROPE_ROWS, m->head_dim, a));
+            for (int nin = 0; nin <= KILN_GEMV_NORM_DEFAULT; nin++) /* (and after a folded norm) */
+                KILN_TRY(add_spec(l, "gemv_rope", "ACT=%s UNROLL=%d KSPLIT=%d ROPE=1 RR=%d HD=%d KV=%s%s", a,
+                                  KILN_GEMV_ROPE_UNROLL, ks, KILN_GEMV_ROPE_ROWS, m->head_dim, a, nin ? " NIN=1" : ""));
     /* the tensor-core GEMM (kernel_src/gemm_tc.cu) for 2 <= M <= the default
      * KILN_TCGEMM_MAX_M, in its default tiling with each number of warps
      * along K (picked by N at launch), act and fp32 out (its split-K
