@@ -125,6 +125,18 @@ __device__ __forceinline__ void ksplit_range(int K, int warp, bool live, int &ib
     ib = min(nv, warp % KSPLIT * nvs), ie = live ? min(nv, ib + nvs) : ib;
 }
 
+// Batch 1: each warp's sums of its ROWS rows' lane partials into part[warp][r]
+// (lane 0), then a block barrier (every thread of the block comes here)
+__device__ __forceinline__ void park_warp_sums(const float (&acc)[ROWS][MAXM], float (&part)[WARPS][ROWS], int warp,
+                                               int lane) {
+#pragma unroll
+    for (int r = 0; r < ROWS; r++) {
+        const float v = warp_sum(acc[r][0]);
+        if (lane == 0) part[warp][r] = v;
+    }
+    __syncthreads();
+}
+
 // The dot products of this warp's W rows (row r: n0 + r * nrow_step; rows
 // past N read as zeros) with the M rows of x over the vectors [ib, ie) of K,
 // lane-strided, into acc (per lane; the caller reduces across the warp).
@@ -265,12 +277,7 @@ kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const a
     float vs[ROWS];
 #if KSPLIT > 1
     __shared__ float part[WARPS][ROWS];
-#pragma unroll
-    for (int r = 0; r < ROWS; r++) {
-        const float v = warp_sum(acc[r][0]);
-        if (lane == 0) part[warp][r] = v;
-    }
-    __syncthreads();
+    park_warp_sums(acc, part, warp, lane);
 #pragma unroll
     for (int r = 0; r < ROWS; r++) {
         vs[r] = part[warp - warp % KSPLIT][r];
@@ -508,12 +515,7 @@ kiln_gemv_ar_norm(act_t *__restrict__ io, const act_t *__restrict__ x, const act
     const u32 e = ld_volatile(ctl) + 1u, slot = e % 3u;
     // the group's sums (in warp order), rounded as the GEMV stores them, cleaned
     __shared__ float part[WARPS][ROWS];
-#pragma unroll
-    for (int r = 0; r < ROWS; r++) {
-        const float v = warp_sum(acc[r][0]);
-        if (lane == 0) part[warp][r] = v;
-    }
-    __syncthreads();
+    park_warp_sums(acc, part, warp, lane);
     if (warp % KSPLIT == 0 && lane < ROWS) {
         float v = part[warp][lane];
 #pragma unroll
