@@ -727,6 +727,13 @@ if has opsplit; then # the whole test_gpu_ops split over parallel processes (ops
   gt test_gpu_engine 280 "FAIL|passed" -- test_gpu_engine
   unset CUDA_VISIBLE_DEVICES
 fi
+if has s112; then # twenty-second session: the fold at gemm_sk_tma's rows (KILN_SKGEMM_NORM=1: the o GEMM split over a cluster adds into the residual and writes h * w and per-row partials, the gate/up + SiLU scales by 1 / rms): tests, -b 32 pairs, test_gpu_engine with it on
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_gemm_sk_norm =test_silu_gemm_sk =test_gemv_norm
+  for r in 1 2 3; do ab "b32-skn-$r" KILN_SKGEMM_NORM=1 -- -b 32 -s 128 -o 256 --iters 1; done
+  gt test_gpu_engine_skn 200 "FAIL|passed" KILN_SKGEMM_NORM=1 -- test_gpu_engine
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s111; then # twenty-second session: s110 with the producer GEMV (NOUT) held to 4 blocks an SM (its 66 registers had made the 512 blocks two waves)
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_gemv_norm =test_gemv
