@@ -291,7 +291,8 @@ kiln_status kiln_gpu_gemm_rope_kv_m(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr 
  * as rmsnorm(h) * nw . W = r * ((h * nw) . W) with r = 1 / rms(h):
  * kiln_gpu_gemv_add_ss is the GEMV before it (M = 1): residual[N] += x @ W^T
  * (+ bias), the product rounded to act first (h, as kiln_gpu_gemm and
- * kiln_gpu_add_rmsnorm leave the residual); xw[N] = h * nw rounded to act;
+ * kiln_gpu_add_rmsnorm leave the residual); xw[N] = h * nw rounded to act
+ * (nw: the norm's weight, act);
  * ss_out[b] = the sum of squares of block b's h, *n_part blocks
  * (kiln_gpu_gemv_add_ss_ok: at most KILN_GPU_NORM_MAX_PARTS). The GEMV after
  * it takes xw as x with a kiln_gpu_norm_in and multiplies each dot product by
@@ -302,7 +303,7 @@ kiln_status kiln_gpu_gemm_rope_kv_m(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr 
  * one; NULL: as without). */
 #define KILN_GPU_NORM_MAX_PARTS 1024
 typedef struct kiln_gpu_norm_in {
-    kiln_devptr part; /* [n_part] f32: kiln_gpu_gemv_add_ss's ss_out   */
+    kiln_devptr part; /* [n_part] f32: kiln_gpu_gemv_add_ss's ss_out, 16-byte aligned */
     int n_part;
     float eps;
 } kiln_gpu_norm_in;
