@@ -581,6 +581,14 @@ static bool gemv_serves(const kiln_gpu *g, kiln_dtype in_dt, int64_t M, int64_t 
            K % vec_elems(in_dt) == 0 && N <= INT32_MAX && K <= INT32_MAX;
 }
 
+/* NIN's partials: 16-byte vectors (kernel_src/gemv.cu nin_rrms) */
+static kiln_status nin_check(const kiln_gpu_norm_in *ni) {
+    if (ni && (ni->part % 16 || ni->n_part < 1 || ni->n_part > KILN_GPU_NORM_MAX_PARTS))
+        return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "normalised-row GEMV: partials at %#llx, %d of them (16-byte "
+                         "aligned, 1..%d)", (unsigned long long)ni->part, ni->n_part, KILN_GPU_NORM_MAX_PARTS);
+    return KILN_OK;
+}
+
 /* NIN's launch arguments (kernel_src/gemv.cu): none, or the partials, their count, eps (and NOUT's norm
  * weight, w) */
 typedef struct nin_args {
@@ -663,6 +671,7 @@ kiln_status kiln_gpu_gemm_nin(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, i
     KILN_CHECK(kiln_gpu_nin_ok(g, KILN_GPU_NIN_PLAIN, act, 1, N, K), KILN_ERR_INTERNAL,
                "GEMV of a normalised row: N %lld, K %lld, %s (off, or not a batch-1 GEMV)", (long long)N, (long long)K,
                dt(act));
+    KILN_TRY(nin_check(ni));
     return gemv_plain(g, s, out, ldo, act, x, w, act, bias, 1, N, K, 0, 0, 0, ni);
 fail:
     return st;
@@ -713,6 +722,7 @@ kiln_status kiln_gpu_gemm_silu_nin(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr o
     KILN_CHECK(!ni || kiln_gpu_nin_ok(g, KILN_GPU_NIN_SILU, in_dt, M, N, K), KILN_ERR_INTERNAL,
                "gate/up GEMV with SiLU of a normalised row: M %lld, N %lld, K %lld, %s (off, or not a batch-1 GEMV)",
                (long long)M, (long long)N, (long long)K, dt(in_dt));
+    KILN_TRY(nin_check(ni));
     KILN_CHECK(kiln_gpu_gemm_silu_ok(g, in_dt, M, N, K), KILN_ERR_INTERNAL,
                "gate/up GEMV with SiLU: M %lld, N %lld, K %lld, %s (off, or not a small-M GEMV)", (long long)M,
                (long long)N, (long long)K, dt(in_dt));
@@ -833,6 +843,7 @@ kiln_status kiln_gpu_gemm_rope_kv_nin(kiln_gpu *g, kiln_rt_stream *s, kiln_devpt
     KILN_CHECK(!ni || kiln_gpu_nin_ok(g, KILN_GPU_NIN_ROPE, act, M, N, K), KILN_ERR_INTERNAL,
                "qkv GEMV with rope of a normalised row: M %lld, N %lld, K %lld, %s (off, or not a batch-1 GEMV)",
                (long long)M, (long long)N, (long long)K, dt(act));
+    KILN_TRY(nin_check(ni));
     KILN_CHECK(kiln_gpu_gemm_rope_kv_ok(g, act, M, N, K, nq, rp, l), KILN_ERR_INTERNAL,
                "qkv GEMM with rope + KV write: M %lld, N %lld, K %lld, %s (off, or not its shape)", (long long)M,
                (long long)N, (long long)K, dt(act));
