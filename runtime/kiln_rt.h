@@ -270,8 +270,9 @@ typedef struct kiln_jit_kernel_def {
 #define KILN_GEMV_AR_DEFAULT 0
 /* The batch-1 residual add + RMSNorm between two GEMVs folded into them
  * (kernel_src/gemv.cu NOUT / NIN: the o or down GEMV adds into the residual
- * and writes its blocks' sums of squares, the GEMV after the norm normalises
- * x as it loads it; engine/cuda/exec_gpu.c; $KILN_GEMV_NORM=0 off, 1 before
+ * and writes h * w and its blocks' sums of squares, the GEMV after the norm
+ * scales its dot products by 1 / rms; engine/cuda/exec_gpu.c;
+ * H200 -b 1 256.7 against 252.0 tok/s, remote.sh s111; $KILN_GEMV_NORM=0 off, 1 before
  * the SiLU (gate/up) and rope (qkv) GEMVs, 2 also before a plain GEMV (the
  * LM head)). */
 #define KILN_GEMV_NORM_DEFAULT 1

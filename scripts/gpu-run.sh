@@ -287,6 +287,13 @@ tb() {
 }
 # ab TAG VAR=VALUE -- ARGS: kb with the defaults (TAG-def) then with VAR=VALUE (TAG-alt), back to back
 ab() { local tag="$1" env="$2"; shift 3; kb "$tag-def" -- "$@"; kb "$tag-alt" "$env" -- "$@"; }
+# b1_fold_report: the folded batch-1 norm (KILN_GEMV_NORM) -- a CUPTI trace of -b 1 with its top kernels, then
+# three -b 1 pairs against KILN_GEMV_NORM=0
+b1_fold_report() {
+  tb b1n1 -- -b 1 -s 128 -o 64 --iters 1
+  python3 "$here/bench/trace_summary.py" /tmp/trace_b1n1.csv --top 8 2>&1 | cut -c1-150 | head -14
+  for r in 1 2 3; do ab "b1-n0-$r" KILN_GEMV_NORM=0 -- -b 1 -s 128 -o 512 --iters 1; done
+}
 # ops_bg GPU SECONDS: the whole test_gpu_ops in the background on that GPU (/tmp/tgo.log, "rc=N" last);
 # ops_report LABEL, after `wait`: its passed line, failures and last cases, the log copied to $out
 ops_bg() { ( CUDA_VISIBLE_DEVICES=$1 timeout "$2" "$here/bin/test_gpu_ops" > /tmp/tgo.log 2>&1; echo "rc=$?" >> /tmp/tgo.log ) & }
@@ -727,7 +734,7 @@ if has opsplit; then # the whole test_gpu_ops split over parallel processes (ops
   gt test_gpu_engine 280 "FAIL|passed" -- test_gpu_engine
   unset CUDA_VISIBLE_DEVICES
 fi
-if has s112; then # twenty-second session: the fold at gemm_sk_tma's rows (KILN_SKGEMM_NORM=1: the o GEMM split over a cluster adds into the residual and writes h * w and per-row partials, the gate/up + SiLU scales by 1 / rms): tests, -b 32 pairs, test_gpu_engine with it on
+if has s112; then # twenty-second session, for branch sk-norm-fold (KILN_SKGEMM_NORM and test_gemm_sk_norm are not on main): the fold at gemm_sk_tma's rows (KILN_SKGEMM_NORM=1: the o GEMM split over a cluster adds into the residual and writes h * w and per-row partials, the gate/up + SiLU scales by 1 / rms): tests, -b 32 pairs, test_gpu_engine with it on
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_gemm_sk_norm =test_silu_gemm_sk =test_gemv_norm
   for r in 1 2 3; do ab "b32-skn-$r" KILN_SKGEMM_NORM=1 -- -b 32 -s 128 -o 256 --iters 1; done
@@ -737,9 +744,7 @@ fi
 if has s111; then # twenty-second session: s110 with the producer GEMV (NOUT) held to 4 blocks an SM (its 66 registers had made the 512 blocks two waves)
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_gemv_norm =test_gemv
-  tb b1n1 -- -b 1 -s 128 -o 64 --iters 1
-  python3 "$here/bench/trace_summary.py" /tmp/trace_b1n1.csv --top 8 2>&1 | cut -c1-150 | head -14
-  for r in 1 2 3; do ab "b1-n0-$r" KILN_GEMV_NORM=0 -- -b 1 -s 128 -o 512 --iters 1; done
+  b1_fold_report
   kb "b1-n2" KILN_GEMV_NORM=2 -- -b 1 -s 128 -o 512 --iters 1
   gt test_gpu_engine 280 "FAIL|passed" -- test_gpu_engine
   unset CUDA_VISIBLE_DEVICES
@@ -748,9 +753,7 @@ if has s110; then # twenty-second session: the folded norm as r * ((h * w) . W):
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_gemv_norm =test_gemv =test_gemv_rope
   gt test_gpu_engine 280 "FAIL|passed" -- test_gpu_engine
-  tb b1n1 -- -b 1 -s 128 -o 64 --iters 1
-  python3 "$here/bench/trace_summary.py" /tmp/trace_b1n1.csv --top 8 2>&1 | cut -c1-150 | head -14
-  for r in 1 2 3; do ab "b1-n0-$r" KILN_GEMV_NORM=0 -- -b 1 -s 128 -o 512 --iters 1; done
+  b1_fold_report
   kb "b1-n2" KILN_GEMV_NORM=2 -- -b 1 -s 128 -o 512 --iters 1
   unset CUDA_VISIBLE_DEVICES
 fi
@@ -758,9 +761,7 @@ if has s109; then # twenty-second session: NIN forms the block's normalised row 
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_gemv_norm =test_gemv =test_gemv_rope
   gt test_gpu_engine 280 "FAIL|passed" -- test_gpu_engine
-  tb b1n1 -- -b 1 -s 128 -o 64 --iters 1
-  python3 "$here/bench/trace_summary.py" /tmp/trace_b1n1.csv --top 8 2>&1 | cut -c1-150 | head -14
-  for r in 1 2 3; do ab "b1-n0-$r" KILN_GEMV_NORM=0 -- -b 1 -s 128 -o 512 --iters 1; done
+  b1_fold_report
   unset CUDA_VISIBLE_DEVICES
 fi
 if has s108; then # twenty-second session: the folded norm (KILN_GEMV_NORM: 1 before the SiLU / rope GEMVs, 2 also the LM head, 0 off) with its partials as 16-byte loads and the SiLU GEMV at 5 blocks an SM; CUPTI traces of -b 1 with and without, -b 1 pairs

@@ -460,24 +460,7 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
                 i++;
                 break;
             }
-            if (ni) {
-                if (rope_follows(x, i, rows)) {
-                    const kiln_op *nx = &p->ops[i + 1];
-                    KILN_TRY(kiln_gpu_gemm_rope_kv_nin(g, s, Dp, Sp, Wp, x->act, bias, rows, W->rows, W->cols,
-                                                       nx->n_heads, D(x, pos, int32_t), &x->rope, x->kc[nx->kv_layer],
-                                                       x->vc[nx->kv_layer], kv_layout(x, nx->kv_layer),
-                                                       D(x, slots, int32_t), ni));
-                    i++;
-                } else if (silu_follows(x, i, rows)) {
-                    const kiln_op *nx = &p->ops[i + 1];
-                    KILN_TRY(kiln_gpu_gemm_silu_nin(g, s, x->slot[nx->dst], p->slots[nx->dst].width, Sp, Wp, x->act,
-                                                    bias, rows, W->rows, W->cols, ni));
-                    i++;
-                } else {
-                    KILN_TRY(kiln_gpu_gemm_nin(g, s, Dp, dw, Sp, Wp, x->act, bias, W->rows, W->cols, ni));
-                }
-                break;
-            }
+            /* (with ni: norm_folds chose the launch below -- rope, SiLU or the plain GEMV) */
             if (!x->prof.on && gemv_ar_follows(x, i, rows, T, n_out)) {
                 /* the GEMV with the all-reduce + add + RMSNorm as its epilogue (both ops after it done) */
                 const kiln_op *nn = &p->ops[i + 2];
@@ -490,9 +473,10 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
                 /* the qkv GEMV (M = 1) or gemm_sk (M <= 32) with rope + KV write as its epilogue, row m at
                  * pos[m] into slots[m] (the rope op after it is done) */
                 const kiln_op *nx = &p->ops[i + 1];
-                KILN_TRY(kiln_gpu_gemm_rope_kv_m(g, s, Dp, Sp, Wp, x->act, bias, rows, W->rows, W->cols, nx->n_heads,
-                                                 D(x, pos, int32_t), &x->rope, x->kc[nx->kv_layer], x->vc[nx->kv_layer],
-                                                 kv_layout(x, nx->kv_layer), D(x, slots, int32_t)));
+                KILN_TRY(kiln_gpu_gemm_rope_kv_nin(g, s, Dp, Sp, Wp, x->act, bias, rows, W->rows, W->cols, nx->n_heads,
+                                                   D(x, pos, int32_t), &x->rope, x->kc[nx->kv_layer],
+                                                   x->vc[nx->kv_layer], kv_layout(x, nx->kv_layer),
+                                                   D(x, slots, int32_t), ni));
                 i++;
                 break;
             }
@@ -500,13 +484,14 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
                 /* the gate/up GEMV with the SiLU-and-mul as its epilogue, into
                  * the SiLU's output; the GEMM's own output is never read */
                 const kiln_op *nx = &p->ops[i + 1];
-                KILN_TRY(kiln_gpu_gemm_silu(g, s, x->slot[nx->dst], p->slots[nx->dst].width, Sp, Wp, x->act, bias, rows,
-                                            W->rows, W->cols));
+                KILN_TRY(kiln_gpu_gemm_silu_nin(g, s, x->slot[nx->dst], p->slots[nx->dst].width, Sp, Wp, x->act, bias,
+                                                rows, W->rows, W->cols, ni));
                 i++;
                 break;
             }
             kiln_devptr dst = Dp + (kiln_devptr)((size_t)o->dst_col * kiln_dtype_size(x->slot_dt[o->dst]));
-            KILN_TRY(kiln_gpu_gemm(g, s, dst, dw, x->slot_dt[o->dst], Sp, Wp, x->act, bias, rows, W->rows, W->cols));
+            if (ni) KILN_TRY(kiln_gpu_gemm_nin(g, s, dst, dw, Sp, Wp, x->act, bias, W->rows, W->cols, ni));
+            else KILN_TRY(kiln_gpu_gemm(g, s, dst, dw, x->slot_dt[o->dst], Sp, Wp, x->act, bias, rows, W->rows, W->cols));
             break;
         }
         case KILN_OP_ROPE:

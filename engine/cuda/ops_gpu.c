@@ -581,23 +581,14 @@ static bool gemv_serves(const kiln_gpu *g, kiln_dtype in_dt, int64_t M, int64_t 
            K % vec_elems(in_dt) == 0 && N <= INT32_MAX && K <= INT32_MAX;
 }
 
-/* NIN's partials: 16-byte vectors (kernel_src/gemv.cu nin_rrms) */
-static kiln_status nin_check(const kiln_gpu_norm_in *ni) {
-    if (ni && (ni->part % 16 || ni->n_part < 1 || ni->n_part > KILN_GPU_NORM_MAX_PARTS))
-        return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "normalised-row GEMV: partials at %#llx, %d of them (16-byte "
-                         "aligned, 1..%d)", (unsigned long long)ni->part, ni->n_part, KILN_GPU_NORM_MAX_PARTS);
-    return KILN_OK;
-}
-
-/* NIN's launch arguments (kernel_src/gemv.cu): none, or the partials, their count, eps (and NOUT's norm
- * weight, w) */
+/* NIN's launch arguments (kernel_src/gemv.cu): none, or the partials, their count, eps */
 typedef struct nin_args {
-    kiln_devptr w, part;
+    kiln_devptr part;
     int n;
     float eps;
 } nin_args;
 static nin_args nin_of(const kiln_gpu_norm_in *ni) {
-    nin_args a = {0, 0, 0, 0.0f};
+    nin_args a = {0, 0, 0.0f};
     if (ni) a.part = ni->part, a.n = ni->n_part, a.eps = ni->eps;
     return a;
 }
@@ -610,6 +601,20 @@ bool kiln_gpu_nin_ok(const kiln_gpu *g, kiln_gpu_nin_kind kind, kiln_dtype act, 
     case KILN_GPU_NIN_ROPE: return g->gemv_rope;
     }
     return false;
+}
+
+/* May the `what` launch take ni (NULL: nothing to check)? The kind's shape (kiln_gpu_nin_ok), then the
+ * partials: 16-byte vectors (kernel_src/gemv.cu nin_rrms), 1..KILN_GPU_NORM_MAX_PARTS of them. */
+static kiln_status nin_ready(const kiln_gpu *g, const kiln_gpu_norm_in *ni, kiln_gpu_nin_kind kind, const char *what,
+                             kiln_dtype act, int64_t M, int64_t N, int64_t K) {
+    if (!ni) return KILN_OK;
+    if (!kiln_gpu_nin_ok(g, kind, act, M, N, K))
+        return KILN_FAIL(KILN_ERR_INTERNAL, "%s of a normalised row: M %lld, N %lld, K %lld, %s (off, or not a "
+                         "batch-1 GEMV)", what, (long long)M, (long long)N, (long long)K, dt(act));
+    if (ni->part % 16 || ni->n_part < 1 || ni->n_part > KILN_GPU_NORM_MAX_PARTS)
+        return KILN_FAIL(KILN_ERR_INVALID_ARGUMENT, "%s of a normalised row: partials at %#llx, %d of them (16-byte "
+                         "aligned, 1..%d)", what, (unsigned long long)ni->part, ni->n_part, KILN_GPU_NORM_MAX_PARTS);
+    return KILN_OK;
 }
 
 /* the GEMV's blocks for an N x K weight (kiln_gpu_gemm's plain launch) */
@@ -643,10 +648,9 @@ static kiln_status gemv_plain(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, i
         int64_t ld = ldo ? ldo : N;
         int m = (int)M, n = (int)N, k = (int)K;
         nin_args na = nin_of(ni);
-        na.w = nw;
         unsigned blocks = (unsigned)gemv_blocks(g, N, K);
-        LAUNCH(f, blocks, 1, 1, 256, 0, s, &out, &ld, &x, &w, &bias, &m, &n, &k, &residual, &ss_out, &na.w,
-               &na.part, &na.n, &na.eps);
+        LAUNCH(f, blocks, 1, 1, 256, 0, s, &out, &ld, &x, &w, &bias, &m, &n, &k, &residual, &ss_out, &nw, &na.part,
+               &na.n, &na.eps);
     }
 fail:
     return st;
@@ -671,7 +675,7 @@ kiln_status kiln_gpu_gemm_nin(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, i
     KILN_CHECK(kiln_gpu_nin_ok(g, KILN_GPU_NIN_PLAIN, act, 1, N, K), KILN_ERR_INTERNAL,
                "GEMV of a normalised row: N %lld, K %lld, %s (off, or not a batch-1 GEMV)", (long long)N, (long long)K,
                dt(act));
-    KILN_TRY(nin_check(ni));
+    KILN_TRY(nin_ready(g, ni, KILN_GPU_NIN_PLAIN, "GEMV", act, 1, N, K));
     return gemv_plain(g, s, out, ldo, act, x, w, act, bias, 1, N, K, 0, 0, 0, ni);
 fail:
     return st;
@@ -719,10 +723,7 @@ kiln_status kiln_gpu_gemm_silu_nin(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr o
                                    const kiln_gpu_norm_in *ni) {
     kiln_status st = KILN_OK;
     kiln_rt_func *f;
-    KILN_CHECK(!ni || kiln_gpu_nin_ok(g, KILN_GPU_NIN_SILU, in_dt, M, N, K), KILN_ERR_INTERNAL,
-               "gate/up GEMV with SiLU of a normalised row: M %lld, N %lld, K %lld, %s (off, or not a batch-1 GEMV)",
-               (long long)M, (long long)N, (long long)K, dt(in_dt));
-    KILN_TRY(nin_check(ni));
+    KILN_TRY(nin_ready(g, ni, KILN_GPU_NIN_SILU, "gate/up GEMV with SiLU", in_dt, M, N, K));
     KILN_CHECK(kiln_gpu_gemm_silu_ok(g, in_dt, M, N, K), KILN_ERR_INTERNAL,
                "gate/up GEMV with SiLU: M %lld, N %lld, K %lld, %s (off, or not a small-M GEMV)", (long long)M,
                (long long)N, (long long)K, dt(in_dt));
@@ -741,9 +742,9 @@ kiln_status kiln_gpu_gemm_silu_nin(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr o
         int m = (int)M, n = (int)N, k = (int)K;
         int per_block = 8 / ks; /* a gate/up row pair a group of ks warps, WARPS 8 */
         unsigned blocks = (unsigned)((N / 2 + per_block - 1) / per_block);
-        kiln_devptr none = 0;
+        kiln_devptr none = 0; /* NOUT's residual, sums of squares and norm weight */
         nin_args na = nin_of(ni);
-        LAUNCH(f, blocks, 1, 1, 256, 0, s, &out, &ld, &x, &w, &bias, &m, &n, &k, &none, &none, &na.w, &na.part,
+        LAUNCH(f, blocks, 1, 1, 256, 0, s, &out, &ld, &x, &w, &bias, &m, &n, &k, &none, &none, &none, &na.part,
                &na.n, &na.eps);
     }
 fail:
@@ -840,10 +841,7 @@ kiln_status kiln_gpu_gemm_rope_kv_nin(kiln_gpu *g, kiln_rt_stream *s, kiln_devpt
                                       const kiln_gpu_norm_in *ni) {
     kiln_status st = KILN_OK;
     kiln_rt_func *f;
-    KILN_CHECK(!ni || kiln_gpu_nin_ok(g, KILN_GPU_NIN_ROPE, act, M, N, K), KILN_ERR_INTERNAL,
-               "qkv GEMV with rope of a normalised row: M %lld, N %lld, K %lld, %s (off, or not a batch-1 GEMV)",
-               (long long)M, (long long)N, (long long)K, dt(act));
-    KILN_TRY(nin_check(ni));
+    KILN_TRY(nin_ready(g, ni, KILN_GPU_NIN_ROPE, "qkv GEMV with rope", act, M, N, K));
     KILN_CHECK(kiln_gpu_gemm_rope_kv_ok(g, act, M, N, K, nq, rp, l), KILN_ERR_INTERNAL,
                "qkv GEMM with rope + KV write: M %lld, N %lld, K %lld, %s (off, or not its shape)", (long long)M,
                (long long)N, (long long)K, dt(act));

@@ -429,12 +429,12 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
             }
     if (KILN_GEMV_NORM_DEFAULT && KILN_GEMV_RULE_DEFAULT && KILN_GEMV_MAX_M_DEFAULT >= 1) {
         /* the batch-1 add + RMSNorm folded into the GEMVs (ops_gpu.h kiln_gpu_gemv_add_ss): the GEMV
-         * before it adding into the residual and the plain one after it, in each tiling by shape */
+         * before it adding into the residual, in each tiling by shape, and the SiLU one after it (the
+         * plain one after it only at KILN_GEMV_NORM=2: compiled on first use) */
         static const int rule3[3][3] = KILN_GEMV_RULE3_TILINGS;
         for (int t = 0; t < 3; t++)
-            for (int nin = 0; nin < 2; nin++)
-                KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=1 ROWS=%d UNROLL=%d GLU=0 KSPLIT=%d %s", a, a,
-                                  rule3[t][0], rule3[t][1], rule3[t][2], nin ? "NIN=1" : "NOUT=1"));
+            KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=1 ROWS=%d UNROLL=%d GLU=0 KSPLIT=%d NOUT=1", a, a,
+                              rule3[t][0], rule3[t][1], rule3[t][2]));
         if (KILN_GEMV_SILU_DEFAULT)
             KILN_TRY(add_spec(l, "gemv", "ACT=%s OUT=%s MAXM=1 ROWS=2 UNROLL=%d GLU=1 KSPLIT=%d NIN=1", a, a,
                               KILN_GEMV_SILU_UNROLL_DEFAULT, KILN_GEMV_SILU_KSPLIT_DEFAULT));
