@@ -309,7 +309,8 @@ static void op_ew(void *vc, int s) {
  * ones from $KILN_ELEM_WIDE_MIN, default 1024, tokens up). The KV writes
  * (kv_write, rope_kv_write) a third row, "tile": rope_kv_wide.cu's tile
  * kernels (the engine's default; the "wide" rows are its KV blocks,
- * $KILN_KV_TILE=0). A filter naming an op gives all its rows; "wide" the
+ * $KILN_KV_TILE=0), and the plain KV write a fourth, "pipe": its cp.async
+ * pipeline ($KILN_KV_TILE=3). A filter naming an op gives all its rows; "wide" the
  * wide rows only, "tile" the tile rows. */
 static void bench_elementwise(int T) {
     /* 6: slots shifted by 5 (runs cross cache blocks; value stores element by
@@ -319,9 +320,9 @@ static void bench_elementwise(int T) {
     static const char *names[] = {"rmsnorm",       "add_rmsnorm",   "silu_mul",      "rope",    "kv_write",
                                   "rope_kv_write", "rope_kv_write", "rope_kv_write", "kv_write"};
     for (int kind = 0; kind < 9; kind++)
-        for (int wide = 0; wide < (kind == 2 ? 1 : kind >= 4 ? 3 : 2); wide++) {
+        for (int wide = 0; wide < (kind == 2 ? 1 : kind == 4 || kind == 8 ? 4 : kind >= 4 ? 3 : 2); wide++) {
             char name[32];
-            snprintf(name, sizeof name, "%s%s", names[kind], wide == 2 ? " tile" : wide ? " wide" : "");
+            snprintf(name, sizeof name, "%s%s", names[kind], wide == 3 ? " pipe" : wide == 2 ? " tile" : wide ? " wide" : "");
             if (!want(names[kind]) && !want(name) && !(filter && !strcmp(filter, "elementwise"))) continue;
             ew_ctx c;
             memset(&c, 0, sizeof c);
@@ -364,7 +365,7 @@ static void bench_elementwise(int T) {
                 c.l.head_scales = (const void *)(uintptr_t)hsc;
             }
             int was = kiln_gpu_set_elem_wide_min(gpu, wide ? 1 : 0); /* 0: never wide, 1: always */
-            int was_tile = kiln_gpu_set_kv_tile(gpu, wide == 2 ? 1 : 0);     /* KV writes: the tiles or the KV blocks */
+            int was_tile = kiln_gpu_set_kv_tile(gpu, wide == 3 ? 3 : wide == 2 ? 1 : 0); /* KV writes: pipeline, tiles or KV blocks */
             double t = time_op(op_ew, &c, NSETS, 20, 25);
             kiln_gpu_set_elem_wide_min(gpu, was);
             kiln_gpu_set_kv_tile(gpu, was_tile);
@@ -504,6 +505,7 @@ static bool sk_quick;
  * decode batches), each as weight bytes and as flops (KILN_GEMM_BUCKETS
  * and KILN_LOG_LEVEL=debug show the tuning's buckets and choices) */
 static bool lt_only;
+static bool rows_only; /* `bench_kernels gemm_rows`: the default path's rows only (no tiling tables) */
 static void bench_gemm(bool sk_only) {
     static const struct { const char *name; int N, K; } shapes[] = {
         {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
@@ -533,7 +535,7 @@ static void bench_gemm(bool sk_only) {
             if (g.M <= 64 || lt_only) row_bw("gemm (weight bytes)", shape, t, (double)wbytes, g.M <= 32 ? 0.85 : 0);
             if (g.M > 64) row_flops("gemm", shape, t, 2.0 * g.M * g.N * g.K, lt_only ? 0 : 0.80, 0);
         }
-        if (lt_only) {
+        if (lt_only || rows_only) {
             for (int s = 0; s < sets; s++) kiln_rt_free(dev, g.w[s]), kiln_rt_free(dev, g.x[s]);
             kiln_rt_free(dev, g.out);
             continue;
@@ -987,6 +989,7 @@ int main(int argc, char **argv) {
     else if (filter && !strcmp(filter, "gemm_sk_quick")) sk_quick = true, bench_gemm(true);
     else if (filter && !strcmp(filter, "gemm_sk")) bench_gemm(true);
     else if (filter && !strcmp(filter, "gemm_lt")) lt_only = true, bench_gemm(true);
+    else if (filter && !strcmp(filter, "gemm_rows")) rows_only = true, bench_gemm(false);
     else if (want("gemm")) bench_gemm(false);
     if (want("sample")) bench_sampling();
     kiln_gpu_destroy(gpu);

@@ -640,6 +640,163 @@ extern "C" __global__ void TILE_BOUNDS kiln_kv_write_tile(kv_t *kc, kv_t *vc, co
     const rope_args a = {};
     kv_tile<false, false>((act_t *)k, v, row_stride, T, (int)blockIdx.x, a, kv);
 }
+
+// ------------------------------------------------------------ KV pipe
+
+// kiln_kv_write_pipe ($KILN_KV_TILE=3: the plain KV write into a 16-bit
+// cache from 16-bit rows, head_dim a power of two in [32, 256]; the host
+// checks): a unit = the 16 tokens of a chunk and HU = 256 / head_dim
+// consecutive KV heads (16 KiB of rows); block b takes units [b * n / G,
+// (b + 1) * n / G) through PIPE_NS stages of shared memory filled by
+// cp.async (the rows of unit i + PIPE_NS - 1 in flight while unit i is
+// stored: no registers hold loads, so a block keeps ~48 KiB of reads in
+// flight and stores at the same time). A stage: per head 16 key rows,
+// then 16 value rows, of head_dim elements, their 16-byte chunks swizzled
+// -- key row r chunk c at c ^ (r & (NC - 1)) (a quarter warp's 16-byte
+// reads of one chunk column, rows r .. r + 7, fall in 8 different bank
+// groups), value row r chunk c at c ^ ((r >> 3) << 1) (the two 8-token
+// halves' 2-byte reads of 16 dims fall in different banks) -- then the
+// 16 slots of each stage. Stores: key cells (token fastest, chunk, head),
+// any slots (< 0: skipped); values (half fastest, dim, head) as one
+// 8-slot vector per dim where the half's 8 tokens have consecutive slots
+// from a multiple of 8, else one element a token. Measured against the
+// tiles in bench/kv_write_micro.cu (RESULTS: twenty-third session).
+#define PIPE_THREADS 256
+#define PIPE_NS 4
+#define PIPE_STAGE 16384
+#define PIPE_BOUNDS __launch_bounds__(PIPE_THREADS, 3)
+
+extern "C" __global__ void PIPE_BOUNDS kiln_kv_write_pipe(kv_t *kc, kv_t *vc, const act_t *k, const act_t *v,
+                                                         i64 row_stride, const int *slots, int T, int nkv,
+                                                         int head_dim, int block_size) {
+    if constexpr (sizeof(act_t) != 2 || sizeof(kv_t) != 2) { // (the file's other specs; never launched)
+        __trap();
+        return;
+    }
+    extern __shared__ float4 smem4[];
+    unsigned char *sm = (unsigned char *)smem4;
+    int *ssl = (int *)(sm + PIPE_NS * PIPE_STAGE); // [PIPE_NS][16] slots
+    int *sfast = ssl + PIPE_NS * 16;                // [PIPE_NS]: the unit's first slot when whole, else -1
+    const int hd = head_dim, NC = hd / 8, lnc = __ffs(NC) - 1, lhd = __ffs(hd) - 1, RB = hd * 2;
+    const int HU = 256 / hd, bs = block_size;
+    const int ngr = (nkv + HU - 1) / HU, nunits = ((T + 15) / 16) * ngr;
+    const int u0 = (int)((i64)blockIdx.x * nunits / gridDim.x);
+    const int n = (int)((i64)(blockIdx.x + 1) * nunits / gridDim.x) - u0;
+    const int tid = (int)threadIdx.x;
+    const size_t bstride = (size_t)nkv * hd * bs; // one cache block
+    pdl_wait();
+    pdl_launch();
+    for (int i = 0; i < PIPE_NS - 1 + n; i++) {
+        // issue unit i into stage i % PIPE_NS (its previous unit's stores
+        // ended at the barrier that closed iteration i - PIPE_NS + 1)
+        if (i < n) {
+            const int u = u0 + i, chunk = u / ngr, h0 = (u - chunk * ngr) * HU, nh = min(HU, nkv - h0);
+            const int t0 = chunk * 16, ntok = min(16, T - t0);
+            unsigned char *st = sm + (i % PIPE_NS) * PIPE_STAGE;
+            if (tid < 32) { // the slots; "whole": 16 consecutive slots from a multiple of 16 in one cache block
+                const int sl = tid < ntok ? slots[t0 + tid] : -1, s0 = __shfl_sync(0xffffffffu, sl, 0);
+                const bool whole = __all_sync(0xffffffffu, tid >= 16 || sl == s0 + tid) && s0 >= 0 &&
+                                   (s0 & 15) == 0 && (bs & 15) == 0;
+                if (tid < 16) ssl[(i % PIPE_NS) * 16 + tid] = sl;
+                if (tid == 0) sfast[i % PIPE_NS] = whole ? s0 : -1;
+            }
+            for (int e = tid; e < nh * 32 * NC; e += PIPE_THREADS) {
+                const int c = e & (NC - 1), r = (e >> lnc) & 15, kv = (e >> (lnc + 4)) & 1, h = e >> (lnc + 5);
+                if (r >= ntok) continue;
+                const act_t *src = (kv ? v : k) + (size_t)(t0 + r) * row_stride + (size_t)(h0 + h) * hd + c * 8;
+                const int pos = kv ? c ^ ((r >> 3) << 1) : c ^ (r & (NC - 1));
+                cp_async16_u32(smem_addr(st + ((h * 2 + kv) * 16 + r) * RB + (pos << 4)), src);
+            }
+        }
+        cp_async_commit(); // one group an iteration, empty ones included
+        const int j = i - (PIPE_NS - 1); // the unit stored this iteration
+        if (j < 0) continue;
+        cp_async_wait<PIPE_NS - 1>();
+        __syncthreads();
+        const int u = u0 + j, chunk = u / ngr, h0 = (u - chunk * ngr) * HU, nh = min(HU, nkv - h0);
+        const unsigned char *st = sm + (j % PIPE_NS) * PIPE_STAGE;
+        const int *sl = ssl + (j % PIPE_NS) * 16, s0 = sfast[j % PIPE_NS];
+        if (s0 >= 0) { // the whole unit in one cache block: addresses from its first slot
+            const int b = s0 / bs, off0 = s0 - b * bs;
+            kv_t *kb = kc + b * bstride + (size_t)h0 * NC * bs * 8 + off0 * 8;
+            kv_t *vb = vc + b * bstride + (size_t)h0 * hd * bs + off0;
+            for (int e = tid; e < nh * 16 * NC; e += PIPE_THREADS) { // key cells: (token o fastest, chunk g, head h)
+                const int o = e & 15, g = (e >> 4) & (NC - 1), h = e >> (lnc + 4);
+                uint4 x = *(const uint4 *)(st + (h * 32 + o) * RB + ((g ^ (o & (NC - 1))) << 4));
+                if (!same_type<act_t, kv_t>::value) {
+                    AV a;
+                    a.v = x;
+                    union { uint4 u; kv_t e[8]; } cv;
+#pragma unroll
+                    for (int q = 0; q < 8; q++) cv.e[q] = from_f32<kv_t>(a.get(q));
+                    x = cv.u;
+                }
+                st16_g(kb + ((size_t)(h * NC + g) * bs + o) * 8, x);
+            }
+            for (int e = tid; e < nh * 2 * hd; e += PIPE_THREADS) { // values: (half gi fastest, dim d, head h)
+                const int gi = e & 1, d = (e >> 1) & (hd - 1), h = e >> (lhd + 1);
+                const unsigned char *base =
+                    st + ((h * 2 + 1) * 16 + gi * 8) * RB + (((d >> 3) ^ (gi << 1)) << 4) + (d & 7) * 2;
+                union { uint4 u; kv_t e[8]; } pk;
+#pragma unroll
+                for (int q = 0; q < 8; q++) {
+                    const act_t x = *(const act_t *)(base + q * RB);
+                    if (same_type<act_t, kv_t>::value) pk.e[q] = *(const kv_t *)&x;
+                    else pk.e[q] = from_f32<kv_t>(to_f32(x));
+                }
+                st16_g(vb + (size_t)(h * hd + d) * bs + gi * 8, pk.u);
+            }
+        } else { // any slots (< 0: skipped): key cells per token; values 8 slots a vector where a half is a run
+            for (int e = tid; e < nh * 16 * NC; e += PIPE_THREADS) {
+                const int o = e & 15, g = (e >> 4) & (NC - 1), h = e >> (lnc + 4);
+                const int slot = sl[o];
+                if (slot < 0) continue;
+                const int b = slot / bs, off = slot - b * bs;
+                uint4 x = *(const uint4 *)(st + (h * 32 + o) * RB + ((g ^ (o & (NC - 1))) << 4));
+                if (!same_type<act_t, kv_t>::value) {
+                    AV a;
+                    a.v = x;
+                    union { uint4 u; kv_t e[8]; } cv;
+#pragma unroll
+                    for (int q = 0; q < 8; q++) cv.e[q] = from_f32<kv_t>(a.get(q));
+                    x = cv.u;
+                }
+                st16_g(kc + b * bstride + (((size_t)(h0 + h) * NC + g) * bs + off) * 8, x);
+            }
+            bool run[2];
+#pragma unroll
+            for (int gi = 0; gi < 2; gi++) {
+                const int r0 = sl[gi * 8];
+                bool r = (bs & 7) == 0 && r0 >= 0 && (r0 & 7) == 0;
+#pragma unroll
+                for (int q = 1; q < 8; q++) r = r && sl[gi * 8 + q] == r0 + q;
+                run[gi] = r;
+            }
+            for (int e = tid; e < nh * 2 * hd; e += PIPE_THREADS) {
+                const int gi = e & 1, d = (e >> 1) & (hd - 1), h = e >> (lhd + 1);
+                const unsigned char *base =
+                    st + ((h * 2 + 1) * 16 + gi * 8) * RB + (((d >> 3) ^ (gi << 1)) << 4) + (d & 7) * 2;
+                if (run[gi]) {
+                    const int slot = sl[gi * 8], b = slot / bs, off = slot - b * bs;
+                    union { uint4 u; kv_t e[8]; } pk;
+#pragma unroll
+                    for (int q = 0; q < 8; q++) pk.e[q] = from_f32<kv_t>(to_f32(*(const act_t *)(base + q * RB)));
+                    st16_g(vc + b * bstride + ((size_t)(h0 + h) * hd + d) * bs + off, pk.u);
+                } else {
+#pragma unroll
+                    for (int q = 0; q < 8; q++) {
+                        const int slot = sl[gi * 8 + q];
+                        if (slot < 0) continue;
+                        const int b = slot / bs, off = slot - b * bs;
+                        vc[b * bstride + ((size_t)(h0 + h) * hd + d) * bs + off] =
+                            from_f32<kv_t>(to_f32(*(const act_t *)(base + q * RB)));
+                    }
+                }
+            }
+        }
+        __syncthreads();
+    }
+}
 #endif
 
 #ifdef INTERLEAVED

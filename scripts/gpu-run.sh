@@ -29,6 +29,8 @@ done
 cc -O2 -Wall -shared -fPIC -I/usr/local/cuda/include "$root/bench/cupti_trace.c" -o "$out/lib/libkiln_cupti_trace.so" \
   -L/usr/local/cuda/lib64 -lcupti
 cp -L /usr/local/cuda/lib64/libcupti.so.13 "$out/lib/"
+# stand-alone kernel probes (cudart linked statically)
+[ -f "$root/bench/kv_write_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/kv_write_micro" "$root/bench/kv_write_micro.cu"
 mkdir -p "$out/bench" "$out/peers"
 cp "$root/bench/trace_summary.py" "$out/bench/"
 sed -n '/^KT_MAIN(/,/))/p' "$root/tests/test_gpu_ops.c" > "$out/test_gpu_ops.cases" # ops_split's case list
@@ -727,6 +729,34 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-def$r" -- --tp 2 -b 1 -s 128 -o 512 --iters 2
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
+fi
+if has s115; then # twenty-third session: kiln_kv_write_pipe with a per-unit fast path (addresses from the first slot when the 16 tokens fill one aligned run), its tests; bench/kv_write_micro.cu (now with a PDL-launched pipe); kv_write rows with and without PDL (KILN_PDL=0)
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_kv_write_and_fused_rope
+  timeout 120 "$here/bin/kv_write_micro" 4096 32 2>&1 | sed "s/^/micro32 /"
+  for r in 1 2; do
+    timeout 100 "$here/bin/bench_kernels" kv_write 2>&1 | grep -E "kv_write (wide|tile|pipe) .*32 kv|ceiling" | sed "s/^/pdl-$r /"
+    KILN_PDL=0 timeout 100 "$here/bin/bench_kernels" kv_write 2>&1 | grep -E "kv_write (wide|tile|pipe) .*32 kv|ceiling" | sed "s/^/nopdl-$r /"
+  done
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s114; then # twenty-third session: the plain KV write's cp.async pipeline (KILN_KV_TILE=3: kiln_kv_write_pipe): its test passes, kv_write rows twice; then, when bundled (bin/kiln_skn, bin/test_gpu_ops_skn: branch sk-norm-fold's 146673f), the -b 32 fold's test and -b 32 pairs against this build
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_kv_write_and_fused_rope
+  for r in 1 2; do timeout 100 "$here/bin/bench_kernels" kv_write 2>&1 | grep -E "kv_write (wide|tile|pipe)|ceiling" | sed "s/^/r$r /"; done
+  timeout 150 "$here/bin/bench_kernels" gemm_rows 2>&1 | grep -E "gemm|ceiling" | cut -c1-140
+  if [ -x "$here/bin/kiln_skn" ]; then
+    gt skn_test 200 "FAIL|passed" -- test_gpu_ops_skn =test_gemm_sk_norm
+    for r in 1 2 3; do kb "b32-main-$r" -- -b 32 -s 128 -o 256 --iters 1; KB_BIN=kiln_skn kb "b32-skn-$r" KILN_SKGEMM_NORM=1 -- -b 32 -s 128 -o 256 --iters 1; done
+  fi
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s113; then # twenty-third session: KV-write designs at 4096 x 4096 in bench/kv_write_micro.cu (cp.async / bulk-copy pipelines, a copy kernel, cudaMemcpy of the same bytes) beside bench_kernels' kv_write rows
+  export CUDA_VISIBLE_DEVICES=0
+  timeout 120 "$here/bin/kv_write_micro" 4096 32 2>&1 | sed "s/^/micro32 /"
+  timeout 100 "$here/bin/bench_kernels" kv_write 2>&1 | grep -E "kv_write|ceiling" | sed "s/^/kiln /"
+  timeout 60 "$here/bin/kv_write_micro" 4096 8 2>&1 | sed "s/^/micro8 /"
+  unset CUDA_VISIBLE_DEVICES
 fi
 if has opsplit; then # the whole test_gpu_ops split over parallel processes (ops_split; test_every_kernel_tested over their kernels), then test_gpu_engine
   export CUDA_VISIBLE_DEVICES=0

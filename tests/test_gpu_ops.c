@@ -161,7 +161,7 @@ static const kiln_dtype acts[] = {KILN_DTYPE_BF16, KILN_DTYPE_F16};
  * rope_kv.cu at every size (elem_wide_min 0: never wide), pass 1 with those
  * of rmsnorm_wide.cu and rope_kv_wide.cu at every size (1: always); then
  * the configured threshold is restored. */
-static const char *const elem_pass[] = {"", " (wide)", " (tile)", " (dec)"};
+static const char *const elem_pass[] = {"", " (wide)", " (tile)", " (dec)", " (pipe)"};
 
 /* ------------------------------------------------------------ elementwise */
 
@@ -479,7 +479,7 @@ static void run_kv_case(const kv_case *c, int wide) {
     size_t cbytes = kiln_kv_layout_init(&l, nb, bs, nkv, hd, kvdt);
     if (kiln_dtype_size(kvdt) == 1) l.k_scale = 0.5f, l.v_scale = 2.0f;
     /* per-head scales (device for the GPU, host for the CPU) */
-    float hs[2 * 16];
+    float hs[2 * 64];
     for (int i = 0; i < 2 * nkv; i++) hs[i] = (const float[]){0.25f, 0.75f, 3.0f, 0.125f}[i % 4];
     kiln_devptr dhs = 0;
     kiln_kv_layout lc = l;
@@ -579,13 +579,15 @@ KT_TEST(test_kv_write_and_fused_rope) {
         {KILN_DTYPE_BF16, 128, 16, T_big, 32, 8, 0, false, false, false, false, 128, false},
         {KILN_DTYPE_F16, 128, 16, T_big, 32, 8, 0, true, false, true, true, 128, false},
     };
-    /* four passes: rope_kv.cu (decode sizes), rope_kv_wide.cu's KV blocks
+    /* five passes: rope_kv.cu (decode sizes), rope_kv_wide.cu's KV blocks
      * ($KILN_KV_TILE=0) and its tiles (the default), rope_kv.cu's decode
-     * kernel kiln_rope_kv_write_dec (fused cases; $KILN_ROPE_DEC_MAX), each
+     * kernel kiln_rope_kv_write_dec (fused cases; $KILN_ROPE_DEC_MAX), the
+     * plain KV write's cp.async pipeline ($KILN_KV_TILE=3: 16-bit caches;
+     * FP8 and the fused cases take the tiles / KV blocks again), each
      * forced at every T */
-    for (int wide = 0; wide < 4; wide++) {
-        int was = kiln_gpu_set_elem_wide_min(gpu, wide == 1 || wide == 2 ? 1 : 0);
-        int was_tile = kiln_gpu_set_kv_tile(gpu, wide == 2 ? 1 : 0);
+    for (int wide = 0; wide < 5; wide++) {
+        int was = kiln_gpu_set_elem_wide_min(gpu, wide == 1 || wide == 2 || wide == 4 ? 1 : 0);
+        int was_tile = kiln_gpu_set_kv_tile(gpu, wide == 2 ? 1 : wide == 4 ? 3 : 0);
         int was_dec = kiln_gpu_set_rope_dec_max(gpu, wide == 3 ? 1 << 30 : 0);
         for (int ki = 0; ki < 4; ki++)
             for (int hi = 0; hi < 2; hi++)
@@ -616,6 +618,17 @@ KT_TEST(test_kv_write_and_fused_rope) {
                             run_kv_case(&c, wide);
                         }
         for (size_t i = 0; i < KILN_ARRAY_LEN(big); i++) run_kv_case(&big[i], wide);
+        if (wide == 4) {
+            /* the pipeline with several units a block (more than its 12 blocks an SM of 16 tokens x
+             * 256 / hd heads): 32 KV heads, the last chunk partial; slots from 0 (every unit whole),
+             * from 3 (none: the per-token stores), head dim 64 (4 heads a unit), bs 32, fp16 */
+            const kv_case pipe[] = {
+                {KILN_DTYPE_BF16, 128, 16, 4133, 4, 32, 0, false, false, false, false, 128, false},
+                {KILN_DTYPE_F16, 128, 32, 4133, 4, 32, 3, false, false, false, false, 128, false},
+                {KILN_DTYPE_BF16, 64, 32, 4133, 4, 32, 0, false, false, false, false, 64, false},
+            };
+            for (size_t i = 0; i < KILN_ARRAY_LEN(pipe); i++) run_kv_case(&pipe[i], wide);
+        }
         /* scrambled slots (see kv_case), 300 tokens (the last chunk of 16
          * partial), 3 KV heads (a tile block of rope_kv_wide.cu has a warp
          * past the heads), every cache dtype, plain and fused */

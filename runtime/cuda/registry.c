@@ -107,6 +107,10 @@ static const kiln_jit_kernel_def registry[] = {
      "ptr,ptr,ptr,ptr,i64,ptr,i32,i32,i32,i32,f32,f32,ptr", {{"ACT", ACT3}, {"KV", KVT}},
      "ACT=bf16 KV=bf16;ACT=fp16 KV=fp16;ACT=bf16 KV=fp8_e5m2;ACT=bf16 KV=fp8_e4m3;ACT=fp16 KV=fp8_e4m3;"
      "ACT=fp32 KV=bf16;ACT=fp32 KV=fp8_e4m3"},
+    /* the plain KV write as a cp.async pipeline ($KILN_KV_TILE=3; 16-bit rows and cache only: the
+     * file's other specs compile it to a trap the host never launches) */
+    {"kv_write_pipe", "kernel_src/rope_kv_wide.cu", "kiln_kv_write_pipe", "ptr,ptr,ptr,ptr,i64,ptr,i32,i32,i32,i32",
+     {{"ACT", ACT3}, {"KV", KVT}}, "ACT=bf16 KV=bf16;ACT=fp16 KV=fp16;ACT=bf16 KV=fp16"},
     {"rope_kv_write_tile", "kernel_src/rope_kv_wide.cu", "kiln_rope_kv_write_tile",
      "ptr,i64,ptr,i32,i32,i32,i32,i32,ptr,f32,ptr,i32,f32,f32,ptr,ptr,ptr,i32,f32,f32,i32,ptr,i32",
      {{"ACT", ACT3}, {"KV", KVT}, {"INTERLEAVED", "0|1"}},
@@ -525,6 +529,8 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
     KILN_TRY(add_spec(l, "kv_write_wide", "ACT=%s KV=%s", a, kv));
     KILN_TRY(add_spec(l, "rope_kv_write_wide", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, kv));
     KILN_TRY(add_spec(l, "kv_write_tile", "ACT=%s KV=%s", a, kv));
+    if (kiln_dtype_size(m->act) == 2 && strncmp(kv, "fp8", 3))
+        KILN_TRY(add_spec(l, "kv_write_pipe", "ACT=%s KV=%s", a, kv));
     KILN_TRY(add_spec(l, "rope_kv_write_tile", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, kv));
     KILN_TRY(add_spec(l, "attn_decode", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", a, bs, grp, m->head_dim, kv));
     KILN_TRY(add_spec(l, "attn_reduce", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", a, bs, grp, m->head_dim, kv));
