@@ -310,7 +310,7 @@ static void op_ew(void *vc, int s) {
  * (kv_write, rope_kv_write) a third row, "tile": rope_kv_wide.cu's tile
  * kernels (the engine's default; the "wide" rows are its KV blocks,
  * $KILN_KV_TILE=0), and the plain KV write a fourth, "pipe": its cp.async
- * pipeline ($KILN_KV_TILE=3). A filter naming an op gives all its rows; "wide" the
+ * pipeline (the default, $KILN_KV_TILE=2; the "tile" rows are mode 1). A filter naming an op gives all its rows; "wide" the
  * wide rows only, "tile" the tile rows. */
 static void bench_elementwise(int T) {
     /* 6: slots shifted by 5 (runs cross cache blocks; value stores element by
@@ -365,7 +365,7 @@ static void bench_elementwise(int T) {
                 c.l.head_scales = (const void *)(uintptr_t)hsc;
             }
             int was = kiln_gpu_set_elem_wide_min(gpu, wide ? 1 : 0); /* 0: never wide, 1: always */
-            int was_tile = kiln_gpu_set_kv_tile(gpu, wide == 3 ? 3 : wide == 2 ? 1 : 0); /* KV writes: pipeline, tiles or KV blocks */
+            int was_tile = kiln_gpu_set_kv_tile(gpu, wide == 3 ? 2 : wide == 2 ? 1 : 0); /* KV writes: pipeline, tiles or KV blocks */
             double t = time_op(op_ew, &c, NSETS, 20, 25);
             kiln_gpu_set_elem_wide_min(gpu, was);
             kiln_gpu_set_kv_tile(gpu, was_tile);

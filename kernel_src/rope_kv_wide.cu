@@ -643,7 +643,7 @@ extern "C" __global__ void TILE_BOUNDS kiln_kv_write_tile(kv_t *kc, kv_t *vc, co
 
 // ------------------------------------------------------------ KV pipe
 
-// kiln_kv_write_pipe ($KILN_KV_TILE=3: the plain KV write into a 16-bit
+// kiln_kv_write_pipe ($KILN_KV_TILE=2, the default: the plain KV write into a 16-bit
 // cache from 16-bit rows, head_dim a power of two in [32, 256]; the host
 // checks): a unit = the 16 tokens of a chunk and HU = 256 / head_dim
 // consecutive KV heads (16 KiB of rows); block b takes units [b * n / G,
@@ -656,11 +656,15 @@ extern "C" __global__ void TILE_BOUNDS kiln_kv_write_tile(kv_t *kc, kv_t *vc, co
 // reads of one chunk column, rows r .. r + 7, fall in 8 different bank
 // groups), value row r chunk c at c ^ ((r >> 3) << 1) (the two 8-token
 // halves' 2-byte reads of 16 dims fall in different banks) -- then the
-// 16 slots of each stage. Stores: key cells (token fastest, chunk, head),
-// any slots (< 0: skipped); values (half fastest, dim, head) as one
-// 8-slot vector per dim where the half's 8 tokens have consecutive slots
-// from a multiple of 8, else one element a token. Measured against the
-// tiles in bench/kv_write_micro.cu (RESULTS: twenty-third session).
+// 16 slots of each stage and the unit's first slot when its 16 tokens
+// fill 16 consecutive slots from a multiple of 16 ("whole"; else -1).
+// Stores: key cells (token fastest, chunk, head) and values (half fastest,
+// dim, head) as one 8-slot vector per dim; a whole unit's addresses come
+// from its first slot (per-store slot arithmetic cost ~12 points of copy
+// bandwidth at 4096 x 32 heads), other units' per token (< 0: skipped),
+// their values 8 slots a vector where a half's 8 tokens have consecutive
+// slots from a multiple of 8, else one element a token. The design came
+// from bench/kv_write_micro.cu (RESULTS: twenty-third session).
 #define PIPE_THREADS 256
 #define PIPE_NS 4
 #define PIPE_STAGE 16384

@@ -31,6 +31,7 @@ cc -O2 -Wall -shared -fPIC -I/usr/local/cuda/include "$root/bench/cupti_trace.c"
 cp -L /usr/local/cuda/lib64/libcupti.so.13 "$out/lib/"
 # stand-alone kernel probes (cudart linked statically)
 [ -f "$root/bench/kv_write_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/kv_write_micro" "$root/bench/kv_write_micro.cu"
+[ -f "$root/bench/read_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/read_micro" "$root/bench/read_micro.cu"
 mkdir -p "$out/bench" "$out/peers"
 cp "$root/bench/trace_summary.py" "$out/bench/"
 sed -n '/^KT_MAIN(/,/))/p' "$root/tests/test_gpu_ops.c" > "$out/test_gpu_ops.cases" # ops_split's case list
@@ -730,6 +731,13 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s116; then # twenty-third session: test_kv_write_and_fused_rope with the pipeline's multi-unit cases; the kv_write rows (8 and 32 KV heads, the pipeline's fast path); bench/read_micro.cu (how fast one launch reads a small projection's weights, back to back, plain and PDL)
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_kv_write_and_fused_rope
+  timeout 100 "$here/bin/bench_kernels" kv_write 2>&1 | grep -E "kv_write (wide|tile|pipe) |ceiling"
+  timeout 200 "$here/bin/read_micro" 2>&1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s115; then # twenty-third session: kiln_kv_write_pipe with a per-unit fast path (addresses from the first slot when the 16 tokens fill one aligned run), its tests; bench/kv_write_micro.cu (now with a PDL-launched pipe); kv_write rows with and without PDL (KILN_PDL=0)
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_kv_write_and_fused_rope
@@ -740,7 +748,7 @@ if has s115; then # twenty-third session: kiln_kv_write_pipe with a per-unit fas
   done
   unset CUDA_VISIBLE_DEVICES
 fi
-if has s114; then # twenty-third session: the plain KV write's cp.async pipeline (KILN_KV_TILE=3: kiln_kv_write_pipe): its test passes, kv_write rows twice; then, when bundled (bin/kiln_skn, bin/test_gpu_ops_skn: branch sk-norm-fold's 146673f), the -b 32 fold's test and -b 32 pairs against this build
+if has s114; then # twenty-third session: the plain KV write's cp.async pipeline (then KILN_KV_TILE=3, now the default 2: kiln_kv_write_pipe): its test passes, kv_write rows twice; then, when bundled (bin/kiln_skn, bin/test_gpu_ops_skn: branch sk-norm-fold's 146673f), the -b 32 fold's test and -b 32 pairs against this build
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_kv_write_and_fused_rope
   for r in 1 2; do timeout 100 "$here/bin/bench_kernels" kv_write 2>&1 | grep -E "kv_write (wide|tile|pipe)|ceiling" | sed "s/^/r$r /"; done

@@ -580,14 +580,14 @@ KT_TEST(test_kv_write_and_fused_rope) {
         {KILN_DTYPE_F16, 128, 16, T_big, 32, 8, 0, true, false, true, true, 128, false},
     };
     /* five passes: rope_kv.cu (decode sizes), rope_kv_wide.cu's KV blocks
-     * ($KILN_KV_TILE=0) and its tiles (the default), rope_kv.cu's decode
+     * ($KILN_KV_TILE=0), its tiles ($KILN_KV_TILE=1), rope_kv.cu's decode
      * kernel kiln_rope_kv_write_dec (fused cases; $KILN_ROPE_DEC_MAX), the
-     * plain KV write's cp.async pipeline ($KILN_KV_TILE=3: 16-bit caches;
-     * FP8 and the fused cases take the tiles / KV blocks again), each
-     * forced at every T */
+     * default ($KILN_KV_TILE=2: the plain KV write into a 16-bit cache
+     * through its cp.async pipeline, into FP8 through the tiles; rope + KV
+     * write through the KV blocks), each forced at every T */
     for (int wide = 0; wide < 5; wide++) {
         int was = kiln_gpu_set_elem_wide_min(gpu, wide == 1 || wide == 2 || wide == 4 ? 1 : 0);
-        int was_tile = kiln_gpu_set_kv_tile(gpu, wide == 2 ? 1 : wide == 4 ? 3 : 0);
+        int was_tile = kiln_gpu_set_kv_tile(gpu, wide == 2 ? 1 : wide == 4 ? 2 : 0);
         int was_dec = kiln_gpu_set_rope_dec_max(gpu, wide == 3 ? 1 << 30 : 0);
         for (int ki = 0; ki < 4; ki++)
             for (int hi = 0; hi < 2; hi++)

@@ -54,9 +54,8 @@ struct kiln_gpu {
     int decode_pw_warps;  /* its warps a block (1..4; $KILN_DECODE_PW_WARPS, default 4) */
     int decode_pw_stages; /* its tile slots a warp (2..6; $KILN_DECODE_PW_STAGES, default 3) */
     bool decode_rope;     /* kiln_gpu_attn.rope fused into kiln_attn_decode_rope where it can ($KILN_DECODE_ROPE) */
-    int kv_tile;          /* $KILN_KV_TILE (default KILN_KV_TILE_DEFAULT): the wide KV writes in tiles (1 both, 2 kv_write only,
-                             through its cp.async pipeline from KV_PIPE_MIN_UNITS units a block up; 3 as 2, the
-                             pipeline at any size) */
+    int kv_tile;          /* $KILN_KV_TILE (default KILN_KV_TILE_DEFAULT): the wide KV writes in tiles (1 both; 2 kv_write
+                             only, through its cp.async pipeline where that applies) */
     int sample_cl;        /* kiln_gpu_sample_greedy's cluster size (1|2|4|8; 0: kiln_sample) */
 };
 
@@ -157,7 +156,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->decode_pw_stages = KILN_MAX(2, KILN_MIN(6, knob(0, "KILN_DECODE_PW_STAGES", 3)));
     g->decode_rope = knob(0, "KILN_DECODE_ROPE", KILN_DECODE_ROPE_DEFAULT) > 0;
     g->kv_tile = knob(0, "KILN_KV_TILE", KILN_KV_TILE_DEFAULT);
-    if (g->kv_tile < 0 || g->kv_tile > 3) g->kv_tile = KILN_KV_TILE_DEFAULT;
+    if (g->kv_tile < 0 || g->kv_tile > 2) g->kv_tile = KILN_KV_TILE_DEFAULT;
     kiln_gpu_set_sample_cluster(g, knob(p ? p->sample_cluster : 0, "KILN_SAMPLE_CLUSTER", KILN_SAMPLE_CLUSTER_DEFAULT));
     size_t sample_bytes = (size_t)g->max_rows * (size_t)g->vocab * 4;
     const size_t sa_part_bytes = (size_t)g->max_rows * (size_t)((g->vocab + SA_CHUNK - 1) / SA_CHUNK) * 16,
@@ -262,7 +261,7 @@ int kiln_gpu_set_gemv_rope_rows(kiln_gpu *g, int rows) {
 
 int kiln_gpu_set_kv_tile(kiln_gpu *g, int mode) {
     int was = g->kv_tile;
-    g->kv_tile = mode >= 0 && mode <= 3 ? mode : KILN_KV_TILE_DEFAULT;
+    g->kv_tile = mode >= 0 && mode <= 2 ? mode : KILN_KV_TILE_DEFAULT;
     return was;
 }
 
@@ -1036,33 +1035,25 @@ static int64_t kv_tile_blocks(int T, int nkv) {
     return (int64_t)((T + 15) / 16) * ((nkv + KV_TILE_WARPS - 1) / KV_TILE_WARPS);
 }
 static bool kv_tile_ok(const kiln_gpu *g, const kiln_kv_layout *l, bool rope, int rot, kiln_dtype act) {
-    return (g->kv_tile == 1 || (g->kv_tile >= 2 && !rope)) && l->n_kv_heads > 0 && l->block_size > 0 &&
+    return (g->kv_tile == 1 || (g->kv_tile == 2 && !rope)) && l->n_kv_heads > 0 && l->block_size > 0 &&
            kv_tile_smem(rope, rot, l->head_dim, act) <= KV_TILE_SMEM_MAX;
 }
 
 /* The plain KV write's cp.async pipeline (kernel_src/rope_kv_wide.cu
- * kiln_kv_write_pipe): 16-bit rows and cache, head_dim a power of two in
- * [32, 256]; units of 16 tokens x 256 / head_dim KV heads; KV_PIPE_NS
- * stages of 16 KiB, their slots and first slots; at most KV_PIPE_BPS blocks
- * an SM (3 fit at once; the probe's best grid was four times that, a block
- * storing ~2.6 units). $KILN_KV_TILE 2 (the default) takes it where a block
- * gets KV_PIPE_MIN_UNITS units or more (4096 tokens of 32 KV heads: 85% of
- * copy against the tiles' 75%, RESULTS twenty-third session; at one unit a
- * block the probe's pipeline lost to the tiles), 3 at any size. */
+ * kiln_kv_write_pipe; $KILN_KV_TILE 2, the default): 16-bit rows and cache,
+ * head_dim a power of two in [32, 256]; units of 16 tokens x 256 / head_dim
+ * KV heads; KV_PIPE_NS stages of 16 KiB, their slots and first slots; at
+ * most KV_PIPE_BPS blocks an SM (3 fit at once; the probe's best grid was
+ * four times that, a block storing ~2.6 units). 4096 tokens: 84.6% of copy
+ * against the tiles' 75.0% at 32 KV heads, 65.0 against 58.0% at 8 (RESULTS,
+ * twenty-third session). Elsewhere (FP8, other head dims) the tiles. */
 #define KV_PIPE_NS 4
 #define KV_PIPE_SMEM (KV_PIPE_NS * (16384 + 68))
 #define KV_PIPE_BPS 12
-#define KV_PIPE_MIN_UNITS 2
-static int64_t kv_pipe_units(const kiln_kv_layout *l, int T) {
-    return (int64_t)((T + 15) / 16) * ((l->n_kv_heads + 256 / l->head_dim - 1) / (256 / l->head_dim));
-}
-static bool kv_pipe_ok(const kiln_gpu *g, const kiln_kv_layout *l, kiln_dtype act, int T) {
+static bool kv_pipe_ok(const kiln_gpu *g, const kiln_kv_layout *l, kiln_dtype act) {
     const int hd = l->head_dim;
-    if (g->kv_tile < 2 || kiln_dtype_size(act) != 2 || kiln_dtype_size(l->dtype) != 2 || hd < 32 || hd > 256 ||
-        (hd & (hd - 1)) || l->n_kv_heads <= 0 || l->block_size <= 0 || T <= 0)
-        return false;
-    const int64_t cap = (int64_t)KV_PIPE_BPS * kiln_rt_device_get_info(g->dev)->n_sms;
-    return g->kv_tile == 3 || kv_pipe_units(l, T) >= KV_PIPE_MIN_UNITS * cap;
+    return g->kv_tile == 2 && kiln_dtype_size(act) == 2 && kiln_dtype_size(l->dtype) == 2 && hd >= 32 && hd <= 256 &&
+           (hd & (hd - 1)) == 0 && l->n_kv_heads > 0 && l->block_size > 0;
 }
 
 /* What the wide kernels need beyond check_rope / check_kv (else the others
@@ -1174,7 +1165,8 @@ static kiln_status kv_write_pipe(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr kca
     KILN_TRY(get(g, "kv_write_pipe", &f, "ACT=%s KV=%s", dt(act), dt(l->dtype)));
     int nkv = l->n_kv_heads, hd = l->head_dim, bs = l->block_size;
     const int n_sms = kiln_rt_device_get_info(g->dev)->n_sms;
-    const int64_t grid = KILN_MIN(kv_pipe_units(l, T), (int64_t)KV_PIPE_BPS * n_sms);
+    const int64_t units = (int64_t)((T + 15) / 16) * ((nkv + 256 / hd - 1) / (256 / hd));
+    const int64_t grid = KILN_MIN(units, (int64_t)KV_PIPE_BPS * n_sms);
     LAUNCH(f, (unsigned)grid, 1, 1, 256, KV_PIPE_SMEM, s, &kcache, &vcache, &k, &v, &row_stride, &slots, &T, &nkv, &hd,
            &bs);
 fail:
@@ -1230,7 +1222,7 @@ kiln_status kiln_gpu_kv_write(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr kcache
     kiln_rt_func *f;
     KILN_CHECK(act_ok(act), KILN_ERR_UNSUPPORTED, "kv_write: %s", dt(act));
     KILN_TRY(check_kv(l, act));
-    if (wide(g, T) && kv_pipe_ok(g, l, act, T)) return kv_write_pipe(g, s, kcache, vcache, l, k, v, act, row_stride, slots, T);
+    if (wide(g, T) && kv_pipe_ok(g, l, act)) return kv_write_pipe(g, s, kcache, vcache, l, k, v, act, row_stride, slots, T);
     if (wide(g, T) && kv_tile_ok(g, l, false, 0, act)) {
         int64_t nb = kv_tile_blocks(T, l->n_kv_heads);
         if (blocks_ok(nb)) return kv_write_tile(g, s, kcache, vcache, l, k, v, act, row_stride, slots, T, nb);

@@ -194,8 +194,7 @@ int kiln_gpu_set_elem_wide_min(kiln_gpu *g, int n);
 /* Where kv_write / rope_kv_write of elem_wide_min tokens or more take the
  * tile kernels of kernel_src/rope_kv_wide.cu (a warp per 16 tokens and KV
  * head) instead of its KV blocks: mode 1 both, 2 kv_write only (16-bit
- * caches of many tokens through its cp.async pipeline), 0 neither, 3 as 2
- * with the pipeline at any size
+ * caches through its cp.async pipeline instead), 0 neither
  * (KILN_KV_TILE_DEFAULT); returns the previous mode. For tests and
  * benchmarks, between launches. */
 int kiln_gpu_set_kv_tile(kiln_gpu *g, int mode);

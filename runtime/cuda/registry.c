@@ -107,7 +107,7 @@ static const kiln_jit_kernel_def registry[] = {
      "ptr,ptr,ptr,ptr,i64,ptr,i32,i32,i32,i32,f32,f32,ptr", {{"ACT", ACT3}, {"KV", KVT}},
      "ACT=bf16 KV=bf16;ACT=fp16 KV=fp16;ACT=bf16 KV=fp8_e5m2;ACT=bf16 KV=fp8_e4m3;ACT=fp16 KV=fp8_e4m3;"
      "ACT=fp32 KV=bf16;ACT=fp32 KV=fp8_e4m3"},
-    /* the plain KV write as a cp.async pipeline ($KILN_KV_TILE=3; 16-bit rows and cache only: the
+    /* the plain KV write as a cp.async pipeline ($KILN_KV_TILE=2, the default; 16-bit rows and cache only: the
      * file's other specs compile it to a trap the host never launches) */
     {"kv_write_pipe", "kernel_src/rope_kv_wide.cu", "kiln_kv_write_pipe", "ptr,ptr,ptr,ptr,i64,ptr,i32,i32,i32,i32",
      {{"ACT", ACT3}, {"KV", KVT}}, "ACT=bf16 KV=bf16;ACT=fp16 KV=fp16;ACT=bf16 KV=fp16"},
