@@ -76,6 +76,11 @@ static int cmpf(const void *a, const void *b) {
 
 typedef void (*op_fn)(void *ctx, int set);
 
+/* $KILN_BENCH_GRAPH=1 (or --graph): time_op captures each batch's `per`
+ * calls in a CUDA graph once and times its replays (the host's launch cost
+ * out of the measurement, as in the engine's decode graphs) */
+static bool use_graph;
+
 /* median seconds per call: batches of `per` calls over rotating sets */
 static double time_op(op_fn fn, void *ctx, int n_sets, int per, int batches) {
     for (int i = 0; i < 3; i++) fn(ctx, i % n_sets);
@@ -83,6 +88,25 @@ static double time_op(op_fn fn, void *ctx, int n_sets, int per, int batches) {
     float ms[64];
     if (batches > 64) batches = 64;
     if (quick && batches > 5) batches = 5;
+    if (use_graph) {
+        kiln_rt_graph *gr = NULL;
+        CK(kiln_rt_graph_begin(st));
+        for (int i = 0; i < per; i++) fn(ctx, i % n_sets);
+        CK(kiln_rt_graph_end(st, &gr));
+        CK(kiln_rt_graph_launch(gr, st));
+        CK(kiln_rt_stream_sync(st));
+        for (int b = 0; b < batches; b++) {
+            CK(kiln_rt_event_record(e0, st));
+            CK(kiln_rt_graph_launch(gr, st));
+            CK(kiln_rt_event_record(e1, st));
+            CK(kiln_rt_event_sync(e1));
+            CK(kiln_rt_event_elapsed_ms(e0, e1, &ms[b]));
+            ms[b] /= (float)per;
+        }
+        kiln_rt_graph_destroy(gr);
+        qsort(ms, (size_t)batches, sizeof(float), cmpf);
+        return ms[batches / 2] * 1e-3;
+    }
     for (int b = 0; b < batches; b++) {
         CK(kiln_rt_event_record(e0, st));
         for (int i = 0; i < per; i++) fn(ctx, (b * per + i) % n_sets);
@@ -171,6 +195,8 @@ static void bench_copy_sizes(void) {
 }
 
 static void ceilings(void) {
+    const bool was_graph = use_graph; /* the ceilings as plain launches (a copy node in a graph ran ~35% slower, s118) */
+    use_graph = false;
     copy_ctx c = {0, 0, (size_t)2 << 30};
     CK(kiln_rt_malloc(dev, c.n, &c.a));
     CK(kiln_rt_malloc(dev, c.n, &c.b));
@@ -190,6 +216,7 @@ static void ceilings(void) {
     kiln_rt_free(dev, g.out);
     printf("ceilings: D2D copy %.0f GB/s (read+write, 2 GiB), cuBLASLt bf16 8192^3 %.1f TFLOP/s\n", copy_bw / 1e9,
            gemm_rate / 1e12);
+    use_graph = was_graph;
 }
 
 /* --------------------------------------------------------------- attention */
@@ -505,7 +532,10 @@ static bool sk_quick;
  * decode batches), each as weight bytes and as flops (KILN_GEMM_BUCKETS
  * and KILN_LOG_LEVEL=debug show the tuning's buckets and choices) */
 static bool lt_only;
-static bool rows_only; /* `bench_kernels gemm_rows`: the default path's rows only (no tiling tables) */
+/* `bench_kernels gemm_rows`: cuBLASLt's rows, then kiln's default path at M = 1, 8, 16, 32 (the GEMV, gemm_sk,
+ * gemm_sk_tma as the engine picks them), no tiling tables; `gemm_m1`: those rows at M = 1 only */
+static bool rows_only;
+static bool m1_only;
 static void bench_gemm(bool sk_only) {
     static const struct { const char *name; int N, K; } shapes[] = {
         {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
@@ -529,11 +559,29 @@ static void bench_gemm(bool sk_only) {
             g.M = Ms[mi];
             if (sk_only && !lt_only && (g.M == 1 || g.M > 64)) continue;
             if (sk_quick && g.M != 16 && g.M != 32) continue;
+            if (m1_only && g.M != 1) continue;
             double t = time_op(op_gemm, &g, sets, g.M == 4096 ? 5 : 20, 20);
             char shape[64];
             snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shapes[si].name, g.M, g.N, g.K);
             if (g.M <= 64 || lt_only) row_bw("gemm (weight bytes)", shape, t, (double)wbytes, g.M <= 32 ? 0.85 : 0);
             if (g.M > 64) row_flops("gemm", shape, t, 2.0 * g.M * g.N * g.K, lt_only ? 0 : 0.80, 0);
+        }
+        if (rows_only) { /* kiln's default path (every knob at its default) */
+            kiln_gpu_params dp = {.max_sample_rows = 1, .vocab = 16};
+            kiln_gpu *gk = NULL;
+            CK(kiln_gpu_create(dev, &dp, &gk));
+            g.g = gk;
+            static const int Mk[] = {1, 8, 16, 32};
+            for (int mi = 0; mi < 4; mi++) {
+                g.M = Mk[mi];
+                if (m1_only && g.M != 1) continue;
+                double t = time_op(op_gemm, &g, sets, 20, 20);
+                char shape[80];
+                snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shapes[si].name, g.M, g.N, g.K);
+                row_bw("kiln default (weights)", shape, t, (double)wbytes, 0.85);
+            }
+            g.g = NULL;
+            kiln_gpu_destroy(gk);
         }
         if (lt_only || rows_only) {
             for (int s = 0; s < sets; s++) kiln_rt_free(dev, g.w[s]), kiln_rt_free(dev, g.x[s]);
@@ -906,6 +954,7 @@ static void bench_jit(void) {
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--graph")) use_graph = true;
         else filter = argv[i];
     }
     CK(kiln_rt_device_open(0, &dev));
@@ -990,6 +1039,7 @@ int main(int argc, char **argv) {
     else if (filter && !strcmp(filter, "gemm_sk")) bench_gemm(true);
     else if (filter && !strcmp(filter, "gemm_lt")) lt_only = true, bench_gemm(true);
     else if (filter && !strcmp(filter, "gemm_rows")) rows_only = true, bench_gemm(false);
+    else if (filter && !strcmp(filter, "gemm_m1")) rows_only = m1_only = true, bench_gemm(false);
     else if (want("gemm")) bench_gemm(false);
     if (want("sample")) bench_sampling();
     kiln_gpu_destroy(gpu);

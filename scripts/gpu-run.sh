@@ -731,6 +731,37 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s118; then # (kv/gemv_db is no longer built: GEMV_DB, measured slower in s118, was not kept) twenty-third session: kiln's default small-M path (GEMV at M = 1, gemm_sk / gemm_sk_tma at 8..32) beside cuBLASLt, plain launches and CUDA-graph replay (--graph); the GEMV double-buffered (kv/gemv_db) in several tilings at M = 1 under --graph; kv_write rows under --graph
+  export CUDA_VISIBLE_DEVICES=0
+  timeout 150 "$here/bin/bench_kernels" gemm_rows 2>&1 | grep -E "M=(1|8|16|32) |ceiling" | sed "s/^/plain /" | cut -c1-125
+  timeout 150 "$here/bin/bench_kernels" gemm_rows --graph 2>&1 | grep -E "M=(1|8|16|32) |ceiling" | sed "s/^/graph /" | cut -c1-125
+  for cfg in "2 4 2" "1 2 2" "1 4 1" "1 8 1" "2 4 1" "4 2 1"; do
+    set -- $cfg
+    for db in 0 1; do
+      kd=(); [ $db = 1 ] && kd=(KILN_KERNEL_DIR="$here/kv/gemv_db")
+      env "${kd[@]}" KILN_GEMV_RULE=0 KILN_GEMV_ROWS=$1 KILN_GEMV_UNROLL=$2 KILN_GEMV_KSPLIT=$3 timeout 100 "$here/bin/bench_kernels" gemm_m1 --graph 2>&1 \
+        | grep -E "kiln default.*M=1 " | sed "s/^kiln default (weights) */r$1u$2k$3 db$db /" | cut -c1-110
+    done
+  done
+  timeout 100 "$here/bin/bench_kernels" kv_write --graph 2>&1 | grep -E "kv_write (wide|tile|pipe) " | sed "s/^/graph /"
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s117; then # twenty-third session: meant as the batch-1 GEMV double-buffered (kv/gemv_db: GEMV_DB=1) in several tilings, but bench_kernels' "gemm" rows were cuBLASLt's (its main kiln_gpu has the GEMV off): the knobs changed nothing; s118 redoes it on kiln's default path
+  export CUDA_VISIBLE_DEVICES=0
+  for cfg in "2 4 2" "1 2 2" "1 4 1" "1 8 1" "2 4 1" "1 4 2" "2 2 2"; do
+    set -- $cfg
+    for db in 0 1; do
+      kd=(); [ $db = 1 ] && kd=(KILN_KERNEL_DIR="$here/kv/gemv_db")
+      env "${kd[@]}" KILN_GEMV_RULE=0 KILN_GEMV_ROWS=$1 KILN_GEMV_UNROLL=$2 KILN_GEMV_KSPLIT=$3 timeout 100 "$here/bin/bench_kernels" gemm_m1 2>&1 \
+        | grep -E "M=1 " | sed "s/^gemm (weight bytes) */r$1u$2k$3 db$db /" | cut -c1-110
+    done
+  done
+  for db in 0 1; do
+    kd=(); [ $db = 1 ] && kd=(KILN_KERNEL_DIR="$here/kv/gemv_db")
+    env "${kd[@]}" timeout 100 "$here/bin/bench_kernels" gemm_m1 2>&1 | grep -E "M=1 " | sed "s/^gemm (weight bytes) */default db$db /" | cut -c1-110
+  done
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s116; then # twenty-third session: test_kv_write_and_fused_rope with the pipeline's multi-unit cases; the kv_write rows (8 and 32 KV heads, the pipeline's fast path); bench/read_micro.cu (how fast one launch reads a small projection's weights, back to back, plain and PDL)
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_kv_write_and_fused_rope
