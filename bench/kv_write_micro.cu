@@ -7,23 +7,9 @@
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o kv_write_micro bench/kv_write_micro.cu
 //   ./kv_write_micro            (prints one row per variant)
-#include <cuda_runtime.h>
-#include <cuda_bf16.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
-#include <vector>
-#include <algorithm>
-
-#define CK(x)                                                                                   \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                            \
-        }                                                                                       \
-    } while (0)
+#include "micro_common.cuh"
 
 typedef unsigned short u16;
 typedef unsigned int u32;
@@ -239,25 +225,6 @@ struct Variant {
 };
 
 static int nsm;
-static float time_it(void (*launch)(void *, int), void *ctx, int sets) {
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    for (int i = 0; i < 3; i++) launch(ctx, i % sets);
-    CK(cudaDeviceSynchronize());
-    std::vector<float> ms;
-    for (int b = 0; b < 15; b++) {
-        CK(cudaEventRecord(e0));
-        for (int i = 0; i < 20; i++) launch(ctx, (b * 20 + i) % sets);
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        float m;
-        CK(cudaEventElapsedTime(&m, e0, e1));
-        ms.push_back(m / 20);
-    }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2] * 1e3f;
-}
 
 struct Ctx {
     Args a[4];
@@ -266,28 +233,11 @@ struct Ctx {
     void *cd[4], *cs[4];
     size_t cbytes;
 };
-static void launch_variant(void *c, int s) {
-    Ctx *x = (Ctx *)c;
-    if (!x->v.pdl) {
-        x->v.f<<<x->grid, x->v.nt, x->v.smem>>>(x->a[s]);
-        return;
-    }
-    cudaLaunchAttribute at;
-    at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at.val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(x->grid);
-    cfg.blockDim = dim3(x->v.nt);
-    cfg.dynamicSmemBytes = x->v.smem;
-    cfg.stream = 0;
-    cfg.attrs = &at;
-    cfg.numAttrs = 1;
-    CK(cudaLaunchKernelEx(&cfg, x->v.f, x->a[s]));
-}
-static void launch_memcpy(void *c, int s) {
-    Ctx *x = (Ctx *)c;
+static void launch_variant(Ctx *x, int s) { launch_k(x->v.f, x->grid, x->v.nt, x->v.smem, x->v.pdl != 0, x->a[s]); }
+static void launch_memcpy(Ctx *x, int s) {
     CK(cudaMemcpyAsync(x->cd[s], x->cs[s], x->cbytes, cudaMemcpyDeviceToDevice, 0));
 }
+static float time_it(void (*launch)(Ctx *, int), Ctx *ctx, int sets) { return time_launches(launch, ctx, sets); }
 
 int main(int argc, char **argv) {
     const int T = argc > 1 ? atoi(argv[1]) : 4096, nkv = argc > 2 ? atoi(argv[2]) : 32;

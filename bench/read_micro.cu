@@ -9,21 +9,8 @@
 // copy rate on the weight bytes.
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o read_micro bench/read_micro.cu
-#include <cuda_runtime.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <stdint.h>
-#include <vector>
-#include <algorithm>
-
-#define CK(x)                                                                                   \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                            \
-        }                                                                                       \
-    } while (0)
+#include "micro_common.cuh"
 
 __device__ __forceinline__ uint4 ldnc(const uint4 *p) {
     uint4 v;
@@ -66,43 +53,10 @@ struct Ctx {
     size_t cb;
 };
 static void launch(Ctx *c, int s) {
-    if (!c->f) {
-        CK(cudaMemcpyAsync(c->cd[s], c->cs[s], c->cb, cudaMemcpyDeviceToDevice, 0));
-        return;
-    }
-    if (!c->pdl) {
-        c->f<<<c->grid, 256>>>(c->w[s], c->nv, c->out);
-        return;
-    }
-    cudaLaunchAttribute at;
-    at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at.val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(c->grid);
-    cfg.blockDim = dim3(256);
-    cfg.attrs = &at;
-    cfg.numAttrs = 1;
-    CK(cudaLaunchKernelEx(&cfg, c->f, (const uint4 *)c->w[s], c->nv, c->out));
+    if (!c->f) CK(cudaMemcpyAsync(c->cd[s], c->cs[s], c->cb, cudaMemcpyDeviceToDevice, 0));
+    else launch_k(c->f, c->grid, 256, 0, c->pdl != 0, (const uint4 *)c->w[s], c->nv, c->out);
 }
-static float time_it(Ctx *c, int sets) {
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    for (int i = 0; i < 3; i++) launch(c, i % sets);
-    CK(cudaDeviceSynchronize());
-    std::vector<float> ms;
-    for (int b = 0; b < 15; b++) {
-        CK(cudaEventRecord(e0));
-        for (int i = 0; i < 20; i++) launch(c, (b * 20 + i) % sets);
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        float m;
-        CK(cudaEventElapsedTime(&m, e0, e1));
-        ms.push_back(m / 20);
-    }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2] * 1e3f;
-}
+static float time_it(Ctx *c, int sets) { return time_launches(launch, c, sets); }
 
 int main() {
     int nsm;

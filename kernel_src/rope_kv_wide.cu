@@ -670,6 +670,37 @@ extern "C" __global__ void TILE_BOUNDS kiln_kv_write_tile(kv_t *kc, kv_t *vc, co
 #define PIPE_STAGE 16384
 #define PIPE_BOUNDS __launch_bounds__(PIPE_THREADS, 3)
 
+// A stage's key cell (h, o, g) as the cache stores it: row o of head h's
+// keys, chunk g (swizzled), converted to kv_t
+KILN_DEV uint4 pipe_key_cell(const unsigned char *st, int RB, int NC, int h, int o, int g) {
+    uint4 x = *(const uint4 *)(st + (h * 32 + o) * RB + ((g ^ (o & (NC - 1))) << 4));
+    if (!same_type<act_t, kv_t>::value) {
+        AV a;
+        a.v = x;
+        union { uint4 u; kv_t e[8]; } cv;
+#pragma unroll
+        for (int q = 0; q < 8; q++) cv.e[q] = from_f32<kv_t>(a.get(q));
+        x = cv.u;
+    }
+    return x;
+}
+// A stage's value element of head h, dim d, token row r (swizzled chunk)
+KILN_DEV const act_t *pipe_value(const unsigned char *st, int RB, int h, int d, int r) {
+    return (const act_t *)(st + ((h * 2 + 1) * 16 + r) * RB + (((d >> 3) ^ ((r >> 3) << 1)) << 4) + (d & 7) * 2);
+}
+// the 8 values of head h, dim d, rows 8 gi .. 8 gi + 7 as one 8-slot vector
+KILN_DEV uint4 pipe_value_run(const unsigned char *st, int RB, int h, int d, int gi) {
+    const act_t *base = pipe_value(st, RB, h, d, gi * 8);
+    union { uint4 u; kv_t e[8]; } pk;
+#pragma unroll
+    for (int q = 0; q < 8; q++) {
+        const act_t x = *(const act_t *)((const unsigned char *)base + q * RB);
+        if (same_type<act_t, kv_t>::value) pk.e[q] = *(const kv_t *)&x;
+        else pk.e[q] = from_f32<kv_t>(to_f32(x));
+    }
+    return pk.u;
+}
+
 extern "C" __global__ void PIPE_BOUNDS kiln_kv_write_pipe(kv_t *kc, kv_t *vc, const act_t *k, const act_t *v,
                                                          i64 row_stride, const int *slots, int T, int nkv,
                                                          int head_dim, int block_size) {
@@ -726,29 +757,11 @@ extern "C" __global__ void PIPE_BOUNDS kiln_kv_write_pipe(kv_t *kc, kv_t *vc, co
             kv_t *vb = vc + b * bstride + (size_t)h0 * hd * bs + off0;
             for (int e = tid; e < nh * 16 * NC; e += PIPE_THREADS) { // key cells: (token o fastest, chunk g, head h)
                 const int o = e & 15, g = (e >> 4) & (NC - 1), h = e >> (lnc + 4);
-                uint4 x = *(const uint4 *)(st + (h * 32 + o) * RB + ((g ^ (o & (NC - 1))) << 4));
-                if (!same_type<act_t, kv_t>::value) {
-                    AV a;
-                    a.v = x;
-                    union { uint4 u; kv_t e[8]; } cv;
-#pragma unroll
-                    for (int q = 0; q < 8; q++) cv.e[q] = from_f32<kv_t>(a.get(q));
-                    x = cv.u;
-                }
-                st16_g(kb + ((size_t)(h * NC + g) * bs + o) * 8, x);
+                st16_g(kb + ((size_t)(h * NC + g) * bs + o) * 8, pipe_key_cell(st, RB, NC, h, o, g));
             }
             for (int e = tid; e < nh * 2 * hd; e += PIPE_THREADS) { // values: (half gi fastest, dim d, head h)
                 const int gi = e & 1, d = (e >> 1) & (hd - 1), h = e >> (lhd + 1);
-                const unsigned char *base =
-                    st + ((h * 2 + 1) * 16 + gi * 8) * RB + (((d >> 3) ^ (gi << 1)) << 4) + (d & 7) * 2;
-                union { uint4 u; kv_t e[8]; } pk;
-#pragma unroll
-                for (int q = 0; q < 8; q++) {
-                    const act_t x = *(const act_t *)(base + q * RB);
-                    if (same_type<act_t, kv_t>::value) pk.e[q] = *(const kv_t *)&x;
-                    else pk.e[q] = from_f32<kv_t>(to_f32(x));
-                }
-                st16_g(vb + (size_t)(h * hd + d) * bs + gi * 8, pk.u);
+                st16_g(vb + (size_t)(h * hd + d) * bs + gi * 8, pipe_value_run(st, RB, h, d, gi));
             }
         } else { // any slots (< 0: skipped): key cells per token; values 8 slots a vector where a half is a run
             for (int e = tid; e < nh * 16 * NC; e += PIPE_THREADS) {
@@ -756,16 +769,7 @@ extern "C" __global__ void PIPE_BOUNDS kiln_kv_write_pipe(kv_t *kc, kv_t *vc, co
                 const int slot = sl[o];
                 if (slot < 0) continue;
                 const int b = slot / bs, off = slot - b * bs;
-                uint4 x = *(const uint4 *)(st + (h * 32 + o) * RB + ((g ^ (o & (NC - 1))) << 4));
-                if (!same_type<act_t, kv_t>::value) {
-                    AV a;
-                    a.v = x;
-                    union { uint4 u; kv_t e[8]; } cv;
-#pragma unroll
-                    for (int q = 0; q < 8; q++) cv.e[q] = from_f32<kv_t>(a.get(q));
-                    x = cv.u;
-                }
-                st16_g(kc + b * bstride + (((size_t)(h0 + h) * NC + g) * bs + off) * 8, x);
+                st16_g(kc + b * bstride + (((size_t)(h0 + h) * NC + g) * bs + off) * 8, pipe_key_cell(st, RB, NC, h, o, g));
             }
             bool run[2];
 #pragma unroll
@@ -778,15 +782,11 @@ extern "C" __global__ void PIPE_BOUNDS kiln_kv_write_pipe(kv_t *kc, kv_t *vc, co
             }
             for (int e = tid; e < nh * 2 * hd; e += PIPE_THREADS) {
                 const int gi = e & 1, d = (e >> 1) & (hd - 1), h = e >> (lhd + 1);
-                const unsigned char *base =
-                    st + ((h * 2 + 1) * 16 + gi * 8) * RB + (((d >> 3) ^ (gi << 1)) << 4) + (d & 7) * 2;
                 if (run[gi]) {
                     const int slot = sl[gi * 8], b = slot / bs, off = slot - b * bs;
-                    union { uint4 u; kv_t e[8]; } pk;
-#pragma unroll
-                    for (int q = 0; q < 8; q++) pk.e[q] = from_f32<kv_t>(to_f32(*(const act_t *)(base + q * RB)));
-                    st16_g(vc + b * bstride + ((size_t)(h0 + h) * hd + d) * bs + off, pk.u);
+                    st16_g(vc + b * bstride + ((size_t)(h0 + h) * hd + d) * bs + off, pipe_value_run(st, RB, h, d, gi));
                 } else {
+                    const unsigned char *base = (const unsigned char *)pipe_value(st, RB, h, d, gi * 8);
 #pragma unroll
                     for (int q = 0; q < 8; q++) {
                         const int slot = sl[gi * 8 + q];
