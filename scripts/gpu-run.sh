@@ -32,6 +32,7 @@ cp -L /usr/local/cuda/lib64/libcupti.so.13 "$out/lib/"
 # stand-alone kernel probes (cudart linked statically)
 [ -f "$root/bench/kv_write_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/kv_write_micro" "$root/bench/kv_write_micro.cu"
 [ -f "$root/bench/read_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/read_micro" "$root/bench/read_micro.cu"
+[ -f "$root/bench/gemm_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/gemm_micro" "$root/bench/gemm_micro.cu"
 mkdir -p "$out/bench" "$out/peers"
 cp "$root/bench/trace_summary.py" "$out/bench/"
 sed -n '/^KT_MAIN(/,/))/p' "$root/tests/test_gpu_ops.c" > "$out/test_gpu_ops.cases" # ops_split's case list
@@ -730,6 +731,11 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-def$r" -- --tp 2 -b 1 -s 128 -o 512 --iters 2
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
+fi
+if has s119; then # twenty-third session: bench/gemm_micro.cu -- a tensor-core GEMM for M <= 32 with W straight from global memory into mma.sync fragments (no ring), plain and PDL, against read_micro's bound
+  export CUDA_VISIBLE_DEVICES=0
+  timeout 200 "$here/bin/gemm_micro" 2>&1
+  unset CUDA_VISIBLE_DEVICES
 fi
 if has s118; then # (kv/gemv_db is no longer built: GEMV_DB, measured slower in s118, was not kept) twenty-third session: kiln's default small-M path (GEMV at M = 1, gemm_sk / gemm_sk_tma at 8..32) beside cuBLASLt, plain launches and CUDA-graph replay (--graph); the GEMV double-buffered (kv/gemv_db) in several tilings at M = 1 under --graph; kv_write rows under --graph
   export CUDA_VISIBLE_DEVICES=0
