@@ -536,6 +536,7 @@ static bool lt_only;
  * gemm_sk_tma as the engine picks them), no tiling tables; `gemm_m1`: those rows at M = 1 only */
 static bool rows_only;
 static bool m1_only;
+static const char *only_shape; /* `gemm_rows_o` (or _qkv, _gate_up, _down): that shape's rows only */
 static void bench_gemm(bool sk_only) {
     static const struct { const char *name; int N, K; } shapes[] = {
         {"qkv", 6144, 4096}, {"o", 4096, 4096}, {"gate_up", 28672, 4096}, {"down", 4096, 14336}};
@@ -543,6 +544,7 @@ static void bench_gemm(bool sk_only) {
     const int *Ms = lt_only ? Ms_lt : Ms_all;
     const size_t n_ms = lt_only ? KILN_ARRAY_LEN(Ms_lt) : KILN_ARRAY_LEN(Ms_all);
     for (size_t si = 0; si < 4; si++) {
+        if (only_shape && strcmp(only_shape, shapes[si].name)) continue;
         gemm_ctx g;
         memset(&g, 0, sizeof g);
         g.N = shapes[si].N;
@@ -1039,6 +1041,7 @@ int main(int argc, char **argv) {
     else if (filter && !strcmp(filter, "gemm_sk")) bench_gemm(true);
     else if (filter && !strcmp(filter, "gemm_lt")) lt_only = true, bench_gemm(true);
     else if (filter && !strcmp(filter, "gemm_rows")) rows_only = true, bench_gemm(false);
+    else if (filter && !strncmp(filter, "gemm_rows_", 10)) rows_only = true, only_shape = filter + 10, bench_gemm(false);
     else if (filter && !strcmp(filter, "gemm_m1")) rows_only = m1_only = true, bench_gemm(false);
     else if (want("gemm")) bench_gemm(false);
     if (want("sample")) bench_sampling();

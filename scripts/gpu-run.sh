@@ -732,6 +732,28 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s121; then # twenty-third session: the o projection at M = 32 through gemm_sk_tma in other tilings (ncu, s120: the default's 32 tiles x split 3 = 96 blocks of 165 KiB leave 36 SMs idle): bench_kernels gemm_rows_o under KILN_SKGEMM_TILES / _SPLIT / _TMA_STAGES
+  export CUDA_VISIBLE_DEVICES=0
+  for cfg in "0 0 8" "1 0 8" "1 0 6" "1 4 4" "1 2 8" "2 4 4" "1 0 4" "0 0 8"; do
+    set -- $cfg
+    KILN_SKGEMM_TILES=$1 KILN_SKGEMM_SPLIT=$2 KILN_SKGEMM_TMA_STAGES=$3 timeout 60 "$here/bin/bench_kernels" gemm_rows_o 2>&1 | grep -E "kiln default.*M=(16|32) " | sed "s/^kiln default (weights) */rt$1 sp$2 st$3 /" | cut -c1-100
+  done
+  for cfg in "0 0 8" "1 0 8"; do
+    set -- $cfg
+    KILN_SKGEMM_TILES=$1 KILN_SKGEMM_SPLIT=$2 KILN_SKGEMM_TMA_STAGES=$3 timeout 60 "$here/bin/bench_kernels" gemm_rows_o --graph 2>&1 | grep -E "kiln default.*M=32 " | sed "s/^kiln default (weights) */graph rt$1 sp$2 st$3 /" | cut -c1-100
+  done
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s120; then # (the gemm_sk_tma kernel's entry is kiln_gemm_sk: the 1,615 launches skipped are qkv's and o's at M = 8 and 16, 403 each) twenty-third session: Nsight Compute (ncu, --clock-control none) on the o projection's kernels at M = 32 (gemm_sk_tma) and M = 1 (the GEMV), from bench_kernels gemm_rows: speed of light, memory, occupancy, warp stalls, launch
+  export CUDA_VISIBLE_DEVICES=0
+  nc=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || echo /usr/local/cuda/bin/ncu)
+  secs=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats --section LaunchStats --section SchedulerStats)
+  timeout 200 "$nc" --clock-control none "${secs[@]}" -k regex:kiln_gemm_sk --launch-skip 1615 --launch-count 1 "$here/bin/bench_kernels" gemm_rows > "$out/ncu_sktma.txt" 2>&1
+  echo "ncu gemm_sk_tma rc=$?"; grep -vE "^==PROF==|^ +-+ " "$out/ncu_sktma.txt" | grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Hit|Achieved Occupancy|Theoretical Occupancy|Stall|Registers Per|Shared Memory Config|Block Size|Grid Size|Waves Per SM|Warp Cycles Per Issued|Issued Warp|Eligible|One or More|No Eligible|Compute \\(SM\\)|Mem Busy|Max Bandwidth|L1/TEX Hit|kiln_" | head -40
+  timeout 200 "$nc" --clock-control none "${secs[@]}" -k regex:kiln_gemv --launch-skip 410 --launch-count 1 "$here/bin/bench_kernels" gemm_m1 > "$out/ncu_gemv.txt" 2>&1
+  echo "ncu gemv rc=$?"; grep -vE "^==PROF==|^ +-+ " "$out/ncu_gemv.txt" | grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Hit|Achieved Occupancy|Theoretical Occupancy|Stall|Registers Per|Block Size|Grid Size|Waves Per SM|Warp Cycles Per Issued|Issued Warp|Eligible|One or More|No Eligible|Mem Busy|Max Bandwidth|kiln_" | head -40
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s119; then # twenty-third session: bench/gemm_micro.cu -- a tensor-core GEMM for M <= 32 with W straight from global memory into mma.sync fragments (no ring), plain and PDL, against read_micro's bound
   export CUDA_VISIBLE_DEVICES=0
   timeout 200 "$here/bin/gemm_micro" 2>&1
