@@ -33,6 +33,7 @@ cp -L /usr/local/cuda/lib64/libcupti.so.13 "$out/lib/"
 [ -f "$root/bench/kv_write_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/kv_write_micro" "$root/bench/kv_write_micro.cu"
 [ -f "$root/bench/read_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/read_micro" "$root/bench/read_micro.cu"
 [ -f "$root/bench/gemm_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/gemm_micro" "$root/bench/gemm_micro.cu"
+[ -f "$root/bench/gemv_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/gemv_micro" "$root/bench/gemv_micro.cu"
 mkdir -p "$out/bench" "$out/peers"
 cp "$root/bench/trace_summary.py" "$out/bench/"
 sed -n '/^KT_MAIN(/,/))/p' "$root/tests/test_gpu_ops.c" > "$out/test_gpu_ops.cases" # ops_split's case list
@@ -731,6 +732,13 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-def$r" -- --tp 2 -b 1 -s 128 -o 512 --iters 2
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
+fi
+if has s122; then # twenty-third session: bench/gemv_micro.cu -- the batch-1 GEMV with W through a warp-private cp.async ring (plain and PDL), beside read_micro's bound and kiln's GEMV (bench_kernels gemm_m1)
+  export CUDA_VISIBLE_DEVICES=0
+  timeout 150 "$here/bin/gemv_micro" 2>&1
+  timeout 60 "$here/bin/bench_kernels" gemm_m1 2>&1 | grep -E "kiln default" | cut -c1-110
+  timeout 100 "$here/bin/read_micro" 2>&1 | grep -E "ceiling|U8 PDL +grid +264|U4 +grid +528"
+  unset CUDA_VISIBLE_DEVICES
 fi
 if has s121; then # twenty-third session: the o projection at M = 32 through gemm_sk_tma in other tilings (ncu, s120: the default's 32 tiles x split 3 = 96 blocks of 165 KiB leave 36 SMs idle): bench_kernels gemm_rows_o under KILN_SKGEMM_TILES / _SPLIT / _TMA_STAGES
   export CUDA_VISIBLE_DEVICES=0

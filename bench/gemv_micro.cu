@@ -1,0 +1,194 @@
+// gemv_micro.cu -- a probe for the batch-1 GEMV (out = W . x, W [N, K] bf16):
+// W streamed through a warp-private shared-memory ring filled by cp.async
+// (the KV pipeline's recipe: loads in flight without registers holding them,
+// the first stages issued before the programmatic-dependent-launch wait),
+// against read_micro.cu's bound for the same bytes. A warp owns RW rows;
+// a stage is RW rows x KC columns; S stages. Checked against an fp32 kernel.
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90 -o gemv_micro bench/gemv_micro.cu
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+#include "micro_common.cuh"
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+
+__device__ __forceinline__ float bf2f(u32 v16) { return __uint_as_float(v16 << 16); }
+__device__ __forceinline__ u16 f2bf(float f) {
+    u32 u = __float_as_uint(f);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (u16)(u >> 16);
+}
+__device__ __forceinline__ float dot8(uint4 a, uint4 b) {
+    const u32 av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        s += bf2f(av[i] & 0xffffu) * bf2f(bv[i] & 0xffffu);
+        s += bf2f(av[i] >> 16) * bf2f(bv[i] >> 16);
+    }
+    return s;
+}
+
+template <int RW, int KC, int S, bool PDL>
+__global__ void __launch_bounds__(256) gemv_ring(u16 *out, const u16 *x, const u16 *w, int N, int K) {
+    extern __shared__ uint4 sm[];
+    constexpr int VPR = KC / 8, PER = RW * VPR; // 16-byte vectors a row, a stage
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int n0 = (blockIdx.x * 8 + warp) * RW;
+    if (n0 >= N) return; // whole warps; no block barrier below
+    uint4 *ring = sm + warp * S * PER;
+    const int nst = K / KC;
+    auto issue = [&](int st) {
+        if (st < nst) {
+            uint4 *dst = ring + (st % S) * PER;
+#pragma unroll
+            for (int e = lane; e < PER; e += 32) {
+                const int r = e / VPR, c = e % VPR;
+                const u16 *src = w + (size_t)(n0 + r) * K + (size_t)st * KC + c * 8;
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((u32)__cvta_generic_to_shared(dst + e)),
+                             "l"(src) : "memory");
+            }
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+    for (int s = 0; s < S - 1; s++) issue(s);
+    if (PDL) asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;" ::: "memory");
+    float acc[RW];
+#pragma unroll
+    for (int r = 0; r < RW; r++) acc[r] = 0.0f;
+    for (int st = 0; st < nst; st++) {
+        issue(st + S - 1); // into the slot read in the last iteration (a __syncwarp after it)
+        asm volatile("cp.async.wait_group %0;" ::"n"(S - 1) : "memory");
+        __syncwarp();
+        const uint4 *src = ring + (st % S) * PER;
+#pragma unroll
+        for (int c = lane; c < VPR; c += 32) {
+            const uint4 xv = *(const uint4 *)(x + (size_t)st * KC + c * 8);
+#pragma unroll
+            for (int r = 0; r < RW; r++) acc[r] += dot8(src[r * VPR + c], xv);
+        }
+        __syncwarp();
+    }
+#pragma unroll
+    for (int r = 0; r < RW; r++) {
+        float v = acc[r];
+#pragma unroll
+        for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0) out[n0 + r] = f2bf(v);
+    }
+}
+
+__global__ void gemv_ref(float *out, const u16 *x, const u16 *w, int N, int K) {
+    const int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= N) return;
+    float s = 0.0f;
+    for (int k = 0; k < K; k++) s += bf2f(x[k]) * bf2f(w[(size_t)n * K + k]);
+    out[n] = s;
+}
+
+typedef void (*kfn)(u16 *, const u16 *, const u16 *, int, int);
+struct Ctx {
+    u16 *w[4], *x, *out;
+    int N, K, rw;
+    unsigned smem;
+    kfn f;
+    bool pdl;
+};
+static void launch(Ctx *c, int s) {
+    launch_k(c->f, (unsigned)(c->N / (8 * c->rw)), 256u, c->smem, c->pdl, c->out, (const u16 *)c->x, (const u16 *)c->w[s],
+             c->N, c->K);
+}
+
+int main() {
+    double ceil_bw;
+    {
+        void *a, *b;
+        const size_t n = (size_t)1 << 30;
+        CK(cudaMalloc(&a, n));
+        CK(cudaMalloc(&b, n));
+        cudaEvent_t e0, e1;
+        CK(cudaEventCreate(&e0));
+        CK(cudaEventCreate(&e1));
+        std::vector<float> ms;
+        for (int i = 0; i < 8; i++) {
+            CK(cudaEventRecord(e0));
+            CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, 0));
+            CK(cudaEventRecord(e1));
+            CK(cudaEventSynchronize(e1));
+            float m;
+            CK(cudaEventElapsedTime(&m, e0, e1));
+            ms.push_back(m);
+        }
+        std::sort(ms.begin(), ms.end());
+        ceil_bw = 2.0 * n / (ms[4] * 1e-3);
+        CK(cudaFree(a));
+        CK(cudaFree(b));
+    }
+    printf("ceiling: cudaMemcpy 2 x 1 GiB %.0f GB/s\n", ceil_bw / 1e9);
+    const struct { const char *n; int N, K; } shapes[] = {{"o", 4096, 4096}, {"qkv", 6144, 4096}, {"down", 4096, 14336}};
+    struct Var { const char *name; kfn f, fp; int rw, kc, s; };
+    const Var vs[] = {
+        {"rw2 kc256 s4", gemv_ring<2, 256, 4, false>, gemv_ring<2, 256, 4, true>, 2, 256, 4},
+        {"rw2 kc256 s8", gemv_ring<2, 256, 8, false>, gemv_ring<2, 256, 8, true>, 2, 256, 8},
+        {"rw1 kc512 s4", gemv_ring<1, 512, 4, false>, gemv_ring<1, 512, 4, true>, 1, 512, 4},
+        {"rw1 kc256 s8", gemv_ring<1, 256, 8, false>, gemv_ring<1, 256, 8, true>, 1, 256, 8},
+        {"rw2 kc512 s4", gemv_ring<2, 512, 4, false>, gemv_ring<2, 512, 4, true>, 2, 512, 4},
+        {"rw4 kc256 s4", gemv_ring<4, 256, 4, false>, gemv_ring<4, 256, 4, true>, 4, 256, 4},
+    };
+    for (auto &sh : shapes) {
+        Ctx c = {};
+        c.N = sh.N, c.K = sh.K;
+        const size_t wn = (size_t)sh.N * sh.K;
+        std::vector<u16> h(wn);
+        for (int s = 0; s < 4; s++) {
+            srand(3 + s);
+            for (size_t i = 0; i < wn; i++) h[i] = (u16)(0x3c00 + (rand() & 0x3ff) - 0x200 + ((rand() & 1) << 15));
+            CK(cudaMalloc(&c.w[s], wn * 2));
+            CK(cudaMemcpy(c.w[s], h.data(), wn * 2, cudaMemcpyHostToDevice));
+        }
+        std::vector<u16> hx(sh.K);
+        for (auto &v : hx) v = (u16)(0x3f00 + (rand() & 0xff) + ((rand() & 1) << 15));
+        CK(cudaMalloc(&c.x, hx.size() * 2));
+        CK(cudaMemcpy(c.x, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
+        CK(cudaMalloc(&c.out, (size_t)sh.N * 2));
+        float *ref;
+        CK(cudaMalloc(&ref, (size_t)sh.N * 4));
+        gemv_ref<<<(sh.N + 255) / 256, 256>>>(ref, c.x, c.w[0], sh.N, sh.K);
+        std::vector<float> hr(sh.N);
+        std::vector<u16> ho(sh.N);
+        CK(cudaMemcpy(hr.data(), ref, (size_t)sh.N * 4, cudaMemcpyDeviceToHost));
+        for (auto &v : vs) {
+            c.rw = v.rw;
+            c.smem = (unsigned)(8 * v.s * v.rw * v.kc * 2);
+            for (int pdl = 0; pdl < 2; pdl++) {
+                c.f = pdl ? v.fp : v.f;
+                c.pdl = pdl;
+                CK(cudaFuncSetAttribute(c.f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c.smem));
+                CK(cudaMemset(c.out, 0xff, (size_t)sh.N * 2));
+                launch(&c, 0);
+                CK(cudaDeviceSynchronize());
+                CK(cudaMemcpy(ho.data(), c.out, (size_t)sh.N * 2, cudaMemcpyDeviceToHost));
+                double num = 0, den = 0;
+                for (int i = 0; i < sh.N; i++) {
+                    float gv;
+                    u32 u = (u32)ho[i] << 16;
+                    memcpy(&gv, &u, 4);
+                    num += (gv - hr[i]) * (double)(gv - hr[i]);
+                    den += (double)hr[i] * hr[i];
+                }
+                const double rel = sqrt(num / den);
+                const float t = time_launches(launch, &c, 4);
+                printf("%-5s %-14s %-4s grid %4d smem %6u %7.2f us %6.1f%% of copy  rel err %.1e %s\n", sh.n, v.name,
+                       pdl ? "PDL" : "", sh.N / (8 * v.rw), c.smem, t, wn * 2 / (t * 1e-6) / ceil_bw * 100, rel,
+                       rel < 1e-2 ? "ok" : "WRONG");
+            }
+        }
+        for (int s = 0; s < 4; s++) CK(cudaFree(c.w[s]));
+        CK(cudaFree(c.x));
+        CK(cudaFree(c.out));
+        CK(cudaFree(ref));
+    }
+    return 0;
+}
