@@ -76,9 +76,9 @@ static int cmpf(const void *a, const void *b) {
 
 typedef void (*op_fn)(void *ctx, int set);
 
-/* $KILN_BENCH_GRAPH=1 (or --graph): time_op captures each batch's `per`
- * calls in a CUDA graph once and times its replays (the host's launch cost
- * out of the measurement, as in the engine's decode graphs) */
+/* --graph: time_op captures a batch's `per` calls in a CUDA graph once and
+ * times its replays (the host's launch cost out of the measurement, as in
+ * the engine's decode graphs) */
 static bool use_graph;
 
 /* median seconds per call: batches of `per` calls over rotating sets */
@@ -88,33 +88,25 @@ static double time_op(op_fn fn, void *ctx, int n_sets, int per, int batches) {
     float ms[64];
     if (batches > 64) batches = 64;
     if (quick && batches > 5) batches = 5;
+    kiln_rt_graph *gr = NULL;
     if (use_graph) {
-        kiln_rt_graph *gr = NULL;
         CK(kiln_rt_graph_begin(st));
         for (int i = 0; i < per; i++) fn(ctx, i % n_sets);
         CK(kiln_rt_graph_end(st, &gr));
-        CK(kiln_rt_graph_launch(gr, st));
+        CK(kiln_rt_graph_launch(gr, st)); /* its first replay uploads it: not timed */
         CK(kiln_rt_stream_sync(st));
-        for (int b = 0; b < batches; b++) {
-            CK(kiln_rt_event_record(e0, st));
-            CK(kiln_rt_graph_launch(gr, st));
-            CK(kiln_rt_event_record(e1, st));
-            CK(kiln_rt_event_sync(e1));
-            CK(kiln_rt_event_elapsed_ms(e0, e1, &ms[b]));
-            ms[b] /= (float)per;
-        }
-        kiln_rt_graph_destroy(gr);
-        qsort(ms, (size_t)batches, sizeof(float), cmpf);
-        return ms[batches / 2] * 1e-3;
     }
     for (int b = 0; b < batches; b++) {
         CK(kiln_rt_event_record(e0, st));
-        for (int i = 0; i < per; i++) fn(ctx, (b * per + i) % n_sets);
+        if (gr) CK(kiln_rt_graph_launch(gr, st));
+        else
+            for (int i = 0; i < per; i++) fn(ctx, (b * per + i) % n_sets);
         CK(kiln_rt_event_record(e1, st));
         CK(kiln_rt_event_sync(e1));
         CK(kiln_rt_event_elapsed_ms(e0, e1, &ms[b]));
         ms[b] /= (float)per;
     }
+    if (gr) kiln_rt_graph_destroy(gr);
     qsort(ms, (size_t)batches, sizeof(float), cmpf);
     return ms[batches / 2] * 1e-3;
 }
@@ -337,8 +329,9 @@ static void op_ew(void *vc, int s) {
  * (kv_write, rope_kv_write) a third row, "tile": rope_kv_wide.cu's tile
  * kernels (the engine's default; the "wide" rows are its KV blocks,
  * $KILN_KV_TILE=0), and the plain KV write a fourth, "pipe": its cp.async
- * pipeline (the default, $KILN_KV_TILE=2; the "tile" rows are mode 1). A filter naming an op gives all its rows; "wide" the
- * wide rows only, "tile" the tile rows. */
+ * pipeline (the default, $KILN_KV_TILE=2; the "tile" rows are mode 1). A
+ * filter naming an op gives all its rows; "wide" the wide rows only, "tile"
+ * the tile rows. */
 static void bench_elementwise(int T) {
     /* 6: slots shifted by 5 (runs cross cache blocks; value stores element by
      * element); 7: an FP8 E4M3 cache with per-head scales; 8: the KV write of

@@ -15,8 +15,6 @@
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o gemm_micro bench/gemm_micro.cu
 #include <stdint.h>
-#include <string.h>
-#include <math.h>
 #include "micro_common.cuh"
 
 typedef unsigned short u16;
@@ -138,31 +136,7 @@ struct Var {
 };
 
 int main() {
-    double ceil_bw;
-    {
-        void *a, *b;
-        size_t n = (size_t)1 << 30;
-        CK(cudaMalloc(&a, n));
-        CK(cudaMalloc(&b, n));
-        cudaEvent_t e0, e1;
-        CK(cudaEventCreate(&e0));
-        CK(cudaEventCreate(&e1));
-        std::vector<float> ms;
-        for (int i = 0; i < 8; i++) {
-            CK(cudaEventRecord(e0));
-            CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, 0));
-            CK(cudaEventRecord(e1));
-            CK(cudaEventSynchronize(e1));
-            float m;
-            CK(cudaEventElapsedTime(&m, e0, e1));
-            ms.push_back(m);
-        }
-        std::sort(ms.begin(), ms.end());
-        ceil_bw = 2.0 * n / (ms[4] * 1e-3);
-        CK(cudaFree(a));
-        CK(cudaFree(b));
-    }
-    printf("ceiling: cudaMemcpy 2 x 1 GiB %.0f GB/s\n", ceil_bw / 1e9);
+    const double ceil_bw = copy_ceiling();
     const struct { const char *n; int N, K; } shapes[] = {{"o", 4096, 4096}, {"qkv", 6144, 4096}, {"down", 4096, 14336}};
     const int Ms[] = {1, 8, 16, 32};
     for (auto &sh : shapes) {
@@ -213,15 +187,7 @@ int main() {
                     launch(&c, 0);
                     CK(cudaDeviceSynchronize());
                     CK(cudaMemcpy(ho.data(), c.out, (size_t)M * sh.N * 2, cudaMemcpyDeviceToHost));
-                    double num = 0, den = 0;
-                    for (size_t i = 0; i < (size_t)M * sh.N; i++) {
-                        float gv;
-                        u32 u = (u32)ho[i] << 16;
-                        memcpy(&gv, &u, 4);
-                        num += (gv - hr[i]) * (double)(gv - hr[i]);
-                        den += (double)hr[i] * hr[i];
-                    }
-                    const double rel = sqrt(num / den);
+                    const double rel = rel_err_bf16(ho.data(), hr.data(), (size_t)M * sh.N);
                     float tt = time_launches(launch, &c, 4);
                     printf("%-5s M=%-2d %-12s %-4s %7.2f us %6.1f%% of copy  rel err %.1e %s\n", sh.n, M, v.name,
                            pdl ? "PDL" : "", tt, wn * 2 / (tt * 1e-6) / ceil_bw * 100, rel, rel < 1e-2 ? "ok" : "WRONG");

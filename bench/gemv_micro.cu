@@ -7,8 +7,6 @@
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o gemv_micro bench/gemv_micro.cu
 #include <stdint.h>
-#include <string.h>
-#include <math.h>
 #include "micro_common.cuh"
 
 typedef unsigned short u16;
@@ -102,31 +100,7 @@ static void launch(Ctx *c, int s) {
 }
 
 int main() {
-    double ceil_bw;
-    {
-        void *a, *b;
-        const size_t n = (size_t)1 << 30;
-        CK(cudaMalloc(&a, n));
-        CK(cudaMalloc(&b, n));
-        cudaEvent_t e0, e1;
-        CK(cudaEventCreate(&e0));
-        CK(cudaEventCreate(&e1));
-        std::vector<float> ms;
-        for (int i = 0; i < 8; i++) {
-            CK(cudaEventRecord(e0));
-            CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, 0));
-            CK(cudaEventRecord(e1));
-            CK(cudaEventSynchronize(e1));
-            float m;
-            CK(cudaEventElapsedTime(&m, e0, e1));
-            ms.push_back(m);
-        }
-        std::sort(ms.begin(), ms.end());
-        ceil_bw = 2.0 * n / (ms[4] * 1e-3);
-        CK(cudaFree(a));
-        CK(cudaFree(b));
-    }
-    printf("ceiling: cudaMemcpy 2 x 1 GiB %.0f GB/s\n", ceil_bw / 1e9);
+    const double ceil_bw = copy_ceiling();
     const struct { const char *n; int N, K; } shapes[] = {{"o", 4096, 4096}, {"qkv", 6144, 4096}, {"down", 4096, 14336}};
     struct Var { const char *name; kfn f, fp; int rw, kc, s; };
     const Var vs[] = {
@@ -170,15 +144,7 @@ int main() {
                 launch(&c, 0);
                 CK(cudaDeviceSynchronize());
                 CK(cudaMemcpy(ho.data(), c.out, (size_t)sh.N * 2, cudaMemcpyDeviceToHost));
-                double num = 0, den = 0;
-                for (int i = 0; i < sh.N; i++) {
-                    float gv;
-                    u32 u = (u32)ho[i] << 16;
-                    memcpy(&gv, &u, 4);
-                    num += (gv - hr[i]) * (double)(gv - hr[i]);
-                    den += (double)hr[i] * hr[i];
-                }
-                const double rel = sqrt(num / den);
+                const double rel = rel_err_bf16(ho.data(), hr.data(), (size_t)sh.N);
                 const float t = time_launches(launch, &c, 4);
                 printf("%-5s %-14s %-4s grid %4d smem %6u %7.2f us %6.1f%% of copy  rel err %.1e %s\n", sh.n, v.name,
                        pdl ? "PDL" : "", sh.N / (8 * v.rw), c.smem, t, wn * 2 / (t * 1e-6) / ceil_bw * 100, rel,

@@ -61,15 +61,7 @@ static float time_it(Ctx *c, int sets) { return time_launches(launch, c, sets); 
 int main() {
     int nsm;
     CK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
-    Ctx big = {};
-    big.cb = (size_t)1 << 30;
-    CK(cudaMalloc(&big.cs[0], big.cb));
-    CK(cudaMalloc(&big.cd[0], big.cb));
-    float tb = time_it(&big, 1);
-    const double ceil_bw = 2.0 * big.cb / (tb * 1e-6);
-    printf("ceiling: cudaMemcpy 2 x 1 GiB %.0f GB/s\n", ceil_bw / 1e9);
-    CK(cudaFree(big.cs[0]));
-    CK(cudaFree(big.cd[0]));
+    const double ceil_bw = copy_ceiling();
     const size_t sizes[] = {(size_t)4096 * 4096 * 2, (size_t)6144 * 4096 * 2, (size_t)4096 * 14336 * 2};
     const char *names[] = {"o 33.5 MB", "qkv 50.3 MB", "down 117 MB"};
     for (int si = 0; si < 3; si++) {

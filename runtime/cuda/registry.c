@@ -529,7 +529,7 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
     KILN_TRY(add_spec(l, "kv_write_wide", "ACT=%s KV=%s", a, kv));
     KILN_TRY(add_spec(l, "rope_kv_write_wide", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, kv));
     KILN_TRY(add_spec(l, "kv_write_tile", "ACT=%s KV=%s", a, kv));
-    if (kiln_dtype_size(m->act) == 2 && strncmp(kv, "fp8", 3))
+    if (kiln_dtype_size(m->act) == 2 && kiln_dtype_size(m->kv ? m->kv : m->act) == 2) /* (ops_gpu.c kv_pipe_ok) */
         KILN_TRY(add_spec(l, "kv_write_pipe", "ACT=%s KV=%s", a, kv));
     KILN_TRY(add_spec(l, "rope_kv_write_tile", "ACT=%s INTERLEAVED=%d KV=%s", a, m->interleaved ? 1 : 0, kv));
     KILN_TRY(add_spec(l, "attn_decode", "ACT=%s BLOCK_SIZE=%d GROUP=%d HEAD_DIM=%d KV=%s", a, bs, grp, m->head_dim, kv));
