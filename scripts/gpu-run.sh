@@ -733,6 +733,15 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s123; then # twenty-third session, review: the probes' shared ceiling / error helpers and bench_kernels' single timing loop (kv_write rows plain and --graph, the KV write probe, the GEMV probe), test_kv_write_and_fused_rope
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_kv_write_and_fused_rope
+  timeout 100 "$here/bin/bench_kernels" kv_write 2>&1 | grep -E "kv_write (wide|tile|pipe) .*32 kv|ceiling"
+  timeout 100 "$here/bin/bench_kernels" kv_write --graph 2>&1 | grep -E "kv_write (wide|tile|pipe) .*32 kv|ceiling" | sed "s/^/graph /"
+  timeout 100 "$here/bin/kv_write_micro" 4096 32 2>&1 | head -6
+  timeout 100 "$here/bin/gemv_micro" 2>&1 | head -5
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s122; then # twenty-third session: bench/gemv_micro.cu -- the batch-1 GEMV with W through a warp-private cp.async ring (plain and PDL), beside read_micro's bound and kiln's GEMV (bench_kernels gemm_m1)
   export CUDA_VISIBLE_DEVICES=0
   timeout 150 "$here/bin/gemv_micro" 2>&1
