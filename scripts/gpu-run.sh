@@ -34,6 +34,8 @@ cp -L /usr/local/cuda/lib64/libcupti.so.13 "$out/lib/"
 [ -f "$root/bench/read_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/read_micro" "$root/bench/read_micro.cu"
 [ -f "$root/bench/gemm_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/gemm_micro" "$root/bench/gemm_micro.cu"
 [ -f "$root/bench/gemv_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/gemv_micro" "$root/bench/gemv_micro.cu"
+[ -f "$root/bench/stride_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/stride_micro" "$root/bench/stride_micro.cu"
+[ -f "$root/bench/skring_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/skring_micro" "$root/bench/skring_micro.cu"
 mkdir -p "$out/bench" "$out/peers"
 cp "$root/bench/trace_summary.py" "$out/bench/"
 sed -n '/^KT_MAIN(/,/))/p' "$root/tests/test_gpu_ops.c" > "$out/test_gpu_ops.cases" # ops_split's case list
@@ -732,6 +734,37 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-def$r" -- --tp 2 -b 1 -s 128 -o 512 --iters 2
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
+fi
+if has s128; then # twenty-fourth session: skring_micro -- the split-K reduction pushed to the cluster's rank 0 with st.async (mode 6) against DSMEM reads between cluster barriers (3), the MMAs alone (5) and with a cluster launch (7)
+  export CUDA_VISIBLE_DEVICES=0
+  timeout 200 "$here/bin/skring_micro" 32 2>&1
+  timeout 200 "$here/bin/skring_micro" 16 2>&1
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s127; then # twenty-fourth session: skring_micro -- the x chunk order rotated a block (ROT) against lockstep, and the MMAs without the partials' stores (mode 5)
+  export CUDA_VISIBLE_DEVICES=0
+  timeout 200 "$here/bin/skring_micro" 32 2>&1
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s126; then # twenty-fourth session: skring_micro with deeper rings, 256-row blocks, no split, and the split-K reduction through fp32 partials summed by the tile's last block (mode 4)
+  export CUDA_VISIBLE_DEVICES=0
+  timeout 200 "$here/bin/skring_micro" 32 2>&1
+  timeout 150 "$here/bin/skring_micro" 16 2>&1 | grep -v "mode 1"
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s125; then # twenty-fourth session: bench/skring_micro.cu -- the small-M GEMM built up from the W stream (stream, + x, + MMAs, + cluster split-K), M = 32 and 16; stride_micro again; kiln's own rows (bench_kernels gemm_rows_o / _qkv)
+  export CUDA_VISIBLE_DEVICES=0
+  timeout 150 "$here/bin/skring_micro" 32 2>&1
+  timeout 150 "$here/bin/skring_micro" 16 2>&1 | grep -v "mode [01]"
+  timeout 100 "$here/bin/stride_micro" 2>&1 | grep -E "PDL|ceiling"
+  for s in o qkv; do timeout 100 "$here/bin/bench_kernels" gemm_rows_$s 2>&1 | grep -E "kiln default" | cut -c1-110; done
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s124; then # twenty-fourth session: bench/stride_micro.cu -- W streamed through a cp.async ring in stages of BN rows x C columns (runs of 2C bytes) or pre-tiled contiguous stages, read-only, plain and PDL
+  export CUDA_VISIBLE_DEVICES=0
+  timeout 200 "$here/bin/stride_micro" 2>&1
+  timeout 100 "$here/bin/read_micro" 2>&1 | grep -E "ceiling|U8 PDL +grid +264|U4 +grid +528"
+  unset CUDA_VISIBLE_DEVICES
 fi
 if has s123; then # twenty-third session, review: the probes' shared ceiling / error helpers and bench_kernels' single timing loop (kv_write rows plain and --graph, the KV write probe, the GEMV probe), test_kv_write_and_fused_rope
   export CUDA_VISIBLE_DEVICES=0

@@ -1,0 +1,436 @@
+// skring_micro.cu -- where does a small-M GEMM lose against a pure read of
+// its weights? stride_micro.cu (s124) showed that a read-only kernel
+// streaming W through gemm_sk's own stage shape (128 rows x 64 k, 128-byte
+// runs, a 4-slot cp.async ring, 256 blocks of 8 stages) reaches 87.6% of copy
+// as a programmatic dependent on the o projection -- the read bound -- where
+// gemm_sk / gemm_sk_tma reach 62-70% at M = 8..32. This probe builds the GEMM
+// up from that stream, one part at a time, so the cost of each shows:
+//   MODE 0  the W stream alone (the consumer XORs its words)
+//   MODE 1  + x's stage (MAXM rows x 64 k) loaded beside W's
+//   MODE 2  + ldmatrix and mma.sync m16n8k16 (gemm_sk's tiling: W rows as
+//           the MMA's M side, x rows as its N side); each block stores its
+//           fp32 partial (no reduction)
+//   MODE 3  + the split-K reduction over a thread-block cluster through
+//           distributed shared memory, bf16 out (the whole GEMM; checked
+//           against an fp32 reference)
+//   MODE 5  MODE 2 without the partials' stores (the MMAs' cost alone)
+//   MODE 6  the split-K reduction pushed to the cluster's first block: each
+//           other block stores its accumulators into rank 0's shared memory
+//           with st.async (completing bytes on rank 0's mbarrier) and exits;
+//           rank 0 waits, sums in rank order, stores bf16
+//   MODE 7  MODE 5 launched as clusters (the cost of the cluster launch)
+//   MODE 4  the split-K reduction instead through fp32 partials in global
+//           memory, summed in K-range order by the last block of the tile
+//           to arrive (an atomic counter a tile; deterministic)
+// out[M, N] = x[M, K] W[N, K]^T, bf16 in, fp32 accumulate. A block owns BN
+// rows and one of KSPL K ranges; WARPS warps, each RT = BN / (16 WARPS)
+// 16-row tiles. Launched plain and as a programmatic dependent (W's first
+// S - 1 stages before griddepcontrol.wait, x after it).
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90 -o skring_micro bench/skring_micro.cu
+#include <stdint.h>
+#include "micro_common.cuh"
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+
+__device__ __forceinline__ void cp16(u32 dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void ldsm_x4(u32 &a, u32 &b, u32 &c, u32 &d, u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(a), "=r"(b), "=r"(c), "=r"(d) : "r"(addr));
+}
+__device__ __forceinline__ void mma_bf16(float (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ float bf2f(u32 v16) { return __uint_as_float(v16 << 16); }
+__device__ __forceinline__ u16 f2bf(float f) {
+    u32 u = __float_as_uint(f);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (u16)(u >> 16);
+}
+__device__ __forceinline__ u32 cluster_rank() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ u32 cluster_map(u32 a, u32 rank) {
+    u32 r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    return r;
+}
+__device__ __forceinline__ float cluster_ld(u32 a) {
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a));
+    return v;
+}
+__device__ __forceinline__ void cluster_sync_all() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+constexpr int MAXM = 32, NT = MAXM / 8;
+
+template <int BN, int WARPS, int S, int KSPL, int MODE, bool PDL, int ROT>
+__global__ void __launch_bounds__(WARPS * 32) skring(u16 *__restrict__ out, float *__restrict__ part,
+                                                     const u16 *__restrict__ x, const u16 *__restrict__ w, int M, int N,
+                                                     int K, int *__restrict__ cnt) {
+    constexpr int THREADS = WARPS * 32, RT = BN / (16 * WARPS), WB = BN * 128, STB = WB + MAXM * 128;
+    static_assert(RT >= 1 && BN % (16 * WARPS) == 0, "tiling");
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int n_blk = blockIdx.x * BN, kr = K / KSPL, k_lo = blockIdx.y * kr, nst = kr / 64;
+    const u32 sbase = (u32)__cvta_generic_to_shared(smem);
+    // ROT: block x walks its chunks from chunk (7 x) mod nst on, so the N tiles
+    // of one K range do not read the same x chunk at the same time
+    const int rot = ROT ? (blockIdx.x * 7) % nst : 0;
+    constexpr int ACC_T = RT * NT * 4;                       // accumulators a thread
+    constexpr u32 RECV = S * STB;                            // MODE 6: rank 0's receive buffers past the ring
+    constexpr u32 RECV_Q = THREADS * ACC_T * 4;              // bytes of one block's accumulators
+    constexpr u32 MBAR = RECV + (KSPL - 1) * RECV_Q;         // its mbarrier
+    if (MODE == 6) {
+        if (blockIdx.y == 0 && tid == 0) {
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(sbase + MBAR) : "memory");
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+            asm volatile("{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1; }" ::"r"(sbase + MBAR),
+                         "r"((KSPL - 1) * RECV_Q) : "memory");
+        }
+        asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); // waited for before any push
+    }
+    auto chunk = [&](int i) { return k_lo + (i + rot < nst ? i + rot : i + rot - nst) * 64; };
+    auto load_w = [&](int i, int slot) {
+        const int k0 = chunk(i);
+        const u32 dst = sbase + slot * STB;
+#pragma unroll
+        for (int q = 0; q < BN * 8 / THREADS; q++) {
+            const int idx = tid + q * THREADS, row = idx >> 3, seg = idx & 7;
+            cp16(dst + row * 128 + ((seg ^ (row & 7)) << 4), w + (size_t)(n_blk + row) * K + k0 + seg * 8);
+        }
+    };
+    auto load_x = [&](int i, int slot) {
+        if (MODE < 1) return;
+        const int k0 = chunk(i);
+        const u32 dst = sbase + slot * STB + WB;
+        for (int idx = tid; idx < M * 8; idx += THREADS) {
+            const int row = idx >> 3, seg = idx & 7;
+            cp16(dst + row * 128 + ((seg ^ (row & 7)) << 4), x + (size_t)row * K + k0 + seg * 8);
+        }
+    };
+#pragma unroll
+    for (int s = 0; s < S - 1; s++)
+        if (s < nst) load_w(s, s);
+    if (PDL) asm volatile("griddepcontrol.wait;" ::: "memory");
+#pragma unroll
+    for (int s = 0; s < S - 1; s++) {
+        if (s < nst) load_x(s, s);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+    float acc[RT][NT][4];
+#pragma unroll
+    for (int r = 0; r < RT; r++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[r][j][e] = 0.0f;
+    unsigned xs_acc = 0;
+    const int a_row0 = warp * RT * 16 + (lane & 15), a_seg = lane >> 4;
+    const int b_q = lane >> 3, b_seg = b_q & 1;
+    for (int i = 0; i < nst; i++) {
+        asm volatile("cp.async.wait_group %0;" ::"n"(S - 2) : "memory");
+        __syncthreads();
+        const int slot = i % S;
+        if (i + S - 1 < nst) {
+            load_w(i + S - 1, (i + S - 1) % S);
+            load_x(i + S - 1, (i + S - 1) % S);
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        const u32 ws = sbase + slot * STB, xsa = ws + WB;
+        if (MODE < 2) {
+            const uint4 *src = reinterpret_cast<const uint4 *>(smem + slot * STB);
+            for (int e = tid; e < STB / 16; e += THREADS) {
+                const uint4 v = src[e];
+                xs_acc += v.x ^ v.y ^ v.z ^ v.w;
+            }
+        } else {
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) {
+                u32 a[RT][4], b[NT / 2][4];
+#pragma unroll
+                for (int r = 0; r < RT; r++) {
+                    const int row = a_row0 + r * 16, seg = 2 * kk + a_seg;
+                    ldsm_x4(a[r][0], a[r][1], a[r][2], a[r][3], ws + row * 128 + ((seg ^ (row & 7)) << 4));
+                }
+#pragma unroll
+                for (int jp = 0; jp < NT / 2; jp++) {
+                    const int row = 8 * (2 * jp + (b_q >> 1)) + (lane & 7), seg = 2 * kk + b_seg;
+                    ldsm_x4(b[jp][0], b[jp][1], b[jp][2], b[jp][3], xsa + row * 128 + ((seg ^ (row & 7)) << 4));
+                }
+#pragma unroll
+                for (int jp = 0; jp < NT / 2; jp++)
+#pragma unroll
+                    for (int r = 0; r < RT; r++) {
+                        mma_bf16(acc[r][2 * jp], a[r][0], a[r][1], a[r][2], a[r][3], b[jp][0], b[jp][1]);
+                        mma_bf16(acc[r][2 * jp + 1], a[r][0], a[r][1], a[r][2], a[r][3], b[jp][2], b[jp][3]);
+                    }
+            }
+        }
+    }
+    if (PDL) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    const int g = lane >> 2, t = lane & 3;
+    if (MODE < 2) {
+        xs_acc += __shfl_xor_sync(0xffffffffu, xs_acc, 16);
+        if (tid == 0) part[blockIdx.y * gridDim.x + blockIdx.x] = (float)xs_acc;
+        return;
+    }
+    if (MODE == 4 || (MODE == 2 && KSPL == 1)) {
+        // partial tile [tile][K range][M][BN] (KSPL 1: the output, bf16)
+        float *pt = part + ((size_t)blockIdx.x * KSPL + blockIdx.y) * M * BN;
+#pragma unroll
+        for (int r = 0; r < RT; r++)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int m = 8 * j + 2 * t + (e & 1), nl = 16 * (warp * RT + r) + g + 8 * (e >> 1);
+                    if (m >= M) continue;
+                    if (KSPL == 1) out[(size_t)m * N + n_blk + nl] = f2bf(acc[r][j][e]);
+                    else pt[m * BN + nl] = acc[r][j][e];
+                }
+        if (KSPL == 1) return;
+        __shared__ int last;
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) last = atomicAdd(cnt + blockIdx.x, 1) == KSPL - 1;
+        __syncthreads();
+        if (!last) return;
+        __threadfence();
+        const float *p0 = part + (size_t)blockIdx.x * KSPL * M * BN;
+        for (int idx = tid; idx < M * BN; idx += THREADS) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int q = 0; q < KSPL; q++) sum += __ldcg(p0 + (size_t)q * M * BN + idx);
+            out[(size_t)(idx / BN) * N + n_blk + idx % BN] = f2bf(sum);
+        }
+        if (tid == 0) cnt[blockIdx.x] = 0;
+        return;
+    }
+    if (MODE == 6) {
+        asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); // rank 0's mbarrier is initialised
+        const float *a = &acc[0][0][0];
+        if (blockIdx.y > 0) { // push: thread tid's accumulators, contiguous
+            const u32 dst = cluster_map(sbase + RECV + (blockIdx.y - 1) * RECV_Q + tid * ACC_T * 4, 0u);
+            const u32 mb = cluster_map(sbase + MBAR, 0u);
+#pragma unroll
+            for (int i = 0; i < ACC_T; i += 4)
+                asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
+                                 dst + i * 4),
+                             "f"(a[i]), "f"(a[i + 1]), "f"(a[i + 2]), "f"(a[i + 3]), "r"(mb)
+                             : "memory");
+            return;
+        }
+        asm volatile("{ .reg .pred p; W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], 0; @!p bra W; }" ::"r"(sbase + MBAR)
+                     : "memory");
+        float sum[ACC_T];
+#pragma unroll
+        for (int i = 0; i < ACC_T; i++) sum[i] = a[i];
+#pragma unroll
+        for (int q = 0; q < KSPL - 1; q++) {
+            const float4 *src = reinterpret_cast<const float4 *>(smem + RECV + q * RECV_Q + tid * ACC_T * 4);
+#pragma unroll
+            for (int i = 0; i < ACC_T; i += 4) {
+                const float4 v = src[i / 4];
+                sum[i] += v.x, sum[i + 1] += v.y, sum[i + 2] += v.z, sum[i + 3] += v.w;
+            }
+        }
+#pragma unroll
+        for (int r = 0; r < RT; r++)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int m = 8 * j + 2 * t + (e & 1), n = n_blk + 16 * (warp * RT + r) + g + 8 * (e >> 1);
+                    if (m < M) out[(size_t)m * N + n] = f2bf(sum[(r * NT + j) * 4 + e]);
+                }
+        return;
+    }
+    if (MODE == 5 || MODE == 7) { // stores only if an accumulator is exactly 12345 (never; keeps the MMAs)
+#pragma unroll
+        for (int r = 0; r < RT; r++)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    if (acc[r][j][e] == 12345.0f) part[tid] = acc[r][j][e];
+        return;
+    }
+    if (MODE == 2) { // each block's fp32 partial [KSPL][M][N]
+#pragma unroll
+        for (int r = 0; r < RT; r++)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int m = 8 * j + 2 * t + (e & 1), n = n_blk + 16 * (warp * RT + r) + g + 8 * (e >> 1);
+                    if (m < M) part[((size_t)blockIdx.y * M + m) * N + n] = acc[r][j][e];
+                }
+        return;
+    }
+    // MODE 3: the cluster (1, KSPL, 1) sums its K ranges through distributed shared memory
+    constexpr int ACCN = RT * NT * 4;
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncthreads();
+    float *red = reinterpret_cast<float *>(smem); // [WARPS][ACCN][32]
+#pragma unroll
+    for (int r = 0; r < RT; r++)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) red[(warp * ACCN + (r * NT + j) * 4 + e) * 32 + lane] = acc[r][j][e];
+    cluster_sync_all();
+    const u32 me = cluster_rank();
+    constexpr int PER = (ACCN + KSPL - 1) / KSPL;
+    float v[PER][KSPL];
+#pragma unroll
+    for (int o = 0; o < PER; o++) {
+        const int gi = (int)me + o * KSPL;
+#pragma unroll
+        for (int q = 0; q < KSPL; q++)
+            v[o][q] = gi < ACCN ? cluster_ld(cluster_map(sbase, (u32)q) + (u32)((warp * ACCN + gi) * 32 + lane) * 4) : 0.0f;
+    }
+#pragma unroll
+    for (int o = 0; o < PER; o++) {
+        const int gi = (int)me + o * KSPL;
+        if (gi >= ACCN) break;
+        const int r = gi / (NT * 4), j = (gi / 4) % NT, e = gi % 4;
+        const int m = 8 * j + 2 * t + (e & 1), n = n_blk + 16 * (warp * RT + r) + g + 8 * (e >> 1);
+        if (m >= M) continue;
+        float sum = 0.0f;
+#pragma unroll
+        for (int q = 0; q < KSPL; q++) sum += v[o][q];
+        out[(size_t)m * N + n] = f2bf(sum);
+    }
+    cluster_sync_all();
+}
+
+__global__ void gemm_ref(float *out, const u16 *x, const u16 *w, int M, int N, int K) {
+    const int n = blockIdx.x * blockDim.x + threadIdx.x, m = blockIdx.y;
+    if (n >= N) return;
+    float s = 0.0f;
+    for (int k = 0; k < K; k++) s += bf2f(x[(size_t)m * K + k]) * bf2f(w[(size_t)n * K + k]);
+    out[(size_t)m * N + n] = s;
+}
+
+typedef void (*kfn)(u16 *, float *, const u16 *, const u16 *, int, int, int, int *);
+struct Ctx {
+    u16 *w[4], *x, *out;
+    float *part;
+    int *cnt;
+    int M, N, K, bn, kspl, threads, cluster;
+    unsigned smem;
+    kfn f;
+    bool pdl;
+};
+static void launch(Ctx *c, int s) {
+    cudaLaunchAttribute at[2];
+    int na = 0;
+    if (c->pdl) {
+        at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[na].val.programmaticStreamSerializationAllowed = 1;
+        na++;
+    }
+    if (c->cluster) {
+        at[na].id = cudaLaunchAttributeClusterDimension;
+        at[na].val.clusterDim.x = 1, at[na].val.clusterDim.y = c->kspl, at[na].val.clusterDim.z = 1;
+        na++;
+    }
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(c->N / c->bn, c->kspl);
+    cfg.blockDim = dim3(c->threads);
+    cfg.dynamicSmemBytes = c->smem;
+    cfg.attrs = at;
+    cfg.numAttrs = na;
+    CK(cudaLaunchKernelEx(&cfg, c->f, c->out, c->part, (const u16 *)c->x, (const u16 *)c->w[s], c->M, c->N, c->K, c->cnt));
+}
+
+struct Var {
+    const char *name;
+    kfn f, fp;
+    int bn, warps, s, kspl, mode;
+};
+#define V(BN, W, S, KS, MODE) VR(BN, W, S, KS, MODE, 0)
+#define VR(BN, W, S, KS, MODE, ROT)                                                                                  \
+    {#BN " rows " #W " warps " #S " slots split " #KS " rot " #ROT " mode " #MODE, skring<BN, W, S, KS, MODE, false, ROT>, \
+     skring<BN, W, S, KS, MODE, true, ROT>, BN, W, S, KS, MODE}
+// all four modes of one tiling
+#define V4(BN, W, S, KS) V(BN, W, S, KS, 0), V(BN, W, S, KS, 1), V(BN, W, S, KS, 2), V(BN, W, S, KS, 3)
+
+int main(int argc, char **argv) {
+    const int M = argc > 1 ? atoi(argv[1]) : 32;
+    const double ceil_bw = copy_ceiling();
+    const struct { const char *n; int N, K; } shapes[] = {{"o", 4096, 4096}, {"qkv", 6144, 4096}, {"down", 4096, 14336}};
+#define V4C(BN, W, S, KS) V(BN, W, S, KS, 5), V(BN, W, S, KS, 7), V(BN, W, S, KS, 6), V(BN, W, S, KS, 3)
+    const Var vs[] = {
+        V4C(64, 4, 6, 4), V4C(64, 4, 4, 4), V4C(128, 8, 4, 4), V4C(128, 8, 4, 8), V4C(64, 4, 6, 2), V4C(128, 8, 6, 2),
+        V4C(64, 4, 4, 8), V4C(128, 4, 4, 4), V4C(64, 2, 6, 4),
+    };
+    for (auto &sh : shapes) {
+        Ctx c = {};
+        c.M = M, c.N = sh.N, c.K = sh.K;
+        const size_t wn = (size_t)sh.N * sh.K;
+        std::vector<u16> h(wn);
+        for (int s = 0; s < 4; s++) {
+            srand(3 + s);
+            for (size_t i = 0; i < wn; i++) h[i] = (u16)(0x3c00 + (rand() & 0x3ff) - 0x200 + ((rand() & 1) << 15));
+            CK(cudaMalloc(&c.w[s], wn * 2));
+            CK(cudaMemcpy(c.w[s], h.data(), wn * 2, cudaMemcpyHostToDevice));
+        }
+        std::vector<u16> hx((size_t)M * sh.K);
+        for (auto &v : hx) v = (u16)(0x3f00 + (rand() & 0xff) + ((rand() & 1) << 15));
+        CK(cudaMalloc(&c.x, hx.size() * 2));
+        CK(cudaMemcpy(c.x, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
+        CK(cudaMalloc(&c.out, (size_t)M * sh.N * 2));
+        CK(cudaMalloc(&c.part, (size_t)8 * M * sh.N * 4));
+        CK(cudaMalloc(&c.cnt, (size_t)sh.N * 4));
+        CK(cudaMemset(c.cnt, 0, (size_t)sh.N * 4));
+        float *ref;
+        CK(cudaMalloc(&ref, (size_t)M * sh.N * 4));
+        gemm_ref<<<dim3((sh.N + 255) / 256, M), 256>>>(ref, c.x, c.w[0], M, sh.N, sh.K);
+        std::vector<float> hr((size_t)M * sh.N);
+        std::vector<u16> ho((size_t)M * sh.N);
+        CK(cudaMemcpy(hr.data(), ref, hr.size() * 4, cudaMemcpyDeviceToHost));
+        for (auto &v : vs) {
+            if ((sh.K / v.kspl) % 64 || sh.N % v.bn) continue;
+            if (v.s * (v.bn * 128 + MAXM * 128) + (v.mode == 6 ? (v.kspl - 1) * v.bn * MAXM * 4 + 8 : 0) > 227 * 1024) continue;
+            c.bn = v.bn, c.kspl = v.kspl, c.threads = v.warps * 32, c.cluster = v.mode == 3 || v.mode >= 6;
+            c.smem = (unsigned)(v.s * (v.bn * 128 + MAXM * 128));
+            if (v.mode == 6) c.smem += (unsigned)((v.kspl - 1) * v.bn * MAXM * 4 + 8);
+            for (int pdl = 1; pdl < 2; pdl++) { // (plain launches: pdl from 0)
+                c.f = pdl ? v.fp : v.f;
+                c.pdl = pdl;
+                CK(cudaFuncSetAttribute(c.f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c.smem));
+                if (v.kspl > 8) CK(cudaFuncSetAttribute(c.f, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+                const char *chk = "";
+                if (v.mode == 3 || v.mode == 4 || v.mode == 6 || (v.mode == 2 && v.kspl == 1)) {
+                    CK(cudaMemset(c.out, 0xff, (size_t)M * sh.N * 2));
+                    launch(&c, 0);
+                    CK(cudaDeviceSynchronize());
+                    CK(cudaMemcpy(ho.data(), c.out, ho.size() * 2, cudaMemcpyDeviceToHost));
+                    chk = rel_err_bf16(ho.data(), hr.data(), ho.size()) < 1e-2 ? "ok" : "WRONG";
+                }
+                const float t = time_launches(launch, &c, 4);
+                printf("%-4s M %2d %-40s %-3s grid %4d smem %6u %7.2f us %6.1f%% %s\n", sh.n, M, v.name, pdl ? "PDL" : "",
+                       sh.N / v.bn * v.kspl, c.smem, t, wn * 2 / (t * 1e-6) / ceil_bw * 100, chk);
+            }
+        }
+        for (int s = 0; s < 4; s++) CK(cudaFree(c.w[s]));
+        CK(cudaFree(c.x));
+        CK(cudaFree(c.out));
+        CK(cudaFree(c.part));
+        CK(cudaFree(c.cnt));
+        CK(cudaFree(ref));
+    }
+    return 0;
+}
