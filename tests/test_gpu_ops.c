@@ -480,6 +480,10 @@ static void run_kv_case(const kv_case *c, int wide) {
     if (kiln_dtype_size(kvdt) == 1) l.k_scale = 0.5f, l.v_scale = 2.0f;
     /* per-head scales (device for the GPU, host for the CPU) */
     float hs[2 * 64];
+    if (nkv > 64) {
+        KT_CHECKF(false, "kv case with %d KV heads: the per-head scales hold 64", nkv);
+        return;
+    }
     for (int i = 0; i < 2 * nkv; i++) hs[i] = (const float[]){0.25f, 0.75f, 3.0f, 0.125f}[i % 4];
     kiln_devptr dhs = 0;
     kiln_kv_layout lc = l;
@@ -704,6 +708,11 @@ static void run_attention(const attn_case *c) {
     float hs[2 * 16];
     kiln_devptr dhs = 0;
     kiln_kv_layout lc = l; /* the CPU's copy (host scales) */
+    if (kiln_dtype_size(kvdt) == 1 && c->nkv > 16) {
+        KT_CHECKF(false, "fp8 attention case with %d KV heads: the per-head scales hold 16", c->nkv);
+        free(kc), free(vc);
+        return;
+    }
     if (kiln_dtype_size(kvdt) == 1) {
         /* what a real cache holds: fp8(value / scale) of N(0, 1) values for
          * scales around 1/50 (E4M3) or 1 (E5M2), plus 3% codes drawn from

@@ -1165,6 +1165,8 @@ static kiln_status kv_write_pipe(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr kca
     KILN_TRY(get(g, "kv_write_pipe", &f, "ACT=%s KV=%s", dt(act), dt(l->dtype)));
     int nkv = l->n_kv_heads, hd = l->head_dim, bs = l->block_size;
     const int n_sms = kiln_rt_device_get_info(g->dev)->n_sms;
+    /* the kernel's nunits (16-token chunks x groups of HU = 256 / head_dim KV heads): a grid of more blocks
+     * would leave some without a unit */
     const int64_t units = (int64_t)((T + 15) / 16) * ((nkv + 256 / hd - 1) / (256 / hd));
     const int64_t grid = KILN_MIN(units, (int64_t)KV_PIPE_BPS * n_sms);
     LAUNCH(f, (unsigned)grid, 1, 1, 256, KV_PIPE_SMEM, s, &kcache, &vcache, &k, &v, &row_stride, &slots, &T, &nkv, &hd,
