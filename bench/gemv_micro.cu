@@ -29,7 +29,7 @@ __device__ __forceinline__ float dot8(uint4 a, uint4 b) {
     return s;
 }
 
-template <int RW, int KC, int S, bool PDL>
+template <int RW, int KC, int S, bool PDL, bool ZF = false>
 __global__ void __launch_bounds__(256) gemv_ring(u16 *out, const u16 *x, const u16 *w, int N, int K) {
     extern __shared__ uint4 sm[];
     constexpr int VPR = KC / 8, PER = RW * VPR; // 16-byte vectors a row, a stage
@@ -45,8 +45,12 @@ __global__ void __launch_bounds__(256) gemv_ring(u16 *out, const u16 *x, const u
             for (int e = lane; e < PER; e += 32) {
                 const int r = e / VPR, c = e % VPR;
                 const u16 *src = w + (size_t)(n0 + r) * K + (size_t)st * KC + c * 8;
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((u32)__cvta_generic_to_shared(dst + e)),
-                             "l"(src) : "memory");
+                if (ZF) // the zero-filling form (a source size operand, here always 16)
+                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((u32)__cvta_generic_to_shared(dst + e)),
+                                 "l"(src), "r"(16) : "memory");
+                else
+                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((u32)__cvta_generic_to_shared(dst + e)),
+                                 "l"(src) : "memory");
             }
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
@@ -110,6 +114,15 @@ int main() {
         {"rw1 kc256 s8", gemv_ring<1, 256, 8, false>, gemv_ring<1, 256, 8, true>, 1, 256, 8},
         {"rw2 kc512 s4", gemv_ring<2, 512, 4, false>, gemv_ring<2, 512, 4, true>, 2, 512, 4},
         {"rw4 kc256 s4", gemv_ring<4, 256, 4, false>, gemv_ring<4, 256, 4, true>, 4, 256, 4},
+        // deeper rings (stride_micro.cu: ~160 KiB in flight an SM streams at 97% of copy)
+        {"rw2 kc512 s6", gemv_ring<2, 512, 6, false>, gemv_ring<2, 512, 6, true>, 2, 512, 6},
+        {"rw2 kc512 s8", gemv_ring<2, 512, 8, false>, gemv_ring<2, 512, 8, true>, 2, 512, 8},
+        {"rw1 kc1024 s6", gemv_ring<1, 1024, 6, false>, gemv_ring<1, 1024, 6, true>, 1, 1024, 6},
+        {"rw1 kc512 s8", gemv_ring<1, 512, 8, false>, gemv_ring<1, 512, 8, true>, 1, 512, 8},
+        {"rw2 kc1024 s4", gemv_ring<2, 1024, 4, false>, gemv_ring<2, 1024, 4, true>, 2, 1024, 4},
+        {"rw1 kc1024 s10", gemv_ring<1, 1024, 10, false>, gemv_ring<1, 1024, 10, true>, 1, 1024, 10},
+        // cp.async's zero-filling form (a source-size operand) in the best tiling
+        {"rw2 kc512 s4 zfill", gemv_ring<2, 512, 4, false, true>, gemv_ring<2, 512, 4, true, true>, 2, 512, 4},
     };
     for (auto &sh : shapes) {
         Ctx c = {};

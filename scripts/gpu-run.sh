@@ -735,6 +735,17 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s133; then # twenty-fourth session, final: the changed tests (test_gemv in its own tilings, the KV-write and FP8 attention cases' head-count checks)
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_gemv =test_kv_write_and_fused_rope =test_attention_fp8
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s130; then # twenty-fourth session: gemv_micro with deeper warp-private rings (6-10 stages) and cp.async's zero-filling form, PDL rows, beside kiln's GEMV (gemm_m1)
+  export CUDA_VISIBLE_DEVICES=0
+  timeout 200 "$here/bin/gemv_micro" 2>&1 | grep -E "PDL|ceiling"
+  timeout 60 "$here/bin/bench_kernels" gemm_m1 2>&1 | grep -E "kiln default" | cut -c1-110
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s128; then # twenty-fourth session: skring_micro -- the split-K reduction pushed to the cluster's rank 0 with st.async (mode 6) against DSMEM reads between cluster barriers (3), the MMAs alone (5) and with a cluster launch (7)
   export CUDA_VISIBLE_DEVICES=0
   timeout 200 "$here/bin/skring_micro" 32 2>&1

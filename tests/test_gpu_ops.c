@@ -1501,16 +1501,17 @@ static void silu_gemm_sweep(kiln_gpu *gv, const int *Ms, int n_m, bool bits, con
 }
 
 /* the small-M GEMV kernel (kernel_src/gemv.cu), on its own kiln_gpu with it
- * enabled, in its tilings (K split 1, 2 and 4): M 1..8, odd N, K not a multiple of the unrolled stride, an
- * output row stride, bias, fp32 or act output */
+ * enabled, in its tilings (K split 1, 2 and 4; rule -1: the knobs as given -- before, the default rule's
+ * tiling by shape ran in every pass), then in the default rule's tilings: M 1..8, odd N, K not a multiple of
+ * the unrolled stride, an output row stride, bias, fp32 or act output */
 KT_TEST(test_gemv) {
     NEED_GPU();
     static const int tiles[][3] = {{KILN_GEMV_ROWS_DEFAULT, KILN_GEMV_UNROLL_DEFAULT, KILN_GEMV_KSPLIT_DEFAULT},
                                    {1, 2, 1}, {4, 4, 1}, {2, 8, 1}, {1, 4, 2}, {2, 4, 2}, {4, 2, 2}, {1, 2, 2},
-                                   {2, 4, 4}, {1, 2, 4}};
+                                   {2, 4, 4}, {1, 2, 4}, {0, 0, 0}};
     for (int ti = 0; ti < (int)KILN_ARRAY_LEN(tiles); ti++) {
     kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = 8, .gemv_rows = tiles[ti][0],
-                          .gemv_unroll = tiles[ti][1], .gemv_ksplit = tiles[ti][2]};
+                          .gemv_unroll = tiles[ti][1], .gemv_ksplit = tiles[ti][2], .gemv_rule = tiles[ti][0] ? -1 : 0};
     kiln_gpu *gv = NULL;
     KT_OK(kiln_gpu_create(dev, &gp, &gv));
     int Ms[] = {1, 2, 3, 8}, Ns[] = {384, 1001}, Ks[] = {512, 4104, 40};
