@@ -17,8 +17,6 @@
 #include <stdint.h>
 #include "micro_common.cuh"
 
-typedef unsigned short u16;
-typedef unsigned int u32;
 
 __device__ __forceinline__ uint4 ldg_stream(const void *p) {
     uint4 v;
@@ -31,12 +29,6 @@ __device__ __forceinline__ void mma16816(float (&c)[4], u32 a0, u32 a1, u32 a2, 
                  "{%0, %1, %2, %3};"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ float bf2f(u16 v) { return __uint_as_float((u32)v << 16); }
-__device__ __forceinline__ u16 f2bf(float f) { // round to nearest even
-    u32 u = __float_as_uint(f);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (u16)(u >> 16);
 }
 
 // out [M, N] (bf16) = x [M, K] . W [N, K]^T; MT token tiles of 8 (M <= 8 MT), NW warps, U k-steps of 32 in flight
@@ -112,13 +104,6 @@ __global__ void __launch_bounds__(NW * 32) gemm_rt(u16 *out, const u16 *x, const
     }
 }
 
-__global__ void gemm_ref(float *out, const u16 *x, const u16 *w, int M, int N, int K) {
-    const int n = blockIdx.x * blockDim.x + threadIdx.x, m = blockIdx.y;
-    if (n >= N) return;
-    float s = 0.0f;
-    for (int k = 0; k < K; k++) s += bf2f(x[(size_t)m * K + k]) * bf2f(w[(size_t)n * K + k]);
-    out[(size_t)m * N + n] = s;
-}
 
 typedef void (*kfn)(u16 *, const u16 *, const u16 *, int, int, int);
 struct Ctx {
@@ -143,17 +128,8 @@ int main() {
         Ctx c = {};
         c.N = sh.N, c.K = sh.K;
         const size_t wn = (size_t)sh.N * sh.K;
-        std::vector<u16> h(wn);
-        for (int s = 0; s < 4; s++) {
-            srand(7 + s);
-            for (size_t i = 0; i < wn; i++) h[i] = (u16)(0x3c00 + (rand() & 0x3ff) - 0x200 + ((rand() & 1) << 15)); // |w| ~ 2^-7..2^-6ish
-            CK(cudaMalloc(&c.w[s], wn * 2));
-            CK(cudaMemcpy(c.w[s], h.data(), wn * 2, cudaMemcpyHostToDevice));
-        }
-        std::vector<u16> hx((size_t)32 * sh.K);
-        for (auto &v : hx) v = (u16)(0x3f00 + (rand() & 0xff) + ((rand() & 1) << 15));
-        CK(cudaMalloc(&c.x, hx.size() * 2));
-        CK(cudaMemcpy(c.x, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
+        for (int s = 0; s < 4; s++) c.w[s] = rand_weights(wn, 7 + s);
+        c.x = rand_acts((size_t)32 * sh.K);
         CK(cudaMalloc(&c.out, (size_t)32 * sh.N * 2));
         float *ref;
         CK(cudaMalloc(&ref, (size_t)32 * sh.N * 4));

@@ -9,15 +9,7 @@
 #include <stdint.h>
 #include "micro_common.cuh"
 
-typedef unsigned short u16;
-typedef unsigned int u32;
 
-__device__ __forceinline__ float bf2f(u32 v16) { return __uint_as_float(v16 << 16); }
-__device__ __forceinline__ u16 f2bf(float f) {
-    u32 u = __float_as_uint(f);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (u16)(u >> 16);
-}
 __device__ __forceinline__ float dot8(uint4 a, uint4 b) {
     const u32 av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
     float s = 0.0f;
@@ -128,17 +120,8 @@ int main() {
         Ctx c = {};
         c.N = sh.N, c.K = sh.K;
         const size_t wn = (size_t)sh.N * sh.K;
-        std::vector<u16> h(wn);
-        for (int s = 0; s < 4; s++) {
-            srand(3 + s);
-            for (size_t i = 0; i < wn; i++) h[i] = (u16)(0x3c00 + (rand() & 0x3ff) - 0x200 + ((rand() & 1) << 15));
-            CK(cudaMalloc(&c.w[s], wn * 2));
-            CK(cudaMemcpy(c.w[s], h.data(), wn * 2, cudaMemcpyHostToDevice));
-        }
-        std::vector<u16> hx(sh.K);
-        for (auto &v : hx) v = (u16)(0x3f00 + (rand() & 0xff) + ((rand() & 1) << 15));
-        CK(cudaMalloc(&c.x, hx.size() * 2));
-        CK(cudaMemcpy(c.x, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
+        for (int s = 0; s < 4; s++) c.w[s] = rand_weights(wn, 3 + s);
+        c.x = rand_acts(sh.K);
         CK(cudaMalloc(&c.out, (size_t)sh.N * 2));
         float *ref;
         CK(cudaMalloc(&ref, (size_t)sh.N * 4));

@@ -11,8 +11,6 @@
 #include <string.h>
 #include "micro_common.cuh"
 
-typedef unsigned short u16;
-typedef unsigned int u32;
 #define HD 128
 #define BSZ 16
 

@@ -1,9 +1,12 @@
 // micro_common.cuh -- what the stand-alone kernel probes (kv_write_micro.cu,
-// read_micro.cu, gemm_micro.cu, gemv_micro.cu) share: error checks, a launch
-// as a programmatic dependent (PDL), the timing of back-to-back launches
-// (CUDA events around 20 calls over rotating input sets, median of 15, 3
-// warm-up calls), the copy ceiling they are measured against, and the
-// relative error of a bf16 result against an fp32 reference.
+// read_micro.cu, gemm_micro.cu, gemv_micro.cu, stride_micro.cu,
+// skring_micro.cu) share: error checks, a launch as a programmatic dependent
+// (PDL), the timing of back-to-back launches (CUDA events around 20 calls
+// over rotating input sets, median of 15, 3 warm-up calls), the copy ceiling
+// they are measured against, the relative error of a bf16 result against an
+// fp32 reference, bf16 <-> fp32 in device code, a 16-byte cp.async, the fp32
+// reference GEMM and the random bf16 weights and activations the GEMM probes
+// draw.
 #pragma once
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -12,6 +15,9 @@
 #include <algorithm>
 #include <string.h>
 #include <math.h>
+
+typedef unsigned short u16;
+typedef unsigned int u32;
 
 #define CK(x)                                                                                   \
     do {                                                                                        \
@@ -93,4 +99,44 @@ static double rel_err_bf16(const unsigned short *got, const float *ref, size_t n
         den += (double)ref[i] * ref[i];
     }
     return sqrt(num / den);
+}
+
+__device__ __forceinline__ float bf2f(u32 v16) { return __uint_as_float(v16 << 16); }
+__device__ __forceinline__ u16 f2bf(float f) { // round to nearest even
+    u32 u = __float_as_uint(f);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (u16)(u >> 16);
+}
+// 16 bytes global -> shared, asynchronously (cp.async.cg)
+__device__ __forceinline__ void cp16(u32 dst, const void *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+
+// out[M, N] = x[M, K] . W[N, K]^T in fp32 from bf16 inputs; grid (ceil(N / 256), M) of 256 threads
+__global__ void gemm_ref(float *out, const u16 *x, const u16 *w, int M, int N, int K) {
+    const int n = blockIdx.x * blockDim.x + threadIdx.x, m = blockIdx.y;
+    if (n >= N) return;
+    float s = 0.0f;
+    for (int k = 0; k < K; k++) s += bf2f(x[(size_t)m * K + k]) * bf2f(w[(size_t)n * K + k]);
+    out[(size_t)m * N + n] = s;
+}
+
+// n random bf16 weights (|w| around 2^-7) drawn from seed, on the device
+static u16 *rand_weights(size_t n, unsigned seed) {
+    std::vector<u16> h(n);
+    srand(seed);
+    for (size_t i = 0; i < n; i++) h[i] = (u16)(0x3c00 + (rand() & 0x3ff) - 0x200 + ((rand() & 1) << 15));
+    u16 *d;
+    CK(cudaMalloc(&d, n * 2));
+    CK(cudaMemcpy(d, h.data(), n * 2, cudaMemcpyHostToDevice));
+    return d;
+}
+// n random bf16 activations (|x| around 0.5..1), on the device
+static u16 *rand_acts(size_t n) {
+    std::vector<u16> h(n);
+    for (auto &v : h) v = (u16)(0x3f00 + (rand() & 0xff) + ((rand() & 1) << 15));
+    u16 *d;
+    CK(cudaMalloc(&d, n * 2));
+    CK(cudaMemcpy(d, h.data(), n * 2, cudaMemcpyHostToDevice));
+    return d;
 }

@@ -31,12 +31,7 @@
 #include <stdint.h>
 #include "micro_common.cuh"
 
-typedef unsigned short u16;
-typedef unsigned int u32;
 
-__device__ __forceinline__ void cp16(u32 dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-}
 __device__ __forceinline__ void ldsm_x4(u32 &a, u32 &b, u32 &c, u32 &d, u32 addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                  : "=r"(a), "=r"(b), "=r"(c), "=r"(d) : "r"(addr));
@@ -46,12 +41,6 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], u32 a0, u32 a1, u32 a2, 
                  "{%0, %1, %2, %3};"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ float bf2f(u32 v16) { return __uint_as_float(v16 << 16); }
-__device__ __forceinline__ u16 f2bf(float f) {
-    u32 u = __float_as_uint(f);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (u16)(u >> 16);
 }
 __device__ __forceinline__ u32 cluster_rank() {
     u32 r;
@@ -180,6 +169,15 @@ __global__ void __launch_bounds__(WARPS * 32) skring(u16 *__restrict__ out, floa
     }
     if (PDL) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     const int g = lane >> 2, t = lane & 3;
+    // f(accumulator index (r NT + j) 4 + e, its x row m, its W row past the block's first) for each of this thread's
+    auto each_acc = [&](auto f) {
+#pragma unroll
+        for (int r = 0; r < RT; r++)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) f((r * NT + j) * 4 + e, 8 * j + 2 * t + (e & 1), 16 * (warp * RT + r) + g + 8 * (e >> 1));
+    };
     if (MODE < 2) {
         xs_acc += __shfl_xor_sync(0xffffffffu, xs_acc, 16);
         if (tid == 0) part[blockIdx.y * gridDim.x + blockIdx.x] = (float)xs_acc;
@@ -188,17 +186,12 @@ __global__ void __launch_bounds__(WARPS * 32) skring(u16 *__restrict__ out, floa
     if (MODE == 4 || (MODE == 2 && KSPL == 1)) {
         // partial tile [tile][K range][M][BN] (KSPL 1: the output, bf16)
         float *pt = part + ((size_t)blockIdx.x * KSPL + blockIdx.y) * M * BN;
-#pragma unroll
-        for (int r = 0; r < RT; r++)
-#pragma unroll
-            for (int j = 0; j < NT; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int m = 8 * j + 2 * t + (e & 1), nl = 16 * (warp * RT + r) + g + 8 * (e >> 1);
-                    if (m >= M) continue;
-                    if (KSPL == 1) out[(size_t)m * N + n_blk + nl] = f2bf(acc[r][j][e]);
-                    else pt[m * BN + nl] = acc[r][j][e];
-                }
+        const float *a = &acc[0][0][0];
+        each_acc([&](int i, int m, int nl) {
+            if (m >= M) return;
+            if (KSPL == 1) out[(size_t)m * N + n_blk + nl] = f2bf(a[i]);
+            else pt[m * BN + nl] = a[i];
+        });
         if (KSPL == 1) return;
         __shared__ int last;
         __threadfence();
@@ -245,15 +238,9 @@ __global__ void __launch_bounds__(WARPS * 32) skring(u16 *__restrict__ out, floa
                 sum[i] += v.x, sum[i + 1] += v.y, sum[i + 2] += v.z, sum[i + 3] += v.w;
             }
         }
-#pragma unroll
-        for (int r = 0; r < RT; r++)
-#pragma unroll
-            for (int j = 0; j < NT; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int m = 8 * j + 2 * t + (e & 1), n = n_blk + 16 * (warp * RT + r) + g + 8 * (e >> 1);
-                    if (m < M) out[(size_t)m * N + n] = f2bf(sum[(r * NT + j) * 4 + e]);
-                }
+        each_acc([&](int i, int m, int nl) {
+            if (m < M) out[(size_t)m * N + n_blk + nl] = f2bf(sum[i]);
+        });
         return;
     }
     if (MODE == 5 || MODE == 7) { // stores only if an accumulator is exactly 12345 (never; keeps the MMAs)
@@ -267,15 +254,10 @@ __global__ void __launch_bounds__(WARPS * 32) skring(u16 *__restrict__ out, floa
         return;
     }
     if (MODE == 2) { // each block's fp32 partial [KSPL][M][N]
-#pragma unroll
-        for (int r = 0; r < RT; r++)
-#pragma unroll
-            for (int j = 0; j < NT; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int m = 8 * j + 2 * t + (e & 1), n = n_blk + 16 * (warp * RT + r) + g + 8 * (e >> 1);
-                    if (m < M) part[((size_t)blockIdx.y * M + m) * N + n] = acc[r][j][e];
-                }
+        const float *a = &acc[0][0][0];
+        each_acc([&](int i, int m, int nl) {
+            if (m < M) part[((size_t)blockIdx.y * M + m) * N + n_blk + nl] = a[i];
+        });
         return;
     }
     // MODE 3: the cluster (1, KSPL, 1) sums its K ranges through distributed shared memory
@@ -313,14 +295,6 @@ __global__ void __launch_bounds__(WARPS * 32) skring(u16 *__restrict__ out, floa
         out[(size_t)m * N + n] = f2bf(sum);
     }
     cluster_sync_all();
-}
-
-__global__ void gemm_ref(float *out, const u16 *x, const u16 *w, int M, int N, int K) {
-    const int n = blockIdx.x * blockDim.x + threadIdx.x, m = blockIdx.y;
-    if (n >= N) return;
-    float s = 0.0f;
-    for (int k = 0; k < K; k++) s += bf2f(x[(size_t)m * K + k]) * bf2f(w[(size_t)n * K + k]);
-    out[(size_t)m * N + n] = s;
 }
 
 typedef void (*kfn)(u16 *, float *, const u16 *, const u16 *, int, int, int, int *);
@@ -380,17 +354,8 @@ int main(int argc, char **argv) {
         Ctx c = {};
         c.M = M, c.N = sh.N, c.K = sh.K;
         const size_t wn = (size_t)sh.N * sh.K;
-        std::vector<u16> h(wn);
-        for (int s = 0; s < 4; s++) {
-            srand(3 + s);
-            for (size_t i = 0; i < wn; i++) h[i] = (u16)(0x3c00 + (rand() & 0x3ff) - 0x200 + ((rand() & 1) << 15));
-            CK(cudaMalloc(&c.w[s], wn * 2));
-            CK(cudaMemcpy(c.w[s], h.data(), wn * 2, cudaMemcpyHostToDevice));
-        }
-        std::vector<u16> hx((size_t)M * sh.K);
-        for (auto &v : hx) v = (u16)(0x3f00 + (rand() & 0xff) + ((rand() & 1) << 15));
-        CK(cudaMalloc(&c.x, hx.size() * 2));
-        CK(cudaMemcpy(c.x, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
+        for (int s = 0; s < 4; s++) c.w[s] = rand_weights(wn, 3 + s);
+        c.x = rand_acts((size_t)M * sh.K);
         CK(cudaMalloc(&c.out, (size_t)M * sh.N * 2));
         CK(cudaMalloc(&c.part, (size_t)8 * M * sh.N * 4));
         CK(cudaMalloc(&c.cnt, (size_t)sh.N * 4));

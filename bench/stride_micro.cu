@@ -14,12 +14,7 @@
 #include <stdint.h>
 #include "micro_common.cuh"
 
-typedef unsigned short u16;
-typedef unsigned int u32;
 
-__device__ __forceinline__ void cp16(u32 dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-}
 
 // BN rows x C columns a stage (C = 0: pre-tiled, 8192 contiguous elements a stage)
 template <int BN, int C, int S, bool PDL>
