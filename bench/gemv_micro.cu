@@ -74,6 +74,47 @@ __global__ void __launch_bounds__(256) gemv_ring(u16 *out, const u16 *x, const u
     }
 }
 
+// The block-wide ring (stride_micro.cu's stream, which reaches 97% of copy with 6 slots of 16 KiB): a block
+// owns BR rows and all of K, a stage is BR rows x 8192 / BR columns (16 KiB), S slots, every thread
+// copying 4 of the stage's 16-byte vectors; thread t multiplies 4 vectors of row t / (256 / BR) (its 256 / BR
+// threads a row reduce by shuffles); the first S - 1 stages before the PDL wait.
+template <int BR, int S, bool PDL>
+__global__ void __launch_bounds__(256) gemv_block(u16 *out, const u16 *x, const u16 *w, int N, int K) {
+    extern __shared__ uint4 sm[];
+    constexpr int C = 8192 / BR, VPR = C / 8, TPR = 256 / BR; // columns a stage, vectors a row, threads a row
+    static_assert(VPR == 4 * TPR, "4 vectors a thread a stage");
+    const int tid = threadIdx.x, n0 = blockIdx.x * BR, nst = K / C;
+    const u32 sbase = (u32)__cvta_generic_to_shared(sm);
+    auto issue = [&](int st) {
+        if (st < nst) {
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int e = tid + q * 256, r = e / VPR, c = e % VPR;
+                cp16(sbase + (u32)(((st % S) * 1024 + e) * 16), w + (size_t)(n0 + r) * K + (size_t)st * C + c * 8);
+            }
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+    for (int st = 0; st < S - 1; st++) issue(st);
+    if (PDL) asm volatile("griddepcontrol.wait;\n\tgriddepcontrol.launch_dependents;" ::: "memory");
+    const int r = tid / TPR, v0 = tid % TPR;
+    float acc = 0.0f;
+    for (int st = 0; st < nst; st++) {
+        asm volatile("cp.async.wait_group %0;" ::"n"(S - 2) : "memory");
+        __syncthreads(); // stage st landed for all; the slot of stage st - 1 is free
+        issue(st + S - 1);
+        const uint4 *src = sm + (st % S) * 1024 + r * VPR;
+        uint4 xv[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) xv[k] = *(const uint4 *)(x + (size_t)st * C + (v0 + k * TPR) * 8);
+#pragma unroll
+        for (int k = 0; k < 4; k++) acc += dot8(src[v0 + k * TPR], xv[k]);
+    }
+#pragma unroll
+    for (int o = TPR / 2; o; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (v0 == 0) out[n0 + r] = f2bf(acc);
+}
+
 __global__ void gemv_ref(float *out, const u16 *x, const u16 *w, int N, int K) {
     const int n = blockIdx.x * blockDim.x + threadIdx.x;
     if (n >= N) return;
@@ -85,20 +126,20 @@ __global__ void gemv_ref(float *out, const u16 *x, const u16 *w, int N, int K) {
 typedef void (*kfn)(u16 *, const u16 *, const u16 *, int, int);
 struct Ctx {
     u16 *w[4], *x, *out;
-    int N, K, rw;
+    int N, K, rw, br;
     unsigned smem;
     kfn f;
     bool pdl;
 };
 static void launch(Ctx *c, int s) {
-    launch_k(c->f, (unsigned)(c->N / (8 * c->rw)), 256u, c->smem, c->pdl, c->out, (const u16 *)c->x, (const u16 *)c->w[s],
-             c->N, c->K);
+    launch_k(c->f, (unsigned)(c->br ? c->N / c->br : c->N / (8 * c->rw)), 256u, c->smem, c->pdl, c->out,
+             (const u16 *)c->x, (const u16 *)c->w[s], c->N, c->K);
 }
 
 int main() {
     const double ceil_bw = copy_ceiling();
     const struct { const char *n; int N, K; } shapes[] = {{"o", 4096, 4096}, {"qkv", 6144, 4096}, {"down", 4096, 14336}};
-    struct Var { const char *name; kfn f, fp; int rw, kc, s; };
+    struct Var { const char *name; kfn f, fp; int rw, kc, s, br; }; // br: gemv_block's rows a block (0: gemv_ring)
     const Var vs[] = {
         {"rw2 kc256 s4", gemv_ring<2, 256, 4, false>, gemv_ring<2, 256, 4, true>, 2, 256, 4},
         {"rw2 kc256 s8", gemv_ring<2, 256, 8, false>, gemv_ring<2, 256, 8, true>, 2, 256, 8},
@@ -115,6 +156,13 @@ int main() {
         {"rw1 kc1024 s10", gemv_ring<1, 1024, 10, false>, gemv_ring<1, 1024, 10, true>, 1, 1024, 10},
         // cp.async's zero-filling form (a source-size operand) in the best tiling
         {"rw2 kc512 s4 zfill", gemv_ring<2, 512, 4, false, true>, gemv_ring<2, 512, 4, true, true>, 2, 512, 4},
+        // the block-wide ring (gemv_block)
+        {"block 16 rows s6", gemv_block<16, 6, false>, gemv_block<16, 6, true>, 0, 512, 6, 16},
+        {"block 16 rows s4", gemv_block<16, 4, false>, gemv_block<16, 4, true>, 0, 512, 4, 16},
+        {"block 16 rows s8", gemv_block<16, 8, false>, gemv_block<16, 8, true>, 0, 512, 8, 16},
+        {"block 32 rows s6", gemv_block<32, 6, false>, gemv_block<32, 6, true>, 0, 256, 6, 32},
+        {"block 32 rows s4", gemv_block<32, 4, false>, gemv_block<32, 4, true>, 0, 256, 4, 32},
+        {"block 8 rows s6", gemv_block<8, 6, false>, gemv_block<8, 6, true>, 0, 1024, 6, 8},
     };
     for (auto &sh : shapes) {
         Ctx c = {};
@@ -130,8 +178,8 @@ int main() {
         std::vector<u16> ho(sh.N);
         CK(cudaMemcpy(hr.data(), ref, (size_t)sh.N * 4, cudaMemcpyDeviceToHost));
         for (auto &v : vs) {
-            c.rw = v.rw;
-            c.smem = (unsigned)(8 * v.s * v.rw * v.kc * 2);
+            c.rw = v.rw, c.br = v.br;
+            c.smem = v.br ? (unsigned)(v.s * 16384) : (unsigned)(8 * v.s * v.rw * v.kc * 2);
             for (int pdl = 0; pdl < 2; pdl++) {
                 c.f = pdl ? v.fp : v.f;
                 c.pdl = pdl;
@@ -143,7 +191,7 @@ int main() {
                 const double rel = rel_err_bf16(ho.data(), hr.data(), (size_t)sh.N);
                 const float t = time_launches(launch, &c, 4);
                 printf("%-5s %-14s %-4s grid %4d smem %6u %7.2f us %6.1f%% of copy  rel err %.1e %s\n", sh.n, v.name,
-                       pdl ? "PDL" : "", sh.N / (8 * v.rw), c.smem, t, wn * 2 / (t * 1e-6) / ceil_bw * 100, rel,
+                       pdl ? "PDL" : "", v.br ? sh.N / v.br : sh.N / (8 * v.rw), c.smem, t, wn * 2 / (t * 1e-6) / ceil_bw * 100, rel,
                        rel < 1e-2 ? "ok" : "WRONG");
             }
         }
