@@ -740,7 +740,7 @@ if has s133; then # twenty-fourth session, final: the changed tests (test_gemv i
   ops_cases =test_gemv =test_kv_write_and_fused_rope =test_attention_fp8
   unset CUDA_VISIBLE_DEVICES
 fi
-if has s130; then # twenty-fourth session: gemv_micro with deeper warp-private rings (6-10 stages), cp.async's zero-filling form and (s134) the block-wide ring gemv_block, PDL rows, beside kiln's GEMV (gemm_m1)
+if has s130; then # twenty-fourth session: gemv_micro with deeper warp-private rings (6-10 stages), cp.async's zero-filling form and (its second run) the block-wide ring gemv_block, PDL rows, beside kiln's GEMV (gemm_m1)
   export CUDA_VISIBLE_DEVICES=0
   timeout 200 "$here/bin/gemv_micro" 2>&1 | grep -E "PDL|ceiling"
   timeout 60 "$here/bin/bench_kernels" gemm_m1 2>&1 | grep -E "kiln default" | cut -c1-110
