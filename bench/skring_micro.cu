@@ -19,6 +19,8 @@
 //           with st.async (completing bytes on rank 0's mbarrier) and exits;
 //           rank 0 waits, sums in rank order, stores bf16
 //   MODE 7  MODE 5 launched as clusters (the cost of the cluster launch)
+//   MODE 8  skring_kw (below): the K split inside the block too, warp groups on alternate chunks of
+//           one ring, summed in shared memory, then a cluster of KSPL (MODE 9: its loop alone)
 //   MODE 4  the split-K reduction instead through fp32 partials in global
 //           memory, summed in K-range order by the last block of the tile
 //           to arrive (an atomic counter a tile; deterministic)
@@ -297,6 +299,159 @@ __global__ void __launch_bounds__(WARPS * 32) skring(u16 *__restrict__ out, floa
     cluster_sync_all();
 }
 
+
+// MODE 8 (skring_kw): the K split inside the block as well. KW warp groups of GW warps (16 W rows a warp,
+// BN = 16 GW rows a block) share one ring whose stage is KW 64-wide chunks; group g multiplies chunk g of
+// each stage. After the loop the groups' sums meet in shared memory (group 0 adds the others in order),
+// then, with KSPL > 1, the cluster (1, KSPL, 1) sums its K ranges as gemm_sk does (DSMEM reads between
+// cluster barriers); bf16 out. MODE 9: the same without anything stored (the loop alone, no cluster).
+template <int GW, int KW, int S, int KSPL, int MODE, bool PDL>
+__global__ void __launch_bounds__(GW * KW * 32) skring_kw(u16 *__restrict__ out, float *__restrict__ part,
+                                                         const u16 *__restrict__ x, const u16 *__restrict__ w, int M,
+                                                         int N, int K, int *__restrict__ cnt) {
+    constexpr int THREADS = GW * KW * 32, BN = 16 * GW, WB = BN * 128, STB = WB + MAXM * 128, SSB = KW * STB;
+    constexpr int ACCN = NT * 4;
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, grp = warp / GW, wg = warp % GW;
+    const int n_blk = blockIdx.x * BN, kr = K / KSPL, k_lo = blockIdx.y * kr, nst = kr / (64 * KW);
+    const u32 sbase = (u32)__cvta_generic_to_shared(smem);
+    auto load = [&](int i, int slot, bool wpart) { // super-stage i: KW chunks into slot's KW sub-slots
+#pragma unroll
+        for (int kk = 0; kk < KW; kk++) {
+            const int k0 = k_lo + (i * KW + kk) * 64;
+            const u32 dst = sbase + slot * SSB + kk * STB;
+            if (wpart) {
+#pragma unroll
+                for (int q = 0; q < (BN * 8 + THREADS - 1) / THREADS; q++) {
+                    const int idx = tid + q * THREADS, row = idx >> 3, seg = idx & 7;
+                    if (idx < BN * 8)
+                        cp16(dst + row * 128 + ((seg ^ (row & 7)) << 4), w + (size_t)(n_blk + row) * K + k0 + seg * 8);
+                }
+            } else {
+                for (int idx = tid; idx < M * 8; idx += THREADS) {
+                    const int row = idx >> 3, seg = idx & 7;
+                    cp16(dst + WB + row * 128 + ((seg ^ (row & 7)) << 4), x + (size_t)row * K + k0 + seg * 8);
+                }
+            }
+        }
+    };
+#pragma unroll
+    for (int s = 0; s < S - 1; s++)
+        if (s < nst) load(s, s, true);
+    if (PDL) asm volatile("griddepcontrol.wait;" ::: "memory");
+#pragma unroll
+    for (int s = 0; s < S - 1; s++) {
+        if (s < nst) load(s, s, false);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+    float acc[NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[j][e] = 0.0f;
+    const int a_row = wg * 16 + (lane & 15), a_seg = lane >> 4, b_q = lane >> 3, b_seg = b_q & 1;
+    for (int i = 0; i < nst; i++) {
+        asm volatile("cp.async.wait_group %0;" ::"n"(S - 2) : "memory");
+        __syncthreads();
+        if (i + S - 1 < nst) {
+            load(i + S - 1, (i + S - 1) % S, true);
+            load(i + S - 1, (i + S - 1) % S, false);
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        const u32 ws = sbase + (i % S) * SSB + grp * STB, xsa = ws + WB;
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            u32 a[4], b[NT / 2][4];
+            {
+                const int seg = 2 * kk + a_seg;
+                ldsm_x4(a[0], a[1], a[2], a[3], ws + a_row * 128 + ((seg ^ (a_row & 7)) << 4));
+            }
+#pragma unroll
+            for (int jp = 0; jp < NT / 2; jp++) {
+                const int row = 8 * (2 * jp + (b_q >> 1)) + (lane & 7), seg = 2 * kk + b_seg;
+                ldsm_x4(b[jp][0], b[jp][1], b[jp][2], b[jp][3], xsa + row * 128 + ((seg ^ (row & 7)) << 4));
+            }
+#pragma unroll
+            for (int jp = 0; jp < NT / 2; jp++) {
+                mma_bf16(acc[2 * jp], a[0], a[1], a[2], a[3], b[jp][0], b[jp][1]);
+                mma_bf16(acc[2 * jp + 1], a[0], a[1], a[2], a[3], b[jp][2], b[jp][3]);
+            }
+        }
+    }
+    if (PDL) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    if (MODE == 9) {
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                if (acc[j][e] == 12345.0f) part[tid] = acc[j][e];
+        return;
+    }
+    // the groups' sums: groups 1.. park theirs, group 0 adds them in group order
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncthreads();
+    float *red = reinterpret_cast<float *>(smem); // [KW - 1][GW][ACCN][32], then group 0's [GW][ACCN][32]
+    if (grp > 0)
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) red[(((grp - 1) * GW + wg) * ACCN + j * 4 + e) * 32 + lane] = acc[j][e];
+    __syncthreads();
+    float *own = red + (KW - 1) * GW * ACCN * 32;
+    if (grp == 0) {
+#pragma unroll
+        for (int q = 1; q < KW; q++)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) acc[j][e] += red[(((q - 1) * GW + wg) * ACCN + j * 4 + e) * 32 + lane];
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) own[(wg * ACCN + j * 4 + e) * 32 + lane] = acc[j][e];
+    }
+    const int g = lane >> 2, t = lane & 3;
+    if (KSPL == 1) {
+        if (grp == 0)
+#pragma unroll
+            for (int j = 0; j < NT; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int m = 8 * j + 2 * t + (e & 1), n = n_blk + 16 * wg + g + 8 * (e >> 1);
+                    if (m < M) out[(size_t)m * N + n] = f2bf(acc[j][e]);
+                }
+        return;
+    }
+    cluster_sync_all();
+    // rank r of the cluster sums element e % KSPL == r of group 0's accumulators over the K ranges
+    const u32 me = cluster_rank();
+    constexpr int PER = (ACCN + KSPL - 1) / KSPL;
+    if (grp == 0) {
+        float v[PER][KSPL];
+        const u32 own_addr = sbase + (u32)((KW - 1) * GW * ACCN * 32 * 4);
+#pragma unroll
+        for (int o = 0; o < PER; o++) {
+            const int gi = (int)me + o * KSPL;
+#pragma unroll
+            for (int q = 0; q < KSPL; q++)
+                v[o][q] = gi < ACCN ? cluster_ld(cluster_map(own_addr, (u32)q) + (u32)((wg * ACCN + gi) * 32 + lane) * 4) : 0.0f;
+        }
+#pragma unroll
+        for (int o = 0; o < PER; o++) {
+            const int gi = (int)me + o * KSPL;
+            if (gi >= ACCN) break;
+            const int j = gi / 4, e = gi % 4;
+            const int m = 8 * j + 2 * t + (e & 1), n = n_blk + 16 * wg + g + 8 * (e >> 1);
+            if (m >= M) continue;
+            float sum = 0.0f;
+#pragma unroll
+            for (int q = 0; q < KSPL; q++) sum += v[o][q];
+            out[(size_t)m * N + n] = f2bf(sum);
+        }
+    }
+    cluster_sync_all();
+}
+
 typedef void (*kfn)(u16 *, float *, const u16 *, const u16 *, int, int, int, int *);
 struct Ctx {
     u16 *w[4], *x, *out;
@@ -332,7 +487,7 @@ static void launch(Ctx *c, int s) {
 struct Var {
     const char *name;
     kfn f, fp;
-    int bn, warps, s, kspl, mode;
+    int bn, warps, s, kspl, mode, kw; // kw: skring_kw's warp groups (0: skring)
 };
 #define V(BN, W, S, KS, MODE) VR(BN, W, S, KS, MODE, 0)
 #define VR(BN, W, S, KS, MODE, ROT)                                                                                  \
@@ -346,9 +501,15 @@ int main(int argc, char **argv) {
     const double ceil_bw = copy_ceiling();
     const struct { const char *n; int N, K; } shapes[] = {{"o", 4096, 4096}, {"qkv", 6144, 4096}, {"down", 4096, 14336}};
 #define V4C(BN, W, S, KS) V(BN, W, S, KS, 5), V(BN, W, S, KS, 7), V(BN, W, S, KS, 6), V(BN, W, S, KS, 3)
+// skring_kw: GW warps a group (BN = 16 GW), KW groups, S slots of KW chunks, KSPL: mode 9 (loop alone) and 8
+#define VKW(GW, KW, S, KS, MODE)                                                                                     \
+    {"kw: " #GW " warps x " #KW " groups (" #GW "*16 rows) " #S " slots split " #KS " mode " #MODE,                 \
+     skring_kw<GW, KW, S, KS, MODE, false>, skring_kw<GW, KW, S, KS, MODE, true>, 16 * GW, GW * KW, S, KS, MODE, KW}
+#define VKW2(GW, KW, S, KS) VKW(GW, KW, S, KS, 9), VKW(GW, KW, S, KS, 8)
     const Var vs[] = {
-        V4C(64, 4, 6, 4), V4C(64, 4, 4, 4), V4C(128, 8, 4, 4), V4C(128, 8, 4, 8), V4C(64, 4, 6, 2), V4C(128, 8, 6, 2),
-        V4C(64, 4, 4, 8), V4C(128, 4, 4, 4), V4C(64, 2, 6, 4),
+        V(128, 8, 4, 8, 5), V(64, 4, 4, 4, 5), V(64, 4, 4, 4, 3),
+        VKW2(4, 2, 4, 2), VKW2(4, 2, 6, 2), VKW2(4, 2, 3, 2), VKW2(4, 2, 4, 1), VKW2(2, 4, 4, 1), VKW2(2, 4, 4, 2),
+        VKW2(4, 4, 3, 2), VKW2(8, 2, 3, 2), VKW2(4, 2, 4, 4),
     };
     for (auto &sh : shapes) {
         Ctx c = {};
@@ -367,10 +528,11 @@ int main(int argc, char **argv) {
         std::vector<u16> ho((size_t)M * sh.N);
         CK(cudaMemcpy(hr.data(), ref, hr.size() * 4, cudaMemcpyDeviceToHost));
         for (auto &v : vs) {
-            if ((sh.K / v.kspl) % 64 || sh.N % v.bn) continue;
+            if ((sh.K / v.kspl) % (64 * (v.kw ? v.kw : 1)) || sh.N % v.bn) continue;
             if (v.s * (v.bn * 128 + MAXM * 128) + (v.mode == 6 ? (v.kspl - 1) * v.bn * MAXM * 4 + 8 : 0) > 227 * 1024) continue;
-            c.bn = v.bn, c.kspl = v.kspl, c.threads = v.warps * 32, c.cluster = v.mode == 3 || v.mode >= 6;
-            c.smem = (unsigned)(v.s * (v.bn * 128 + MAXM * 128));
+            c.bn = v.bn, c.kspl = v.kspl, c.threads = v.warps * 32;
+            c.cluster = v.mode == 3 || v.mode == 6 || v.mode == 7 || (v.mode == 8 && v.kspl > 1);
+            c.smem = (unsigned)(v.s * (v.bn * 128 + MAXM * 128) * (v.kw ? v.kw : 1));
             if (v.mode == 6) c.smem += (unsigned)((v.kspl - 1) * v.bn * MAXM * 4 + 8);
             for (int pdl = 1; pdl < 2; pdl++) { // (plain launches: pdl from 0)
                 c.f = pdl ? v.fp : v.f;
@@ -378,7 +540,7 @@ int main(int argc, char **argv) {
                 CK(cudaFuncSetAttribute(c.f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c.smem));
                 if (v.kspl > 8) CK(cudaFuncSetAttribute(c.f, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
                 const char *chk = "";
-                if (v.mode == 3 || v.mode == 4 || v.mode == 6 || (v.mode == 2 && v.kspl == 1)) {
+                if (v.mode == 3 || v.mode == 4 || v.mode == 6 || v.mode == 8 || (v.mode == 2 && v.kspl == 1)) {
                     CK(cudaMemset(c.out, 0xff, (size_t)M * sh.N * 2));
                     launch(&c, 0);
                     CK(cudaDeviceSynchronize());

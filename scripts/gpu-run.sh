@@ -735,6 +735,11 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s135; then # twenty-fourth session: skring_micro mode 8 / 9 -- the K split inside the block (warp groups on alternate chunks of one ring, summed in shared memory) with a 2-block cluster, against gemm_sk's shape (modes 5, 3)
+  export CUDA_VISIBLE_DEVICES=0
+  timeout 200 "$here/bin/skring_micro" 32 2>&1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s133; then # twenty-fourth session, final: the changed tests (test_gemv in its own tilings, the KV-write and FP8 attention cases' head-count checks)
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_gemv =test_kv_write_and_fused_rope =test_attention_fp8
