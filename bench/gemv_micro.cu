@@ -115,14 +115,6 @@ __global__ void __launch_bounds__(256) gemv_block(u16 *out, const u16 *x, const 
     if (v0 == 0) out[n0 + r] = f2bf(acc);
 }
 
-__global__ void gemv_ref(float *out, const u16 *x, const u16 *w, int N, int K) {
-    const int n = blockIdx.x * blockDim.x + threadIdx.x;
-    if (n >= N) return;
-    float s = 0.0f;
-    for (int k = 0; k < K; k++) s += bf2f(x[k]) * bf2f(w[(size_t)n * K + k]);
-    out[n] = s;
-}
-
 typedef void (*kfn)(u16 *, const u16 *, const u16 *, int, int);
 struct Ctx {
     u16 *w[4], *x, *out;
@@ -173,7 +165,7 @@ int main() {
         CK(cudaMalloc(&c.out, (size_t)sh.N * 2));
         float *ref;
         CK(cudaMalloc(&ref, (size_t)sh.N * 4));
-        gemv_ref<<<(sh.N + 255) / 256, 256>>>(ref, c.x, c.w[0], sh.N, sh.K);
+        gemm_ref<<<dim3((sh.N + 255) / 256, 1), 256>>>(ref, c.x, c.w[0], 1, sh.N, sh.K);
         std::vector<float> hr(sh.N);
         std::vector<u16> ho(sh.N);
         CK(cudaMemcpy(hr.data(), ref, (size_t)sh.N * 4, cudaMemcpyDeviceToHost));

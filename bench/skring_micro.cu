@@ -65,6 +65,36 @@ __device__ __forceinline__ void cluster_sync_all() {
 
 constexpr int MAXM = 32, NT = MAXM / 8;
 
+// The split-K sum of a cluster (1, KSPL, 1), gemm_sk's: every block has parked its threads' ACCN accumulators at
+// red + ((slot * ACCN + gi) * 32 + lane) * 4 in its shared memory (and the cluster synchronised since); this
+// block (rank me) sums entries gi = me, me + KSPL, .. over the blocks in rank order -- every load issued before the
+// sums -- and stores each in bf16 at out[m N + n], (m, n) = at(gi), m < M
+template <int ACCN, int KSPL, class F>
+__device__ __forceinline__ void cluster_sum_store(u32 red, int slot, int lane, u16 *out, int M, int N, F at) {
+    const u32 me = cluster_rank();
+    constexpr int PER = (ACCN + KSPL - 1) / KSPL;
+    float v[PER][KSPL];
+#pragma unroll
+    for (int o = 0; o < PER; o++) {
+        const int gi = (int)me + o * KSPL;
+#pragma unroll
+        for (int q = 0; q < KSPL; q++)
+            v[o][q] = gi < ACCN ? cluster_ld(cluster_map(red, (u32)q) + (u32)((slot * ACCN + gi) * 32 + lane) * 4) : 0.0f;
+    }
+#pragma unroll
+    for (int o = 0; o < PER; o++) {
+        const int gi = (int)me + o * KSPL;
+        if (gi >= ACCN) break;
+        int m, n;
+        at(gi, m, n);
+        if (m >= M) continue;
+        float sum = 0.0f;
+#pragma unroll
+        for (int q = 0; q < KSPL; q++) sum += v[o][q];
+        out[(size_t)m * N + n] = f2bf(sum);
+    }
+}
+
 template <int BN, int WARPS, int S, int KSPL, int MODE, bool PDL, int ROT>
 __global__ void __launch_bounds__(WARPS * 32) skring(u16 *__restrict__ out, float *__restrict__ part,
                                                      const u16 *__restrict__ x, const u16 *__restrict__ w, int M, int N,
@@ -274,28 +304,10 @@ __global__ void __launch_bounds__(WARPS * 32) skring(u16 *__restrict__ out, floa
 #pragma unroll
             for (int e = 0; e < 4; e++) red[(warp * ACCN + (r * NT + j) * 4 + e) * 32 + lane] = acc[r][j][e];
     cluster_sync_all();
-    const u32 me = cluster_rank();
-    constexpr int PER = (ACCN + KSPL - 1) / KSPL;
-    float v[PER][KSPL];
-#pragma unroll
-    for (int o = 0; o < PER; o++) {
-        const int gi = (int)me + o * KSPL;
-#pragma unroll
-        for (int q = 0; q < KSPL; q++)
-            v[o][q] = gi < ACCN ? cluster_ld(cluster_map(sbase, (u32)q) + (u32)((warp * ACCN + gi) * 32 + lane) * 4) : 0.0f;
-    }
-#pragma unroll
-    for (int o = 0; o < PER; o++) {
-        const int gi = (int)me + o * KSPL;
-        if (gi >= ACCN) break;
+    cluster_sum_store<ACCN, KSPL>(sbase, warp, lane, out, M, N, [&](int gi, int &m, int &n) {
         const int r = gi / (NT * 4), j = (gi / 4) % NT, e = gi % 4;
-        const int m = 8 * j + 2 * t + (e & 1), n = n_blk + 16 * (warp * RT + r) + g + 8 * (e >> 1);
-        if (m >= M) continue;
-        float sum = 0.0f;
-#pragma unroll
-        for (int q = 0; q < KSPL; q++) sum += v[o][q];
-        out[(size_t)m * N + n] = f2bf(sum);
-    }
+        m = 8 * j + 2 * t + (e & 1), n = n_blk + 16 * (warp * RT + r) + g + 8 * (e >> 1);
+    });
     cluster_sync_all();
 }
 
@@ -423,32 +435,12 @@ __global__ void __launch_bounds__(GW * KW * 32) skring_kw(u16 *__restrict__ out,
         return;
     }
     cluster_sync_all();
-    // rank r of the cluster sums element e % KSPL == r of group 0's accumulators over the K ranges
-    const u32 me = cluster_rank();
-    constexpr int PER = (ACCN + KSPL - 1) / KSPL;
-    if (grp == 0) {
-        float v[PER][KSPL];
-        const u32 own_addr = sbase + (u32)((KW - 1) * GW * ACCN * 32 * 4);
-#pragma unroll
-        for (int o = 0; o < PER; o++) {
-            const int gi = (int)me + o * KSPL;
-#pragma unroll
-            for (int q = 0; q < KSPL; q++)
-                v[o][q] = gi < ACCN ? cluster_ld(cluster_map(own_addr, (u32)q) + (u32)((wg * ACCN + gi) * 32 + lane) * 4) : 0.0f;
-        }
-#pragma unroll
-        for (int o = 0; o < PER; o++) {
-            const int gi = (int)me + o * KSPL;
-            if (gi >= ACCN) break;
-            const int j = gi / 4, e = gi % 4;
-            const int m = 8 * j + 2 * t + (e & 1), n = n_blk + 16 * wg + g + 8 * (e >> 1);
-            if (m >= M) continue;
-            float sum = 0.0f;
-#pragma unroll
-            for (int q = 0; q < KSPL; q++) sum += v[o][q];
-            out[(size_t)m * N + n] = f2bf(sum);
-        }
-    }
+    if (grp == 0) // rank r of the cluster sums entries r, r + KSPL, .. of group 0's accumulators over the K ranges
+        cluster_sum_store<ACCN, KSPL>(sbase + (u32)((KW - 1) * GW * ACCN * 32 * 4), wg, lane, out, M, N,
+                                      [&](int gi, int &m, int &n) {
+                                          const int j = gi / 4, e = gi % 4;
+                                          m = 8 * j + 2 * t + (e & 1), n = n_blk + 16 * wg + g + 8 * (e >> 1);
+                                      });
     cluster_sync_all();
 }
 
