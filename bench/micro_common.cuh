@@ -1,10 +1,11 @@
 // micro_common.cuh -- what the stand-alone kernel probes (kv_write_micro.cu,
 // read_micro.cu, gemm_micro.cu, gemv_micro.cu, stride_micro.cu,
-// skring_micro.cu) share: error checks, a launch as a programmatic dependent
-// (PDL), the timing of back-to-back launches (CUDA events around 20 calls
-// over rotating input sets, median of 15, 3 warm-up calls), the copy ceiling
-// they are measured against, the relative error of a bf16 result against an
-// fp32 reference, bf16 <-> fp32 in device code, a 16-byte cp.async, the fp32
+// skring_micro.cu, skx_micro.cu) share: error checks, a launch as a
+// programmatic dependent (PDL), the timing of back-to-back launches (CUDA
+// events around 20 calls over rotating input sets, median of 15, 3 warm-up
+// calls), the copy ceiling they are measured against, the relative error of a
+// bf16 result against an fp32 reference, bf16 <-> fp32 in device code, a
+// 16-byte cp.async, ldmatrix / mma.sync and cluster helpers, the fp32
 // reference GEMM and the random bf16 weights and activations the GEMM probes
 // draw.
 #pragma once
@@ -110,6 +111,38 @@ __device__ __forceinline__ u16 f2bf(float f) { // round to nearest even
 // 16 bytes global -> shared, asynchronously (cp.async.cg)
 __device__ __forceinline__ void cp16(u32 dst, const void *src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+
+// ldmatrix x4 (four 8 x 8 b16 matrices from shared memory), mma.sync m16n8k16 bf16 -> fp32 (d += a b), and a
+// thread-block cluster's rank, the address of shared memory in another rank, a load from it, and a full
+// cluster barrier (release / acquire)
+__device__ __forceinline__ void ldsm_x4(u32 &a, u32 &b, u32 &c, u32 &d, u32 addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(a), "=r"(b), "=r"(c), "=r"(d) : "r"(addr));
+}
+__device__ __forceinline__ void mma_bf16(float (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ u32 cluster_rank() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ u32 cluster_map(u32 a, u32 rank) {
+    u32 r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
+    return r;
+}
+__device__ __forceinline__ float cluster_ld(u32 a) {
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a));
+    return v;
+}
+__device__ __forceinline__ void cluster_sync_all() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
 // out[M, N] = x[M, K] . W[N, K]^T in fp32 from bf16 inputs; grid (ceil(N / 256), M) of 256 threads

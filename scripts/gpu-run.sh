@@ -36,6 +36,7 @@ cp -L /usr/local/cuda/lib64/libcupti.so.13 "$out/lib/"
 [ -f "$root/bench/gemv_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/gemv_micro" "$root/bench/gemv_micro.cu"
 [ -f "$root/bench/stride_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/stride_micro" "$root/bench/stride_micro.cu"
 [ -f "$root/bench/skring_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/skring_micro" "$root/bench/skring_micro.cu"
+[ -f "$root/bench/skx_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/skx_micro" "$root/bench/skx_micro.cu"
 mkdir -p "$out/bench" "$out/peers"
 cp "$root/bench/trace_summary.py" "$out/bench/"
 sed -n '/^KT_MAIN(/,/))/p' "$root/tests/test_gpu_ops.c" > "$out/test_gpu_ops.cases" # ops_split's case list
@@ -734,6 +735,13 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-def$r" -- --tp 2 -b 1 -s 128 -o 512 --iters 2
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
+fi
+if has s136; then # twenty-fifth session: bench/skx_micro.cu -- x stationary in registers, W through warp-private rings, one sum of the warps at the end, clusters of 1-2 (4); beside skring_micro's gemm_sk shape and kiln's own rows (gemm_rows_o / _qkv) in the same call
+  export CUDA_VISIBLE_DEVICES=0
+  timeout 240 "$here/bin/skx_micro" 2>&1
+  timeout 150 "$here/bin/skring_micro" 32 2>&1 | grep -E "ceiling|mode [35] "
+  for s in o qkv; do timeout 100 "$here/bin/bench_kernels" gemm_rows_$s 2>&1 | grep -E "kiln default" | cut -c1-110; done
+  unset CUDA_VISIBLE_DEVICES
 fi
 if has s135; then # twenty-fourth session: skring_micro mode 8 / 9 -- the K split inside the block (warp groups on alternate chunks of one ring, summed in shared memory) with a 2-block cluster, against gemm_sk's shape (modes 5, 3)
   export CUDA_VISIBLE_DEVICES=0
