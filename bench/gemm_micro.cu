@@ -125,20 +125,14 @@ int main() {
     const struct { const char *n; int N, K; } shapes[] = {{"o", 4096, 4096}, {"qkv", 6144, 4096}, {"down", 4096, 14336}};
     const int Ms[] = {1, 8, 16, 32};
     for (auto &sh : shapes) {
-        Ctx c = {};
-        c.N = sh.N, c.K = sh.K;
+        const GemmInputs in(sh.N, sh.K, 32, 7);
         const size_t wn = (size_t)sh.N * sh.K;
-        for (int s = 0; s < 4; s++) c.w[s] = rand_weights(wn, 7 + s);
-        c.x = rand_acts((size_t)32 * sh.K);
-        CK(cudaMalloc(&c.out, (size_t)32 * sh.N * 2));
-        float *ref;
-        CK(cudaMalloc(&ref, (size_t)32 * sh.N * 4));
-        std::vector<float> hr((size_t)32 * sh.N);
-        std::vector<u16> ho((size_t)32 * sh.N);
+        Ctx c = {};
+        c.N = sh.N, c.K = sh.K, c.x = in.x, c.out = in.out;
+        for (int s = 0; s < 4; s++) c.w[s] = in.w[s];
         for (int M : Ms) {
             c.M = M;
-            gemm_ref<<<dim3((sh.N + 255) / 256, M), 256>>>(ref, c.x, c.w[0], M, sh.N, sh.K);
-            CK(cudaMemcpy(hr.data(), ref, (size_t)M * sh.N * 4, cudaMemcpyDeviceToHost));
+            const std::vector<float> ref = in.ref(M);
             Var vs[] = {
                 {"mt1 nw4 u4", gemm_rt<1, 4, 4, false>, gemm_rt<1, 4, 4, true>, 1, 4},
                 {"mt1 nw4 u8", gemm_rt<1, 4, 8, false>, gemm_rt<1, 4, 8, true>, 1, 4},
@@ -159,21 +153,13 @@ int main() {
                 for (int pdl = 0; pdl < 2; pdl++) {
                     c.f = pdl ? v.fp : v.f;
                     c.pdl = pdl;
-                    CK(cudaMemset(c.out, 0xff, (size_t)32 * sh.N * 2));
-                    launch(&c, 0);
-                    CK(cudaDeviceSynchronize());
-                    CK(cudaMemcpy(ho.data(), c.out, (size_t)M * sh.N * 2, cudaMemcpyDeviceToHost));
-                    const double rel = rel_err_bf16(ho.data(), hr.data(), (size_t)M * sh.N);
+                    const double rel = in.rel_err(M, ref, [&] { launch(&c, 0); });
                     float tt = time_launches(launch, &c, 4);
                     printf("%-5s M=%-2d %-12s %-4s %7.2f us %6.1f%% of copy  rel err %.1e %s\n", sh.n, M, v.name,
                            pdl ? "PDL" : "", tt, wn * 2 / (tt * 1e-6) / ceil_bw * 100, rel, rel < 1e-2 ? "ok" : "WRONG");
                 }
             }
         }
-        for (int s = 0; s < 4; s++) CK(cudaFree(c.w[s]));
-        CK(cudaFree(c.x));
-        CK(cudaFree(c.out));
-        CK(cudaFree(ref));
     }
     return 0;
 }

@@ -157,18 +157,12 @@ int main() {
         {"block 8 rows s6", gemv_block<8, 6, false>, gemv_block<8, 6, true>, 0, 1024, 6, 8},
     };
     for (auto &sh : shapes) {
-        Ctx c = {};
-        c.N = sh.N, c.K = sh.K;
+        const GemmInputs in(sh.N, sh.K, 1, 3);
+        const std::vector<float> ref = in.ref(1);
         const size_t wn = (size_t)sh.N * sh.K;
-        for (int s = 0; s < 4; s++) c.w[s] = rand_weights(wn, 3 + s);
-        c.x = rand_acts(sh.K);
-        CK(cudaMalloc(&c.out, (size_t)sh.N * 2));
-        float *ref;
-        CK(cudaMalloc(&ref, (size_t)sh.N * 4));
-        gemm_ref<<<dim3((sh.N + 255) / 256, 1), 256>>>(ref, c.x, c.w[0], 1, sh.N, sh.K);
-        std::vector<float> hr(sh.N);
-        std::vector<u16> ho(sh.N);
-        CK(cudaMemcpy(hr.data(), ref, (size_t)sh.N * 4, cudaMemcpyDeviceToHost));
+        Ctx c = {};
+        c.N = sh.N, c.K = sh.K, c.x = in.x, c.out = in.out;
+        for (int s = 0; s < 4; s++) c.w[s] = in.w[s];
         for (auto &v : vs) {
             c.rw = v.rw, c.br = v.br;
             c.smem = v.br ? (unsigned)(v.s * 16384) : (unsigned)(8 * v.s * v.rw * v.kc * 2);
@@ -176,21 +170,13 @@ int main() {
                 c.f = pdl ? v.fp : v.f;
                 c.pdl = pdl;
                 CK(cudaFuncSetAttribute(c.f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c.smem));
-                CK(cudaMemset(c.out, 0xff, (size_t)sh.N * 2));
-                launch(&c, 0);
-                CK(cudaDeviceSynchronize());
-                CK(cudaMemcpy(ho.data(), c.out, (size_t)sh.N * 2, cudaMemcpyDeviceToHost));
-                const double rel = rel_err_bf16(ho.data(), hr.data(), (size_t)sh.N);
+                const double rel = in.rel_err(1, ref, [&] { launch(&c, 0); });
                 const float t = time_launches(launch, &c, 4);
                 printf("%-5s %-14s %-4s grid %4d smem %6u %7.2f us %6.1f%% of copy  rel err %.1e %s\n", sh.n, v.name,
                        pdl ? "PDL" : "", v.br ? sh.N / v.br : sh.N / (8 * v.rw), c.smem, t, wn * 2 / (t * 1e-6) / ceil_bw * 100, rel,
                        rel < 1e-2 ? "ok" : "WRONG");
             }
         }
-        for (int s = 0; s < 4; s++) CK(cudaFree(c.w[s]));
-        CK(cudaFree(c.x));
-        CK(cudaFree(c.out));
-        CK(cudaFree(ref));
     }
     return 0;
 }

@@ -29,21 +29,40 @@ typedef unsigned int u32;
         }                                                                                       \
     } while (0)
 
+// a launch on the default stream of grid x block threads with smem dynamic bytes, as a programmatic dependent
+// of the launch before it when pdl, in clusters (1, cluster_y, 1) when cluster_y > 0 (use it where it stands:
+// cfg points at its own attributes)
+struct LaunchCfg {
+    cudaLaunchAttribute at[2];
+    cudaLaunchConfig_t cfg;
+    LaunchCfg(dim3 grid, unsigned block, unsigned smem, bool pdl, int cluster_y) : at{}, cfg{} {
+        int na = 0;
+        if (pdl) {
+            at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+            at[na].val.programmaticStreamSerializationAllowed = 1;
+            na++;
+        }
+        if (cluster_y > 0) {
+            at[na].id = cudaLaunchAttributeClusterDimension;
+            at[na].val.clusterDim.x = 1, at[na].val.clusterDim.y = (unsigned)cluster_y, at[na].val.clusterDim.z = 1;
+            na++;
+        }
+        cfg.gridDim = grid;
+        cfg.blockDim = dim3(block);
+        cfg.dynamicSmemBytes = smem;
+        cfg.stream = 0;
+        cfg.attrs = at;
+        cfg.numAttrs = (unsigned)na;
+    }
+    LaunchCfg(const LaunchCfg &) = delete;
+};
+
 // f<<<grid, block, smem>>>(args...) on the default stream, as a
 // programmatic dependent of the launch before it when pdl
 template <class... P, class... A>
 static void launch_k(void (*f)(P...), unsigned grid, unsigned block, unsigned smem, bool pdl, A... args) {
-    cudaLaunchAttribute at;
-    at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at.val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(grid);
-    cfg.blockDim = dim3(block);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = 0;
-    cfg.attrs = &at;
-    cfg.numAttrs = pdl ? 1 : 0;
-    CK(cudaLaunchKernelEx(&cfg, f, args...));
+    LaunchCfg l(dim3(grid), block, smem, pdl, 0);
+    CK(cudaLaunchKernelEx(&l.cfg, f, args...));
 }
 
 // median microseconds per call of launch(ctx, set): batches of 20 calls, sets rotating
@@ -173,3 +192,39 @@ static u16 *rand_acts(size_t n) {
     CK(cudaMemcpy(d, h.data(), n * 2, cudaMemcpyHostToDevice));
     return d;
 }
+
+// One GEMM shape's inputs for the probes: W [N, K] in 4 copies drawn from seeds seed .. seed + 3 (timed launches
+// rotate over them), x [xrows, K] and out [xrows, N], bf16. ref(M): the fp32 reference x[:M] . W[0]^T, on the host;
+// rel_err(M, ref, launch): the relative error against it of the first M rows launch() writes over a poisoned out.
+struct GemmInputs {
+    int N, K, xrows;
+    u16 *w[4], *x, *out;
+    GemmInputs(int n, int k, int rows, unsigned seed) : N(n), K(k), xrows(rows) {
+        for (int s = 0; s < 4; s++) w[s] = rand_weights((size_t)N * K, seed + s);
+        x = rand_acts((size_t)xrows * K);
+        CK(cudaMalloc(&out, (size_t)xrows * N * 2));
+    }
+    ~GemmInputs() {
+        for (int s = 0; s < 4; s++) CK(cudaFree(w[s]));
+        CK(cudaFree(x));
+        CK(cudaFree(out));
+    }
+    GemmInputs(const GemmInputs &) = delete;
+    std::vector<float> ref(int M) const {
+        float *d;
+        CK(cudaMalloc(&d, (size_t)M * N * 4));
+        gemm_ref<<<dim3((N + 255) / 256, M), 256>>>(d, x, w[0], M, N, K);
+        std::vector<float> h((size_t)M * N);
+        CK(cudaMemcpy(h.data(), d, h.size() * 4, cudaMemcpyDeviceToHost));
+        CK(cudaFree(d));
+        return h;
+    }
+    template <class L> double rel_err(int M, const std::vector<float> &r, L launch) const {
+        std::vector<u16> h((size_t)M * N);
+        CK(cudaMemset(out, 0xff, (size_t)xrows * N * 2));
+        launch();
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(h.data(), out, h.size() * 2, cudaMemcpyDeviceToHost));
+        return rel_err_bf16(h.data(), r.data(), h.size());
+    }
+};

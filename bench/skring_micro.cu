@@ -426,25 +426,8 @@ struct Ctx {
     bool pdl;
 };
 static void launch(Ctx *c, int s) {
-    cudaLaunchAttribute at[2];
-    int na = 0;
-    if (c->pdl) {
-        at[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[na].val.programmaticStreamSerializationAllowed = 1;
-        na++;
-    }
-    if (c->cluster) {
-        at[na].id = cudaLaunchAttributeClusterDimension;
-        at[na].val.clusterDim.x = 1, at[na].val.clusterDim.y = c->kspl, at[na].val.clusterDim.z = 1;
-        na++;
-    }
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(c->N / c->bn, c->kspl);
-    cfg.blockDim = dim3(c->threads);
-    cfg.dynamicSmemBytes = c->smem;
-    cfg.attrs = at;
-    cfg.numAttrs = na;
-    CK(cudaLaunchKernelEx(&cfg, c->f, c->out, c->part, (const u16 *)c->x, (const u16 *)c->w[s], c->M, c->N, c->K, c->cnt));
+    LaunchCfg l(dim3(c->N / c->bn, c->kspl), c->threads, c->smem, c->pdl, c->cluster ? c->kspl : 0);
+    CK(cudaLaunchKernelEx(&l.cfg, c->f, c->out, c->part, (const u16 *)c->x, (const u16 *)c->w[s], c->M, c->N, c->K, c->cnt));
 }
 
 struct Var {
@@ -475,21 +458,15 @@ int main(int argc, char **argv) {
         VKW2(4, 4, 3, 2), VKW2(8, 2, 3, 2), VKW2(4, 2, 4, 4),
     };
     for (auto &sh : shapes) {
-        Ctx c = {};
-        c.M = M, c.N = sh.N, c.K = sh.K;
+        const GemmInputs in(sh.N, sh.K, M, 3);
+        const std::vector<float> ref = in.ref(M);
         const size_t wn = (size_t)sh.N * sh.K;
-        for (int s = 0; s < 4; s++) c.w[s] = rand_weights(wn, 3 + s);
-        c.x = rand_acts((size_t)M * sh.K);
-        CK(cudaMalloc(&c.out, (size_t)M * sh.N * 2));
+        Ctx c = {};
+        c.M = M, c.N = sh.N, c.K = sh.K, c.x = in.x, c.out = in.out;
+        for (int s = 0; s < 4; s++) c.w[s] = in.w[s];
         CK(cudaMalloc(&c.part, (size_t)8 * M * sh.N * 4));
         CK(cudaMalloc(&c.cnt, (size_t)sh.N * 4));
         CK(cudaMemset(c.cnt, 0, (size_t)sh.N * 4));
-        float *ref;
-        CK(cudaMalloc(&ref, (size_t)M * sh.N * 4));
-        gemm_ref<<<dim3((sh.N + 255) / 256, M), 256>>>(ref, c.x, c.w[0], M, sh.N, sh.K);
-        std::vector<float> hr((size_t)M * sh.N);
-        std::vector<u16> ho((size_t)M * sh.N);
-        CK(cudaMemcpy(hr.data(), ref, hr.size() * 4, cudaMemcpyDeviceToHost));
         for (auto &v : vs) {
             if ((sh.K / v.kspl) % (64 * (v.kw ? v.kw : 1)) || sh.N % v.bn) continue;
             if (v.s * (v.bn * 128 + MAXM * 128) + (v.mode == 6 ? (v.kspl - 1) * v.bn * MAXM * 4 + 8 : 0) > 227 * 1024) continue;
@@ -503,24 +480,15 @@ int main(int argc, char **argv) {
                 CK(cudaFuncSetAttribute(c.f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c.smem));
                 if (v.kspl > 8) CK(cudaFuncSetAttribute(c.f, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
                 const char *chk = "";
-                if (v.mode == 3 || v.mode == 4 || v.mode == 6 || v.mode == 8 || (v.mode == 2 && v.kspl == 1)) {
-                    CK(cudaMemset(c.out, 0xff, (size_t)M * sh.N * 2));
-                    launch(&c, 0);
-                    CK(cudaDeviceSynchronize());
-                    CK(cudaMemcpy(ho.data(), c.out, ho.size() * 2, cudaMemcpyDeviceToHost));
-                    chk = rel_err_bf16(ho.data(), hr.data(), ho.size()) < 1e-2 ? "ok" : "WRONG";
-                }
+                if (v.mode == 3 || v.mode == 4 || v.mode == 6 || v.mode == 8 || (v.mode == 2 && v.kspl == 1))
+                    chk = in.rel_err(M, ref, [&] { launch(&c, 0); }) < 1e-2 ? "ok" : "WRONG";
                 const float t = time_launches(launch, &c, 4);
                 printf("%-4s M %2d %-40s %-3s grid %4d smem %6u %7.2f us %6.1f%% %s\n", sh.n, M, v.name, pdl ? "PDL" : "",
                        sh.N / v.bn * v.kspl, c.smem, t, wn * 2 / (t * 1e-6) / ceil_bw * 100, chk);
             }
         }
-        for (int s = 0; s < 4; s++) CK(cudaFree(c.w[s]));
-        CK(cudaFree(c.x));
-        CK(cudaFree(c.out));
         CK(cudaFree(c.part));
         CK(cudaFree(c.cnt));
-        CK(cudaFree(ref));
     }
     return 0;
 }
