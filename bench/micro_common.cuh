@@ -164,6 +164,14 @@ __device__ __forceinline__ void cluster_sync_all() {
     asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
 
+// keeps the computation of N accumulators (a thread's, in registers) without storing them: a store to *sink only
+// if one is exactly 12345, which never happens
+template <int N> __device__ __forceinline__ void keep_live(const float *a, float *sink) {
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        if (a[i] == 12345.0f) *sink = a[i];
+}
+
 // out[M, N] = x[M, K] . W[N, K]^T in fp32 from bf16 inputs; grid (ceil(N / 256), M) of 256 threads
 __global__ void gemm_ref(float *out, const u16 *x, const u16 *w, int M, int N, int K) {
     const int n = blockIdx.x * blockDim.x + threadIdx.x, m = blockIdx.y;

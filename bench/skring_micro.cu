@@ -246,14 +246,8 @@ __global__ void __launch_bounds__(WARPS * 32) skring(u16 *__restrict__ out, floa
         });
         return;
     }
-    if (MODE == 5 || MODE == 7) { // stores only if an accumulator is exactly 12345 (never; keeps the MMAs)
-#pragma unroll
-        for (int r = 0; r < RT; r++)
-#pragma unroll
-            for (int j = 0; j < NT; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    if (acc[r][j][e] == 12345.0f) part[tid] = acc[r][j][e];
+    if (MODE == 5 || MODE == 7) {
+        keep_live<RT * NT * 4>(&acc[0][0][0], part + tid);
         return;
     }
     if (MODE == 2) { // each block's fp32 partial [KSPL][M][N]
@@ -363,11 +357,7 @@ __global__ void __launch_bounds__(GW * KW * 32) skring_kw(u16 *__restrict__ out,
     }
     if (PDL) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
     if (MODE == 9) {
-#pragma unroll
-        for (int j = 0; j < NT; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                if (acc[j][e] == 12345.0f) part[tid] = acc[j][e];
+        keep_live<NT * 4>(&acc[0][0], part + tid);
         return;
     }
     // the groups' sums: groups 1.. park theirs, group 0 adds them in group order

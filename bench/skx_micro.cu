@@ -180,14 +180,8 @@ __global__ void __launch_bounds__(WARPS * 32, 1) skx(u16 *__restrict__ out, floa
         if (lane == 0) part[(blockIdx.y * gridDim.x + blockIdx.x) * WARPS + warp] = (float)xs;
         return;
     }
-    if (MODE == 9) { // stores only if an accumulator is exactly 12345 (never; keeps the MMAs)
-#pragma unroll
-        for (int a = 0; a < (ACCR ? RT : 1); a++)
-#pragma unroll
-            for (int j = 0; j < NT; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    if (acc[a][j][e] == 12345.0f) part[tid] = acc[a][j][e];
+    if (MODE == 9) {
+        keep_live<(ACCR ? RT : 1) * NT * 4>(&acc[0][0][0], part + tid);
         return;
     }
 
