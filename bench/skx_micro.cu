@@ -16,7 +16,7 @@
 //   MODE 10: the W stream alone (ldmatrix of each stage, XORed; no x, no MMAs, nothing summed)
 //   MODE 9:  + x in registers and the MMAs (the loop alone; nothing stored)
 //   MODE 8:  the whole GEMM (checked against the fp32 reference)
-// out[M, N] = x[M, K] W[N, K]^T, bf16 in, fp32 accumulate; M <= 8 NT. Every launch a programmatic dependent of
+// out[M, N] = x[M, K] W[N, K]^T, bf16 in, fp32 accumulate; M <= 8 NT (NT 1: M = 1..8, a tensor-core GEMV at M = 1). Every launch a programmatic dependent of
 // the one before: the first S - 1 stages of W before griddepcontrol.wait, x after it.
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o skx_micro bench/skx_micro.cu
@@ -38,7 +38,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) skx(u16 *__restrict__ out, floa
     using Sh = SkxShape<BN, KW, SK, S, NT, ACCR>;
     constexpr int THREADS = WARPS * 32, RT = Sh::RT, KSS = KW / SK, NST = RT * KSS, SLOT = Sh::SLOT, R = Sh::R;
     constexpr int CPR = SK / 8, KK = SK / 16, ACCN = Sh::ACCN, AREA = Sh::AREA, RING_ALL = WARPS * Sh::WRING;
-    static_assert(BN % 16 == 0 && SK % 64 == 0 && KW % SK == 0 && (NT == 2 || NT == 4), "tiling");
+    static_assert(BN % 16 == 0 && SK % 64 == 0 && KW % SK == 0 && (NT == 1 || NT == 2 || NT == 4), "tiling");
     static_assert(!ACCR || S * SLOT >= ACCN * 32 * 4, "ACCR: the warps' sums fit the ring");
     static_assert(KSPL == 1 || (ACCR ? WARPS * AREA : RING_ALL) >= ACCN * 32 * 4, "the block's sums fit");
     extern __shared__ __align__(128) unsigned char smem[];
@@ -66,8 +66,9 @@ __global__ void __launch_bounds__(WARPS * 32, 1) skx(u16 *__restrict__ out, floa
     }
     asm volatile("griddepcontrol.wait;" ::: "memory");
 
-    // x of this warp's columns, k16 step kx = 4 q + kk of round q, n-tile pair jp: ldmatrix B fragments
-    u32 xr[MODE == 10 ? 1 : KW / 16][NT / 2][4];
+    // x of this warp's columns: xb[kx][j] = the B fragment (b0, b1) of k16 step kx (= 4 q + kk of round q) and
+    // n-tile j, by ldmatrix.x4: two n-tiles of one step (NT >= 2) or one n-tile of two steps (NT 1)
+    u32 xb[MODE == 10 ? 1 : KW / 16][NT][2];
     const int b_q = lane >> 3, b_seg = b_q & 1;
     auto x_ldg = [&](int q, uint4 (&v)[2 * NT]) {
 #pragma unroll
@@ -86,16 +87,26 @@ __global__ void __launch_bounds__(WARPS * 32, 1) skx(u16 *__restrict__ out, floa
         }
         __syncwarp();
         const u32 sa = area + (u32)(buf * NT * 1024);
+        if (MODE != 10) {
+            if (NT == 1) {
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-            for (int jp = 0; jp < NT / 2; jp++) {
-                const int row = 8 * (2 * jp + (b_q >> 1)) + (lane & 7), seg = 2 * kk + b_seg;
-                if (MODE != 10)
-                    ldsm_x4(xr[MODE == 10 ? 0 : 4 * q + kk][jp][0], xr[MODE == 10 ? 0 : 4 * q + kk][jp][1],
-                            xr[MODE == 10 ? 0 : 4 * q + kk][jp][2], xr[MODE == 10 ? 0 : 4 * q + kk][jp][3],
+                for (int kk = 0; kk < 4; kk += 2) {
+                    const int row = lane & 7, seg = 2 * kk + b_q, kx = MODE == 10 ? 0 : 4 * q + kk;
+                    ldsm_x4(xb[kx][0][0], xb[kx][0][1], xb[kx + 1][0][0], xb[kx + 1][0][1],
                             sa + row * 128 + ((seg ^ (row & 7)) << 4));
+                }
+            } else {
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+                    for (int jp = 0; jp < (NT + 1) / 2; jp++) {
+                        const int row = 8 * (2 * jp + (b_q >> 1)) + (lane & 7), seg = 2 * kk + b_seg;
+                        const int kx = MODE == 10 ? 0 : 4 * q + kk, j0 = NT == 1 ? 0 : 2 * jp, j1 = NT == 1 ? 0 : 2 * jp + 1;
+                        ldsm_x4(xb[kx][j0][0], xb[kx][j0][1], xb[kx][j1][0], xb[kx][j1][1],
+                                sa + row * 128 + ((seg ^ (row & 7)) << 4));
+                    }
             }
+        }
         __syncwarp();
     };
 
@@ -117,10 +128,9 @@ __global__ void __launch_bounds__(WARPS * 32, 1) skx(u16 *__restrict__ out, floa
             if (MODE == 10) xs ^= a0 ^ a1 ^ a2 ^ a3;
             else
 #pragma unroll
-            for (int jp = 0; jp < NT / 2; jp++) {
-                const u32(&b)[4] = xr[MODE == 10 ? 0 : ks * KK + kk][jp];
-                mma_bf16(c[2 * jp], a0, a1, a2, a3, b[0], b[1]);
-                mma_bf16(c[2 * jp + 1], a0, a1, a2, a3, b[2], b[3]);
+            for (int j = 0; j < NT; j++) {
+                const u32(&b)[2] = xb[MODE == 10 ? 0 : ks * KK + kk][j];
+                mma_bf16(c[j], a0, a1, a2, a3, b[0], b[1]);
             }
         }
     };
@@ -200,13 +210,13 @@ __global__ void __launch_bounds__(WARPS * 32, 1) skx(u16 *__restrict__ out, floa
                 for (int e = 0; e < 4; e++) red[warp * RSTRIDE + ((rt * NT + j) * 4 + e) * 32 + lane] = acc[rt][j][e];
         __syncthreads();
     }
-    constexpr int PER = ACCN * 32 / THREADS;
-    static_assert(ACCN * 32 % THREADS == 0, "entries a thread");
+    constexpr int PER = (ACCN * 32 + THREADS - 1) / THREADS, ENT = ACCN * 32;
     float sum[PER];
 #pragma unroll
     for (int q = 0; q < PER; q++) {
         const int p = tid + THREADS * q;
         float s = 0.0f;
+        if (p >= ENT) break;
 #pragma unroll
         for (int v = 0; v < WARPS; v++) s += red[v * RSTRIDE + p];
         sum[q] = s;
@@ -219,6 +229,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) skx(u16 *__restrict__ out, floa
 #pragma unroll
         for (int q = 0; q < PER; q++) {
             int m, n;
+            if (tid + THREADS * q >= ENT) break;
             at(tid + THREADS * q, m, n);
             if (m < M) out[(size_t)m * N + n] = f2bf(sum[q]);
         }
@@ -229,13 +240,14 @@ __global__ void __launch_bounds__(WARPS * 32, 1) skx(u16 *__restrict__ out, floa
     float *bsum_p = reinterpret_cast<float *>(smem + (ACCR ? RING_ALL : 0));
     // (ACCR 0: bsum overlays the rings, drained above; ACCR 1: the areas, whose x staging ended in row tile 0)
 #pragma unroll
-    for (int q = 0; q < PER; q++) bsum_p[tid + THREADS * q] = sum[q];
+    for (int q = 0; q < PER; q++)
+        if (tid + THREADS * q < ENT) bsum_p[tid + THREADS * q] = sum[q];
     cluster_sync_all();
     const u32 me = cluster_rank();
 #pragma unroll
     for (int q = 0; q < PER; q++) {
         const int p = tid + THREADS * q;
-        if ((u32)((p >> 5) % KSPL) != me) continue;
+        if (p >= ENT || (u32)((p >> 5) % KSPL) != me) continue;
         float v[KSPL];
 #pragma unroll
         for (int r = 0; r < KSPL; r++) v[r] = cluster_ld(cluster_map(bsum + (u32)p * 4, (u32)r));
@@ -300,9 +312,13 @@ int main() {
         // down at M = 16: 32 row tiles of 128 x 4 K quarters (clusters of 4), 8 warps x 448 columns
         SKX3("down", 16, 128, 8, 448, 64, 9, 4, 2, 0),
         SKX("down", 8, 128, 8, 448, 64, 9, 4, 2, 0, 8),
+        // M = 1: a tensor-core GEMV (one n-tile: x 64 registers at 512 columns a warp), no K split
+        SKX3("o", 1, 32, 8, 512, 128, 6, 1, 1, 1),
+        SKX3("o", 1, 32, 4, 1024, 128, 12, 1, 1, 1),
+        SKX3("qkv", 1, 48, 8, 512, 128, 6, 1, 1, 1),
     };
     for (auto &sh : shapes) {
-        const int Ms[] = {32, 16, 8};
+        const int Ms[] = {32, 16, 8, 1};
         for (int M : Ms) {
             bool any = false;
             for (auto &v : vs) any |= !strcmp(v.shape, sh.n) && v.M == M;
