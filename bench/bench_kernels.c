@@ -526,7 +526,7 @@ static bool sk_quick;
  * and KILN_LOG_LEVEL=debug show the tuning's buckets and choices) */
 static bool lt_only;
 /* `bench_kernels gemm_rows`: cuBLASLt's rows, then kiln's default path at M = 1, 8, 16, 32 (the GEMV, gemm_sk,
- * gemm_sk_tma as the engine picks them), no tiling tables; `gemm_m1`: those rows at M = 1 only */
+ * gemm_sk_tma as the engine picks them) and with gemm_skx on where it serves, no tiling tables; `gemm_m1`: those rows at M = 1 only */
 static bool rows_only;
 static bool m1_only;
 static const char *only_shape; /* `gemm_rows_o` (or _qkv, _gate_up, _down): that shape's rows only */
@@ -574,6 +574,24 @@ static void bench_gemm(bool sk_only) {
                 char shape[80];
                 snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shapes[si].name, g.M, g.N, g.K);
                 row_bw("kiln default (weights)", shape, t, (double)wbytes, 0.85);
+            }
+            g.g = NULL;
+            kiln_gpu_destroy(gk);
+            /* ... with gemm_skx on (x in registers, warp-private rings) where kiln_skx_plan serves the shape */
+            kiln_gpu_params xp = {.max_sample_rows = 1, .vocab = 16, .skx_max_m = 32};
+            CK(kiln_gpu_create(dev, &xp, &gk));
+            g.g = gk;
+            for (int mi = 1; mi < 4 && !m1_only; mi++) {
+                g.M = Mk[mi];
+                const kiln_skx_shape p = kiln_skx_plan(kiln_rt_device_get_info(dev)->n_sms,
+                                                       kiln_rt_device_get_info(dev)->smem_per_block_optin,
+                                                       kiln_rt_device_get_info(dev)->cc_major, g.M, g.N, g.K);
+                if (!p.ok) continue;
+                double t = time_op(op_gemm, &g, sets, 20, 20);
+                char shape[80], name[96];
+                snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shapes[si].name, g.M, g.N, g.K);
+                snprintf(name, sizeof name, "kiln gemm_skx cl %d rt %d slots %d (weights)", p.cl, p.rt, p.s);
+                row_bw(name, shape, t, (double)wbytes, 0.85);
             }
             g.g = NULL;
             kiln_gpu_destroy(gk);

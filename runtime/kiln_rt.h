@@ -391,6 +391,50 @@ static inline kiln_skgemm_shape kiln_skgemm_plan(int n_sms, int smem_per_sm, int
     return p;
 }
 
+/* gemm_skx (kernel_src/gemm_skx.cu; engine/cuda/ops_gpu.c skx_gemm) for 2 <= M <= this many rows, before
+ * gemm_sk ($KILN_SKX_MAX_M, at most 32; 0 never): x stationary in registers, W through warp-private cp.async
+ * rings, one sum of the warps at the end, clusters of 1, 2 or 4 blocks (the design of bench/skx_micro.cu).
+ * Off: not yet measured on a GPU. */
+#define KILN_SKX_MAX_M_DEFAULT 0
+/* gemm_skx's launch shape for an N x K weight at M rows (kiln_skx_plan): ok, the MAXM bucket (8|16|32), warps,
+ * columns a warp (kw), a ring slot's columns (sk: 64|128), slots a warp (s), 16-row tiles a block (rt), K split
+ * over a cluster (cl: 1|2|4; 1 before sm_90), the block's dynamic shared memory and the row tiles (gridDim.x). */
+typedef struct kiln_skx_shape { int ok, maxm, warps, kw, sk, s, rt, cl, smem, tiles; } kiln_skx_shape;
+/* Served (ok) where K splits into cl * 8 warps of kw columns (a multiple of 64, x's fragments at most 128
+ * registers a thread: kw <= 1024 / (maxm / 8)) with the smallest such cl, N into tiles of 16 rt rows (rt <= 8,
+ * the smallest that makes tiles * cl <= n_sms: one wave of one block an SM), and at least 3 slots a warp fit
+ * smem_optin beside each warp's area (x's staging, then its parked accumulators). */
+static inline kiln_skx_shape kiln_skx_plan(int n_sms, int smem_optin, int cc_major, int M, int64_t N, int64_t K) {
+    kiln_skx_shape p = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    if (M < 1 || M > 32 || N < 16 || K < 64 || n_sms < 1 || N > (1 << 30) || K > (1 << 30)) return p;
+    p.maxm = M <= 8 ? 8 : M <= 16 ? 16 : 32;
+    p.warps = 8;
+    const int nt = p.maxm / 8, kw_max = 1024 / nt;
+    for (int cl = 1; cl <= (cc_major >= 9 ? 4 : 1) && !p.cl; cl *= 2) {
+        if (K % (cl * p.warps)) continue;
+        const int kw = (int)(K / (cl * p.warps));
+        if (kw <= kw_max && kw % 64 == 0) p.cl = cl, p.kw = kw;
+    }
+    if (!p.cl) return p;
+    p.sk = p.kw % 128 == 0 ? 128 : 64;
+    int rt = (int)((N * p.cl + 16LL * n_sms - 1) / (16LL * n_sms));
+    if (rt < 1) rt = 1;
+    while (rt <= 8 && N % (16 * rt)) rt++;
+    if (rt > 8) return p;
+    p.rt = rt;
+    p.tiles = (int)(N / (16 * rt));
+    if (p.tiles * p.cl > n_sms) return p;
+    const int slot = 16 * p.sk * 2, stage_x = p.sk / 64 * nt * 1024, park = rt * nt * 4 * 32 * 4;
+    const int area = stage_x > park ? stage_x : park;
+    int s = (smem_optin / p.warps - area) / slot;
+    if (s > 16) s = 16;
+    if (s < 3) return p;
+    p.s = s;
+    p.smem = p.warps * (s * slot + area);
+    p.ok = 1;
+    return p;
+}
+
 /* The registry (static). */
 const kiln_jit_kernel_def *kiln_jit_registry(int *n);
 const kiln_jit_kernel_def *kiln_jit_find(const char *name);

@@ -2198,6 +2198,49 @@ KT_TEST(test_gemm_sk) {
     kiln_pool_destroy(pool);
 }
 
+/* test_gemm_skx: gemm_skx ran */
+static bool skx_tested;
+
+/* gemm_skx (kernel_src/gemm_skx.cu: x in registers, W through warp-private
+ * rings) for M 2..32 on a kiln_gpu with it on and the other small-M GEMMs off:
+ * shapes kiln_skx_plan serves in every kind -- no K split (208 x 512 in
+ * 64-column slots, 64 x 1024, 1024 x 2048), clusters of 2 and 4 (96 x 8192)
+ * on sm_90 -- and one it does not (200 x 512: cuBLASLt), bf16 and fp16, act
+ * or fp32 out, bias, ldo > N, outputs poisoned; then the Llama-3-8B
+ * projections (o and qkv through clusters of 2 at 17..32 rows, down through
+ * 4 at 9..16); the same bits from two launches of the o projection at 32
+ * rows. */
+KT_TEST(test_gemm_skx) {
+    NEED_GPU();
+    static const int Ms[] = {2, 3, 8, 9, 16, 17, 31, 32};
+    kiln_pool *pool = NULL;
+    KT_OK(kiln_pool_create(8, &pool));
+    kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1,
+                          .skgemm_max_m = -1, .skx_max_m = 32};
+    kiln_gpu *tg = NULL;
+    KT_OK(kiln_gpu_create(dev, &gp, &tg));
+    static const int NK[][2] = {{208, 512}, {64, 1024}, {1024, 2048}, {96, 8192}, {200, 512}};
+    gemm_small_sweep(tg, pool, NK, KILN_ARRAY_LEN(NK), Ms, KILN_ARRAY_LEN(Ms), true, "gemm_skx");
+    skx_tested = kiln_rt_kernels_was_used(kiln_gpu_kernels(tg), "gemm_skx");
+    KT_CHECK(skx_tested);
+    gemm_llama_shapes(tg, pool, Ms, KILN_ARRAY_LEN(Ms), "gemm_skx ");
+    {
+        const int M = 32, N = 4096, K = 4096;
+        const kiln_dtype dt = KILN_DTYPE_BF16;
+        float *x = rand_act((size_t)M * K, dt, 1), *w = rand_act((size_t)N * K, dt, 0.02f);
+        kiln_devptr dx = up_act(x, (size_t)M * K, dt), dw = up_act(w, (size_t)N * K, dt),
+                    o1 = dmalloc((size_t)M * N * 2), o2 = dmalloc((size_t)M * N * 2);
+        KT_OK(kiln_gpu_gemm(tg, st, o1, N, dt, dx, dw, dt, 0, M, N, K));
+        KT_OK(kiln_gpu_gemm(tg, st, o2, N, dt, dx, dw, dt, 0, M, N, K));
+        void *h1 = ddown(o1, (size_t)M * N * 2), *h2 = ddown(o2, (size_t)M * N * 2);
+        KT_CHECKF(!memcmp(h1, h2, (size_t)M * N * 2), "gemm_skx: two launches of o at M = 32 differ");
+        free(x), free(w), free(h1), free(h2);
+        dfree(dx), dfree(dw), dfree(o1), dfree(o2);
+    }
+    kiln_gpu_destroy(tg);
+    kiln_pool_destroy(pool);
+}
+
 /* gemm_sk with the SiLU-and-mul as its epilogue (GLU=1, kiln_gpu_gemm_silu
  * where the GEMV does not serve M): close to the CPU's gemm + silu_mul, and
  * at a forced split the same bits as the plain gemm_sk of [gate | up] (same
@@ -2440,7 +2483,7 @@ static bool used_here(const char *name) {
            (!strcmp(name, "gemv_rope") && gemv_rope_tested) || (!strcmp(name, "gemm_sk_rope") && sk_rope_tested) ||
            (!strcmp(name, "gemv_ar_norm") && gemv_ar_tested) || (!strcmp(name, "gemm_tc") && tc_tested) ||
            (!strcmp(name, "gemm_sk") && sk_tested) || (!strcmp(name, "gemm_sk_wg") && sk_wg_tested) ||
-           (!strcmp(name, "gemm_sk_tma") && sk_tma_tested) ||
+           (!strcmp(name, "gemm_sk_tma") && sk_tma_tested) || (!strcmp(name, "gemm_skx") && skx_tested) ||
            (!strcmp(name, "gemm_sk_rope_wg") && sk_rope_wg_tested) ||
            (!strcmp(name, "gemm_tc_reduce") && tc_reduce_tested);
 }
@@ -2510,6 +2553,6 @@ KT_MAIN(KT_CASE(test_embed), KT_CASE(test_rmsnorm), KT_CASE(test_glu_add_gather_
         KT_CASE(test_attention_prefill_wg), KT_CASE(test_attention_fp8), KT_CASE(test_sampling), KT_CASE(test_sampling_greedy),
         KT_CASE(test_gemv),
         KT_CASE(test_gemv_rope), KT_CASE(test_gemv_norm), KT_CASE(test_gemm_sk_rope), KT_CASE(test_gemm_tc), KT_CASE(test_gemm_sk),
-        KT_CASE(test_silu_gemm_sk),
+        KT_CASE(test_gemm_skx), KT_CASE(test_silu_gemm_sk),
         KT_CASE(test_gemm), KT_CASE(test_step_feed), KT_CASE(test_graph_replay),
         KT_CASE(test_all_reduce_one_rank), KT_CASE(test_every_kernel_tested))

@@ -425,6 +425,59 @@ KT_TEST(test_gemm_buckets) {
         KT_CHECK(kiln_rt_gemm_bucket_m(pow2[i][0], false) == pow2[i][1]);
 }
 
-KT_MAIN(KT_CASE(test_defines_validated), KT_CASE(test_skgemm_plan), KT_CASE(test_gemm_buckets), KT_CASE(test_fp8_model_specs), KT_CASE(test_compile_error_names_file_and_line),
+/* gemm_skx's launch plan (kiln_skx_plan): wherever it serves, K splits into cl x warps x kw columns with kw
+ * a multiple of 64 and of the slot's columns, x's fragments fit 128 registers, N splits into whole tiles of
+ * 16 rt rows, one wave of one block an SM, at least 3 slots a warp in the shared memory asked, cl 1 before
+ * sm_90; the Llama-3-8B shapes it takes (o, qkv at 32 rows through clusters of 2; down at 16 through 4;
+ * no K split at 16 rows for o / qkv) and those it leaves (down at 32 rows, gate_up, ragged N, M > 32); every
+ * planned specialization is allowed by the registry. */
+KT_TEST(test_skx_plan) {
+    const kiln_jit_kernel_def *d = kiln_jit_find("gemm_skx");
+    KT_REQUIRE(d);
+    static const int NK[][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}, {208, 512},
+                                {64, 1024},   {1024, 2048}, {96, 8192},    {200, 512},    {24, 8}, {128256, 4096}};
+    static const int Ms[] = {1, 2, 8, 9, 16, 17, 32, 33};
+    int served = 0;
+    for (size_t si = 0; si < KILN_ARRAY_LEN(NK); si++)
+        for (size_t mi = 0; mi < KILN_ARRAY_LEN(Ms); mi++)
+            for (int cc = 8; cc <= 9; cc++) {
+                const int N = NK[si][0], K = NK[si][1], M = Ms[mi];
+                const kiln_skx_shape p = kiln_skx_plan(132, 232448, cc, M, N, K);
+                char what[96];
+                snprintf(what, sizeof what, "N %d K %d M %d cc %d", N, K, M, cc);
+                if (M > 32) KT_CHECKF(!p.ok, "%s: served", what);
+                if (!p.ok) continue;
+                served++;
+                const int nt = p.maxm / 8;
+                KT_CHECKF(p.maxm >= M && (p.maxm == 8 || p.maxm / 2 < M), "%s: MAXM %d", what, p.maxm);
+                KT_CHECKF((int64_t)p.cl * p.warps * p.kw == K && p.kw % 64 == 0 && p.kw % p.sk == 0, "%s: %d x %d x %d columns",
+                          what, p.cl, p.warps, p.kw);
+                KT_CHECKF(p.kw / 16 * nt * 2 <= 128, "%s: %d registers of x", what, p.kw / 16 * nt * 2);
+                KT_CHECKF(p.rt >= 1 && p.rt <= 8 && p.tiles * 16 * p.rt == N, "%s: %d tiles of %d rows", what, p.tiles, 16 * p.rt);
+                KT_CHECKF(p.tiles * p.cl <= 132, "%s: %d blocks", what, p.tiles * p.cl);
+                KT_CHECKF(p.s >= 3 && p.s <= 16 && p.smem <= 232448, "%s: %d slots, %d bytes", what, p.s, p.smem);
+                KT_CHECKF(cc >= 9 || p.cl == 1, "%s: a cluster of %d before sm_90", what, p.cl);
+                char defs[160];
+                snprintf(defs, sizeof defs, "ACT=bf16 OUT=bf16 MAXM=%d WARPS=%d KW=%d SK=%d SLOTS=%d RT=%d CL=%d", p.maxm,
+                         p.warps, p.kw, p.sk, p.s, p.rt, p.cl);
+                KT_CHECKF(kiln_jit_check_defines(d, defs) == KILN_OK, "%s: [%s] %s", what, defs, kiln_last_error());
+            }
+    KT_CHECK(served > 40);
+    /* the shapes of the design (bench/skx_micro.cu) on an H200 */
+    kiln_skx_shape o32 = kiln_skx_plan(132, 232448, 9, 32, 4096, 4096), q32 = kiln_skx_plan(132, 232448, 9, 32, 6144, 4096),
+                   o16 = kiln_skx_plan(132, 232448, 9, 16, 4096, 4096), d16 = kiln_skx_plan(132, 232448, 9, 16, 4096, 14336);
+    KT_CHECK(o32.ok && o32.cl == 2 && o32.kw == 256 && o32.rt == 4 && o32.s == 5 && o32.tiles == 64);
+    KT_CHECK(q32.ok && q32.cl == 2 && q32.rt == 6 && q32.s == 4);
+    KT_CHECK(o16.ok && o16.cl == 1 && o16.kw == 512 && o16.rt == 2 && o16.tiles == 128);
+    KT_CHECK(d16.ok && d16.cl == 4 && d16.kw == 448 && d16.sk == 64 && d16.rt == 8);
+    KT_CHECK(!kiln_skx_plan(132, 232448, 9, 32, 4096, 14336).ok);  /* down at 32 rows: x would not fit */
+    KT_CHECK(!kiln_skx_plan(132, 232448, 9, 8, 28672, 4096).ok);   /* gate_up: more than a wave */
+    KT_CHECK(!kiln_skx_plan(132, 232448, 9, 8, 200, 512).ok);      /* ragged N */
+    KT_CHECK(!kiln_skx_plan(132, 232448, 8, 32, 4096, 4096).ok);   /* o at 32 rows needs a cluster */
+    KT_CHECK(kiln_skx_plan(132, 232448, 9, 32, 96, 8192).cl == 4); /* the GPU test's cluster of 4 */
+    KT_CHECK(kiln_skx_plan(132, 232448, 9, 32, 208, 512).sk == 64);
+}
+
+KT_MAIN(KT_CASE(test_defines_validated), KT_CASE(test_skgemm_plan), KT_CASE(test_skx_plan), KT_CASE(test_gemm_buckets), KT_CASE(test_fp8_model_specs), KT_CASE(test_compile_error_names_file_and_line),
         KT_CASE(test_policy_source_compiles), KT_CASE(test_kernel_dir_overrides_embedded),
         KT_CASE(test_registry_compiles_and_caches))

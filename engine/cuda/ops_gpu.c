@@ -27,6 +27,7 @@ struct kiln_gpu {
     int gemv_rope_unroll, gemv_rope_ksplit, gemv_rope_rows; /* the rope GEMV's tiling ($KILN_GEMV_ROPE_UNROLL / _KSPLIT / _ROWS) */
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int sk_max_m, sk_max_mb, sk_max_mb32, sk_warps, sk_rt, sk_stages, sk_split, sk_silu; /* gemm_sk knobs */
+    int skx_max_m; /* gemm_skx for 2 <= M <= this ($KILN_SKX_MAX_M, <= 32; 0 never) */
     int sk_wg; /* gemm_sk on the warpgroup MMA on sm_90 ($KILN_SKGEMM_WG): 1 kernel_src/gemm_sk_wg.cu, 2 fed by TMA
                 * (kernel_src/gemm_sk_tma.cu; the rope epilogue stays on gemm_sk_wg) */
     int sk_tma;            /* gemm_sk's plain and SiLU epilogues through gemm_sk_tma from this MAXM on (sm_90; 0 never) */
@@ -122,6 +123,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     tc_knobs(g, p);
     g->sk_max_m = knob(p ? p->skgemm_max_m : 0, "KILN_SKGEMM_MAX_M", KILN_SKGEMM_MAX_M_DEFAULT);
     g->sk_max_m = KILN_MAX(0, KILN_MIN(g->sk_max_m, 64)); /* MAXM buckets 8..64 */
+    g->skx_max_m = KILN_MAX(0, KILN_MIN(32, knob(p ? p->skx_max_m : 0, "KILN_SKX_MAX_M", KILN_SKX_MAX_M_DEFAULT)));
     g->sk_warps = knob(p ? p->skgemm_warps : 0, "KILN_SKGEMM_WARPS", KILN_SKGEMM_WARPS_DEFAULT);
     if (g->sk_warps != 4 && g->sk_warps != 8) g->sk_warps = KILN_SKGEMM_WARPS_DEFAULT;
     g->sk_rt = knob(p ? p->skgemm_tiles : 0, "KILN_SKGEMM_TILES", 0); /* 0: by MAXM */
@@ -547,6 +549,20 @@ fail:
     return st;
 }
 
+/* x stationary in registers, W through warp-private rings (kernel_src/gemm_skx.cu) in p's shape (kiln_skx_plan) */
+static kiln_status skx_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ld, kiln_dtype out_dt,
+                            kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int M, int N, int K,
+                            const kiln_skx_shape *p) {
+    kiln_status st = KILN_OK;
+    kiln_rt_func *f;
+    KILN_TRY(get(g, "gemm_skx", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d KW=%d SK=%d SLOTS=%d RT=%d CL=%d", dt(in_dt),
+                 dt(out_dt), p->maxm, p->warps, p->kw, p->sk, p->s, p->rt, p->cl));
+    LAUNCH(f, (unsigned)p->tiles, (unsigned)p->cl, 1, (unsigned)(p->warps * 32), (unsigned)p->smem, s, &out, &ld, &x,
+           &w, &bias, &M, &N, &K);
+fail:
+    return st;
+}
+
 /* The GEMV tiling (W rows a warp group, loads in flight, warps splitting K)
  * for an N x K weight under g's rule (KILN_GEMV_RULE): 0 the knobs as given;
  * 1 rows 2 unroll 4 K split 2; 2 rows 1 unroll 2 K split 2; 3 by shape (N <=
@@ -691,6 +707,11 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
      * K steps, 16-byte aligned operands, 32-bit sizes */
     const bool mma_ok = M >= 2 && (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) && act_ok(out_dt) &&
                         K % 8 == 0 && (x | w) % 16 == 0 && N <= INT32_MAX && K <= INT32_MAX;
+    if (mma_ok && M <= g->skx_max_m) {
+        const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
+        const kiln_skx_shape p = kiln_skx_plan(di->n_sms, di->smem_per_block_optin, di->cc_major, (int)M, N, K);
+        if (p.ok) return skx_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, &p);
+    }
     const int sk_mb = M > 16 && g->sk_max_mb32 > 0 && g->sk_max_mb > 0 ? KILN_MIN(g->sk_max_mb, g->sk_max_mb32)
                                                                         : g->sk_max_mb;
     if (mma_ok && M <= g->sk_max_m && (sk_mb <= 0 || N * K * 2 <= ((int64_t)sk_mb << 20)))

@@ -79,6 +79,10 @@ typedef struct kiln_gpu_params {
                                 kernel_src/gemm_sk.cu before gemm_tc (0:
                                 $KILN_SKGEMM_MAX_M, else KILN_SKGEMM_MAX_M_DEFAULT;
                                 negative, or 0 in the environment: never; <= 64) */
+    int skx_max_m;           /* GEMMs with 2 <= M <= this (and M above gemv_max_m) use
+                                kernel_src/gemm_skx.cu where kiln_skx_plan serves the
+                                shape, before gemm_sk (0: $KILN_SKX_MAX_M, else
+                                KILN_SKX_MAX_M_DEFAULT = 0; negative: never; <= 32) */
     int skgemm_silu;         /* the gate/up GEMM with SiLU (kiln_gpu_gemm_silu) through gemm_sk for
                                 2 <= M <= skgemm_max_m, any weight size, where the GEMV does
                                 not serve M (1 on, negative off; 0: $KILN_SKGEMM_SILU, else
@@ -238,6 +242,7 @@ kiln_status kiln_gpu_add_rmsnorm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out
                                  kiln_devptr w, kiln_dtype act, kiln_dtype wdt, int rows, int dim, float eps);
 /* out[M, N] (out_dt, row stride ldo >= N, 0: N) = x[M, K] @ W[N, K]^T (+ bias[N]
  * in out_dt); x, W in in_dt. M <= gemv_max_m: kernel_src/gemv.cu; 2 <= M <=
+ * skx_max_m where kiln_skx_plan serves N x K: kernel_src/gemm_skx.cu; 2 <= M <=
  * skgemm_max_m: kernel_src/gemm_sk.cu; 2 <= M <= tcgemm_max_m: kernel_src/gemm_tc.cu (its split-K partials use the workspace);
  * else, or where those do not apply (fp32, K % 8, unaligned x / W), cuBLASLt. */
 kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
