@@ -85,6 +85,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) skx(u16 *__restrict__ out, floa
             const int idx = lane + 32 * e, row = idx >> 3, seg = idx & 7;
             *reinterpret_cast<uint4 *>(st + row * 128 + ((seg ^ (row & 7)) << 4)) = v[e];
         }
+        asm volatile("" ::: "memory"); // the stores before the ldmatrix (an asm the compiler would not order)
         __syncwarp();
         const u32 sa = area + (u32)(buf * NT * 1024);
         if (MODE != 10) {
@@ -107,6 +108,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) skx(u16 *__restrict__ out, floa
                     }
             }
         }
+        asm volatile("" ::: "memory"); // the reads before the next round's stores
         __syncwarp();
     };
 

@@ -106,13 +106,6 @@ static_assert(SKX_SMEM <= 227 * 1024, "shared memory");
 #define SKX_RUN 1
 #endif
 
-// 16 bytes of x (written by the kernel before: cached in L2 only)
-KILN_DEV uint4 skx_ld_cg(const void *p) {
-    uint4 v;
-    asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-}
-
 // out[m, n] of accumulator entry p = gi * 32 + lane, gi = (r NT + j) 4 + e of warp-tile r, n-tile j, element e
 KILN_DEV void skx_at(int p, int n_blk, int &m, int &n) {
     const int gi = p >> 5, l = p & 31, r = gi / (NT * 4), j = (gi >> 2) % NT, e = gi & 3;
@@ -159,7 +152,7 @@ kiln_gemm_skx(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, con
 #pragma unroll
         for (int e = 0; e < 2 * NT; e++) {
             const int idx = lane + 32 * e, row = idx >> 3, seg = idx & 7;
-            v[e] = row < M ? skx_ld_cg(x + (size_t)row * K + k_w + 64 * q + seg * 8) : make_uint4(0, 0, 0, 0);
+            v[e] = row < M ? ld16_cg(x + (size_t)row * K + k_w + 64 * q + seg * 8) : make_uint4(0, 0, 0, 0);
         }
     };
     auto x_frag = [&](int q, int buf, const uint4 (&v)[2 * NT]) { // round q through staging buffer buf
@@ -169,7 +162,7 @@ kiln_gemm_skx(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, con
             const int idx = lane + 32 * e, row = idx >> 3, seg = idx & 7;
             st16(st + row * 128 + ((seg ^ (row & 7)) << 4), v[e]);
         }
-        asm volatile("" ::: "memory"); // the stores before the warp's ldmatrix (an asm the compiler would not order)
+        compiler_fence(); // the stores before the warp's ldmatrix
         __syncwarp();
         const u32 sa = area + (u32)(buf * NT * 1024);
 #if NT == 1
@@ -189,7 +182,7 @@ kiln_gemm_skx(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, con
                         sa + (u32)(row * 128 + ((seg ^ (row & 7)) << 4)));
             }
 #endif
-        asm volatile("" ::: "memory"); // the reads before the next round's stores
+        compiler_fence(); // the reads before the next round's stores
         __syncwarp();
     };
 
@@ -285,7 +278,7 @@ kiln_gemm_skx(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, con
 #pragma unroll
     for (int q = 0; q < PER; q++)
         if (tid + THREADS * q < ENT) bsum_p[tid + THREADS * q] = sum[q];
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+    cluster_barrier();
     const u32 me = cluster_rank();
 #pragma unroll
     for (int q = 0; q < PER; q++) {
@@ -294,7 +287,7 @@ kiln_gemm_skx(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, con
         float v[CL];
 #pragma unroll
         for (int r = 0; r < CL; r++)
-            asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v[r]) : "r"(cluster_map(bsum + (u32)p * 4, (u32)r)));
+            v[r] = ld_cluster_f32(cluster_map(bsum + (u32)p * 4, (u32)r));
         float s = 0.0f;
 #pragma unroll
         for (int r = 0; r < CL; r++) s += v[r];
@@ -304,7 +297,7 @@ kiln_gemm_skx(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, con
         if (bias) s += to_f32(bias[n]);
         out[(size_t)m * ldo + n] = from_f32<out_t>(s);
     }
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+    cluster_barrier();
 #endif
 #endif
 }

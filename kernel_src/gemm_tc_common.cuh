@@ -4,19 +4,7 @@
 // reduction kernel. Device code only; thread-safety: no globals.
 #pragma once
 #include "kiln_common.cuh"
-
-#ifndef ACT
-#define ACT bf16
-#endif
-#ifndef OUT
-#define OUT ACT
-#endif
-typedef ACT act_t;
-typedef OUT out_t;
-
-template <class T> struct mma_kind;
-template <> struct mma_kind<bf16> { static constexpr bool f16 = false; };
-template <> struct mma_kind<fp16> { static constexpr bool f16 = true; };
+#include "gemm_types.cuh"
 
 // d += a (16 x 16: W rows x k) * b (16 x 8: k x x rows), fp32 accumulation
 KILN_DEV void mma_act(float d[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {

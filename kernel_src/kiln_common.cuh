@@ -5,18 +5,7 @@
 // Specialization defines name these types directly (-DACT=bf16).
 // Thread-safety: device code, no globals.
 #pragma once
-
-typedef unsigned char u8;
-typedef unsigned short u16;
-typedef unsigned int u32;
-typedef unsigned long long u64;
-typedef long long i64;
-
-struct bf16 { u16 x; };
-struct fp16 { u16 x; };
-struct fp8_e5m2 { u8 x; };
-struct fp8_e4m3 { u8 x; };
-typedef float fp32;
+#include "kiln_types.cuh"
 
 #define KILN_INF __int_as_float(0x7f800000)
 #define KILN_NAN __int_as_float(0x7fffffff)
@@ -68,7 +57,20 @@ KILN_DEV u32 cluster_map(u32 a, u32 rank) {
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
     return r;
 }
+// every thread of the cluster: release this block's shared-memory writes, acquire the others'
+KILN_DEV void cluster_barrier() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// a float at a cluster_map'ed address (volatile: stays between the cluster barriers around it)
+KILN_DEV float ld_cluster_f32(u32 a) {
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a));
+    return v;
+}
 #endif
+// orders the compiler's memory accesses around it (asm statements without a memory clobber, such as ldsm_x4,
+// are not ordered against plain loads and stores otherwise)
+KILN_DEV void compiler_fence() { asm volatile("" ::: "memory"); }
 // L2 prefetch of the 128-byte line holding p (weights a kernel will read
 // after pdl_wait()).
 KILN_DEV void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
@@ -222,6 +224,12 @@ KILN_DEV uint4 ld16_stream(const void *p) { // read once: evict first
     return r;
 }
 KILN_DEV void st16(void *p, uint4 v) { *reinterpret_cast<uint4 *>(p) = v; }
+// 16 bytes cached in L2 only (data another kernel wrote: no stale L1 line)
+KILN_DEV uint4 ld16_cg(const void *p) {
+    uint4 v;
+    asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
 // one 16-byte (8-byte) global store instruction: what st16 of a value put
 // together from separate words may not compile to (NVVM can split it into
 // four 4-byte stores, which cost a store transaction each)

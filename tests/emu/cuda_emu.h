@@ -1,0 +1,269 @@
+// cuda_emu.h -- enough of CUDA's execution model on the CPU to run a kiln kernel's logic (its indexing, its
+// shared-memory layout, its synchronisation) without a GPU. Every thread of a block is a host thread;
+// warp-collective instructions (ldmatrix, mma.sync, __syncwarp) meet at a rendezvous of the warp's 32 lanes,
+// __syncthreads at one of the block's threads, the cluster barrier at one of the cluster's. The blocks of a
+// cluster run at once (their shared memories reachable through cluster_map addresses), clusters one after
+// another. cp.async copies land only when a cp.async.wait_group retires their group, so a stage read before
+// its wait reads stale bytes. Shared memory starts as 0xa5 bytes. Timing, occupancy and the memory model's
+// weaker orderings are not modelled. Used by tests/emu/test_emu_*.cc through the kiln_common.cuh and
+// gemm_tc_common.cuh shims beside this file. Thread-safety: one launch at a time.
+#pragma once
+#include <pthread.h>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "kiln_types.cuh" // kernel_src's (the include path: tests/emu, then kernel_src)
+
+struct uint4 {
+    unsigned x, y, z, w;
+};
+static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
+struct emu_dim3 {
+    unsigned x = 1, y = 1, z = 1;
+};
+
+namespace emu {
+
+// n threads meet; the last to arrive runs `last` before any leaves
+struct Barrier {
+    std::mutex m;
+    std::condition_variable cv;
+    int n, count = 0;
+    u64 gen = 0;
+    explicit Barrier(int n_) : n(n_) {}
+    template <class F> void meet(F &&last) {
+        std::unique_lock<std::mutex> lk(m);
+        const u64 g = gen;
+        if (++count == n) {
+            last();
+            count = 0;
+            gen++;
+            cv.notify_all();
+        } else {
+            cv.wait(lk, [&] { return gen != g; });
+        }
+    }
+    void meet() {
+        meet([] {});
+    }
+};
+
+struct Warp {
+    Barrier bar{32};
+    u32 addr[32], out[32][4], a[32][4], b[32][2];
+    float d[32][4];
+};
+struct Cluster;
+struct Block {
+    std::vector<unsigned char> smem;
+    std::vector<std::unique_ptr<Warp>> warps;
+    std::unique_ptr<Barrier> bar;
+    emu_dim3 idx;
+    unsigned rank = 0;
+    Cluster *cl = nullptr;
+};
+struct Cluster {
+    std::vector<Block *> blocks;
+    std::unique_ptr<Barrier> bar;
+};
+struct Copy {
+    u32 dst;
+    const void *src;
+    int bytes; // of 16 read, the rest zero
+};
+struct Thread {
+    Block *blk;
+    emu_dim3 tidx;
+    int lane, warp;
+    std::vector<std::vector<Copy>> groups; // committed, oldest first
+    std::vector<Copy> open;                // issued since the last commit
+};
+inline thread_local Thread *cur = nullptr;
+inline emu_dim3 grid_dim, block_dim;
+
+[[noreturn]] inline void fail(const char *what) {
+    fprintf(stderr, "emu: %s (block %u,%u thread %u)\n", what, cur ? cur->blk->idx.x : 0, cur ? cur->blk->idx.y : 0,
+            cur ? cur->tidx.x : 0);
+    abort();
+}
+
+// shared-window addresses: offsets into this block's shared memory; cluster_map sets bit 31 and the rank in
+// bits 24..30
+inline unsigned char *sptr(u32 a, unsigned bytes) {
+    Block *b = cur->blk;
+    if (a & 0x80000000u) {
+        const unsigned r = (a >> 24) & 0x7f;
+        if (!b->cl || r >= b->cl->blocks.size()) fail("cluster address of a rank outside the cluster");
+        b = b->cl->blocks[r];
+        a &= 0xffffffu;
+    }
+    if ((u64)a + bytes > b->smem.size()) fail("shared-memory access past the block's dynamic shared memory");
+    return b->smem.data() + a;
+}
+inline u32 saddr(const void *p) {
+    const unsigned char *q = static_cast<const unsigned char *>(p), *base = cur->blk->smem.data();
+    if (q < base || q > base + cur->blk->smem.size()) fail("generic pointer outside shared memory");
+    return (u32)(q - base);
+}
+inline unsigned char *block_smem() { return cur->blk->smem.data(); }
+
+inline void syncwarp() { cur->blk->warps[cur->warp]->bar.meet(); }
+inline void syncthreads() { cur->blk->bar->meet(); }
+inline void cluster_barrier() {
+    if (!cur->blk->cl) fail("cluster barrier outside a cluster launch");
+    cur->blk->cl->bar->meet();
+}
+
+inline void cp_async(u32 dst, const void *src, int bytes) {
+    if (((uintptr_t)src & 15) || (dst & 15)) fail("cp.async of a 16-byte chunk not 16-byte aligned");
+    sptr(dst, 16);
+    cur->open.push_back(Copy{dst, src, bytes});
+}
+inline void cp_commit() {
+    cur->groups.push_back(std::move(cur->open));
+    cur->open.clear();
+}
+inline void cp_wait(int n) {
+    while ((int)cur->groups.size() > n) {
+        for (const Copy &c : cur->groups.front()) {
+            unsigned char *d = sptr(c.dst, 16);
+            memset(d, 0, 16);
+            if (c.bytes > 0) memcpy(d, c.src, (size_t)c.bytes);
+        }
+        cur->groups.erase(cur->groups.begin());
+    }
+}
+
+// ldmatrix .x4 / .x2: lane L gives the row address of matrix L / 8 (row L % 8); matrix i reaches lane L as
+// the 32-bit word L % 4 of its row L / 4
+inline void ldsm(u32 *r, int nmat, u32 a) {
+    Warp &w = *cur->blk->warps[cur->warp];
+    const int lane = cur->lane;
+    w.addr[lane] = a;
+    w.bar.meet([&] {
+        for (int l = 0; l < 32; l++)
+            for (int i = 0; i < nmat; i++) {
+                const u32 row = w.addr[8 * i + (l >> 2)];
+                if (row & 15) fail("ldmatrix row address not 16-byte aligned");
+                memcpy(&w.out[l][i], sptr(row, 16) + 4 * (l & 3), 4);
+            }
+    });
+    for (int i = 0; i < nmat; i++) r[i] = w.out[lane][i]; // (no lane's next collective completes before this)
+}
+
+// mma.sync.m16n8k16.row.col.f32 (bf16 or f16 in): lane L = 4 g + t holds A[g][2t..], A[g + 8][2t..],
+// A[g][2t + 8..], A[g + 8][2t + 8..] (a0..a3), B[2t..][g], B[2t + 8..][g] (b0, b1), C / D[g][2t], [g][2t + 1],
+// [g + 8][2t], [g + 8][2t + 1]
+template <class CVT> inline void mma(float d[4], const u32 a[4], const u32 b[2], CVT to_float) {
+    Warp &w = *cur->blk->warps[cur->warp];
+    const int lane = cur->lane;
+    memcpy(w.a[lane], a, 16);
+    memcpy(w.b[lane], b, 8);
+    memcpy(w.d[lane], d, 16);
+    w.bar.meet([&] {
+        float A[16][16], B[16][8], C[16][8];
+        for (int l = 0; l < 32; l++) {
+            const int g = l >> 2, t = l & 3;
+            for (int h = 0; h < 2; h++) {
+                A[g][2 * t + h] = to_float((u16)(w.a[l][0] >> (16 * h)));
+                A[g + 8][2 * t + h] = to_float((u16)(w.a[l][1] >> (16 * h)));
+                A[g][2 * t + 8 + h] = to_float((u16)(w.a[l][2] >> (16 * h)));
+                A[g + 8][2 * t + 8 + h] = to_float((u16)(w.a[l][3] >> (16 * h)));
+                B[2 * t + h][g] = to_float((u16)(w.b[l][0] >> (16 * h)));
+                B[2 * t + 8 + h][g] = to_float((u16)(w.b[l][1] >> (16 * h)));
+            }
+            C[g][2 * t] = w.d[l][0], C[g][2 * t + 1] = w.d[l][1], C[g + 8][2 * t] = w.d[l][2], C[g + 8][2 * t + 1] = w.d[l][3];
+        }
+        for (int i = 0; i < 16; i++)
+            for (int j = 0; j < 8; j++) {
+                float s = C[i][j];
+                for (int k = 0; k < 16; k++) s += A[i][k] * B[k][j];
+                C[i][j] = s;
+            }
+        for (int l = 0; l < 32; l++) {
+            const int g = l >> 2, t = l & 3;
+            w.d[l][0] = C[g][2 * t], w.d[l][1] = C[g][2 * t + 1], w.d[l][2] = C[g + 8][2 * t], w.d[l][3] = C[g + 8][2 * t + 1];
+        }
+    });
+    memcpy(d, w.d[lane], 16);
+}
+
+struct Launch {
+    Thread *t;
+    void (*body)(void *);
+    void *ctx;
+};
+inline void *thread_main(void *p) {
+    Launch *l = static_cast<Launch *>(p);
+    cur = l->t;
+    l->body(l->ctx);
+    if (!cur->open.empty() || !cur->groups.empty()) cp_wait(0); // (a kernel may exit with copies in flight)
+    return nullptr;
+}
+
+// run body(ctx) as every thread of grid (x, y) of `threads`-thread blocks with smem bytes of dynamic shared
+// memory each, in clusters of (1, cluster_y, 1) (0 or 1: no cluster)
+inline void launch(emu_dim3 grid, int threads, size_t smem, int cluster_y, void (*body)(void *), void *ctx) {
+    if (threads % 32) fail("block size not a multiple of 32");
+    const int cy = cluster_y > 1 ? cluster_y : 1;
+    if (grid.y % cy) fail("grid not a whole number of clusters");
+    grid_dim = grid;
+    block_dim = emu_dim3{(unsigned)threads, 1, 1};
+    for (unsigned gx = 0; gx < grid.x; gx++)
+        for (unsigned gy = 0; gy < grid.y; gy += cy) {
+            Cluster cl;
+            std::vector<std::unique_ptr<Block>> blocks;
+            for (int r = 0; r < cy; r++) {
+                auto b = std::make_unique<Block>();
+                b->smem.assign(smem, 0xa5);
+                for (int w = 0; w < threads / 32; w++) b->warps.push_back(std::make_unique<Warp>());
+                b->bar = std::make_unique<Barrier>(threads);
+                b->idx = emu_dim3{gx, gy + r, 0};
+                b->rank = (unsigned)r;
+                b->cl = cluster_y > 1 ? &cl : nullptr;
+                cl.blocks.push_back(b.get());
+                blocks.push_back(std::move(b));
+            }
+            cl.bar = std::make_unique<Barrier>(threads * cy);
+            std::vector<Thread> ts((size_t)threads * cy);
+            std::vector<Launch> ls(ts.size());
+            std::vector<pthread_t> ids(ts.size());
+            pthread_attr_t attr;
+            pthread_attr_init(&attr);
+            pthread_attr_setstacksize(&attr, 1 << 20);
+            for (size_t i = 0; i < ts.size(); i++) {
+                const int tid = (int)(i % threads);
+                ts[i].blk = blocks[i / threads].get();
+                ts[i].tidx = emu_dim3{(unsigned)tid, 0, 0};
+                ts[i].lane = tid & 31, ts[i].warp = tid >> 5;
+                ls[i] = Launch{&ts[i], body, ctx};
+                if (pthread_create(&ids[i], &attr, thread_main, &ls[i])) fail("pthread_create");
+            }
+            pthread_attr_destroy(&attr);
+            for (pthread_t id : ids) pthread_join(id, nullptr);
+        }
+}
+
+} // namespace emu
+
+#define threadIdx (emu::cur->tidx)
+#define blockIdx (emu::cur->blk->idx)
+#define gridDim (emu::grid_dim)
+#define blockDim (emu::block_dim)
+#define __syncwarp() emu::syncwarp()
+#define __syncthreads() emu::syncthreads()
+#define __trap() emu::fail("__trap")
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __cluster_dims__(...)
+#ifndef __CUDA_ARCH__
+#define __CUDA_ARCH__ 900
+#endif

@@ -1,0 +1,11 @@
+# cmake -DSRC=kernel.cu -DDST=out.cu -P emu_transform.cmake: a kernel source as host C++ for tests/emu: its
+# dynamic shared memory declaration becomes the emulated block's buffer, extern "C" goes (several
+# specializations link into one program).
+file(READ "${SRC}" text)
+string(REPLACE "extern __shared__ __align__(128) unsigned char smem[];" "unsigned char *const smem = emu::block_smem();" text "${text}")
+string(REPLACE "extern \"C\" __global__" "__global__" text "${text}")
+string(FIND "${text}" "extern __shared__" left)
+if(NOT left EQUAL -1)
+  message(FATAL_ERROR "${SRC}: a shared-memory declaration emu_transform.cmake does not know")
+endif()
+file(WRITE "${DST}" "${text}")

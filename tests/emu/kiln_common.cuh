@@ -1,0 +1,102 @@
+// kiln_common.cuh (emulation) -- what kernel_src/kiln_common.cuh gives a kernel, on the CPU through
+// cuda_emu.h: the number types with the device's conversions (round to nearest even), 16-byte vectors,
+// shared-window addresses, cp.async, ldmatrix, clusters, programmatic dependent launch (no-ops). Only what
+// the kernels tested under emulation use (tests/emu/test_emu_*.cc); a kernel that needs more fails to
+// compile here, not silently.
+#pragma once
+#include "cuda_emu.h"
+#include <cmath>
+
+#define KILN_DEV static inline
+#define KILN_INF INFINITY
+#define KILN_NAN NAN
+
+
+KILN_DEV float __uint_as_float(u32 u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+KILN_DEV u32 __float_as_uint(float f) {
+    u32 u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+KILN_DEV float emu_half_to_float(u16 h) {
+    const u32 s = (u32)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023;
+    if (e == 31) return __uint_as_float(s | 0x7f800000u | (m << 13));
+    if (e) return __uint_as_float(s | ((e + 112) << 23) | (m << 13));
+    const float v = (float)m * (1.0f / 16777216.0f); // subnormal: m 2^-24
+    return s ? -v : v;
+}
+KILN_DEV u16 emu_float_to_half(float f) { // round to nearest even
+    const u32 u = __float_as_uint(f), s = (u >> 16) & 0x8000u;
+    const float a = fabsf(f);
+    if (std::isnan(f)) return (u16)(s | 0x7e00u);
+    if (a >= 65520.0f) return (u16)(s | 0x7c00u);
+    if (a < 6.103515625e-05f) { // subnormal or zero: units of 2^-24
+        const float q = a * 16777216.0f;
+        float r = nearbyintf(q); // FE_TONEAREST: ties to even
+        return (u16)(s | (u32)r);
+    }
+    u32 e = ((__float_as_uint(a) >> 23) & 255) - 112, m = __float_as_uint(a) & 0x7fffffu;
+    u32 h = (e << 10) | (m >> 13);
+    const u32 rest = m & 0x1fffu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1))) h++;
+    return (u16)(s | h);
+}
+KILN_DEV float to_f32(float v) { return v; }
+KILN_DEV float to_f32(bf16 v) { return __uint_as_float((u32)v.x << 16); }
+KILN_DEV float to_f32(fp16 v) { return emu_half_to_float(v.x); }
+template <class T> KILN_DEV T from_f32(float f);
+template <> inline float from_f32<float>(float f) { return f; }
+template <> inline bf16 from_f32<bf16>(float f) {
+    u32 u = __float_as_uint(f);
+    bf16 r;
+    if (std::isnan(f)) r.x = (u16)((u >> 16) | 0x40u);
+    else r.x = (u16)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    return r;
+}
+template <> inline fp16 from_f32<fp16>(float f) {
+    fp16 r;
+    r.x = emu_float_to_half(f);
+    return r;
+}
+
+KILN_DEV uint4 ld16(const void *p) {
+    uint4 v;
+    memcpy(&v, p, 16);
+    return v;
+}
+KILN_DEV uint4 ld16_cg(const void *p) { return ld16(p); }
+KILN_DEV void st16(void *p, uint4 v) { memcpy(p, &v, 16); }
+
+KILN_DEV void pdl_wait() {}
+KILN_DEV void pdl_launch() {}
+KILN_DEV void compiler_fence() {}
+
+KILN_DEV u32 smem_addr(const void *p) { return emu::saddr(p); }
+KILN_DEV void cp_async16_u32(u32 saddr, const void *gmem) { emu::cp_async(saddr, gmem, 16); }
+KILN_DEV void cp_async16_u32(u32 saddr, const void *gmem, int src_bytes) { emu::cp_async(saddr, gmem, src_bytes); }
+KILN_DEV void cp_async_commit() { emu::cp_commit(); }
+template <int N> KILN_DEV void cp_async_wait() { emu::cp_wait(N); }
+
+KILN_DEV void ldsm_x4(u32 &r0, u32 &r1, u32 &r2, u32 &r3, u32 addr) {
+    u32 r[4];
+    emu::ldsm(r, 4, addr);
+    r0 = r[0], r1 = r[1], r2 = r[2], r3 = r[3];
+}
+KILN_DEV void ldsm_x2(u32 &r0, u32 &r1, u32 addr) {
+    u32 r[2];
+    emu::ldsm(r, 2, addr);
+    r0 = r[0], r1 = r[1];
+}
+
+KILN_DEV u32 cluster_rank() { return emu::cur->blk->rank; }
+KILN_DEV u32 cluster_map(u32 a, u32 rank) { return (a & 0xffffffu) | 0x80000000u | (rank << 24); }
+KILN_DEV void cluster_barrier() { emu::cluster_barrier(); }
+KILN_DEV float ld_cluster_f32(u32 a) {
+    float v;
+    memcpy(&v, emu::sptr(a, 4), 4);
+    return v;
+}
