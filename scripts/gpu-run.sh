@@ -736,7 +736,7 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
-if has s137; then # twenty-fifth session (branch skx-port): gemm_skx in kiln -- its test (and test_gemm), bench_kernels gemm_rows (kiln default beside gemm_skx where it serves), engine -b 32 / -b 16 with KILN_SKX_MAX_M=32 against the default, alternating
+if has s137; then # twenty-fifth session: gemm_skx in kiln -- its test (and test_gemm), bench_kernels gemm_rows (kiln default beside gemm_skx where it serves), engine -b 32 / -b 16 with KILN_SKX_MAX_M=32 against the default, alternating
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_gemm_skx =test_gemm
   for s in o qkv down; do timeout 100 "$here/bin/bench_kernels" gemm_rows_$s 2>&1 | grep -E "kiln (default|gemm_skx)" | grep -v "M=1 " | cut -c1-120; done
