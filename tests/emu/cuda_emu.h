@@ -1,22 +1,57 @@
 // cuda_emu.h -- enough of CUDA's execution model on the CPU to run a kiln kernel's logic (its indexing, its
-// shared-memory layout, its synchronisation) without a GPU. Every thread of a block is a host thread;
+// shared-memory layout, its synchronisation) without a GPU. Every thread of a block is a coroutine with its
+// own stack (x86-64: a 20-instruction context switch, no system call), all run by one host thread;
 // warp-collective instructions (ldmatrix, mma.sync, __syncwarp) meet at a rendezvous of the warp's 32 lanes,
-// __syncthreads at one of the block's threads, the cluster barrier at one of the cluster's. The blocks of a
-// cluster run at once (their shared memories reachable through cluster_map addresses), clusters one after
+// __syncthreads at one of the block's threads, the cluster barrier at one of the cluster's (a thread waiting
+// at one yields to the next; a pass in which no thread arrives anywhere is a deadlock and fails). The blocks of
+// a cluster run at once (their shared memories reachable through cluster_map addresses), clusters one after
 // another. cp.async copies land only when a cp.async.wait_group retires their group, so a stage read before
 // its wait reads stale bytes. Shared memory starts as 0xa5 bytes. Timing, occupancy and the memory model's
 // weaker orderings are not modelled. Used by tests/emu/test_emu_*.cc through the kiln_common.cuh and
 // gemm_tc_common.cuh shims beside this file. Thread-safety: one launch at a time.
 #pragma once
-#include <pthread.h>
-#include <condition_variable>
+#include <sys/mman.h>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <vector>
+
+#if !defined(__x86_64__)
+#error "tests/emu: the coroutine switch is written for x86-64 (tests/emu/CMakeLists.txt builds nothing elsewhere)"
+#endif
+// emu_ctx_switch(save, to): push the callee-saved registers (and the x87 / SSE control words) on this stack,
+// store the stack pointer at *save, continue on the stack `to` (saved the same way, or made by emu::Coro)
+extern "C" void emu_ctx_switch(void **save, void *to);
+asm(R"(
+    .text
+    .weak emu_ctx_switch
+    .type emu_ctx_switch, @function
+emu_ctx_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $16, %rsp
+    stmxcsr 8(%rsp)
+    fnstcw (%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    fldcw (%rsp)
+    ldmxcsr 8(%rsp)
+    addq $16, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size emu_ctx_switch, .-emu_ctx_switch
+)");
 
 #include "kiln_types.cuh" // kernel_src's (the include path: tests/emu, then kernel_src)
 
@@ -30,24 +65,24 @@ struct emu_dim3 {
 
 namespace emu {
 
+inline void yield();
+inline u64 progress = 0; // arrivals and exits: a scheduler pass without any is a deadlock
+
 // n threads meet; the last to arrive runs `last` before any leaves
 struct Barrier {
-    std::mutex m;
-    std::condition_variable cv;
     int n, count = 0;
     u64 gen = 0;
     explicit Barrier(int n_) : n(n_) {}
     template <class F> void meet(F &&last) {
-        std::unique_lock<std::mutex> lk(m);
         const u64 g = gen;
+        progress++;
         if (++count == n) {
             last();
             count = 0;
             gen++;
-            cv.notify_all();
-        } else {
-            cv.wait(lk, [&] { return gen != g; });
+            return;
         }
+        while (gen == g) yield();
     }
     void meet() {
         meet([] {});
@@ -84,12 +119,12 @@ struct Thread {
     std::vector<std::vector<Copy>> groups; // committed, oldest first
     std::vector<Copy> open;                // issued since the last commit
 };
-inline thread_local Thread *cur = nullptr;
+inline Thread *cur = nullptr;
 inline emu_dim3 grid_dim, block_dim;
 
 [[noreturn]] inline void fail(const char *what) {
-    fprintf(stderr, "emu: %s (block %u,%u thread %u)\n", what, cur ? cur->blk->idx.x : 0, cur ? cur->blk->idx.y : 0,
-            cur ? cur->tidx.x : 0);
+    if (cur) fprintf(stderr, "emu: %s (block %u,%u thread %u)\n", what, cur->blk->idx.x, cur->blk->idx.y, cur->tidx.x);
+    else fprintf(stderr, "emu: %s\n", what);
     abort();
 }
 
@@ -194,17 +229,40 @@ template <class CVT> inline void mma(float d[4], const u32 a[4], const u32 b[2],
     memcpy(d, w.d[lane], 16);
 }
 
-struct Launch {
-    Thread *t;
-    void (*body)(void *);
-    void *ctx;
+// a GPU thread: its stack (256 KiB, a guard page below) and saved stack pointer
+struct Coro {
+    static constexpr size_t STACK = 256 << 10, GUARD = 4096;
+    void *sp = nullptr;
+    unsigned char *mem = nullptr;
+    Thread *t = nullptr;
+    bool done = false;
 };
-inline void *thread_main(void *p) {
-    Launch *l = static_cast<Launch *>(p);
-    cur = l->t;
-    l->body(l->ctx);
+inline void *sched_sp;
+inline Coro *running;
+inline void (*run_body)(void *);
+inline void *run_ctx;
+inline void yield() { emu_ctx_switch(&running->sp, sched_sp); }
+inline void coro_entry() {
+    run_body(run_ctx);
     if (!cur->open.empty() || !cur->groups.empty()) cp_wait(0); // (a kernel may exit with copies in flight)
-    return nullptr;
+    running->done = true;
+    progress++;
+    emu_ctx_switch(&running->sp, sched_sp);
+    abort(); // never resumed
+}
+inline void coro_init(Coro &c) {
+    c.mem = static_cast<unsigned char *>(
+        mmap(nullptr, Coro::STACK + Coro::GUARD, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+    if (c.mem == MAP_FAILED) fail("mmap of a thread's stack");
+    mprotect(c.mem, Coro::GUARD, PROT_NONE);
+    // the frame emu_ctx_switch pops: control words, r15 .. rbp, the return address (coro_entry), which it
+    // enters with the stack 8 past a 16-byte boundary, as after a call
+    uintptr_t top = ((uintptr_t)c.mem + Coro::STACK + Coro::GUARD) & ~(uintptr_t)15;
+    u64 *sp = reinterpret_cast<u64 *>(top - 80);
+    sp[0] = 0x037f, sp[1] = 0x1f80;
+    for (int i = 2; i < 8; i++) sp[i] = 0;
+    sp[8] = (u64)(uintptr_t)&coro_entry;
+    c.sp = sp;
 }
 
 // run body(ctx) as every thread of grid (x, y) of `threads`-thread blocks with smem bytes of dynamic shared
@@ -215,6 +273,7 @@ inline void launch(emu_dim3 grid, int threads, size_t smem, int cluster_y, void 
     if (grid.y % cy) fail("grid not a whole number of clusters");
     grid_dim = grid;
     block_dim = emu_dim3{(unsigned)threads, 1, 1};
+    run_body = body, run_ctx = ctx;
     for (unsigned gx = 0; gx < grid.x; gx++)
         for (unsigned gy = 0; gy < grid.y; gy += cy) {
             Cluster cl;
@@ -232,21 +291,27 @@ inline void launch(emu_dim3 grid, int threads, size_t smem, int cluster_y, void 
             }
             cl.bar = std::make_unique<Barrier>(threads * cy);
             std::vector<Thread> ts((size_t)threads * cy);
-            std::vector<Launch> ls(ts.size());
-            std::vector<pthread_t> ids(ts.size());
-            pthread_attr_t attr;
-            pthread_attr_init(&attr);
-            pthread_attr_setstacksize(&attr, 1 << 20);
+            std::vector<Coro> cs(ts.size());
             for (size_t i = 0; i < ts.size(); i++) {
                 const int tid = (int)(i % threads);
                 ts[i].blk = blocks[i / threads].get();
                 ts[i].tidx = emu_dim3{(unsigned)tid, 0, 0};
                 ts[i].lane = tid & 31, ts[i].warp = tid >> 5;
-                ls[i] = Launch{&ts[i], body, ctx};
-                if (pthread_create(&ids[i], &attr, thread_main, &ls[i])) fail("pthread_create");
+                cs[i].t = &ts[i];
+                coro_init(cs[i]);
             }
-            pthread_attr_destroy(&attr);
-            for (pthread_t id : ids) pthread_join(id, nullptr);
+            for (size_t live = cs.size(); live;) {
+                const u64 before = progress;
+                for (Coro &c : cs) {
+                    if (c.done) continue;
+                    running = &c, cur = c.t;
+                    emu_ctx_switch(&sched_sp, c.sp);
+                    live -= c.done;
+                }
+                cur = nullptr;
+                if (live && progress == before) fail("deadlock: every live thread waits at a barrier no other reaches");
+            }
+            for (Coro &c : cs) munmap(c.mem, Coro::STACK + Coro::GUARD);
         }
 }
 

@@ -1,8 +1,8 @@
 // test_emu_skx.cc -- kernel_src/gemm_skx.cu under the CPU emulation of tests/emu/cuda_emu.h, one
-// specialization a build (its defines on the command line, as the JIT gives them): for M = 1, MAXM / 2 + 1
-// (with a bias and a row stride of N + 3) and MAXM, out[M, N] = x W^T (+ bias) against a double-precision
-// reference on the same 16-bit inputs, every output within the output type's rounding of the fp32 sum, no
-// write outside out[M, N] (poisoned); N two row tiles (one with clusters of 4), K = CL * WARPS * KW. What it checks that a GPU run would only show
+// specialization a build (its defines on the command line, as the JIT gives them): for M = 1, 2, MAXM / 2 + 1,
+// MAXM - 1 and MAXM (a bias on every other, a row stride of N + 3 on two), out[M, N] = x W^T (+ bias) against
+// a double-precision reference on the same 16-bit inputs, every output within the output type's rounding of
+// the fp32 sum, no write outside out[M, N] (poisoned); N three row tiles, K = CL * WARPS * KW. What it checks that a GPU run would only show
 // as wrong numbers: the fragment and swizzle indexing, the rings' waits (a copy lands only when its group
 // is waited for), the warps' and the cluster's sums. Exit 0 when every case passes.
 #include "gemm_tc_common.cuh"
@@ -25,7 +25,7 @@ static void body(void *p) {
 }
 
 int main() {
-    const int N = (CL >= 4 ? 1 : 2) * 16 * RT, K = CL * WARPS * KW; // (clusters of 4: one row tile, for time)
+    const int N = 3 * 16 * RT, K = CL * WARPS * KW; // three row tiles
     std::mt19937 rng(1234);
     std::uniform_real_distribution<float> ux(-1.0f, 1.0f), uw(-0.05f, 0.05f);
     std::vector<act_t> x((size_t)MAXM * K), w((size_t)N * K);
@@ -34,12 +34,13 @@ int main() {
     for (size_t i = 0; i < w.size(); i++) w[i] = from_f32<act_t>(uw(rng)), wf[i] = to_f32(w[i]);
     std::vector<out_t> bias(N);
     for (int n = 0; n < N; n++) bias[n] = from_f32<out_t>(ux(rng));
-    const int Ms[] = {1, MAXM / 2 + 1, MAXM};
+    const int Ms[] = {1, 2, MAXM / 2 + 1, MAXM - 1, MAXM};
     int failures = 0, cases = 0;
-    for (int mi = 0; mi < 3; mi++) {
+    for (int mi = 0; mi < 5; mi++) {
         const int M = Ms[mi];
-        const bool with_bias = mi == 1;
-        const int ldo = mi == 1 ? N + 3 : N;
+        if (mi && M <= Ms[mi - 1]) continue;
+        const bool with_bias = mi % 2 == 0;
+        const int ldo = mi == 2 || mi == 3 ? N + 3 : N;
         std::vector<out_t> out((size_t)(M + 1) * ldo);
         for (auto &o : out) memset(&o, 0xff, sizeof o); // NaN in every output type
         Args a{out.data(), ldo, x.data(), w.data(), with_bias ? bias.data() : nullptr, M, N, K};
