@@ -163,21 +163,6 @@ static_assert(2 * RED_BYTES <= SMEM_BYTES, "ROPE: the pair exchange past the spl
 #endif
 
 #define SK_PROF_N 10 // u64 a block in the profiling buffer (engine/cuda/ops_gpu.h KILN_SKGEMM_PROF_N)
-KILN_DEV u64 sk_gtime() {
-    u64 t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-#if CL > 1 && __CUDA_ARCH__ >= 900
-KILN_DEV void cluster_sync_all() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-KILN_DEV float cluster_ld(u32 a) {
-    float v; // volatile: stays between the two cluster barriers (asm order)
-    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a));
-    return v;
-}
-#endif
 
 #if SK_WGMMA || SK_TMA
 #include "wgmma.cuh" // (SK_TMA off sm_90a: tmap_t for the signature; the kernel traps there)
@@ -313,7 +298,7 @@ kiln_gemm_sk
     // kernel, once the first stage landed, at the loop's end and after the
     // split-K reduction, then the SM id, the stage count and the cluster rank
     u64 *pr = prof && tid == 0 ? prof + ((size_t)blockIdx.y * gridDim.x + blockIdx.x) * SK_PROF_N : nullptr;
-    if (pr) pr[0] = sk_gtime(), pr[2] = clock64();
+    if (pr) pr[0] = global_timer(), pr[2] = clock64();
 
 #if SK_TMA
     // The ring through TMA (SK_TMA): the last warp's lane 0 produces, the
@@ -526,8 +511,8 @@ kiln_gemm_sk
         pdl_launch();
 #if CL > 1 && __CUDA_ARCH__ >= 900
         __syncthreads();
-        cluster_sync_all();
-        cluster_sync_all();
+        cluster_barrier();
+        cluster_barrier();
 #endif
         return;
     }
@@ -556,7 +541,7 @@ kiln_gemm_sk
         for (int j = 0; j < NT; j++)
 #pragma unroll
             for (int e = 0; e < 4; e++) red[(warp * ACCN + (r * NT + j) * 4 + e) * 32 + lane] = acc[r][j][e];
-    cluster_sync_all();
+    cluster_barrier();
     const u32 me = cluster_rank();
     // all the remote loads first (CL per owned group), then the sums in slice
     // order; a group is one entry, or (GLU) the gate and up entries (r = 0, 1)
@@ -578,7 +563,7 @@ kiln_gemm_sk
         for (int h = 0; h < GE; h++) {
             const u32 off = (u32)((warp * ACCN + h * NG + gi) * 32 + lane) * 4;
 #pragma unroll
-            for (int q = 0; q < CL; q++) v[o][h][q] = gi < NG ? cluster_ld(rbase[q] + off) : 0.0f;
+            for (int q = 0; q < CL; q++) v[o][h][q] = gi < NG ? ld_cluster_f32(rbase[q] + off) : 0.0f;
         }
     }
 #if ROPE
@@ -638,7 +623,7 @@ kiln_gemm_sk
     }
 #endif // ROPE
     if (pr) pr[6] = clock64();
-    cluster_sync_all(); // no block leaves while another may still read its shared memory
+    cluster_barrier(); // no block leaves while another may still read its shared memory
 #else
     __trap(); // split-K clusters need sm_90 (the host never launches this)
 #endif
@@ -684,9 +669,8 @@ kiln_gemm_sk
     if (pr) pr[6] = clock64();
 #endif
     if (pr) {
-        u32 sm;
-        asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-        pr[1] = sk_gtime(), pr[7] = sm, pr[8] = (u64)nst, pr[9] = blockIdx.y;
+        const u32 sm = sm_id();
+        pr[1] = global_timer(), pr[7] = sm, pr[8] = (u64)nst, pr[9] = blockIdx.y;
     }
 #endif // SK_WG && !SK_WGMMA
 }

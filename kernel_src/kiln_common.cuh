@@ -68,6 +68,17 @@ KILN_DEV float ld_cluster_f32(u32 a) {
     return v;
 }
 #endif
+// the global nanosecond timer and this block's SM (profiling records)
+KILN_DEV u64 global_timer() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+KILN_DEV u32 sm_id() {
+    u32 s;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+    return s;
+}
 // orders the compiler's memory accesses around it (asm statements without a memory clobber, such as ldsm_x4,
 // are not ordered against plain loads and stores otherwise)
 KILN_DEV void compiler_fence() { asm volatile("" ::: "memory"); }

@@ -121,6 +121,7 @@ struct Thread {
 };
 inline Thread *cur = nullptr;
 inline emu_dim3 grid_dim, block_dim;
+inline u64 ticks = 0; // clock64 / globaltimer: a count that only grows
 
 [[noreturn]] inline void fail(const char *what) {
     if (cur) fprintf(stderr, "emu: %s (block %u,%u thread %u)\n", what, cur->blk->idx.x, cur->blk->idx.y, cur->tidx.x);

@@ -1,8 +1,9 @@
 # cmake -DSRC=kernel.cu -DDST=out.cu -P emu_transform.cmake: a kernel source as host C++ for tests/emu: its
-# dynamic shared memory declaration becomes the emulated block's buffer, extern "C" goes (several
+# dynamic shared memory declarations become the emulated block's buffer, extern "C" goes (several
 # specializations link into one program).
 file(READ "${SRC}" text)
-string(REPLACE "extern __shared__ __align__(128) unsigned char smem[];" "unsigned char *const smem = emu::block_smem();" text "${text}")
+string(REGEX REPLACE "extern __shared__ __align__\\(([0-9]+)\\) unsigned char ([A-Za-z_0-9]+)\\[\\];"
+       "unsigned char *const \\2 = emu::block_smem();" text "${text}")
 string(REPLACE "extern \"C\" __global__" "__global__" text "${text}")
 string(FIND "${text}" "extern __shared__" left)
 if(NOT left EQUAL -1)

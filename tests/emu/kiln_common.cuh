@@ -63,6 +63,14 @@ template <> inline fp16 from_f32<fp16>(float f) {
     return r;
 }
 
+// CUDA's integer / float min and max overloads
+KILN_DEV int min(int a, int b) { return a < b ? a : b; }
+KILN_DEV int max(int a, int b) { return a > b ? a : b; }
+KILN_DEV unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+KILN_DEV unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+KILN_DEV float min(float a, float b) { return fminf(a, b); }
+KILN_DEV float max(float a, float b) { return fmaxf(a, b); }
+
 KILN_DEV uint4 ld16(const void *p) {
     uint4 v;
     memcpy(&v, p, 16);
@@ -72,6 +80,9 @@ KILN_DEV uint4 ld16_cg(const void *p) { return ld16(p); }
 KILN_DEV void st16(void *p, uint4 v) { memcpy(p, &v, 16); }
 
 KILN_DEV void pdl_wait() {}
+KILN_DEV u64 global_timer() { return ++emu::ticks; }
+KILN_DEV u32 sm_id() { return emu::cur->blk->idx.x % 132; }
+KILN_DEV i64 clock64() { return (i64)++emu::ticks; }
 KILN_DEV void pdl_launch() {}
 KILN_DEV void compiler_fence() {}
 

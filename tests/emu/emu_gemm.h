@@ -1,0 +1,72 @@
+// emu_gemm.h -- what the GEMM kernels' emulation tests (test_emu_*.cc) share: 16-bit inputs drawn at random
+// (x in [-1, 1], W in [-wmax, wmax], a bias in out_t) with their double values, the cases' row counts (1, 2,
+// MAXM / 2 + 1, MAXM - 1, MAXM; a bias on every other, a row stride of width + 5 on the middle two), poisoned
+// outputs, and the check of one case against a reference: every output within its tolerance, nothing
+// written outside out[M, width]. After gemm_tc_common.cuh (act_t, out_t).
+#pragma once
+#include <cmath>
+#include <random>
+#include <vector>
+
+struct EmuGemmInputs {
+    std::vector<act_t> x, w;
+    std::vector<double> xf, wf;
+    std::vector<out_t> bias;
+    EmuGemmInputs(int maxm, int N, int K, float wmax, unsigned seed) : x((size_t)maxm * K), w((size_t)N * K), xf(x.size()), wf(w.size()), bias(N) {
+        std::mt19937 rng(seed);
+        std::uniform_real_distribution<float> ux(-1.0f, 1.0f), uw(-wmax, wmax);
+        for (size_t i = 0; i < x.size(); i++) x[i] = from_f32<act_t>(ux(rng)), xf[i] = to_f32(x[i]);
+        for (size_t i = 0; i < w.size(); i++) w[i] = from_f32<act_t>(uw(rng)), wf[i] = to_f32(w[i]);
+        for (int n = 0; n < N; n++) bias[n] = from_f32<out_t>(0.5f * ux(rng));
+    }
+    // x[m] . W[n] (+ bias[n]) in double, and mag = the sum of the magnitudes of its terms
+    double dot(int m, int n, int K, bool with_bias, double &mag) const {
+        double s = with_bias ? (double)to_f32(bias[n]) : 0.0;
+        mag = fabs(s);
+        for (int k = 0; k < K; k++) {
+            const double p = xf[(size_t)m * K + k] * wf[(size_t)n * K + k];
+            s += p, mag += fabs(p);
+        }
+        return s;
+    }
+};
+
+// the cases: for each distinct M, run(M, with_bias, ldo, out) with out poisoned (NaN in every output type) and
+// (M + 1) x ldo, then every out[m, n] (m < M, n < width) checked against ref(m, n, with_bias, tol) and the
+// rest still poison; one line a case; returns the failed cases
+template <class Run, class Ref> int emu_gemm_cases(const char *what, int maxm, int width, Run run, Ref ref) {
+    const int Ms[] = {1, 2, maxm / 2 + 1, maxm - 1, maxm};
+    int failures = 0, cases = 0;
+    for (int mi = 0; mi < 5; mi++) {
+        const int M = Ms[mi];
+        if (mi && M <= Ms[mi - 1]) continue;
+        const bool with_bias = mi % 2 == 0;
+        const int ldo = mi == 2 || mi == 3 ? width + 5 : width;
+        std::vector<out_t> out((size_t)(M + 1) * ldo);
+        for (auto &o : out) memset(&o, 0xff, sizeof o);
+        run(M, with_bias, ldo, out.data());
+        int bad = 0, stray = 0;
+        for (int m = 0; m <= M; m++)
+            for (int n = 0; n < ldo; n++) {
+                const double got = to_f32(out[(size_t)m * ldo + n]);
+                if (m == M || n >= width) {
+                    stray += !std::isnan(got);
+                    continue;
+                }
+                double tol;
+                const double r = ref(m, n, with_bias, tol);
+                if (!(fabs(got - r) <= tol)) {
+                    if (bad < 5) fprintf(stderr, "  M %d: out[%d, %d] = %g, reference %g (tolerance %.3g)\n", M, m, n, got, r, tol);
+                    bad++;
+                }
+            }
+        cases++;
+        const bool ok = bad == 0 && stray == 0;
+        failures += !ok;
+        printf("%s %s act %s out %s: M %d width %d bias %d ldo %d: %d wrong, %d stray writes\n", ok ? "ok  " : "FAIL", what,
+               mma_kind<act_t>::f16 ? "fp16" : "bf16", sizeof(out_t) == 4 ? "fp32" : "16-bit", M, width, with_bias, ldo, bad,
+               stray);
+    }
+    printf("%d of %d cases passed\n", cases - failures, cases);
+    return failures;
+}
