@@ -87,11 +87,17 @@ struct Barrier {
     void meet() {
         meet([] {});
     }
+    // a thread that will never arrive (it exited): the others no longer wait for it
+    void leave() {
+        n--;
+        progress++;
+        if (count && count == n) count = 0, gen++;
+    }
 };
 
 struct Warp {
     Barrier bar{32};
-    u32 addr[32], out[32][4], a[32][4], b[32][2];
+    u32 addr[32], out[32][4], a[32][4], b[32][2], sv[32], ssrc[32], sres[32];
     float d[32][4];
 };
 struct Cluster;
@@ -193,6 +199,17 @@ inline void ldsm(u32 *r, int nmat, u32 a) {
     for (int i = 0; i < nmat; i++) r[i] = w.out[lane][i]; // (no lane's next collective completes before this)
 }
 
+// __shfl_*_sync: lane L gets the 32-bit value of lane src (its own where src is outside the warp)
+inline u32 shfl(u32 v, int src) {
+    Warp &w = *cur->blk->warps[cur->warp];
+    const int lane = cur->lane;
+    w.sv[lane] = v, w.ssrc[lane] = (u32)src;
+    w.bar.meet([&] {
+        for (int l = 0; l < 32; l++) w.sres[l] = w.sv[w.ssrc[l] < 32 ? w.ssrc[l] : (u32)l];
+    });
+    return w.sres[lane];
+}
+
 // mma.sync.m16n8k16.row.col.f32 (bf16 or f16 in): lane L = 4 g + t holds A[g][2t..], A[g + 8][2t..],
 // A[g][2t + 8..], A[g + 8][2t + 8..] (a0..a3), B[2t..][g], B[2t + 8..][g] (b0, b1), C / D[g][2t], [g][2t + 1],
 // [g + 8][2t], [g + 8][2t + 1]
@@ -246,6 +263,10 @@ inline void yield() { emu_ctx_switch(&running->sp, sched_sp); }
 inline void coro_entry() {
     run_body(run_ctx);
     if (!cur->open.empty() || !cur->groups.empty()) cp_wait(0); // (a kernel may exit with copies in flight)
+    Block *b = cur->blk; // an exited thread is no longer waited for at barriers (as on the GPU)
+    b->warps[cur->warp]->bar.leave();
+    b->bar->leave();
+    if (b->cl) b->cl->bar->leave();
     running->done = true;
     progress++;
     emu_ctx_switch(&running->sp, sched_sp);
@@ -324,6 +345,7 @@ inline void launch(emu_dim3 grid, int threads, size_t smem, int cluster_y, void 
 #define blockDim (emu::block_dim)
 #define __syncwarp() emu::syncwarp()
 #define __syncthreads() emu::syncthreads()
+#define __shared__ static // (per kernel, not per block: right while blocks run one at a time -- no cluster)
 #define __trap() emu::fail("__trap")
 #define __global__
 #define __device__

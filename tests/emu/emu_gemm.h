@@ -1,6 +1,7 @@
 // emu_gemm.h -- what the GEMM kernels' emulation tests (test_emu_*.cc) share: 16-bit inputs drawn at random
 // (x in [-1, 1], W in [-wmax, wmax], a bias in out_t) with their double values, the cases' row counts (1, 2,
-// MAXM / 2 + 1, MAXM - 1, MAXM; a bias on every other, a row stride of width + 5 on the middle two), poisoned
+// MAXM / 2 + 1, MAXM - 1, MAXM, within 1 .. MAXM; a bias on every other, a row stride of width + 5 on the middle
+// two; a case repeated exactly is skipped), poisoned
 // outputs, and the check of one case against a reference: every output within its tolerance, nothing
 // written outside out[M, width]. After gemm_tc_common.cuh (act_t, out_t).
 #pragma once
@@ -36,12 +37,15 @@ struct EmuGemmInputs {
 // rest still poison; one line a case; returns the failed cases
 template <class Run, class Ref> int emu_gemm_cases(const char *what, int maxm, int width, Run run, Ref ref) {
     const int Ms[] = {1, 2, maxm / 2 + 1, maxm - 1, maxm};
-    int failures = 0, cases = 0;
+    int failures = 0, cases = 0, seen[5][3];
     for (int mi = 0; mi < 5; mi++) {
-        const int M = Ms[mi];
-        if (mi && M <= Ms[mi - 1]) continue;
+        const int M = Ms[mi] < 1 ? 1 : Ms[mi] > maxm ? maxm : Ms[mi];
         const bool with_bias = mi % 2 == 0;
         const int ldo = mi == 2 || mi == 3 ? width + 5 : width;
+        bool dup = false;
+        for (int j = 0; j < mi; j++) dup |= seen[j][0] == M && seen[j][1] == with_bias && seen[j][2] == ldo;
+        seen[mi][0] = M, seen[mi][1] = with_bias, seen[mi][2] = ldo;
+        if (dup) continue;
         std::vector<out_t> out((size_t)(M + 1) * ldo);
         for (auto &o : out) memset(&o, 0xff, sizeof o);
         run(M, with_bias, ldo, out.data());

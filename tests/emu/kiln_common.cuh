@@ -71,12 +71,50 @@ KILN_DEV unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
 KILN_DEV float min(float a, float b) { return fminf(a, b); }
 KILN_DEV float max(float a, float b) { return fmaxf(a, b); }
 
+struct float4 {
+    float x, y, z, w;
+};
+KILN_DEV float rsqrtf(float v) { return 1.0f / sqrtf(v); }
+template <class T> KILN_DEV T __shfl_xor_sync(unsigned mask, T v, int o) {
+    static_assert(sizeof(T) == 4, "32-bit shuffles");
+    u32 u;
+    memcpy(&u, &v, 4);
+    u = emu::shfl(u, emu::cur->lane ^ o);
+    memcpy(&v, &u, 4);
+    return v;
+}
+KILN_DEV float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+KILN_DEV float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// A vector of N elements of T stored in 16 bytes (N = 16 / sizeof(T)).
+template <class T> struct vec16 {
+    static constexpr int N = 16 / sizeof(T);
+    uint4 v;
+    float get(int i) const {
+        T e;
+        memcpy(&e, reinterpret_cast<const unsigned char *>(&v) + i * sizeof(T), sizeof(T));
+        return to_f32(e);
+    }
+    void set(int i, float f) {
+        const T e = from_f32<T>(f);
+        memcpy(reinterpret_cast<unsigned char *>(&v) + i * sizeof(T), &e, sizeof(T));
+    }
+};
+
 KILN_DEV uint4 ld16(const void *p) {
     uint4 v;
     memcpy(&v, p, 16);
     return v;
 }
 KILN_DEV uint4 ld16_cg(const void *p) { return ld16(p); }
+KILN_DEV uint4 ld16_nc(const void *p) { return ld16(p); }
+KILN_DEV uint4 ld16_stream(const void *p) { return ld16(p); }
 KILN_DEV void st16(void *p, uint4 v) { memcpy(p, &v, 16); }
 
 KILN_DEV void pdl_wait() {}
