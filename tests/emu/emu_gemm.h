@@ -30,6 +30,24 @@ struct EmuGemmInputs {
         }
         return s;
     }
+    // the expected out[m, n] of a GEMM (glu false: x[m] . W[n] (+ bias), within its fp32 sum's error and one
+    // rounding to out) or of a gate/up GEMM with the SiLU-and-mul epilogue (W = [gate rows; up rows], up row n
+    // at n + up: silu(g) * u with g and u rounded to act first, those roundings propagated), and its tolerance
+    double expect(bool glu, int m, int n, int up, int K, bool with_bias, double &tol) const {
+        // one rounding to act is at most half an ulp: 2^-8 (bf16) or 2^-11 (fp16) of the value
+        const double ulp_act = mma_kind<act_t>::f16 ? 1.0 / 2048 : 1.0 / 256, ulp_out = sizeof(out_t) == 4 ? 1e-7 : ulp_act;
+        double mg, mu;
+        const double g = dot(m, n, K, with_bias, mg);
+        if (!glu) {
+            tol = mg * K * 1.2e-7 + fabs(g) * ulp_out + 1e-6;
+            return g;
+        }
+        const double u = dot(m, n + up, K, with_bias, mu);
+        const double sg = 1.0 / (1.0 + exp(-g)), silu = g * sg, dsilu = sg * (1.0 + g * (1.0 - sg));
+        const double eg = fabs(g) * ulp_act + mg * K * 1.2e-7, eu = fabs(u) * ulp_act + mu * K * 1.2e-7;
+        tol = fabs(dsilu * u) * eg + fabs(silu) * eu + fabs(silu * u) * (ulp_out + 1e-6) + 1e-6;
+        return silu * u;
+    }
 };
 
 // the cases: for each distinct M, run(M, with_bias, ldo, out) with out poisoned (NaN in every output type) and
