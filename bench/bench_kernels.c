@@ -619,7 +619,7 @@ static void bench_gemm(bool sk_only) {
         const size_t n_tab = sk_quick ? KILN_ARRAY_LEN(skq) : KILN_ARRAY_LEN(sk);
         for (size_t ti = 0; ti < n_tab; ti++) {
             kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = -1,
-                                  .skgemm_max_m = 64, .skgemm_max_weight_mb = -1, .skgemm_warps = tab[ti].warps,
+                                  .skgemm_max_m = 64, .skx_max_m = -1, .skgemm_max_weight_mb = -1, .skgemm_warps = tab[ti].warps,
                                   .skgemm_tiles = tab[ti].rt, .skgemm_stages = tab[ti].stages,
                                   .skgemm_split = tab[ti].split, .skgemm_wg = tab[ti].wg};
             char name[64];
@@ -698,7 +698,7 @@ static void bench_gemm(bool sk_only) {
             {"wk 2", 0, 2, 0, 0, 0},    {"wk 4", 0, 4, 0, 0, 0},         {"rt 1", 0, 0, 1, 0, 0},
             {"warps 4", 4, 0, 0, 0, 0}, {"split 1", 0, 0, 0, 1, 0}};
         for (size_t ti = 0; ti < KILN_ARRAY_LEN(tc); ti++) {
-            kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = 64, .skgemm_max_m = -1,
+            kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = 64, .skx_max_m = -1, .skgemm_max_m = -1,
                                   .tcgemm_warps = tc[ti].warps,
                                   .tcgemm_warps_k = tc[ti].wk, .tcgemm_tiles = tc[ti].rt, .tcgemm_split = tc[ti].split,
                                   .tcgemm_prefetch_mb = tc[ti].pf};
@@ -755,7 +755,7 @@ static void bench_gemm_mid(void) {
  * time of both. */
 static void bench_gemm_sk_silu(void) {
     kiln_gpu_params bp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = -1, .skgemm_max_m = -1};
-    kiln_gpu_params sp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = -1, .skgemm_max_m = 64,
+    kiln_gpu_params sp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = -1, .skgemm_max_m = 64, .skx_max_m = -1,
                           .skgemm_max_weight_mb = -1, .skgemm_silu = 1};
     kiln_gpu_params tp = sp;
     tp.skgemm_wg = 2, tp.skgemm_stages = 4;
@@ -826,7 +826,7 @@ static void bench_gemm_sk_prof(void) {
             /* M = 32 at 3 (default), 4, 5, 6 stages: bytes in flight against blocks an SM */
             static const int Mc[] = {8, 16, 32, 32, 32, 32}, Sc[] = {0, 0, 0, 4, 5, 6};
             kiln_gpu_params gp = {.max_sample_rows = 1, .vocab = 16, .gemv_max_m = -1, .tcgemm_max_m = -1,
-                                  .skgemm_max_m = 64, .skgemm_max_weight_mb = -1, .skgemm_stages = Sc[cfg]};
+                                  .skgemm_max_m = 64, .skx_max_m = -1, .skgemm_max_weight_mb = -1, .skgemm_stages = Sc[cfg]};
             kiln_gpu *gs = NULL;
             CK(kiln_gpu_create(dev, &gp, &gs));
             g.g = gs, g.M = Mc[cfg];

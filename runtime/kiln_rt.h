@@ -393,14 +393,19 @@ static inline kiln_skgemm_shape kiln_skgemm_plan(int n_sms, int smem_per_sm, int
 
 /* gemm_skx (kernel_src/gemm_skx.cu; engine/cuda/ops_gpu.c skx_gemm) for 2 <= M <= this many rows, before
  * gemm_sk ($KILN_SKX_MAX_M, at most 32; 0 never): x stationary in registers, W through warp-private cp.async
- * rings, one sum of the warps at the end, clusters of 1, 2 or 4 blocks (the design of bench/skx_micro.cu).
- * Off: not yet measured on a GPU. */
-#define KILN_SKX_MAX_M_DEFAULT 0
+ * rings, one sum of the warps at the end, clusters of 1 or 2 blocks (the design of bench/skx_micro.cu). H200,
+ * 2026-12-01 (bench/RESULTS.md): bench_kernels gemm_rows at 8 / 16 rows o 76.2 / 74.6% of copy against 64.1 /
+ * 63.2% for the default path, qkv 84.3 / 77.5 against 67.6 / 68.2, down at 8 rows 97.5 against 83.9; at 32 rows
+ * slower (o 57.4 against 62.5: the MMAs with x in registers and the cluster's sum); kiln bench with it up to 16
+ * rows: -b 4 916.9 against 890.3 tok/s, -b 8 1768.3 against 1724.8, -b 16 3392 / 3387 against 3368 / 3364 */
+#define KILN_SKX_MAX_M_DEFAULT 16
 /* gemm_skx's launch shape for an N x K weight at M rows (kiln_skx_plan): ok, the MAXM bucket (8|16|32), warps,
  * columns a warp (kw), a ring slot's columns (sk: 64|128), slots a warp (s), 16-row tiles a block (rt), K split
  * over a cluster (cl: 1|2|4; 1 before sm_90), the block's dynamic shared memory and the row tiles (gridDim.x). */
 typedef struct kiln_skx_shape { int ok, maxm, warps, kw, sk, s, rt, cl, smem, tiles; } kiln_skx_shape;
-/* Served (ok) where K splits into cl * 8 warps of kw columns (a multiple of 64, x's fragments at most 128
+/* Clusters of at most 2 (a TPC's pair): with 4 only ~30 of the 32 clusters of a 128-block grid are resident at
+ * once (the H200, 2026-12-01: down at 16 rows 60.7% of copy against 84.3% for the default path). Served (ok)
+ * where K splits into cl * 8 warps of kw columns (a multiple of 64, x's fragments at most 128
  * registers a thread: kw <= 1024 / (maxm / 8)) with the smallest such cl, N into tiles of 16 rt rows (rt <= 8,
  * the smallest that makes tiles * cl <= n_sms: one wave of one block an SM), and at least 3 slots a warp fit
  * smem_optin beside each warp's area (x's staging, then its parked accumulators). */
@@ -410,7 +415,7 @@ static inline kiln_skx_shape kiln_skx_plan(int n_sms, int smem_optin, int cc_maj
     p.maxm = M <= 8 ? 8 : M <= 16 ? 16 : 32;
     p.warps = 8;
     const int nt = p.maxm / 8, kw_max = 1024 / nt;
-    for (int cl = 1; cl <= (cc_major >= 9 ? 4 : 1) && !p.cl; cl *= 2) {
+    for (int cl = 1; cl <= (cc_major >= 9 ? 2 : 1) && !p.cl; cl *= 2) {
         if (K % (cl * p.warps)) continue;
         const int kw = (int)(K / (cl * p.warps));
         if (kw <= kw_max && kw % 64 == 0) p.cl = cl, p.kw = kw;

@@ -736,6 +736,19 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s139; then # twenty-fifth session: gemm_skx on by default up to 16 rows -- test_gpu_engine, test_gemm_skx, test_gemm, test_gemm_sk
+  export CUDA_VISIBLE_DEVICES=0
+  gt test_gpu_engine 280 "FAIL|passed" -- test_gpu_engine
+  ops_cases =test_gemm_skx =test_gemm =test_gemm_sk
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s138; then # twenty-fifth session: gemm_skx at <= 16 rows only (clusters of at most 2), engine -b 16 / 8 / 4 with KILN_SKX_MAX_M=16 against the default, alternating
+  export CUDA_VISIBLE_DEVICES=0
+  for r in 1 2; do ab "b16-skx16-$r" KILN_SKX_MAX_M=16 -- -b 16 -s 128 -o 256 --iters 1; done
+  ab "b8-skx16" KILN_SKX_MAX_M=16 -- -b 8 -s 128 -o 256 --iters 1
+  ab "b4-skx16" KILN_SKX_MAX_M=16 -- -b 4 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s137; then # twenty-fifth session: gemm_skx in kiln -- its test (and test_gemm), bench_kernels gemm_rows (kiln default beside gemm_skx where it serves), engine -b 32 / -b 16 with KILN_SKX_MAX_M=32 against the default, alternating
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_gemm_skx =test_gemm

@@ -2060,7 +2060,7 @@ KT_TEST(test_gemm_tc) {
     kiln_pool *pool = NULL;
     KT_OK(kiln_pool_create(8, &pool));
     for (size_t ti = 0; ti < KILN_ARRAY_LEN(tl); ti++) {
-        kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = 64, .skgemm_max_m = -1,
+        kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = 64, .skx_max_m = -1, .skgemm_max_m = -1,
                               .tcgemm_warps = tl[ti].warps,
                               .tcgemm_warps_k = tl[ti].wk, .tcgemm_tiles = tl[ti].rt, .tcgemm_stages = tl[ti].stages,
                               .tcgemm_split = tl[ti].split, .tcgemm_prefetch_mb = tl[ti].pf};
@@ -2081,7 +2081,7 @@ KT_TEST(test_gemm_tc) {
     KT_CHECK(tc_tested && tc_reduce_tested);
 
     /* Llama-3-8B: qkv, o, gate_up, down in the default tiling */
-    kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = 64, .skgemm_max_m = -1};
+    kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = 64, .skx_max_m = -1, .skgemm_max_m = -1};
     kiln_gpu *tg = NULL;
     KT_OK(kiln_gpu_create(dev, &gp, &tg));
     gemm_llama_shapes(tg, pool, Ms, KILN_ARRAY_LEN(Ms), "gemm_tc ");
@@ -2115,7 +2115,7 @@ KT_TEST(test_gemm_sk) {
     KT_OK(kiln_pool_create(8, &pool));
     for (size_t ti = 0; ti < KILN_ARRAY_LEN(tl); ti++) {
         kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1,
-                              .skgemm_max_m = 64, .skgemm_max_weight_mb = -1, .skgemm_warps = tl[ti].warps, .skgemm_tiles = tl[ti].rt,
+                              .skgemm_max_m = 64, .skx_max_m = -1, .skgemm_max_weight_mb = -1, .skgemm_warps = tl[ti].warps, .skgemm_tiles = tl[ti].rt,
                               .skgemm_stages = tl[ti].stages, .skgemm_split = tl[ti].split, .skgemm_wg = tl[ti].wg};
         if (tl[ti].wg > 0 && !sm90) continue;
         kiln_gpu *tg = NULL;
@@ -2143,13 +2143,13 @@ KT_TEST(test_gemm_sk) {
     kiln_gpu *tg = NULL;
     for (int wg = 1; wg <= 2 && sm90; wg++) { /* the Llama-3-8B projections on the warpgroup MMA */
         kiln_gpu_params gw = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1,
-                              .skgemm_max_m = 64, .skgemm_max_weight_mb = -1, .skgemm_wg = wg};
+                              .skgemm_max_m = 64, .skx_max_m = -1, .skgemm_max_weight_mb = -1, .skgemm_wg = wg};
         KT_OK(kiln_gpu_create(dev, &gw, &tg));
         gemm_llama_shapes(tg, pool, Ms, KILN_ARRAY_LEN(Ms), wg == 2 ? "gemm_sk_tma " : "gemm_sk_wg ");
         kiln_gpu_destroy(tg);
         tg = NULL;
     }
-    kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1, .skgemm_max_m = 64,
+    kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1, .skgemm_max_m = 64, .skx_max_m = -1,
                           .skgemm_max_weight_mb = -1, .skgemm_wg = -1};
     KT_OK(kiln_gpu_create(dev, &gp, &tg));
     gemm_llama_shapes(tg, pool, Ms, KILN_ARRAY_LEN(Ms), "gemm_sk ");
@@ -2252,7 +2252,7 @@ KT_TEST(test_silu_gemm_sk) {
     for (size_t ci = 0; ci < KILN_ARRAY_LEN(cf); ci++) {
         if (cf[ci].wg > 0 && !sm90_device()) continue;
         kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1,
-                              .skgemm_max_m = 64, .skgemm_max_weight_mb = -1, .skgemm_silu = 1,
+                              .skgemm_max_m = 64, .skx_max_m = -1, .skgemm_max_weight_mb = -1, .skgemm_silu = 1,
                               .skgemm_split = cf[ci].split, .skgemm_wg = cf[ci].wg};
         kiln_gpu *gv = NULL;
         KT_OK(kiln_gpu_create(dev, &gp, &gv));

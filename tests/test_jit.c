@@ -428,8 +428,8 @@ KT_TEST(test_gemm_buckets) {
 /* gemm_skx's launch plan (kiln_skx_plan): wherever it serves, K splits into cl x warps x kw columns with kw
  * a multiple of 64 and of the slot's columns, x's fragments fit 128 registers, N splits into whole tiles of
  * 16 rt rows, one wave of one block an SM, at least 3 slots a warp in the shared memory asked, cl 1 before
- * sm_90; the Llama-3-8B shapes it takes (o, qkv at 32 rows through clusters of 2; down at 16 through 4;
- * no K split at 16 rows for o / qkv) and those it leaves (down at 32 rows, gate_up, ragged N, M > 32); every
+ * sm_90; the Llama-3-8B shapes it takes (o, qkv at 32 rows through clusters of 2, down at 8 rows; no K split
+ * at 16 rows for o / qkv) and those it leaves (down at 16 / 32 rows, gate_up, ragged N, M > 32); every
  * planned specialization is allowed by the registry. */
 KT_TEST(test_skx_plan) {
     const kiln_jit_kernel_def *d = kiln_jit_find("gemm_skx");
@@ -469,12 +469,14 @@ KT_TEST(test_skx_plan) {
     KT_CHECK(o32.ok && o32.cl == 2 && o32.kw == 256 && o32.rt == 4 && o32.s == 5 && o32.tiles == 64);
     KT_CHECK(q32.ok && q32.cl == 2 && q32.rt == 6 && q32.s == 4);
     KT_CHECK(o16.ok && o16.cl == 1 && o16.kw == 512 && o16.rt == 2 && o16.tiles == 128);
-    KT_CHECK(d16.ok && d16.cl == 4 && d16.kw == 448 && d16.sk == 64 && d16.rt == 8);
+    KT_CHECK(!d16.ok); /* down at 16 rows would need a cluster of 4 */
+    KT_CHECK(kiln_skx_plan(132, 232448, 9, 8, 4096, 14336).cl == 2); /* ... at 8 rows 2 */
     KT_CHECK(!kiln_skx_plan(132, 232448, 9, 32, 4096, 14336).ok);  /* down at 32 rows: x would not fit */
     KT_CHECK(!kiln_skx_plan(132, 232448, 9, 8, 28672, 4096).ok);   /* gate_up: more than a wave */
     KT_CHECK(!kiln_skx_plan(132, 232448, 9, 8, 200, 512).ok);      /* ragged N */
     KT_CHECK(!kiln_skx_plan(132, 232448, 8, 32, 4096, 4096).ok);   /* o at 32 rows needs a cluster */
-    KT_CHECK(kiln_skx_plan(132, 232448, 9, 32, 96, 8192).cl == 4); /* the GPU test's cluster of 4 */
+    KT_CHECK(!kiln_skx_plan(132, 232448, 9, 32, 96, 8192).ok);    /* no cluster of 4 */
+    KT_CHECK(kiln_skx_plan(132, 232448, 9, 16, 96, 8192).cl == 2);
     KT_CHECK(kiln_skx_plan(132, 232448, 9, 32, 208, 512).sk == 64);
 }
 

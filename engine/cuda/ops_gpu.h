@@ -82,7 +82,7 @@ typedef struct kiln_gpu_params {
     int skx_max_m;           /* GEMMs with 2 <= M <= this (and M above gemv_max_m) use
                                 kernel_src/gemm_skx.cu where kiln_skx_plan serves the
                                 shape, before gemm_sk (0: $KILN_SKX_MAX_M, else
-                                KILN_SKX_MAX_M_DEFAULT = 0; negative: never; <= 32) */
+                                KILN_SKX_MAX_M_DEFAULT = 16; negative: never; <= 32) */
     int skgemm_silu;         /* the gate/up GEMM with SiLU (kiln_gpu_gemm_silu) through gemm_sk for
                                 2 <= M <= skgemm_max_m, any weight size, where the GEMV does
                                 not serve M (1 on, negative off; 0: $KILN_SKGEMM_SILU, else
