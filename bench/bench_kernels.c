@@ -583,9 +583,8 @@ static void bench_gemm(bool sk_only) {
             g.g = gk;
             for (int mi = 1; mi < 4 && !m1_only; mi++) {
                 g.M = Mk[mi];
-                const kiln_skx_shape p = kiln_skx_plan(kiln_rt_device_get_info(dev)->n_sms,
-                                                       kiln_rt_device_get_info(dev)->smem_per_block_optin,
-                                                       kiln_rt_device_get_info(dev)->cc_major, g.M, g.N, g.K);
+                const kiln_rt_device_info *di = kiln_rt_device_get_info(dev);
+                const kiln_skx_shape p = kiln_skx_plan(di->n_sms, di->smem_per_block_optin, di->cc_major, g.M, g.N, g.K);
                 if (!p.ok) continue;
                 double t = time_op(op_gemm, &g, sets, 20, 20);
                 char shape[80], name[96];
