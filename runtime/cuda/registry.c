@@ -475,6 +475,20 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
                 KILN_TRY(add_spec(l, "gemm_tc", "ACT=%s OUT=%s MAXM=%d WARPS=%d WK=%d RT=%d STAGES=%d", a,
                                   o ? "fp32" : a, mm, KILN_TCGEMM_WARPS_DEFAULT, wk, KILN_TCGEMM_TILES_DEFAULT(mm), ns));
             }
+    /* gemm_skx (kernel_src/gemm_skx.cu; ops_gpu.c kiln_gpu_gemm, before gemm_sk) for 2 <= M <= the default
+     * KILN_SKX_MAX_M on the o and down projections of one GPU (qkv takes gemm_sk's rope epilogue there), as
+     * kiln_skx_plan shapes them on an H100 / H200 */
+    {
+        const int hid = m->n_heads * m->head_dim;
+        const int nk[2][2] = {{hid, hid}, {m->hidden, m->intermediate}};
+        for (int mm = 8; mm / 2 < KILN_SKX_MAX_M_DEFAULT && mm <= 32; mm *= 2)
+            for (int i = 0; i < 2; i++) {
+                const kiln_skx_shape p = kiln_skx_plan(132, 232448, 9, mm, nk[i][0], nk[i][1]);
+                if (p.ok)
+                    KILN_TRY(add_spec(l, "gemm_skx", "ACT=%s OUT=%s MAXM=%d WARPS=%d KW=%d SK=%d SLOTS=%d RT=%d CL=%d", a, a,
+                                      p.maxm, p.warps, p.kw, p.sk, p.s, p.rt, p.cl));
+            }
+    }
     /* the cluster split-K GEMM (kernel_src/gemm_sk.cu) for 2 <= M <= the default
      * KILN_SKGEMM_MAX_M on the qkv and o projections of one GPU (their weights are
      * within KILN_SKGEMM_MAX_WEIGHT_MB), split as an H100 / H200 (132 SMs, 228 KiB
