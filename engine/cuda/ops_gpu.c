@@ -28,6 +28,8 @@ struct kiln_gpu {
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int sk_max_m, sk_max_mb, sk_max_mb32, sk_warps, sk_rt, sk_stages, sk_split, sk_silu; /* gemm_sk knobs */
     int skx_max_m; /* gemm_skx for 2 <= M <= this ($KILN_SKX_MAX_M, <= 32; 0 never) */
+    int skx_halves; /* ... 17..32 rows as two 16-row halves ($KILN_SKX_HALVES) */
+    int skx_m1;     /* ... plain one-row GEMMs through it in place of the GEMV ($KILN_SKX_M1) */
     int sk_wg; /* gemm_sk on the warpgroup MMA on sm_90 ($KILN_SKGEMM_WG): 1 kernel_src/gemm_sk_wg.cu, 2 fed by TMA
                 * (kernel_src/gemm_sk_tma.cu; the rope epilogue stays on gemm_sk_wg) */
     int sk_tma;            /* gemm_sk's plain and SiLU epilogues through gemm_sk_tma from this MAXM on (sm_90; 0 never) */
@@ -124,6 +126,8 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->sk_max_m = knob(p ? p->skgemm_max_m : 0, "KILN_SKGEMM_MAX_M", KILN_SKGEMM_MAX_M_DEFAULT);
     g->sk_max_m = KILN_MAX(0, KILN_MIN(g->sk_max_m, 64)); /* MAXM buckets 8..64 */
     g->skx_max_m = KILN_MAX(0, KILN_MIN(32, knob(p ? p->skx_max_m : 0, "KILN_SKX_MAX_M", KILN_SKX_MAX_M_DEFAULT)));
+    g->skx_halves = knob(p ? p->skx_halves : 0, "KILN_SKX_HALVES", 0) > 0;
+    g->skx_m1 = knob(p ? p->skx_m1 : 0, "KILN_SKX_M1", 0) > 0;
     g->sk_warps = knob(p ? p->skgemm_warps : 0, "KILN_SKGEMM_WARPS", KILN_SKGEMM_WARPS_DEFAULT);
     if (g->sk_warps != 4 && g->sk_warps != 8) g->sk_warps = KILN_SKGEMM_WARPS_DEFAULT;
     g->sk_rt = knob(p ? p->skgemm_tiles : 0, "KILN_SKGEMM_TILES", 0); /* 0: by MAXM */
@@ -557,7 +561,7 @@ static kiln_status skx_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int
     kiln_rt_func *f;
     KILN_TRY(get(g, "gemm_skx", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d KW=%d SK=%d SLOTS=%d RT=%d CL=%d", dt(in_dt),
                  dt(out_dt), p->maxm, p->warps, p->kw, p->sk, p->s, p->rt, p->cl));
-    LAUNCH(f, (unsigned)p->tiles, (unsigned)p->cl, 1, (unsigned)(p->warps * 32), (unsigned)p->smem, s, &out, &ld, &x,
+    LAUNCH(f, (unsigned)p->tiles, (unsigned)p->cl, (unsigned)p->mh, (unsigned)(p->warps * 32), (unsigned)p->smem, s, &out, &ld, &x,
            &w, &bias, &M, &N, &K);
 fail:
     return st;
@@ -701,17 +705,19 @@ fail:
 kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ldo, kiln_dtype out_dt,
                           kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int64_t M, int64_t N,
                           int64_t K) {
-    if (gemv_serves(g, in_dt, M, N, K))
-        return gemv_plain(g, s, out, ldo, out_dt, x, w, in_dt, bias, M, N, K, 0, 0, 0, NULL);
-    /* what both tensor-core GEMMs take: 16-bit in, act or fp32 out, 8-element
-     * K steps, 16-byte aligned operands, 32-bit sizes */
-    const bool mma_ok = M >= 2 && (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) && act_ok(out_dt) &&
-                        K % 8 == 0 && (x | w) % 16 == 0 && N <= INT32_MAX && K <= INT32_MAX;
-    if (mma_ok && M <= g->skx_max_m) {
+    /* what the tensor-core GEMMs take: 16-bit in, act or fp32 out, 8-element
+     * K steps, 16-byte aligned operands, 32-bit sizes (and M >= 2 but for gemm_skx's one-row form) */
+    const bool mma_io = (in_dt == KILN_DTYPE_BF16 || in_dt == KILN_DTYPE_F16) && act_ok(out_dt) && K % 8 == 0 &&
+                        (x | w) % 16 == 0 && N <= INT32_MAX && K <= INT32_MAX;
+    const bool mma_ok = M >= 2 && mma_io;
+    if (mma_io && M >= 1 && M <= g->skx_max_m && (M == 1 ? g->skx_m1 : !gemv_serves(g, in_dt, M, N, K))) {
         const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
-        const kiln_skx_shape p = kiln_skx_plan(di->n_sms, di->smem_per_block_optin, di->cc_major, (int)M, N, K);
+        const kiln_skx_shape p = kiln_skx_plan(di->n_sms, di->smem_per_block_optin, di->cc_major, (int)M, N, K,
+                                                  g->skx_halves);
         if (p.ok) return skx_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, &p);
     }
+    if (gemv_serves(g, in_dt, M, N, K))
+        return gemv_plain(g, s, out, ldo, out_dt, x, w, in_dt, bias, M, N, K, 0, 0, 0, NULL);
     const int sk_mb = M > 16 && g->sk_max_mb32 > 0 && g->sk_max_mb > 0 ? KILN_MIN(g->sk_max_mb, g->sk_max_mb32)
                                                                         : g->sk_max_mb;
     if (mma_ok && M <= g->sk_max_m && (sk_mb <= 0 || N * K * 2 <= ((int64_t)sk_mb << 20)))

@@ -83,6 +83,10 @@ typedef struct kiln_gpu_params {
                                 kernel_src/gemm_skx.cu where kiln_skx_plan serves the
                                 shape, before gemm_sk (0: $KILN_SKX_MAX_M, else
                                 KILN_SKX_MAX_M_DEFAULT = 16; negative: never; <= 32) */
+    int skx_halves;          /* ... 17..32 rows as two 16-row halves (kiln_skx_plan's halves; 1 on,
+                                negative off; 0: $KILN_SKX_HALVES, else off) */
+    int skx_m1;              /* ... and plain GEMMs of one row through it (MAXM 8) in place of the
+                                GEMV (1 on, negative off; 0: $KILN_SKX_M1, else off) */
     int skgemm_silu;         /* the gate/up GEMM with SiLU (kiln_gpu_gemm_silu) through gemm_sk for
                                 2 <= M <= skgemm_max_m, any weight size, where the GEMV does
                                 not serve M (1 on, negative off; 0: $KILN_SKGEMM_SILU, else

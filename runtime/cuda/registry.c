@@ -483,7 +483,7 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
         const int nk[2][2] = {{hid, hid}, {m->hidden, m->intermediate}};
         for (int mm = 8; mm / 2 < KILN_SKX_MAX_M_DEFAULT && mm <= 32; mm *= 2)
             for (int i = 0; i < 2; i++) {
-                const kiln_skx_shape p = kiln_skx_plan(132, 232448, 9, mm, nk[i][0], nk[i][1]);
+                const kiln_skx_shape p = kiln_skx_plan(132, 232448, 9, mm, nk[i][0], nk[i][1], 0);
                 if (p.ok)
                     KILN_TRY(add_spec(l, "gemm_skx", "ACT=%s OUT=%s MAXM=%d WARPS=%d KW=%d SK=%d SLOTS=%d RT=%d CL=%d", a, a,
                                       p.maxm, p.warps, p.kw, p.sk, p.s, p.rt, p.cl));

@@ -287,7 +287,7 @@ inline void coro_init(Coro &c) {
     c.sp = sp;
 }
 
-// run body(ctx) as every thread of grid (x, y) of `threads`-thread blocks with smem bytes of dynamic shared
+// run body(ctx) as every thread of grid (x, y, z) of `threads`-thread blocks with smem bytes of dynamic shared
 // memory each, in clusters of (1, cluster_y, 1) (0 or 1: no cluster)
 inline void launch(emu_dim3 grid, int threads, size_t smem, int cluster_y, void (*body)(void *), void *ctx) {
     if (threads % 32) fail("block size not a multiple of 32");
@@ -296,6 +296,8 @@ inline void launch(emu_dim3 grid, int threads, size_t smem, int cluster_y, void 
     grid_dim = grid;
     block_dim = emu_dim3{(unsigned)threads, 1, 1};
     run_body = body, run_ctx = ctx;
+    const unsigned gzn = grid.z ? grid.z : 1;
+    for (unsigned gz = 0; gz < gzn; gz++)
     for (unsigned gx = 0; gx < grid.x; gx++)
         for (unsigned gy = 0; gy < grid.y; gy += cy) {
             Cluster cl;
@@ -305,7 +307,7 @@ inline void launch(emu_dim3 grid, int threads, size_t smem, int cluster_y, void 
                 b->smem.assign(smem, 0xa5);
                 for (int w = 0; w < threads / 32; w++) b->warps.push_back(std::make_unique<Warp>());
                 b->bar = std::make_unique<Barrier>(threads);
-                b->idx = emu_dim3{gx, gy + r, 0};
+                b->idx = emu_dim3{gx, gy + r, gz};
                 b->rank = (unsigned)r;
                 b->cl = cluster_y > 1 ? &cl : nullptr;
                 cl.blocks.push_back(b.get());
