@@ -44,6 +44,11 @@
 //   16 z .. 16 z + 15 (its own x, registers for 16 rows, no cluster); the two blocks of a row tile read the
 //   same W, the second of them mostly from L2 (H200: 50 MB, above any projection served here).
 //
+// - NOUT=1 (one row, OUT = ACT; the batch-1 o / down projection with the residual add + RMSNorm folded,
+//   as kernel_src/gemv.cu's NOUT): h = residual[n] + the output rounded to ACT, rounded to ACT, is stored
+//   into residual[n], out[n] = h * nw[n] rounded to ACT, and block b (gridDim.y b + y: CL b + rank) writes
+//   ss_out[b], the sum of squares of the h it stored (a thread's in entry order, the warps' in warp order).
+//
 // Semantics: engine/ops_cpu.h kiln_cpu_gemm. M <= MAXM * gridDim.z; K = CL * WARPS * KW;
 // N % (16 RT) == 0; x, W 16-byte aligned. OUT: the output (and bias) type,
 // act or fp32; out has row stride ldo. Grid (N / (16 RT), CL, 1 or 2 row halves) blocks
@@ -72,6 +77,9 @@
 #ifndef CL
 #define CL 1
 #endif
+#ifndef NOUT
+#define NOUT 0
+#endif
 
 #define NT (MAXM / 8)
 #define THREADS (WARPS * 32)
@@ -98,6 +106,8 @@ static_assert(RT >= 1 && RT <= 8, "RT: 1..8");
 static_assert(CL == 1 || CL == 2 || CL == 4, "CL: 1, 2 or 4");
 static_assert(CL == 1 || RING_ALL >= ENT * 4, "the block's sums fit the drained rings");
 static_assert(SKX_SMEM <= 227 * 1024, "shared memory");
+static_assert(!NOUT || (MAXM == 8 && sizeof(out_t) == sizeof(act_t)), "NOUT: MAXM 8, OUT = ACT");
+static_assert(!NOUT || RING_ALL >= ENT * 4 + WARPS * 4, "NOUT's warp sums beside the block's sums");
 
 #if CL > 1 && __CUDA_ARCH__ >= 900
 #define SKX_CLUSTER __cluster_dims__(1, CL, 1)
@@ -118,7 +128,8 @@ KILN_DEV void skx_at(int p, int n_blk, int &m, int &n) {
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1) SKX_CLUSTER
 kiln_gemm_skx(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const act_t *__restrict__ w,
-              const out_t *__restrict__ bias, int M, int N, int K) {
+              const out_t *__restrict__ bias, int M, int N, int K, act_t *__restrict__ residual,
+              float *__restrict__ ss_out, const act_t *__restrict__ nw) {
 #if !SKX_RUN
     __trap();
 #else
@@ -152,6 +163,28 @@ kiln_gemm_skx(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, con
         cp_async_commit();
     }
     pdl_wait();
+
+    constexpr int PER = (ENT + THREADS - 1) / THREADS; // accumulator entries a thread sums at the end
+#if CL > 1
+    const u32 me = cluster_rank();
+#else
+    const u32 me = 0;
+#endif
+    // the entries p = tid + THREADS q this block stores: p < ENT, p / 32 = its rank mod CL
+    auto stores = [&](int q) { return tid + THREADS * q < ENT && (u32)(((tid + THREADS * q) >> 5) % CL) == me; };
+#if NOUT
+    // NOUT: the residual and norm weight of the outputs this thread stores (row 0), loaded after the wait
+    float res[PER], nwr[PER];
+#pragma unroll
+    for (int q = 0; q < PER; q++) {
+        int m, n;
+        skx_at(tid + THREADS * q, n_blk, m, n);
+        const bool mine = stores(q) && m == 0;
+        res[q] = mine ? to_f32(residual[n]) : 0.0f, nwr[q] = mine ? to_f32(nw[n]) : 0.0f;
+    }
+#else
+    (void)residual, (void)ss_out, (void)nw;
+#endif
 
     // x: xb[kx][j] = the B fragment (b0, b1) of k16 step kx of the warp's columns and n-tile j
     u32 xb[KW / 16][NT][2];
@@ -255,7 +288,6 @@ kiln_gemm_skx(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, con
     __syncthreads();
     const float *const red = reinterpret_cast<const float *>(smem + RING_ALL); // the parked entries
     constexpr int RSTRIDE = SKX_AREA / 4;
-    constexpr int PER = (ENT + THREADS - 1) / THREADS;
     float sum[PER];
 #pragma unroll
     for (int q = 0; q < PER; q++) {
@@ -266,19 +298,7 @@ kiln_gemm_skx(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, con
             for (int v = 0; v < WARPS; v++) s += red[v * RSTRIDE + p];
         sum[q] = s;
     }
-#if CL == 1
-#pragma unroll
-    for (int q = 0; q < PER; q++) {
-        const int p = tid + THREADS * q;
-        int m, n;
-        if (p >= ENT) break;
-        skx_at(p, n_blk, m, n);
-        if (m >= M) continue;
-        float v = sum[q];
-        if (bias) v += to_f32(bias[n]);
-        out[(size_t)m * ldo + n] = from_f32<out_t>(v);
-    }
-#else
+#if CL > 1
     // the block's sums where the cluster reads them (over the drained rings), then block r stores the entries p
     // with p / 32 = r mod CL, summed over the cluster in rank order
     const u32 bsum = sbase;
@@ -287,24 +307,53 @@ kiln_gemm_skx(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, con
     for (int q = 0; q < PER; q++)
         if (tid + THREADS * q < ENT) bsum_p[tid + THREADS * q] = sum[q];
     cluster_barrier();
-    const u32 me = cluster_rank();
 #pragma unroll
     for (int q = 0; q < PER; q++) {
-        const int p = tid + THREADS * q;
-        if (p >= ENT || (u32)((p >> 5) % CL) != me) continue;
+        if (!stores(q)) continue;
         float v[CL];
 #pragma unroll
         for (int r = 0; r < CL; r++)
-            v[r] = ld_cluster_f32(cluster_map(bsum + (u32)p * 4, (u32)r));
+            v[r] = ld_cluster_f32(cluster_map(bsum + (u32)(tid + THREADS * q) * 4, (u32)r));
         float s = 0.0f;
 #pragma unroll
         for (int r = 0; r < CL; r++) s += v[r];
-        int m, n;
-        skx_at(p, n_blk, m, n);
-        if (m >= M) continue;
-        if (bias) s += to_f32(bias[n]);
-        out[(size_t)m * ldo + n] = from_f32<out_t>(s);
+        sum[q] = s;
     }
+#endif
+    // the stores (NOUT: the residual, h * nw and the thread's sum of squares)
+    float ss = 0.0f;
+#pragma unroll
+    for (int q = 0; q < PER; q++) {
+        int m, n;
+        if (!stores(q)) continue;
+        skx_at(tid + THREADS * q, n_blk, m, n);
+        if (m >= M) continue;
+        float v = sum[q];
+        if (bias) v += to_f32(bias[n]);
+#if NOUT
+        const act_t h = from_f32<act_t>(res[q] + to_f32(from_f32<act_t>(v)));
+        residual[n] = h;
+        const float hf = to_f32(h);
+        out[n] = from_f32<out_t>(hf * nwr[q]);
+        ss += hf * hf;
+#else
+        out[(size_t)m * ldo + n] = from_f32<out_t>(v);
+#endif
+    }
+#if NOUT
+    // the block's sum of squares: the warps' (butterfly sums) in warp order, beside the block's sums
+    float *const bss = reinterpret_cast<float *>(smem + ENT * 4);
+    ss = warp_sum(ss);
+    if (lane == 0) bss[warp] = ss;
+    __syncthreads();
+    if (tid == 0) {
+        float t = 0.0f;
+#pragma unroll
+        for (int v = 0; v < WARPS; v++) t += bss[v];
+        ss_out[blockIdx.x * CL + me] = t;
+    }
+#endif
+#if CL > 1
     cluster_barrier();
 #endif
 #endif

@@ -399,6 +399,11 @@ static inline kiln_skgemm_shape kiln_skgemm_plan(int n_sms, int smem_per_sm, int
  * slower (o 57.4 against 62.5: the MMAs with x in registers and the cluster's sum); kiln bench with it up to 16
  * rows: -b 4 916.9 against 890.3 tok/s, -b 8 1768.3 against 1724.8, -b 16 3392 / 3387 against 3368 / 3364 */
 #define KILN_SKX_MAX_M_DEFAULT 16
+/* ... and its one-row form (MAXM 8) in place of the batch-1 GEMV ($KILN_SKX_M1): plain GEMMs of one row, and the o /
+ * down projections adding into the residual with the next norm folded (NOUT) where kiln_skx_plan serves them. H200,
+ * 2026-12-01 (bench/RESULTS.md): bench_kernels at M = 1 qkv 86.0% of copy against the GEMV's 80.0, o 76.9 against
+ * 73.5, down 96.6 against 88.6; kiln bench -b 1 259.5 / 259.5 / 259.4 tok/s against 256.6 / 256.6 / 256.6 */
+#define KILN_SKX_M1_DEFAULT 1
 /* gemm_skx's launch shape for an N x K weight at M rows (kiln_skx_plan): ok, the MAXM bucket (8|16|32), warps,
  * columns a warp (kw), a ring slot's columns (sk: 64|128), slots a warp (s), 16-row tiles a block (rt), K split
  * over a cluster (cl: 1|2|4; 1 before sm_90), the block's dynamic shared memory and the row tiles (gridDim.x). */

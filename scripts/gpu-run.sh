@@ -736,6 +736,33 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s142; then # twenty-sixth session: gemm_skx's one-row form on by default (KILN_SKX_M1) -- the whole test_gpu_ops by case, test_gpu_engine, bench_kernels gemm_m1, engine -b 1 against KILN_SKX_M1=0
+  export CUDA_VISIBLE_DEVICES=0
+  ops_split
+  gt test_gpu_engine 280 "FAIL|passed" -- test_gpu_engine
+  timeout 150 "$here/bin/bench_kernels" gemm_m1 2>&1 | grep -E "kiln (default|gemm_skx)" | cut -c1-130
+  for r in 1 2; do ab "b1-m1off-$r" KILN_SKX_M1=0 -- -b 1 -s 128 -o 512 --iters 1; done
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s141; then # twenty-sixth session: gemm_skx's one-row form in place of the batch-1 GEMV for the o / down projections adding into the residual (NOUT) -- test_gemv_norm, test_gemm_skx, engine -b 1 with KILN_SKX_M1=1 against the default, alternating
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_gemv_norm =test_gemm_skx
+  for r in 1 2 3; do ab "b1-skxm1-$r" KILN_SKX_M1=1 -- -b 1 -s 128 -o 512 --iters 1; done
+  ab "b1-skxm1-ctx" KILN_SKX_M1=1 -- -b 1 -s 2048 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s140; then # twenty-sixth session: gemm_skx's row halves (17..32 rows as two 16-row blocks, no cluster) and one-row form -- test_gemm_skx, bench_kernels rows, engine -b 32 / -b 24 with KILN_SKX_MAX_M=32 KILN_SKX_HALVES=1 against the default, alternating
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_gemm_skx
+  for s in o qkv down gate_up; do timeout 100 "$here/bin/bench_kernels" gemm_rows_$s 2>&1 | grep -E "kiln (default|gemm_skx)" | cut -c1-130; done
+  for r in 1 2; do
+    kb "b32-def-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-halves-$r" KILN_SKX_MAX_M=32 KILN_SKX_HALVES=1 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  kb "b24-def" -- -b 24 -s 128 -o 256 --iters 1
+  kb "b24-halves" KILN_SKX_MAX_M=32 KILN_SKX_HALVES=1 -- -b 24 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s139; then # twenty-fifth session: gemm_skx on by default up to 16 rows -- test_gpu_engine, test_gemm_skx, test_gemm, test_gemm_sk
   export CUDA_VISIBLE_DEVICES=0
   gt test_gpu_engine 280 "FAIL|passed" -- test_gpu_engine

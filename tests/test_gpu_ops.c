@@ -1510,7 +1510,7 @@ KT_TEST(test_gemv) {
                                    {1, 2, 1}, {4, 4, 1}, {2, 8, 1}, {1, 4, 2}, {2, 4, 2}, {4, 2, 2}, {1, 2, 2},
                                    {2, 4, 4}, {1, 2, 4}, {0, 0, 0}};
     for (int ti = 0; ti < (int)KILN_ARRAY_LEN(tiles); ti++) {
-    kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = 8, .gemv_rows = tiles[ti][0],
+    kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = 8, .skx_m1 = -1, .gemv_rows = tiles[ti][0],
                           .gemv_unroll = tiles[ti][1], .gemv_ksplit = tiles[ti][2], .gemv_rule = tiles[ti][0] ? -1 : 0};
     kiln_gpu *gv = NULL;
     KT_OK(kiln_gpu_create(dev, &gp, &gv));
@@ -1553,7 +1553,7 @@ KT_TEST(test_gemv) {
         const int ksplit = glu_tiles[ti][0], unroll = glu_tiles[ti][1];
         /* the plain GEMV of the bit comparison sums K in one warp as the GLU GEMV with K split 1 does:
          * K split 1 for every shape (rule -1 = 0: the knobs as given, not the tiling by shape) */
-        kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = 8, .gemv_silu = 1,
+        kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = 8, .skx_m1 = -1, .gemv_silu = 1,
                               .gemv_silu_ksplit = ksplit, .gemv_silu_unroll = unroll, .gemv_ksplit = 1,
                               .gemv_rule = -1};
         kiln_gpu *gv = NULL;
@@ -1665,26 +1665,32 @@ static void round_to(float *x, size_t n, kiln_dtype dt) {
  * quarter of the usual tolerance, and against the unfused kernels (the norm kernel's output into the
  * same GEMVs) within it. Producer tilings (W rows a warp, loads in flight, K split) 2/4/2 (Llama-3-8B's
  * o and down), 1/4/1, 4/2/4, 1/2/2; H 512 and 1000 (a partial last block); producer K 1000 / 512; its bias
- * on alternate cases; bf16 / fp16. */
+ * on alternate cases; bf16 / fp16; then the producer through gemm_skx's one-row form (NOUT; H 512 / 1024, K
+ * 1024 / 14336: a cluster of 2). */
+static bool skx_nout_tested; /* test_gemv_norm ran gemm_skx's NOUT form */
 KT_TEST(test_gemv_norm) {
     NEED_GPU();
     static const int tiles[][3] = {{2, 4, 2}, {1, 4, 1}, {4, 2, 4}, {1, 2, 2}};
     enum { N1 = 384, I = 256, HD = 128, NQ = 4, NKV = 2, BS = 16, NB = 2 };
     const float eps = 1e-5f;
-    for (int ti = 0; ti < 4; ti++) {
+    for (int ti = 0; ti < 5; ti++) {
+        /* (ti 4: the producer through gemm_skx's one-row form, $KILN_SKX_M1, without and with a cluster) */
+        const int tj = ti < 4 ? ti : 0;
         kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = 1, .gemv_silu = 1, .gemv_rope = 1,
-                              .gemv_norm = 2, .gemv_rows = tiles[ti][0], .gemv_unroll = tiles[ti][1],
-                              .gemv_ksplit = tiles[ti][2], .gemv_rule = -1};
+                              .gemv_norm = 2, .gemv_rows = tiles[tj][0], .gemv_unroll = tiles[tj][1],
+                              .gemv_ksplit = tiles[tj][2], .gemv_rule = -1, .skx_m1 = ti == 4 ? 1 : -1};
         kiln_gpu *gv = NULL;
         KT_OK(kiln_gpu_create(dev, &gp, &gv));
         for (int a = 0; a < 2; a++)
             for (int hi = 0; hi < 2; hi++) {
                 const kiln_dtype dt = acts[a];
                 const size_t es = kiln_dtype_size(dt);
-                const int H = hi ? 1000 : 512, K0 = hi ? 512 : 1000, bias = (ti + hi) & 1, NR = (NQ + 2 * NKV) * HD;
+                const int H = ti == 4 ? (hi ? 1024 : 512) : hi ? 1000 : 512,
+                          K0 = ti == 4 ? (hi ? 14336 : 1024) : hi ? 512 : 1000, bias = (ti + hi) & 1,
+                          NR = (NQ + 2 * NKV) * HD;
                 char what[96];
-                snprintf(what, sizeof what, "gemv norm %s H=%d K0=%d tiling %d/%d/%d", kiln_dtype_name(dt), H, K0,
-                         tiles[ti][0], tiles[ti][1], tiles[ti][2]);
+                snprintf(what, sizeof what, "gemv norm %s H=%d K0=%d tiling %d/%d/%d%s", kiln_dtype_name(dt), H, K0,
+                         tiles[tj][0], tiles[tj][1], tiles[tj][2], ti == 4 ? " gemm_skx" : "");
                 int n_part = 0;
                 KT_REQUIRE(kiln_gpu_gemv_add_ss_ok(gv, dt, 1, H, K0, &n_part));
                 KT_REQUIRE(kiln_gpu_nin_ok(gv, KILN_GPU_NIN_PLAIN, dt, 1, N1, H) &&
@@ -1806,6 +1812,10 @@ KT_TEST(test_gemv_norm) {
                     dfree(d1b), dfree(dga), dfree(dgb), dfree(dqa), dfree(dqb), dfree(kca), dfree(vca), dfree(kcb),
                     dfree(vcb), dfree(dp), dfree(ds), dfree(dinv);
             }
+        if (ti == 4) {
+            skx_nout_tested = kiln_rt_kernels_was_used(kiln_gpu_kernels(gv), "gemm_skx");
+            KT_CHECKF(skx_nout_tested, "gemm_skx's one-row form did not run");
+        }
         kiln_gpu_destroy(gv);
     }
 }

@@ -127,7 +127,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->sk_max_m = KILN_MAX(0, KILN_MIN(g->sk_max_m, 64)); /* MAXM buckets 8..64 */
     g->skx_max_m = KILN_MAX(0, KILN_MIN(32, knob(p ? p->skx_max_m : 0, "KILN_SKX_MAX_M", KILN_SKX_MAX_M_DEFAULT)));
     g->skx_halves = knob(p ? p->skx_halves : 0, "KILN_SKX_HALVES", 0) > 0;
-    g->skx_m1 = knob(p ? p->skx_m1 : 0, "KILN_SKX_M1", 0) > 0;
+    g->skx_m1 = knob(p ? p->skx_m1 : 0, "KILN_SKX_M1", KILN_SKX_M1_DEFAULT) > 0;
     g->sk_warps = knob(p ? p->skgemm_warps : 0, "KILN_SKGEMM_WARPS", KILN_SKGEMM_WARPS_DEFAULT);
     if (g->sk_warps != 4 && g->sk_warps != 8) g->sk_warps = KILN_SKGEMM_WARPS_DEFAULT;
     g->sk_rt = knob(p ? p->skgemm_tiles : 0, "KILN_SKGEMM_TILES", 0); /* 0: by MAXM */
@@ -556,13 +556,13 @@ fail:
 /* x stationary in registers, W through warp-private rings (kernel_src/gemm_skx.cu) in p's shape (kiln_skx_plan) */
 static kiln_status skx_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ld, kiln_dtype out_dt,
                             kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int M, int N, int K,
-                            const kiln_skx_shape *p) {
+                            const kiln_skx_shape *p, kiln_devptr residual, kiln_devptr ss_out, kiln_devptr nw) {
     kiln_status st = KILN_OK;
     kiln_rt_func *f;
-    KILN_TRY(get(g, "gemm_skx", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d KW=%d SK=%d SLOTS=%d RT=%d CL=%d", dt(in_dt),
-                 dt(out_dt), p->maxm, p->warps, p->kw, p->sk, p->s, p->rt, p->cl));
-    LAUNCH(f, (unsigned)p->tiles, (unsigned)p->cl, (unsigned)p->mh, (unsigned)(p->warps * 32), (unsigned)p->smem, s, &out, &ld, &x,
-           &w, &bias, &M, &N, &K);
+    KILN_TRY(get(g, "gemm_skx", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d KW=%d SK=%d SLOTS=%d RT=%d CL=%d%s", dt(in_dt),
+                 dt(out_dt), p->maxm, p->warps, p->kw, p->sk, p->s, p->rt, p->cl, residual ? " NOUT=1" : ""));
+    LAUNCH(f, (unsigned)p->tiles, (unsigned)p->cl, (unsigned)p->mh, (unsigned)(p->warps * 32), (unsigned)p->smem, s,
+           &out, &ld, &x, &w, &bias, &M, &N, &K, &residual, &ss_out, &nw);
 fail:
     return st;
 }
@@ -646,9 +646,20 @@ static int gemv_blocks(const kiln_gpu *g, int64_t N, int64_t K) {
     return (int)((N + per_block - 1) / per_block);
 }
 
+/* gemm_skx's one-row form in place of the GEMV ($KILN_SKX_M1) for an N x K weight: its plan (p.ok) */
+static kiln_skx_shape skx_m1_plan(const kiln_gpu *g, kiln_dtype act, int64_t N, int64_t K) {
+    kiln_skx_shape p = {0};
+    if (!g->skx_m1 || g->skx_max_m < 1 || (act != KILN_DTYPE_BF16 && act != KILN_DTYPE_F16) || K % 8 ||
+        N > INT32_MAX || K > INT32_MAX)
+        return p;
+    const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
+    return kiln_skx_plan(di->n_sms, di->smem_per_block_optin, di->cc_major, 1, N, K, 0);
+}
+
 bool kiln_gpu_gemv_add_ss_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K, int *n_part) {
     if (!g->gemv_norm || M != 1 || !gemv_serves(g, act, M, N, K)) return false;
-    const int nb = gemv_blocks(g, N, K);
+    const kiln_skx_shape p = skx_m1_plan(g, act, N, K);
+    const int nb = p.ok ? p.tiles * p.cl : gemv_blocks(g, N, K);
     if (n_part) *n_part = nb;
     return nb <= KILN_GPU_NORM_MAX_PARTS;
 }
@@ -684,6 +695,15 @@ kiln_status kiln_gpu_gemv_add_ss(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr res
     KILN_CHECK(kiln_gpu_gemv_add_ss_ok(g, act, 1, N, K, NULL), KILN_ERR_INTERNAL,
                "GEMV adding into the residual: N %lld, K %lld, %s (off, or not a batch-1 GEMV of at most %d blocks)",
                (long long)N, (long long)K, dt(act), KILN_GPU_NORM_MAX_PARTS);
+    {
+        const kiln_skx_shape p = skx_m1_plan(g, act, N, K);
+        if (p.ok) {
+            KILN_CHECK((x | w) % 16 == 0, KILN_ERR_INVALID_ARGUMENT,
+                       "GEMM adding into the residual (gemm_skx): x %#llx, W %#llx not 16-byte aligned",
+                       (unsigned long long)x, (unsigned long long)w);
+            return skx_gemm(g, s, xw, N, act, x, w, act, bias, 1, (int)N, (int)K, &p, residual, ss_out, nw);
+        }
+    }
     return gemv_plain(g, s, xw, 0, act, x, w, act, bias, 1, N, K, residual, ss_out, nw, NULL);
 fail:
     return st;
@@ -714,7 +734,8 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
         const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
         const kiln_skx_shape p = kiln_skx_plan(di->n_sms, di->smem_per_block_optin, di->cc_major, (int)M, N, K,
                                                   g->skx_halves);
-        if (p.ok) return skx_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, &p);
+        if (p.ok)
+            return skx_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, &p, 0, 0, 0);
     }
     if (gemv_serves(g, in_dt, M, N, K))
         return gemv_plain(g, s, out, ldo, out_dt, x, w, in_dt, bias, M, N, K, 0, 0, 0, NULL);

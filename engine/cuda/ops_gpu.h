@@ -85,8 +85,11 @@ typedef struct kiln_gpu_params {
                                 KILN_SKX_MAX_M_DEFAULT = 16; negative: never; <= 32) */
     int skx_halves;          /* ... 17..32 rows as two 16-row halves (kiln_skx_plan's halves; 1 on,
                                 negative off; 0: $KILN_SKX_HALVES, else off) */
-    int skx_m1;              /* ... and plain GEMMs of one row through it (MAXM 8) in place of the
-                                GEMV (1 on, negative off; 0: $KILN_SKX_M1, else off) */
+    int skx_m1;              /* ... and one-row GEMMs through it (MAXM 8) in place of the GEMV:
+                                plain ones and those adding into the residual
+                                (kiln_gpu_gemv_add_ss), where kiln_skx_plan serves the shape
+                                and skx_max_m >= 1 (1 on, negative off; 0: $KILN_SKX_M1, else
+                                KILN_SKX_M1_DEFAULT = 1) */
     int skgemm_silu;         /* the gate/up GEMM with SiLU (kiln_gpu_gemm_silu) through gemm_sk for
                                 2 <= M <= skgemm_max_m, any weight size, where the GEMV does
                                 not serve M (1 on, negative off; 0: $KILN_SKGEMM_SILU, else

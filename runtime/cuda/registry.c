@@ -252,12 +252,13 @@ static const kiln_jit_kernel_def registry[] = {
      GEMM_SK_WG_EX},
     /* x stationary in registers, W through warp-private rings (kernel_src/gemm_skx.cu; engine/cuda/ops_gpu.c
      * skx_gemm with kiln_skx_plan's shape; CL > 1 needs sm_90: the host launches CL = 1 only before) */
-    {"gemm_skx", "kernel_src/gemm_skx.cu", "kiln_gemm_skx", "ptr,i64,ptr,ptr,ptr,i32,i32,i32",
+    {"gemm_skx", "kernel_src/gemm_skx.cu", "kiln_gemm_skx", "ptr,i64,ptr,ptr,ptr,i32,i32,i32,ptr,ptr,ptr",
      {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "8|16|32"}, {"WARPS", "4|8"}, {"KW", "*"}, {"SK", "64|128"},
-      {"SLOTS", "*"}, {"RT", "1|2|3|4|5|6|7|8"}, {"CL", "1|2|4"}},
+      {"SLOTS", "*"}, {"RT", "1|2|3|4|5|6|7|8"}, {"CL", "1|2|4"}, {"NOUT", "0|1", "0"}},
      "ACT=bf16 OUT=bf16 MAXM=32 WARPS=8 KW=256 SK=128 SLOTS=5 RT=4 CL=2;ACT=bf16 OUT=bf16 MAXM=32 WARPS=8 KW=256 SK=128 SLOTS=4 RT=6 CL=2;"
      "ACT=bf16 OUT=bf16 MAXM=16 WARPS=8 KW=512 SK=128 SLOTS=6 RT=2 CL=1;ACT=fp16 OUT=fp32 MAXM=8 WARPS=8 KW=512 SK=128 SLOTS=6 RT=2 CL=1;"
-     "ACT=bf16 OUT=bf16 MAXM=16 WARPS=8 KW=448 SK=64 SLOTS=10 RT=8 CL=4;ACT=fp16 OUT=fp16 MAXM=32 WARPS=4 KW=64 SK=64 SLOTS=3 RT=1 CL=1"},
+     "ACT=bf16 OUT=bf16 MAXM=16 WARPS=8 KW=448 SK=64 SLOTS=10 RT=8 CL=4;ACT=fp16 OUT=fp16 MAXM=32 WARPS=4 KW=64 SK=64 SLOTS=3 RT=1 CL=1;"
+     "ACT=bf16 OUT=bf16 MAXM=8 WARPS=8 KW=512 SK=128 SLOTS=6 RT=2 CL=1 NOUT=1;ACT=bf16 OUT=bf16 MAXM=8 WARPS=8 KW=896 SK=128 SLOTS=6 RT=4 CL=2 NOUT=1"},
 };
 #pragma GCC diagnostic pop
 
@@ -475,7 +476,7 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
                 KILN_TRY(add_spec(l, "gemm_tc", "ACT=%s OUT=%s MAXM=%d WARPS=%d WK=%d RT=%d STAGES=%d", a,
                                   o ? "fp32" : a, mm, KILN_TCGEMM_WARPS_DEFAULT, wk, KILN_TCGEMM_TILES_DEFAULT(mm), ns));
             }
-    /* gemm_skx (kernel_src/gemm_skx.cu; ops_gpu.c kiln_gpu_gemm, before gemm_sk) for 2 <= M <= the default
+    /* gemm_skx (kernel_src/gemm_skx.cu; ops_gpu.c kiln_gpu_gemm, before gemm_sk) for 1 <= M <= the default
      * KILN_SKX_MAX_M on the o and down projections of one GPU (qkv takes gemm_sk's rope epilogue there), as
      * kiln_skx_plan shapes them on an H100 / H200 */
     {
@@ -488,6 +489,13 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
                     KILN_TRY(add_spec(l, "gemm_skx", "ACT=%s OUT=%s MAXM=%d WARPS=%d KW=%d SK=%d SLOTS=%d RT=%d CL=%d", a, a,
                                       p.maxm, p.warps, p.kw, p.sk, p.s, p.rt, p.cl));
             }
+        /* ... and its one-row form adding into the residual (NOUT: the batch-1 o and down, KILN_SKX_M1_DEFAULT) */
+        for (int i = 0; i < 2 && KILN_SKX_M1_DEFAULT; i++) {
+            const kiln_skx_shape p = kiln_skx_plan(132, 232448, 9, 1, nk[i][0], nk[i][1], 0);
+            if (p.ok)
+                KILN_TRY(add_spec(l, "gemm_skx", "ACT=%s OUT=%s MAXM=%d WARPS=%d KW=%d SK=%d SLOTS=%d RT=%d CL=%d NOUT=1", a,
+                                  a, p.maxm, p.warps, p.kw, p.sk, p.s, p.rt, p.cl));
+        }
     }
     /* the cluster split-K GEMM (kernel_src/gemm_sk.cu) for 2 <= M <= the default
      * KILN_SKGEMM_MAX_M on the qkv and o projections of one GPU (their weights are
