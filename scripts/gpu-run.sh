@@ -736,6 +736,21 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s143; then # twenty-sixth session: a lean gemm_skx at 1..8 rows (registers for 2 blocks an SM, KILN_SKX_LEAN KiB of shared memory) so its neighbours' blocks fit beside it -- test_gemm_skx / test_gemv_norm with it, bench rows at M = 1 / 8, engine -b 1 and -b 8 against the default, alternating
+  export CUDA_VISIBLE_DEVICES=0
+  KILN_SKX_LEAN=100 ops_cases =test_gemm_skx =test_gemv_norm
+  for v in "0 64" "100 64" "116 128" "80 64"; do set -- $v
+    echo "lean $1 KiB, $2-column slots:"
+    for s in o qkv; do KILN_SKX_LEAN=$1 KILN_SKX_LEAN_SK=$2 timeout 100 "$here/bin/bench_kernels" gemm_rows_$s 2>&1 | grep -E "kiln default" | grep -E "M=(1|8) " | cut -c1-100; done
+  done
+  for r in 1 2; do
+    kb "b1-def-$r" -- -b 1 -s 128 -o 512 --iters 1
+    kb "b1-lean100-$r" KILN_SKX_LEAN=100 -- -b 1 -s 128 -o 512 --iters 1
+    kb "b1-lean116-$r" KILN_SKX_LEAN=116 KILN_SKX_LEAN_SK=128 -- -b 1 -s 128 -o 512 --iters 1
+  done
+  ab "b8-lean100" KILN_SKX_LEAN=100 -- -b 8 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s142; then # twenty-sixth session: gemm_skx's one-row form on by default (KILN_SKX_M1) -- the whole test_gpu_ops by case, test_gpu_engine, bench_kernels gemm_m1, engine -b 1 against KILN_SKX_M1=0
   export CUDA_VISIBLE_DEVICES=0
   ops_split
