@@ -80,9 +80,6 @@
 #ifndef NOUT
 #define NOUT 0
 #endif
-#ifndef MINB
-#define MINB 1 // blocks an SM the registers are sized for (2: at most 128 a thread, room for the neighbours)
-#endif
 
 #define NT (MAXM / 8)
 #define THREADS (WARPS * 32)
@@ -129,7 +126,7 @@ KILN_DEV void skx_at(int p, int n_blk, int &m, int &n) {
     m = 8 * j + 2 * (l & 3) + (e & 1), n = n_blk + 16 * r + (l >> 2) + 8 * (e >> 1);
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS, MINB) SKX_CLUSTER
+extern "C" __global__ void __launch_bounds__(THREADS, 1) SKX_CLUSTER
 kiln_gemm_skx(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const act_t *__restrict__ w,
               const out_t *__restrict__ bias, int M, int N, int K, act_t *__restrict__ residual,
               float *__restrict__ ss_out, const act_t *__restrict__ nw) {

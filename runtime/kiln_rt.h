@@ -201,7 +201,7 @@ typedef struct kiln_jit_param {
     const char *dflt; /* NULL: a spec must give it; else it may be left out (the kernel's own default) */
 } kiln_jit_param;
 
-#define KILN_JIT_MAX_PARAMS 12
+#define KILN_JIT_MAX_PARAMS 10
 
 /* One registry entry: a kernel entry point in a .cu file. */
 typedef struct kiln_jit_kernel_def {
@@ -407,7 +407,7 @@ static inline kiln_skgemm_shape kiln_skgemm_plan(int n_sms, int smem_per_sm, int
 /* gemm_skx's launch shape for an N x K weight at M rows (kiln_skx_plan): ok, the MAXM bucket (8|16|32), warps,
  * columns a warp (kw), a ring slot's columns (sk: 64|128), slots a warp (s), 16-row tiles a block (rt), K split
  * over a cluster (cl: 1|2|4; 1 before sm_90), the block's dynamic shared memory and the row tiles (gridDim.x). */
-typedef struct kiln_skx_shape { int ok, maxm, warps, kw, sk, s, rt, cl, smem, tiles, mh, minb; } kiln_skx_shape;
+typedef struct kiln_skx_shape { int ok, maxm, warps, kw, sk, s, rt, cl, smem, tiles, mh; } kiln_skx_shape;
 /* Clusters of at most 2 (a TPC's pair): with 4 only ~30 of the 32 clusters of a 128-block grid are resident at
  * once (the H200, 2026-12-01: down at 16 rows 60.7% of copy against 84.3% for the default path). Served (ok)
  * where K splits into cl * 8 warps of kw columns (a multiple of 64, x's fragments at most 128
@@ -419,7 +419,7 @@ typedef struct kiln_skx_shape { int ok, maxm, warps, kw, sk, s, rt, cl, smem, ti
  * else mh = 1. */
 static inline kiln_skx_shape kiln_skx_plan(int n_sms, int smem_optin, int cc_major, int M, int64_t N, int64_t K,
                                            int halves) {
-    kiln_skx_shape p = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    kiln_skx_shape p = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     if (M < 1 || M > 32 || N < 16 || K < 64 || n_sms < 1 || N > (1 << 30) || K > (1 << 30)) return p;
     p.mh = halves && M > 16 ? 2 : 1;
     p.maxm = M <= 8 ? 8 : M <= 16 || p.mh == 2 ? 16 : 32;

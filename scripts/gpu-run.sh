@@ -736,7 +736,7 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
-if has s143; then # twenty-sixth session: a lean gemm_skx at 1..8 rows (registers for 2 blocks an SM, KILN_SKX_LEAN KiB of shared memory) so its neighbours' blocks fit beside it -- test_gemm_skx / test_gemv_norm with it, bench rows at M = 1 / 8, engine -b 1 and -b 8 against the default, alternating
+if has s143; then # (knob removed after measuring: not kept) twenty-sixth session: a lean gemm_skx at 1..8 rows (registers for 2 blocks an SM, KILN_SKX_LEAN KiB of shared memory) so its neighbours' blocks fit beside it -- test_gemm_skx / test_gemv_norm with it, bench rows at M = 1 / 8, engine -b 1 and -b 8 against the default, alternating
   export CUDA_VISIBLE_DEVICES=0
   KILN_SKX_LEAN=100 ops_cases =test_gemm_skx =test_gemv_norm
   for v in "0 64" "100 64" "116 128" "80 64"; do set -- $v

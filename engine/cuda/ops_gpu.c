@@ -30,7 +30,6 @@ struct kiln_gpu {
     int skx_max_m; /* gemm_skx for 2 <= M <= this ($KILN_SKX_MAX_M, <= 32; 0 never) */
     int skx_halves; /* ... 17..32 rows as two 16-row halves ($KILN_SKX_HALVES) */
     int skx_m1;     /* ... plain one-row GEMMs through it in place of the GEMV ($KILN_SKX_M1) */
-    int skx_lean_kb, skx_lean_sk; /* ... lean at 1..8 rows ($KILN_SKX_LEAN KiB, $KILN_SKX_LEAN_SK; skx_shape) */
     int sk_wg; /* gemm_sk on the warpgroup MMA on sm_90 ($KILN_SKGEMM_WG): 1 kernel_src/gemm_sk_wg.cu, 2 fed by TMA
                 * (kernel_src/gemm_sk_tma.cu; the rope epilogue stays on gemm_sk_wg) */
     int sk_tma;            /* gemm_sk's plain and SiLU epilogues through gemm_sk_tma from this MAXM on (sm_90; 0 never) */
@@ -129,8 +128,6 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->skx_max_m = KILN_MAX(0, KILN_MIN(32, knob(p ? p->skx_max_m : 0, "KILN_SKX_MAX_M", KILN_SKX_MAX_M_DEFAULT)));
     g->skx_halves = knob(p ? p->skx_halves : 0, "KILN_SKX_HALVES", 0) > 0;
     g->skx_m1 = knob(p ? p->skx_m1 : 0, "KILN_SKX_M1", KILN_SKX_M1_DEFAULT) > 0;
-    g->skx_lean_kb = knob(0, "KILN_SKX_LEAN", 0);
-    g->skx_lean_sk = knob(0, "KILN_SKX_LEAN_SK", 64);
     g->sk_warps = knob(p ? p->skgemm_warps : 0, "KILN_SKGEMM_WARPS", KILN_SKGEMM_WARPS_DEFAULT);
     if (g->sk_warps != 4 && g->sk_warps != 8) g->sk_warps = KILN_SKGEMM_WARPS_DEFAULT;
     g->sk_rt = knob(p ? p->skgemm_tiles : 0, "KILN_SKGEMM_TILES", 0); /* 0: by MAXM */
@@ -562,9 +559,8 @@ static kiln_status skx_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int
                             const kiln_skx_shape *p, kiln_devptr residual, kiln_devptr ss_out, kiln_devptr nw) {
     kiln_status st = KILN_OK;
     kiln_rt_func *f;
-    KILN_TRY(get(g, "gemm_skx", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d KW=%d SK=%d SLOTS=%d RT=%d CL=%d%s%s", dt(in_dt),
-                 dt(out_dt), p->maxm, p->warps, p->kw, p->sk, p->s, p->rt, p->cl, residual ? " NOUT=1" : "",
-                 p->minb == 2 ? " MINB=2" : ""));
+    KILN_TRY(get(g, "gemm_skx", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d KW=%d SK=%d SLOTS=%d RT=%d CL=%d%s", dt(in_dt),
+                 dt(out_dt), p->maxm, p->warps, p->kw, p->sk, p->s, p->rt, p->cl, residual ? " NOUT=1" : ""));
     LAUNCH(f, (unsigned)p->tiles, (unsigned)p->cl, (unsigned)p->mh, (unsigned)(p->warps * 32), (unsigned)p->smem, s,
            &out, &ld, &x, &w, &bias, &M, &N, &K, &residual, &ss_out, &nw);
 fail:
@@ -650,32 +646,14 @@ static int gemv_blocks(const kiln_gpu *g, int64_t N, int64_t K) {
     return (int)((N + per_block - 1) / per_block);
 }
 
-/* kiln_skx_plan for g, made lean where $KILN_SKX_LEAN (KiB of shared memory, 0 off) asks: at 1..8 rows with x
- * in at most 64 registers, registers for 2 blocks an SM (MINB 2) and at most that much shared memory
- * ($KILN_SKX_LEAN_SK-column slots, 64 or 128), so the kernels before and after it fit beside its blocks */
-static kiln_skx_shape skx_shape(const kiln_gpu *g, int M, int64_t N, int64_t K, int halves) {
-    const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
-    kiln_skx_shape p = kiln_skx_plan(di->n_sms, di->smem_per_block_optin, di->cc_major, M, N, K, halves);
-    if (!p.ok || g->skx_lean_kb <= 0 || p.maxm != 8 || p.kw > 512) return p;
-    kiln_skx_shape q = p;
-    q.sk = g->skx_lean_sk == 64 || g->skx_lean_sk == 128 ? g->skx_lean_sk : p.sk;
-    if (q.kw % q.sk) q.sk = 64;
-    const int nt = q.maxm / 8, slot = 16 * q.sk * 2, stage_x = q.sk / 64 * nt * 1024, park = q.rt * nt * 4 * 32 * 4;
-    const int area = stage_x > park ? stage_x : park;
-    int s = (g->skx_lean_kb * 1024 / q.warps - area) / slot;
-    if (s > 16) s = 16;
-    if (s < 3) return p;
-    q.s = s, q.smem = q.warps * (s * slot + area), q.minb = 2;
-    return q;
-}
-
 /* gemm_skx's one-row form in place of the GEMV ($KILN_SKX_M1) for an N x K weight: its plan (p.ok) */
 static kiln_skx_shape skx_m1_plan(const kiln_gpu *g, kiln_dtype act, int64_t N, int64_t K) {
     kiln_skx_shape p = {0};
     if (!g->skx_m1 || g->skx_max_m < 1 || (act != KILN_DTYPE_BF16 && act != KILN_DTYPE_F16) || K % 8 ||
         N > INT32_MAX || K > INT32_MAX)
         return p;
-    return skx_shape(g, 1, N, K, 0);
+    const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
+    return kiln_skx_plan(di->n_sms, di->smem_per_block_optin, di->cc_major, 1, N, K, 0);
 }
 
 bool kiln_gpu_gemv_add_ss_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K, int *n_part) {
@@ -753,7 +731,9 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
                         (x | w) % 16 == 0 && N <= INT32_MAX && K <= INT32_MAX;
     const bool mma_ok = M >= 2 && mma_io;
     if (mma_io && M >= 1 && M <= g->skx_max_m && (M == 1 ? g->skx_m1 : !gemv_serves(g, in_dt, M, N, K))) {
-        const kiln_skx_shape p = skx_shape(g, (int)M, N, K, g->skx_halves);
+        const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
+        const kiln_skx_shape p = kiln_skx_plan(di->n_sms, di->smem_per_block_optin, di->cc_major, (int)M, N, K,
+                                                  g->skx_halves);
         if (p.ok)
             return skx_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, &p, 0, 0, 0);
     }
