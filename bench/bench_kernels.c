@@ -578,24 +578,21 @@ static void bench_gemm(bool sk_only) {
             g.g = NULL;
             kiln_gpu_destroy(gk);
             /* ... with gemm_skx on (x in registers, warp-private rings) where kiln_skx_plan serves the shape */
-            /* (at M = 1 in place of the GEMV; at 24 / 32 rows also as two 16-row halves) */
-            static const int Mx[][2] = {{1, 0}, {8, 0}, {16, 0}, {24, 1}, {32, 0}, {32, 1}};
+            /* (at M = 1 in place of the GEMV) */
+            static const int Mx[] = {1, 8, 16, 32};
             for (int mi = 0; mi < (int)KILN_ARRAY_LEN(Mx); mi++) {
-                g.M = Mx[mi][0];
+                g.M = Mx[mi];
                 if (m1_only && g.M != 1) continue;
                 const kiln_rt_device_info *di = kiln_rt_device_get_info(dev);
-                const kiln_skx_shape p =
-                    kiln_skx_plan(di->n_sms, di->smem_per_block_optin, di->cc_major, g.M, g.N, g.K, Mx[mi][1]);
+                const kiln_skx_shape p = kiln_skx_plan(di->n_sms, di->smem_per_block_optin, di->cc_major, g.M, g.N, g.K);
                 if (!p.ok) continue;
-                kiln_gpu_params xp = {.max_sample_rows = 1, .vocab = 16, .skx_max_m = 32, .skx_m1 = 1,
-                                      .skx_halves = Mx[mi][1] ? 1 : -1};
+                kiln_gpu_params xp = {.max_sample_rows = 1, .vocab = 16, .skx_max_m = 32, .skx_m1 = 1};
                 CK(kiln_gpu_create(dev, &xp, &gk));
                 g.g = gk;
                 double t = time_op(op_gemm, &g, sets, 20, 20);
                 char shape[80], name[96];
                 snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shapes[si].name, g.M, g.N, g.K);
-                snprintf(name, sizeof name, "kiln gemm_skx cl %d rt %d slots %d%s (weights)", p.cl, p.rt, p.s,
-                         p.mh == 2 ? " halves" : "");
+                snprintf(name, sizeof name, "kiln gemm_skx cl %d rt %d slots %d (weights)", p.cl, p.rt, p.s);
                 row_bw(name, shape, t, (double)wbytes, 0.85);
                 g.g = NULL;
                 kiln_gpu_destroy(gk);

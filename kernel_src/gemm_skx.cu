@@ -40,19 +40,15 @@
 //   read. Deterministic: fixed columns a warp, fixed summation orders.
 //   CL > 1 needs sm_90 (the host launches CL = 1 only elsewhere).
 //
-// - Row halves (gridDim.z = 2, the host's plan for 17..32 rows at MAXM 16): block z computes rows
-//   16 z .. 16 z + 15 (its own x, registers for 16 rows, no cluster); the two blocks of a row tile read the
-//   same W, the second of them mostly from L2 (H200: 50 MB, above any projection served here).
-//
 // - NOUT=1 (one row, OUT = ACT; the batch-1 o / down projection with the residual add + RMSNorm folded,
 //   as kernel_src/gemv.cu's NOUT): h = residual[n] + the output rounded to ACT, rounded to ACT, is stored
 //   into residual[n], out[n] = h * nw[n] rounded to ACT, and block b (gridDim.y b + y: CL b + rank) writes
 //   ss_out[b], the sum of squares of the h it stored (a thread's in entry order, the warps' in warp order).
 //
-// Semantics: engine/ops_cpu.h kiln_cpu_gemm. M <= MAXM * gridDim.z; K = CL * WARPS * KW;
+// Semantics: engine/ops_cpu.h kiln_cpu_gemm. M <= MAXM; K = CL * WARPS * KW;
 // N % (16 RT) == 0; x, W 16-byte aligned. OUT: the output (and bias) type,
-// act or fp32; out has row stride ldo. Grid (N / (16 RT), CL, 1 or 2 row halves) blocks
-// of WARPS * 32 threads, dynamic shared memory SKX_SMEM (host: WARPS * (SLOTS * 32 SK
+// act or fp32; out has row stride ldo. Grid (N / (16 RT), CL) blocks of
+// WARPS * 32 threads, dynamic shared memory SKX_SMEM (host: WARPS * (SLOTS * 32 SK
 // + SKX_AREA) bytes, engine/cuda/ops_gpu.c skx_gemm).
 #include "gemm_tc_common.cuh"
 
@@ -134,10 +130,6 @@ kiln_gemm_skx(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, con
     __trap();
 #else
     extern __shared__ __align__(128) unsigned char smem[];
-    { // row half blockIdx.z: rows MAXM z ..
-        const int r0 = (int)blockIdx.z * MAXM;
-        x += (size_t)r0 * K, out += (size_t)r0 * ldo, M -= r0;
-    }
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int n_blk = blockIdx.x * (16 * RT), k_w = blockIdx.y * (K / CL) + warp * KW;
     const u32 sbase = smem_addr(smem);

@@ -407,22 +407,17 @@ static inline kiln_skgemm_shape kiln_skgemm_plan(int n_sms, int smem_per_sm, int
 /* gemm_skx's launch shape for an N x K weight at M rows (kiln_skx_plan): ok, the MAXM bucket (8|16|32), warps,
  * columns a warp (kw), a ring slot's columns (sk: 64|128), slots a warp (s), 16-row tiles a block (rt), K split
  * over a cluster (cl: 1|2|4; 1 before sm_90), the block's dynamic shared memory and the row tiles (gridDim.x). */
-typedef struct kiln_skx_shape { int ok, maxm, warps, kw, sk, s, rt, cl, smem, tiles, mh; } kiln_skx_shape;
+typedef struct kiln_skx_shape { int ok, maxm, warps, kw, sk, s, rt, cl, smem, tiles; } kiln_skx_shape;
 /* Clusters of at most 2 (a TPC's pair): with 4 only ~30 of the 32 clusters of a 128-block grid are resident at
  * once (the H200, 2026-12-01: down at 16 rows 60.7% of copy against 84.3% for the default path). Served (ok)
  * where K splits into cl * 8 warps of kw columns (a multiple of 64, x's fragments at most 128
  * registers a thread: kw <= 1024 / (maxm / 8)) with the smallest such cl, N into tiles of 16 rt rows (rt <= 8,
  * the smallest that makes tiles * cl <= n_sms: one wave of one block an SM), and at least 3 slots a warp fit
- * smem_optin beside each warp's area (x's staging, then its parked accumulators). With halves, 17..32 rows run
- * as two 16-row halves (mh = 2: gridDim.z, each block x's registers for 16 rows and no cluster where 16 rows
- * need none; the two blocks of a row tile read the same W, one of them mostly from L2), tiles * cl * mh <= n_sms;
- * else mh = 1. */
-static inline kiln_skx_shape kiln_skx_plan(int n_sms, int smem_optin, int cc_major, int M, int64_t N, int64_t K,
-                                           int halves) {
-    kiln_skx_shape p = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+ * smem_optin beside each warp's area (x's staging, then its parked accumulators). */
+static inline kiln_skx_shape kiln_skx_plan(int n_sms, int smem_optin, int cc_major, int M, int64_t N, int64_t K) {
+    kiln_skx_shape p = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     if (M < 1 || M > 32 || N < 16 || K < 64 || n_sms < 1 || N > (1 << 30) || K > (1 << 30)) return p;
-    p.mh = halves && M > 16 ? 2 : 1;
-    p.maxm = M <= 8 ? 8 : M <= 16 || p.mh == 2 ? 16 : 32;
+    p.maxm = M <= 8 ? 8 : M <= 16 ? 16 : 32;
     p.warps = 8;
     const int nt = p.maxm / 8, kw_max = 1024 / nt;
     for (int cl = 1; cl <= (cc_major >= 9 ? 2 : 1) && !p.cl; cl *= 2) {
@@ -432,13 +427,13 @@ static inline kiln_skx_shape kiln_skx_plan(int n_sms, int smem_optin, int cc_maj
     }
     if (!p.cl) return p;
     p.sk = p.kw % 128 == 0 ? 128 : 64;
-    int rt = (int)((N * p.cl * p.mh + 16LL * n_sms - 1) / (16LL * n_sms));
+    int rt = (int)((N * p.cl + 16LL * n_sms - 1) / (16LL * n_sms));
     if (rt < 1) rt = 1;
     while (rt <= 8 && N % (16 * rt)) rt++;
     if (rt > 8) return p;
     p.rt = rt;
     p.tiles = (int)(N / (16 * rt));
-    if (p.tiles * p.cl * p.mh > n_sms) return p;
+    if (p.tiles * p.cl > n_sms) return p;
     const int slot = 16 * p.sk * 2, stage_x = p.sk / 64 * nt * 1024, park = rt * nt * 4 * 32 * 4;
     const int area = stage_x > park ? stage_x : park;
     int s = (smem_optin / p.warps - area) / slot;

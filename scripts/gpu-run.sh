@@ -766,7 +766,7 @@ if has s141; then # twenty-sixth session: gemm_skx's one-row form in place of th
   ab "b1-skxm1-ctx" KILN_SKX_M1=1 -- -b 1 -s 2048 -o 256 --iters 1
   unset CUDA_VISIBLE_DEVICES
 fi
-if has s140; then # twenty-sixth session: gemm_skx's row halves (17..32 rows as two 16-row blocks, no cluster) and one-row form -- test_gemm_skx, bench_kernels rows, engine -b 32 / -b 24 with KILN_SKX_MAX_M=32 KILN_SKX_HALVES=1 against the default, alternating
+if has s140; then # (the halves knob removed after measuring: not kept) twenty-sixth session: gemm_skx's row halves (17..32 rows as two 16-row blocks, no cluster) and one-row form -- test_gemm_skx, bench_kernels rows, engine -b 32 / -b 24 with KILN_SKX_MAX_M=32 KILN_SKX_HALVES=1 against the default, alternating
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_gemm_skx
   for s in o qkv down gate_up; do timeout 100 "$here/bin/bench_kernels" gemm_rows_$s 2>&1 | grep -E "kiln (default|gemm_skx)" | cut -c1-130; done

@@ -429,9 +429,8 @@ KT_TEST(test_gemm_buckets) {
  * a multiple of 64 and of the slot's columns, x's fragments fit 128 registers, N splits into whole tiles of
  * 16 rt rows, one wave of one block an SM, at least 3 slots a warp in the shared memory asked, cl 1 before
  * sm_90; the Llama-3-8B shapes it takes (o, qkv at 32 rows through clusters of 2, down at 8 rows; no K split
- * at 16 rows for o / qkv) and those it leaves (down at 16 / 32 rows, gate_up, ragged N, M > 32); with halves,
- * 17..32 rows as two 16-row halves (o / qkv without a cluster); every planned specialization is allowed by the
- * registry. */
+ * at 16 rows for o / qkv; o / qkv / down at one row) and those it leaves (down at 16 / 32 rows, gate_up, ragged
+ * N, M > 32); every planned specialization is allowed by the registry. */
 KT_TEST(test_skx_plan) {
     const kiln_jit_kernel_def *d = kiln_jit_find("gemm_skx");
     KT_REQUIRE(d);
@@ -441,23 +440,21 @@ KT_TEST(test_skx_plan) {
     int served = 0;
     for (size_t si = 0; si < KILN_ARRAY_LEN(NK); si++)
         for (size_t mi = 0; mi < KILN_ARRAY_LEN(Ms); mi++)
-            for (int cc = 8; cc <= 9; cc++)
-            for (int halves = 0; halves <= 1; halves++) {
+            for (int cc = 8; cc <= 9; cc++) {
                 const int N = NK[si][0], K = NK[si][1], M = Ms[mi];
-                const kiln_skx_shape p = kiln_skx_plan(132, 232448, cc, M, N, K, halves);
+                const kiln_skx_shape p = kiln_skx_plan(132, 232448, cc, M, N, K);
                 char what[96];
-                snprintf(what, sizeof what, "N %d K %d M %d cc %d halves %d", N, K, M, cc, halves);
+                snprintf(what, sizeof what, "N %d K %d M %d cc %d", N, K, M, cc);
                 if (M > 32) KT_CHECKF(!p.ok, "%s: served", what);
                 if (!p.ok) continue;
                 served++;
                 const int nt = p.maxm / 8;
-                KT_CHECKF(p.mh == (halves && M > 16 ? 2 : 1), "%s: %d row halves", what, p.mh);
-                KT_CHECKF(p.maxm * p.mh >= M && (p.maxm == 8 || p.maxm * p.mh / 2 < M), "%s: MAXM %d", what, p.maxm);
+                KT_CHECKF(p.maxm >= M && (p.maxm == 8 || p.maxm / 2 < M), "%s: MAXM %d", what, p.maxm);
                 KT_CHECKF((int64_t)p.cl * p.warps * p.kw == K && p.kw % 64 == 0 && p.kw % p.sk == 0, "%s: %d x %d x %d columns",
                           what, p.cl, p.warps, p.kw);
                 KT_CHECKF(p.kw / 16 * nt * 2 <= 128, "%s: %d registers of x", what, p.kw / 16 * nt * 2);
                 KT_CHECKF(p.rt >= 1 && p.rt <= 8 && p.tiles * 16 * p.rt == N, "%s: %d tiles of %d rows", what, p.tiles, 16 * p.rt);
-                KT_CHECKF(p.tiles * p.cl * p.mh <= 132, "%s: %d blocks", what, p.tiles * p.cl * p.mh);
+                KT_CHECKF(p.tiles * p.cl <= 132, "%s: %d blocks", what, p.tiles * p.cl);
                 KT_CHECKF(p.s >= 3 && p.s <= 16 && p.smem <= 232448, "%s: %d slots, %d bytes", what, p.s, p.smem);
                 KT_CHECKF(cc >= 9 || p.cl == 1, "%s: a cluster of %d before sm_90", what, p.cl);
                 char defs[160];
@@ -467,27 +464,25 @@ KT_TEST(test_skx_plan) {
             }
     KT_CHECK(served > 40);
     /* the shapes of the design (bench/skx_micro.cu) on an H200 */
-    kiln_skx_shape o32 = kiln_skx_plan(132, 232448, 9, 32, 4096, 4096, 0), q32 = kiln_skx_plan(132, 232448, 9, 32, 6144, 4096, 0),
-                   o16 = kiln_skx_plan(132, 232448, 9, 16, 4096, 4096, 0), d16 = kiln_skx_plan(132, 232448, 9, 16, 4096, 14336, 0);
+    kiln_skx_shape o32 = kiln_skx_plan(132, 232448, 9, 32, 4096, 4096), q32 = kiln_skx_plan(132, 232448, 9, 32, 6144, 4096),
+                   o16 = kiln_skx_plan(132, 232448, 9, 16, 4096, 4096), d16 = kiln_skx_plan(132, 232448, 9, 16, 4096, 14336);
     KT_CHECK(o32.ok && o32.cl == 2 && o32.kw == 256 && o32.rt == 4 && o32.s == 5 && o32.tiles == 64);
     KT_CHECK(q32.ok && q32.cl == 2 && q32.rt == 6 && q32.s == 4);
     KT_CHECK(o16.ok && o16.cl == 1 && o16.kw == 512 && o16.rt == 2 && o16.tiles == 128);
     KT_CHECK(!d16.ok); /* down at 16 rows would need a cluster of 4 */
-    KT_CHECK(kiln_skx_plan(132, 232448, 9, 8, 4096, 14336, 0).cl == 2); /* ... at 8 rows 2 */
-    KT_CHECK(!kiln_skx_plan(132, 232448, 9, 32, 4096, 14336, 0).ok);  /* down at 32 rows: x would not fit */
-    KT_CHECK(!kiln_skx_plan(132, 232448, 9, 8, 28672, 4096, 0).ok);   /* gate_up: more than a wave */
-    KT_CHECK(!kiln_skx_plan(132, 232448, 9, 8, 200, 512, 0).ok);      /* ragged N */
-    KT_CHECK(!kiln_skx_plan(132, 232448, 8, 32, 4096, 4096, 0).ok);   /* o at 32 rows needs a cluster */
-    KT_CHECK(!kiln_skx_plan(132, 232448, 9, 32, 96, 8192, 0).ok);    /* no cluster of 4 */
-    KT_CHECK(kiln_skx_plan(132, 232448, 9, 16, 96, 8192, 0).cl == 2);
-    KT_CHECK(kiln_skx_plan(132, 232448, 9, 32, 208, 512, 0).sk == 64);
-    /* 17..32 rows as two 16-row halves: o and qkv without a cluster, twice the rows a block (one wave) */
-    const kiln_skx_shape oh = kiln_skx_plan(132, 232448, 9, 32, 4096, 4096, 1), qh = kiln_skx_plan(132, 232448, 9, 17, 6144, 4096, 1);
-    KT_CHECK(oh.ok && oh.mh == 2 && oh.maxm == 16 && oh.cl == 1 && oh.kw == 512 && oh.rt == 4 && oh.tiles == 64);
-    KT_CHECK(qh.ok && qh.mh == 2 && qh.maxm == 16 && qh.cl == 1 && qh.rt == 6 && qh.tiles == 64);
-    KT_CHECK(kiln_skx_plan(132, 232448, 8, 32, 4096, 4096, 1).ok);        /* ... before sm_90 too */
-    KT_CHECK(kiln_skx_plan(132, 232448, 9, 16, 4096, 4096, 1).mh == 1);   /* 16 rows: one pass */
-    KT_CHECK(!kiln_skx_plan(132, 232448, 9, 32, 4096, 14336, 1).ok);      /* down: a cluster of 4 a half */
+    KT_CHECK(kiln_skx_plan(132, 232448, 9, 8, 4096, 14336).cl == 2); /* ... at 8 rows 2 */
+    KT_CHECK(!kiln_skx_plan(132, 232448, 9, 32, 4096, 14336).ok);  /* down at 32 rows: x would not fit */
+    KT_CHECK(!kiln_skx_plan(132, 232448, 9, 8, 28672, 4096).ok);   /* gate_up: more than a wave */
+    KT_CHECK(!kiln_skx_plan(132, 232448, 9, 8, 200, 512).ok);      /* ragged N */
+    KT_CHECK(!kiln_skx_plan(132, 232448, 8, 32, 4096, 4096).ok);   /* o at 32 rows needs a cluster */
+    KT_CHECK(!kiln_skx_plan(132, 232448, 9, 32, 96, 8192).ok);    /* no cluster of 4 */
+    KT_CHECK(kiln_skx_plan(132, 232448, 9, 16, 96, 8192).cl == 2);
+    KT_CHECK(kiln_skx_plan(132, 232448, 9, 32, 208, 512).sk == 64);
+    /* one row (the batch-1 GEMMs, $KILN_SKX_M1): o and qkv without a split, down in clusters of 2 */
+    const kiln_skx_shape o1 = kiln_skx_plan(132, 232448, 9, 1, 4096, 4096), d1 = kiln_skx_plan(132, 232448, 9, 1, 4096, 14336);
+    KT_CHECK(o1.ok && o1.maxm == 8 && o1.cl == 1 && o1.kw == 512 && o1.rt == 2 && o1.s == 6);
+    KT_CHECK(d1.ok && d1.maxm == 8 && d1.cl == 2 && d1.kw == 896 && d1.rt == 4 && d1.tiles == 64);
+    KT_CHECK(!kiln_skx_plan(132, 232448, 8, 1, 4096, 14336).ok); /* ... not before sm_90 */
 }
 
 KT_MAIN(KT_CASE(test_defines_validated), KT_CASE(test_skgemm_plan), KT_CASE(test_skx_plan), KT_CASE(test_gemm_buckets), KT_CASE(test_fp8_model_specs), KT_CASE(test_compile_error_names_file_and_line),

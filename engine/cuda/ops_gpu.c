@@ -28,7 +28,6 @@ struct kiln_gpu {
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int sk_max_m, sk_max_mb, sk_max_mb32, sk_warps, sk_rt, sk_stages, sk_split, sk_silu; /* gemm_sk knobs */
     int skx_max_m; /* gemm_skx for 2 <= M <= this ($KILN_SKX_MAX_M, <= 32; 0 never) */
-    int skx_halves; /* ... 17..32 rows as two 16-row halves ($KILN_SKX_HALVES) */
     int skx_m1;     /* ... plain one-row GEMMs through it in place of the GEMV ($KILN_SKX_M1) */
     int sk_wg; /* gemm_sk on the warpgroup MMA on sm_90 ($KILN_SKGEMM_WG): 1 kernel_src/gemm_sk_wg.cu, 2 fed by TMA
                 * (kernel_src/gemm_sk_tma.cu; the rope epilogue stays on gemm_sk_wg) */
@@ -126,7 +125,6 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->sk_max_m = knob(p ? p->skgemm_max_m : 0, "KILN_SKGEMM_MAX_M", KILN_SKGEMM_MAX_M_DEFAULT);
     g->sk_max_m = KILN_MAX(0, KILN_MIN(g->sk_max_m, 64)); /* MAXM buckets 8..64 */
     g->skx_max_m = KILN_MAX(0, KILN_MIN(32, knob(p ? p->skx_max_m : 0, "KILN_SKX_MAX_M", KILN_SKX_MAX_M_DEFAULT)));
-    g->skx_halves = knob(p ? p->skx_halves : 0, "KILN_SKX_HALVES", 0) > 0;
     g->skx_m1 = knob(p ? p->skx_m1 : 0, "KILN_SKX_M1", KILN_SKX_M1_DEFAULT) > 0;
     g->sk_warps = knob(p ? p->skgemm_warps : 0, "KILN_SKGEMM_WARPS", KILN_SKGEMM_WARPS_DEFAULT);
     if (g->sk_warps != 4 && g->sk_warps != 8) g->sk_warps = KILN_SKGEMM_WARPS_DEFAULT;
@@ -561,7 +559,7 @@ static kiln_status skx_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int
     kiln_rt_func *f;
     KILN_TRY(get(g, "gemm_skx", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d KW=%d SK=%d SLOTS=%d RT=%d CL=%d%s", dt(in_dt),
                  dt(out_dt), p->maxm, p->warps, p->kw, p->sk, p->s, p->rt, p->cl, residual ? " NOUT=1" : ""));
-    LAUNCH(f, (unsigned)p->tiles, (unsigned)p->cl, (unsigned)p->mh, (unsigned)(p->warps * 32), (unsigned)p->smem, s,
+    LAUNCH(f, (unsigned)p->tiles, (unsigned)p->cl, 1, (unsigned)(p->warps * 32), (unsigned)p->smem, s,
            &out, &ld, &x, &w, &bias, &M, &N, &K, &residual, &ss_out, &nw);
 fail:
     return st;
@@ -653,7 +651,7 @@ static kiln_skx_shape skx_m1_plan(const kiln_gpu *g, kiln_dtype act, int64_t N, 
         N > INT32_MAX || K > INT32_MAX)
         return p;
     const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
-    return kiln_skx_plan(di->n_sms, di->smem_per_block_optin, di->cc_major, 1, N, K, 0);
+    return kiln_skx_plan(di->n_sms, di->smem_per_block_optin, di->cc_major, 1, N, K);
 }
 
 bool kiln_gpu_gemv_add_ss_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K, int *n_part) {
@@ -732,8 +730,7 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
     const bool mma_ok = M >= 2 && mma_io;
     if (mma_io && M >= 1 && M <= g->skx_max_m && (M == 1 ? g->skx_m1 : !gemv_serves(g, in_dt, M, N, K))) {
         const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
-        const kiln_skx_shape p = kiln_skx_plan(di->n_sms, di->smem_per_block_optin, di->cc_major, (int)M, N, K,
-                                                  g->skx_halves);
+        const kiln_skx_shape p = kiln_skx_plan(di->n_sms, di->smem_per_block_optin, di->cc_major, (int)M, N, K);
         if (p.ok)
             return skx_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, &p, 0, 0, 0);
     }

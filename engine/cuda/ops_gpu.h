@@ -83,8 +83,6 @@ typedef struct kiln_gpu_params {
                                 kernel_src/gemm_skx.cu where kiln_skx_plan serves the
                                 shape, before gemm_sk (0: $KILN_SKX_MAX_M, else
                                 KILN_SKX_MAX_M_DEFAULT = 16; negative: never; <= 32) */
-    int skx_halves;          /* ... 17..32 rows as two 16-row halves (kiln_skx_plan's halves; 1 on,
-                                negative off; 0: $KILN_SKX_HALVES, else off) */
     int skx_m1;              /* ... and one-row GEMMs through it (MAXM 8) in place of the GEMV:
                                 plain ones and those adding into the residual
                                 (kiln_gpu_gemv_add_ss), where kiln_skx_plan serves the shape

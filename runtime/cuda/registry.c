@@ -484,14 +484,14 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
         const int nk[2][2] = {{hid, hid}, {m->hidden, m->intermediate}};
         for (int mm = 8; mm / 2 < KILN_SKX_MAX_M_DEFAULT && mm <= 32; mm *= 2)
             for (int i = 0; i < 2; i++) {
-                const kiln_skx_shape p = kiln_skx_plan(132, 232448, 9, mm, nk[i][0], nk[i][1], 0);
+                const kiln_skx_shape p = kiln_skx_plan(132, 232448, 9, mm, nk[i][0], nk[i][1]);
                 if (p.ok)
                     KILN_TRY(add_spec(l, "gemm_skx", "ACT=%s OUT=%s MAXM=%d WARPS=%d KW=%d SK=%d SLOTS=%d RT=%d CL=%d", a, a,
                                       p.maxm, p.warps, p.kw, p.sk, p.s, p.rt, p.cl));
             }
         /* ... and its one-row form adding into the residual (NOUT: the batch-1 o and down, KILN_SKX_M1_DEFAULT) */
         for (int i = 0; i < 2 && KILN_SKX_M1_DEFAULT; i++) {
-            const kiln_skx_shape p = kiln_skx_plan(132, 232448, 9, 1, nk[i][0], nk[i][1], 0);
+            const kiln_skx_shape p = kiln_skx_plan(132, 232448, 9, 1, nk[i][0], nk[i][1]);
             if (p.ok)
                 KILN_TRY(add_spec(l, "gemm_skx", "ACT=%s OUT=%s MAXM=%d WARPS=%d KW=%d SK=%d SLOTS=%d RT=%d CL=%d NOUT=1", a,
                                   a, p.maxm, p.warps, p.kw, p.sk, p.s, p.rt, p.cl));
