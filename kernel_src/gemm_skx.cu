@@ -44,9 +44,6 @@
 //   as kernel_src/gemv.cu's NOUT): h = residual[n] + the output rounded to ACT, rounded to ACT, is stored
 //   into residual[n], out[n] = h * nw[n] rounded to ACT, and block b (gridDim.y b + y: CL b + rank) writes
 //   ss_out[b], the sum of squares of the h it stored (a thread's in entry order, the warps' in warp order).
-// - NIN=1 (one row; the GEMM after such a fold, as gemv.cu's NIN): x is h * nw, and every output is
-//   multiplied by r = 1 / rms(h) from the npart partials ss_in (norm_in.cuh; each warp sums them after the
-//   wait, the same bits in every warp) before the bias.
 //
 // Semantics: engine/ops_cpu.h kiln_cpu_gemm. M <= MAXM; K = CL * WARPS * KW;
 // N % (16 RT) == 0; x, W 16-byte aligned. OUT: the output (and bias) type,
@@ -54,7 +51,6 @@
 // WARPS * 32 threads, dynamic shared memory SKX_SMEM (host: WARPS * (SLOTS * 32 SK
 // + SKX_AREA) bytes, engine/cuda/ops_gpu.c skx_gemm).
 #include "gemm_tc_common.cuh"
-#include "norm_in.cuh"
 
 #ifndef MAXM
 #define MAXM 32
@@ -79,9 +75,6 @@
 #endif
 #ifndef NOUT
 #define NOUT 0
-#endif
-#ifndef NIN
-#define NIN 0
 #endif
 
 #define NT (MAXM / 8)
@@ -110,7 +103,6 @@ static_assert(CL == 1 || CL == 2 || CL == 4, "CL: 1, 2 or 4");
 static_assert(CL == 1 || RING_ALL >= ENT * 4, "the block's sums fit the drained rings");
 static_assert(SKX_SMEM <= 227 * 1024, "shared memory");
 static_assert(!NOUT || (MAXM == 8 && sizeof(out_t) == sizeof(act_t)), "NOUT: MAXM 8, OUT = ACT");
-static_assert(!NIN || (MAXM == 8 && !NOUT), "NIN: MAXM 8, not with NOUT");
 static_assert(!NOUT || RING_ALL >= ENT * 4 + WARPS * 4, "NOUT's warp sums beside the block's sums");
 
 #if CL > 1 && __CUDA_ARCH__ >= 900
@@ -133,8 +125,7 @@ KILN_DEV void skx_at(int p, int n_blk, int &m, int &n) {
 extern "C" __global__ void __launch_bounds__(THREADS, 1) SKX_CLUSTER
 kiln_gemm_skx(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const act_t *__restrict__ w,
               const out_t *__restrict__ bias, int M, int N, int K, act_t *__restrict__ residual,
-              float *__restrict__ ss_out, const act_t *__restrict__ nw, const float *__restrict__ ss_in, int npart,
-              float eps) {
+              float *__restrict__ ss_out, const act_t *__restrict__ nw) {
 #if !SKX_RUN
     __trap();
 #else
@@ -185,11 +176,6 @@ kiln_gemm_skx(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, con
     }
 #else
     (void)residual, (void)ss_out, (void)nw;
-#endif
-#if NIN
-    const float rr = nin_rrms(NormIn{ss_in, npart, eps}, K, lane); // NIN: the outputs' scale
-#else
-    (void)ss_in, (void)npart, (void)eps;
 #endif
 
     // x: xb[kx][j] = the B fragment (b0, b1) of k16 step kx of the warp's columns and n-tile j
@@ -335,9 +321,6 @@ kiln_gemm_skx(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, con
         skx_at(tid + THREADS * q, n_blk, m, n);
         if (m >= M) continue;
         float v = sum[q];
-#if NIN
-        v *= rr;
-#endif
         if (bias) v += to_f32(bias[n]);
 #if NOUT
         const act_t h = from_f32<act_t>(res[q] + to_f32(from_f32<act_t>(v)));

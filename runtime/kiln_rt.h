@@ -201,7 +201,7 @@ typedef struct kiln_jit_param {
     const char *dflt; /* NULL: a spec must give it; else it may be left out (the kernel's own default) */
 } kiln_jit_param;
 
-#define KILN_JIT_MAX_PARAMS 12
+#define KILN_JIT_MAX_PARAMS 10
 
 /* One registry entry: a kernel entry point in a .cu file. */
 typedef struct kiln_jit_kernel_def {

@@ -1666,7 +1666,7 @@ static void round_to(float *x, size_t n, kiln_dtype dt) {
  * same GEMVs) within it. Producer tilings (W rows a warp, loads in flight, K split) 2/4/2 (Llama-3-8B's
  * o and down), 1/4/1, 4/2/4, 1/2/2; H 512 and 1000 (a partial last block); producer K 1000 / 512; its bias
  * on alternate cases; bf16 / fp16; then the producer through gemm_skx's one-row form (NOUT; H 512 / 1024, K
- * 1024 / 14336: a cluster of 2) and the plain consumer through it too (NIN). */
+ * 1024 / 14336: a cluster of 2). */
 static bool skx_nout_tested; /* test_gemv_norm ran gemm_skx's NOUT form */
 KT_TEST(test_gemv_norm) {
     NEED_GPU();
@@ -1678,8 +1678,7 @@ KT_TEST(test_gemv_norm) {
         const int tj = ti < 4 ? ti : 0;
         kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = 1, .gemv_silu = 1, .gemv_rope = 1,
                               .gemv_norm = 2, .gemv_rows = tiles[tj][0], .gemv_unroll = tiles[tj][1],
-                              .gemv_ksplit = tiles[tj][2], .gemv_rule = -1, .skx_m1 = ti == 4 ? 1 : -1,
-                              .skx_qkv1 = ti == 4 ? 1 : -1};
+                              .gemv_ksplit = tiles[tj][2], .gemv_rule = -1, .skx_m1 = ti == 4 ? 1 : -1};
         kiln_gpu *gv = NULL;
         KT_OK(kiln_gpu_create(dev, &gp, &gv));
         for (int a = 0; a < 2; a++)

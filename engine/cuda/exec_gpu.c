@@ -324,7 +324,6 @@ static bool rope_follows(const exec_gpu *x, int i, int64_t rows) {
         return false;
     const kiln_weight_desc *W = &p->weights[o->w];
     const kiln_kv_layout *l = kv_layout(x, nx->kv_layer);
-    if (kiln_gpu_skx_rope_split(x->g, x->act, rows, W->rows, W->cols)) return false; /* the rope in the attention */
     return p->slots[o->dst].width == W->rows && nx->n_kv_heads == l->n_kv_heads &&
            kiln_gpu_gemm_rope_kv_ok(x->g, x->act, rows, W->rows, W->cols, nx->n_heads, &x->rope, l);
 }

@@ -29,7 +29,6 @@ struct kiln_gpu {
     int sk_max_m, sk_max_mb, sk_max_mb32, sk_warps, sk_rt, sk_stages, sk_split, sk_silu; /* gemm_sk knobs */
     int skx_max_m; /* gemm_skx for 2 <= M <= this ($KILN_SKX_MAX_M, <= 32; 0 never) */
     int skx_m1;     /* ... plain one-row GEMMs through it in place of the GEMV ($KILN_SKX_M1) */
-    int skx_qkv1;   /* ... and the one-row qkv projection, its rope in the attention ($KILN_SKX_QKV1) */
     int sk_wg; /* gemm_sk on the warpgroup MMA on sm_90 ($KILN_SKGEMM_WG): 1 kernel_src/gemm_sk_wg.cu, 2 fed by TMA
                 * (kernel_src/gemm_sk_tma.cu; the rope epilogue stays on gemm_sk_wg) */
     int sk_tma;            /* gemm_sk's plain and SiLU epilogues through gemm_sk_tma from this MAXM on (sm_90; 0 never) */
@@ -127,7 +126,6 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->sk_max_m = KILN_MAX(0, KILN_MIN(g->sk_max_m, 64)); /* MAXM buckets 8..64 */
     g->skx_max_m = KILN_MAX(0, KILN_MIN(32, knob(p ? p->skx_max_m : 0, "KILN_SKX_MAX_M", KILN_SKX_MAX_M_DEFAULT)));
     g->skx_m1 = knob(p ? p->skx_m1 : 0, "KILN_SKX_M1", KILN_SKX_M1_DEFAULT) > 0;
-    g->skx_qkv1 = knob(p ? p->skx_qkv1 : 0, "KILN_SKX_QKV1", 0) > 0;
     g->sk_warps = knob(p ? p->skgemm_warps : 0, "KILN_SKGEMM_WARPS", KILN_SKGEMM_WARPS_DEFAULT);
     if (g->sk_warps != 4 && g->sk_warps != 8) g->sk_warps = KILN_SKGEMM_WARPS_DEFAULT;
     g->sk_rt = knob(p ? p->skgemm_tiles : 0, "KILN_SKGEMM_TILES", 0); /* 0: by MAXM */
@@ -556,20 +554,13 @@ fail:
 /* x stationary in registers, W through warp-private rings (kernel_src/gemm_skx.cu) in p's shape (kiln_skx_plan) */
 static kiln_status skx_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64_t ld, kiln_dtype out_dt,
                             kiln_devptr x, kiln_devptr w, kiln_dtype in_dt, kiln_devptr bias, int M, int N, int K,
-                            const kiln_skx_shape *p, kiln_devptr residual, kiln_devptr ss_out, kiln_devptr nw,
-                            const kiln_gpu_norm_in *ni) {
+                            const kiln_skx_shape *p, kiln_devptr residual, kiln_devptr ss_out, kiln_devptr nw) {
     kiln_status st = KILN_OK;
     kiln_rt_func *f;
-    KILN_TRY(get(g, "gemm_skx", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d KW=%d SK=%d SLOTS=%d RT=%d CL=%d%s%s", dt(in_dt),
-                 dt(out_dt), p->maxm, p->warps, p->kw, p->sk, p->s, p->rt, p->cl, residual ? " NOUT=1" : "",
-                 ni ? " NIN=1" : ""));
-    {
-        kiln_devptr part = ni ? ni->part : 0;
-        int npart = ni ? ni->n_part : 0;
-        float eps = ni ? ni->eps : 0.0f;
-        LAUNCH(f, (unsigned)p->tiles, (unsigned)p->cl, 1, (unsigned)(p->warps * 32), (unsigned)p->smem, s, &out, &ld,
-               &x, &w, &bias, &M, &N, &K, &residual, &ss_out, &nw, &part, &npart, &eps);
-    }
+    KILN_TRY(get(g, "gemm_skx", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d KW=%d SK=%d SLOTS=%d RT=%d CL=%d%s", dt(in_dt),
+                 dt(out_dt), p->maxm, p->warps, p->kw, p->sk, p->s, p->rt, p->cl, residual ? " NOUT=1" : ""));
+    LAUNCH(f, (unsigned)p->tiles, (unsigned)p->cl, 1, (unsigned)(p->warps * 32), (unsigned)p->smem, s,
+           &out, &ld, &x, &w, &bias, &M, &N, &K, &residual, &ss_out, &nw);
 fail:
     return st;
 }
@@ -621,24 +612,10 @@ static nin_args nin_of(const kiln_gpu_norm_in *ni) {
     return a;
 }
 
-/* gemm_skx's one-row form in place of the GEMV ($KILN_SKX_M1) for an N x K weight: its plan (p.ok) */
-static kiln_skx_shape skx_m1_plan(const kiln_gpu *g, kiln_dtype act, int64_t N, int64_t K) {
-    kiln_skx_shape p = {0};
-    if (!g->skx_m1 || g->skx_max_m < 1 || (act != KILN_DTYPE_BF16 && act != KILN_DTYPE_F16) || K % 8 ||
-        N > INT32_MAX || K > INT32_MAX)
-        return p;
-    const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
-    return kiln_skx_plan(di->n_sms, di->smem_per_block_optin, di->cc_major, 1, N, K);
-}
-
-bool kiln_gpu_skx_rope_split(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K) {
-    return M == 1 && g->skx_qkv1 && skx_m1_plan(g, act, N, K).ok;
-}
-
 bool kiln_gpu_nin_ok(const kiln_gpu *g, kiln_gpu_nin_kind kind, kiln_dtype act, int64_t M, int64_t N, int64_t K) {
     if (!g->gemv_norm || M != 1 || !gemv_serves(g, act, M, N, K)) return false;
     switch (kind) {
-    case KILN_GPU_NIN_PLAIN: return g->gemv_norm >= 2 || kiln_gpu_skx_rope_split(g, act, M, N, K);
+    case KILN_GPU_NIN_PLAIN: return g->gemv_norm >= 2;
     case KILN_GPU_NIN_SILU: return g->gemv_silu && N % 2 == 0;
     case KILN_GPU_NIN_ROPE: return g->gemv_rope;
     }
@@ -665,6 +642,16 @@ static int gemv_blocks(const kiln_gpu *g, int64_t N, int64_t K) {
     gemv_tiling(g, N, K, &rows, &unroll, &ks);
     const int per_block = rows * 8 / ks; /* ROWS x WARPS 8 / KSPLIT rows a block */
     return (int)((N + per_block - 1) / per_block);
+}
+
+/* gemm_skx's one-row form in place of the GEMV ($KILN_SKX_M1) for an N x K weight: its plan (p.ok) */
+static kiln_skx_shape skx_m1_plan(const kiln_gpu *g, kiln_dtype act, int64_t N, int64_t K) {
+    kiln_skx_shape p = {0};
+    if (!g->skx_m1 || g->skx_max_m < 1 || (act != KILN_DTYPE_BF16 && act != KILN_DTYPE_F16) || K % 8 ||
+        N > INT32_MAX || K > INT32_MAX)
+        return p;
+    const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
+    return kiln_skx_plan(di->n_sms, di->smem_per_block_optin, di->cc_major, 1, N, K);
 }
 
 bool kiln_gpu_gemv_add_ss_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K, int *n_part) {
@@ -712,7 +699,7 @@ kiln_status kiln_gpu_gemv_add_ss(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr res
             KILN_CHECK((x | w) % 16 == 0, KILN_ERR_INVALID_ARGUMENT,
                        "GEMM adding into the residual (gemm_skx): x %#llx, W %#llx not 16-byte aligned",
                        (unsigned long long)x, (unsigned long long)w);
-            return skx_gemm(g, s, xw, N, act, x, w, act, bias, 1, (int)N, (int)K, &p, residual, ss_out, nw, NULL);
+            return skx_gemm(g, s, xw, N, act, x, w, act, bias, 1, (int)N, (int)K, &p, residual, ss_out, nw);
         }
     }
     return gemv_plain(g, s, xw, 0, act, x, w, act, bias, 1, N, K, residual, ss_out, nw, NULL);
@@ -728,15 +715,6 @@ kiln_status kiln_gpu_gemm_nin(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, i
                "GEMV of a normalised row: N %lld, K %lld, %s (off, or not a batch-1 GEMV)", (long long)N, (long long)K,
                dt(act));
     KILN_TRY(nin_ready(g, ni, KILN_GPU_NIN_PLAIN, "GEMV", act, 1, N, K));
-    {
-        const kiln_skx_shape p = skx_m1_plan(g, act, N, K);
-        if (p.ok && ni) {
-            KILN_CHECK((x | w) % 16 == 0, KILN_ERR_INVALID_ARGUMENT,
-                       "GEMM of a normalised row (gemm_skx): x %#llx, W %#llx not 16-byte aligned",
-                       (unsigned long long)x, (unsigned long long)w);
-            return skx_gemm(g, s, out, ldo ? ldo : N, act, x, w, act, bias, 1, (int)N, (int)K, &p, 0, 0, 0, ni);
-        }
-    }
     return gemv_plain(g, s, out, ldo, act, x, w, act, bias, 1, N, K, 0, 0, 0, ni);
 fail:
     return st;
@@ -754,8 +732,7 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
         const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
         const kiln_skx_shape p = kiln_skx_plan(di->n_sms, di->smem_per_block_optin, di->cc_major, (int)M, N, K);
         if (p.ok)
-            return skx_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, &p, 0, 0, 0,
-                            NULL);
+            return skx_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, &p, 0, 0, 0);
     }
     if (gemv_serves(g, in_dt, M, N, K))
         return gemv_plain(g, s, out, ldo, out_dt, x, w, in_dt, bias, M, N, K, 0, 0, 0, NULL);

@@ -88,11 +88,6 @@ typedef struct kiln_gpu_params {
                                 (kiln_gpu_gemv_add_ss), where kiln_skx_plan serves the shape
                                 and skx_max_m >= 1 (1 on, negative off; 0: $KILN_SKX_M1, else
                                 KILN_SKX_M1_DEFAULT = 1) */
-    int skx_qkv1;            /* ... and the one-row GEMM before a rope (the qkv projection) through
-                                it too, normalising as it loads where a norm folds
-                                (kiln_gpu_skx_rope_split), its rope + KV write left to the
-                                decode attention (1 on, negative off; 0: $KILN_SKX_QKV1, else
-                                off) */
     int skgemm_silu;         /* the gate/up GEMM with SiLU (kiln_gpu_gemm_silu) through gemm_sk for
                                 2 <= M <= skgemm_max_m, any weight size, where the GEMV does
                                 not serve M (1 on, negative off; 0: $KILN_SKGEMM_SILU, else
@@ -325,10 +320,6 @@ typedef struct kiln_gpu_norm_in {
 } kiln_gpu_norm_in;
 typedef enum kiln_gpu_nin_kind { KILN_GPU_NIN_PLAIN, KILN_GPU_NIN_SILU, KILN_GPU_NIN_ROPE } kiln_gpu_nin_kind;
 bool kiln_gpu_gemv_add_ss_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K, int *n_part);
-/* Does the M x N x K GEMM before a rope run without the rope epilogue on gemm_skx (skx_qkv1, one row, a shape
- * kiln_skx_plan serves), the rope + KV write after it in the decode attention? kiln_gpu_nin_ok(PLAIN) then
- * takes it after a folded norm (kiln_gpu_gemm_nin through gemm_skx's NIN). */
-bool kiln_gpu_skx_rope_split(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K);
 kiln_status kiln_gpu_gemv_add_ss(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr residual, kiln_devptr ss_out,
                                  kiln_devptr xw, kiln_devptr nw, kiln_devptr x, kiln_devptr w, kiln_dtype act,
                                  kiln_devptr bias, int64_t N, int64_t K);

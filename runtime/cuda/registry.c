@@ -252,14 +252,13 @@ static const kiln_jit_kernel_def registry[] = {
      GEMM_SK_WG_EX},
     /* x stationary in registers, W through warp-private rings (kernel_src/gemm_skx.cu; engine/cuda/ops_gpu.c
      * skx_gemm with kiln_skx_plan's shape; CL > 1 needs sm_90: the host launches CL = 1 only before) */
-    {"gemm_skx", "kernel_src/gemm_skx.cu", "kiln_gemm_skx", "ptr,i64,ptr,ptr,ptr,i32,i32,i32,ptr,ptr,ptr,ptr,i32,f32",
+    {"gemm_skx", "kernel_src/gemm_skx.cu", "kiln_gemm_skx", "ptr,i64,ptr,ptr,ptr,i32,i32,i32,ptr,ptr,ptr",
      {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "8|16|32"}, {"WARPS", "4|8"}, {"KW", "*"}, {"SK", "64|128"},
-      {"SLOTS", "*"}, {"RT", "1|2|3|4|5|6|7|8"}, {"CL", "1|2|4"}, {"NOUT", "0|1", "0"}, {"NIN", "0|1", "0"}},
+      {"SLOTS", "*"}, {"RT", "1|2|3|4|5|6|7|8"}, {"CL", "1|2|4"}, {"NOUT", "0|1", "0"}},
      "ACT=bf16 OUT=bf16 MAXM=32 WARPS=8 KW=256 SK=128 SLOTS=5 RT=4 CL=2;ACT=bf16 OUT=bf16 MAXM=32 WARPS=8 KW=256 SK=128 SLOTS=4 RT=6 CL=2;"
      "ACT=bf16 OUT=bf16 MAXM=16 WARPS=8 KW=512 SK=128 SLOTS=6 RT=2 CL=1;ACT=fp16 OUT=fp32 MAXM=8 WARPS=8 KW=512 SK=128 SLOTS=6 RT=2 CL=1;"
      "ACT=bf16 OUT=bf16 MAXM=16 WARPS=8 KW=448 SK=64 SLOTS=10 RT=8 CL=4;ACT=fp16 OUT=fp16 MAXM=32 WARPS=4 KW=64 SK=64 SLOTS=3 RT=1 CL=1;"
-     "ACT=bf16 OUT=bf16 MAXM=8 WARPS=8 KW=512 SK=128 SLOTS=6 RT=2 CL=1 NOUT=1;ACT=bf16 OUT=bf16 MAXM=8 WARPS=8 KW=896 SK=128 SLOTS=6 RT=4 CL=2 NOUT=1;"
-     "ACT=bf16 OUT=bf16 MAXM=8 WARPS=8 KW=512 SK=128 SLOTS=6 RT=3 CL=1 NIN=1"},
+     "ACT=bf16 OUT=bf16 MAXM=8 WARPS=8 KW=512 SK=128 SLOTS=6 RT=2 CL=1 NOUT=1;ACT=bf16 OUT=bf16 MAXM=8 WARPS=8 KW=896 SK=128 SLOTS=6 RT=4 CL=2 NOUT=1"},
 };
 #pragma GCC diagnostic pop
 
