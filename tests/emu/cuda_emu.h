@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -287,6 +288,11 @@ inline void coro_init(Coro &c) {
     c.sp = sp;
 }
 
+// The order in which launch runs a grid's clusters (one at a time, each to its end): 0 by z, then x, then y
+// (y fastest), 1 reversed, other values a shuffle seeded by the value -- for kernels
+// whose blocks meet through global memory (the last to arrive finishes), which must not depend on it.
+inline u64 block_order = 0;
+
 // run body(ctx) as every thread of grid (x, y, z) of `threads`-thread blocks with smem bytes of dynamic shared
 // memory each, in clusters of (1, cluster_y, 1) (0 or 1: no cluster)
 inline void launch(emu_dim3 grid, int threads, size_t smem, int cluster_y, void (*body)(void *), void *ctx) {
@@ -297,9 +303,22 @@ inline void launch(emu_dim3 grid, int threads, size_t smem, int cluster_y, void 
     block_dim = emu_dim3{(unsigned)threads, 1, 1};
     run_body = body, run_ctx = ctx;
     const unsigned gzn = grid.z ? grid.z : 1;
+    // the clusters (blocks), in grid order or the order block_order asks for
+    std::vector<emu_dim3> order;
     for (unsigned gz = 0; gz < gzn; gz++)
-    for (unsigned gx = 0; gx < grid.x; gx++)
-        for (unsigned gy = 0; gy < grid.y; gy += cy) {
+        for (unsigned gx = 0; gx < grid.x; gx++)
+            for (unsigned gy = 0; gy < grid.y; gy += cy) order.push_back(emu_dim3{gx, gy, gz});
+    if (block_order == 1) std::reverse(order.begin(), order.end());
+    else if (block_order > 1) {
+        u64 r = block_order; // a fixed xorshift shuffle of the seed
+        for (size_t i = order.size(); i > 1; i--) {
+            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+            std::swap(order[i - 1], order[(size_t)(r % i)]);
+        }
+    }
+    for (const emu_dim3 &o : order) {
+        const unsigned gx = o.x, gy = o.y, gz = o.z;
+        {
             Cluster cl;
             std::vector<std::unique_ptr<Block>> blocks;
             for (int r = 0; r < cy; r++) {
@@ -337,6 +356,7 @@ inline void launch(emu_dim3 grid, int threads, size_t smem, int cluster_y, void 
             }
             for (Coro &c : cs) munmap(c.mem, Coro::STACK + Coro::GUARD);
         }
+    }
 }
 
 } // namespace emu

@@ -74,7 +74,16 @@ KILN_DEV float max(float a, float b) { return fmaxf(a, b); }
 struct float4 {
     float x, y, z, w;
 };
+KILN_DEV float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 KILN_DEV float rsqrtf(float v) { return 1.0f / sqrtf(v); }
+// global-memory atomics and fences: a thread runs alone until it reaches a barrier or the warp's rendezvous,
+// so an add is atomic and every store is seen by the threads that run after it
+KILN_DEV int atomicAdd(int *p, int v) {
+    const int o = *p;
+    *p = o + v;
+    return o;
+}
+KILN_DEV void __threadfence() {}
 template <class T> KILN_DEV T __shfl_xor_sync(unsigned mask, T v, int o) {
     static_assert(sizeof(T) == 4, "32-bit shuffles");
     u32 u;
