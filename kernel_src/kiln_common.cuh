@@ -250,35 +250,7 @@ KILN_DEV void st16_g(void *p, uint4 v) {
 KILN_DEV void st8_g(void *p, u32 x, u32 y) { asm volatile("st.global.v2.u32 [%0], {%1, %2};" ::"l"(p), "r"(x), "r"(y)); }
 
 // ------------------------------------------------------------- reductions
-KILN_DEV float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-KILN_DEV float warp_max(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-// Sum over the block; every thread gets the result. scratch: 32 floats.
-KILN_DEV float block_sum(float v, float *scratch) {
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    v = warp_sum(v);
-    __syncthreads();
-    if (lane == 0) scratch[w] = v;
-    __syncthreads();
-    v = lane < nw ? scratch[lane] : 0.0f;
-    return warp_sum(v);
-}
-KILN_DEV float block_max(float v, float *scratch) {
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0) scratch[w] = v;
-    __syncthreads();
-    v = lane < nw ? scratch[lane] : -KILN_INF;
-    return warp_max(v);
-}
+#include "kiln_reduce.cuh" // warp_sum, warp_max, block_sum, block_max
 
 // ---------------------------------------------------------------- Philox
 // Philox-4x32-10: the same stream as kiln_philox4x32 on the host.

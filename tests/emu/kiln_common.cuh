@@ -92,14 +92,7 @@ template <class T> KILN_DEV T __shfl_xor_sync(unsigned mask, T v, int o) {
     memcpy(&v, &u, 4);
     return v;
 }
-KILN_DEV float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-KILN_DEV float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
+#include "kiln_reduce.cuh" // kernel_src's: warp_sum, warp_max, block_sum, block_max
 
 // A vector of N elements of T stored in 16 bytes (N = 16 / sizeof(T)).
 template <class T> struct vec16 {
