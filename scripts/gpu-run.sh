@@ -736,6 +736,12 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s145; then # twenty-sixth session, final build: the changed kernels' tests (gemm_skx, the norm fold, sampling, RMSNorm, SiLU) and test_gpu_engine
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_gemm_skx =test_gemv_norm =test_sampling_greedy =test_rmsnorm =test_glu_add_gather_cast =test_gemv
+  gt test_gpu_engine 200 "FAIL|passed" -- test_gpu_engine
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s144; then # (knob removed after measuring: not kept) twenty-sixth session: the batch-1 qkv projection through gemm_skx (NIN, its rope + KV write in the decode attention: KILN_SKX_QKV1) -- test_gemv_norm / test_gemm_skx, test_gpu_engine with it, engine -b 1 against the default, alternating
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_gemv_norm =test_gemm_skx
