@@ -98,32 +98,8 @@ typedef act_t mma_t;
 #endif
 #define TILE_BYTES (K_TILE_BYTES + V_TILE_BYTES)
 
-template <class T> struct mma_op;
-template <> struct mma_op<bf16> {
-    static KILN_DEV void run(float c[4], const u32 a[4], u32 b0, u32 b1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-};
-template <> struct mma_op<fp16> {
-    static KILN_DEV void run(float c[4], const u32 a[4], u32 b0, u32 b1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-};
 KILN_DEV void mma16816(float c[4], const u32 a[4], u32 b0, u32 b1) { mma_op<mma_t>::run(c, a, b0, b1); }
 
-// 2^x for the softmax (ex2.approx.ftz: MUFU.EX2 without exp2f's range
-// fix-up for results below 2^-126, which a probability never needs).
-KILN_DEV float fast_exp2(float x) {
-    float r;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-    return r;
-}
 
 #if !KV_FP8
 // Byte offset of V chunk (row d, half h) inside a V tile.
@@ -297,11 +273,6 @@ KILN_DEV u32 load_q2(const act_t *p) {
 KILN_DEV float kv_k_scale(const float *s, int nkv, int kvh) { return (s ? s[kvh] : 1.0f) * KV_FOLD; }
 KILN_DEV float kv_v_scale(const float *s, int nkv, int kvh) { return (s ? s[nkv + kvh] : 1.0f) * KV_FOLD; }
 
-KILN_DEV u32 prmt(u32 a, u32 b, u32 sel) {
-    u32 r;
-    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
-    return r;
-}
 // Four FP8 values (byte i = element i) -> f16x2 {0, 1} and {2, 3}.
 KILN_DEV void fp8x4_to_f16(u32 w, u32 &lo, u32 &hi) {
 #if KV_KIND == 3 // E5M2: the high byte of an fp16
@@ -318,11 +289,6 @@ KILN_DEV void fp8x4_to_f16(u32 w, u32 &lo, u32 &hi) {
 #endif
 }
 
-KILN_DEV u32 lds32(u32 addr) {
-    u32 r;
-    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(r) : "r"(addr));
-    return r;
-}
 
 // Position (in chunks) of token j's chunk within a K tile column.
 KILN_DEV int k_pos(int j) { return j ^ ((j & 8) >> 2); }
@@ -407,13 +373,6 @@ KILN_DEV void qk_tile(float s[8], const u32 (*qa)[4], u32 sk_addr, int lane) {
 //   O^T (C): o[dt][n][0..1] = dim dt*16 + g, heads n*8 + 2t, +1; [2..3]: dim + 8
 #define DNT ((GROUP + 7) / 8)
 
-// 8x8 b16 transpose across the warp: lane (g, t) holding (row g, cols 2t,
-// 2t+1) of M gets (row g, cols 2t, 2t+1) of M^T, i.e. M[2t][g], M[2t+1][g].
-KILN_DEV u32 movtrans(u32 a) {
-    u32 d;
-    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(d) : "r"(a));
-    return d;
-}
 
 // S^T of NT_ tiles (K tiles at ka[u]): s[u][n][4] = (K tile u) Q^T; with one
 // n-tile, two accumulator chains per tile (even and odd k-steps).

@@ -42,11 +42,6 @@
 #if !KV_FP8
 #define STAGES 3
 #endif
-KILN_DEV u32 dynamic_smem_bytes() {
-    u32 r;
-    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
-    return r;
-}
 
 // The partition of a sequence of ctx tokens (see above; the reduction uses the same).
 __device__ __forceinline__ int part_size(int ctx, int partition_size, int n_parts) {
@@ -124,17 +119,9 @@ KILN_DEV void mask_scale_t(float (*s)[4], int t, int j0, int lo, int pos, float 
 // Loads of the parts: plain (CG false: the reduction kernel; a previous launch
 // wrote them) or bypassing L1 (ld.global.cg, CG true: the fused path, other
 // blocks of this launch wrote them)
-template <bool CG> __device__ __forceinline__ float ld_part(const float *p) {
-    if (!CG) return *p;
-    float v;
-    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
-    return v;
-}
+template <bool CG> __device__ __forceinline__ float ld_part(const float *p) { return CG ? ld_cg_f32(p) : *p; }
 template <bool CG> __device__ __forceinline__ float4 ld_part4(const float *p) {
-    if (!CG) return *(const float4 *)p;
-    float4 v;
-    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
-    return v;
+    return CG ? ld_cg_f4(p) : *(const float4 *)p;
 }
 
 // The warp of each row r = row0, row0 + step, .. < rows combines the np partitions of query head qh0 + r
@@ -657,8 +644,8 @@ KILN_DEV void attn_decode_body(act_t *__restrict__ out, const act_t *__restrict_
         // release publishes this block's parts (ordered before it by the barrier above), its acquire in
         // the last block orders the other blocks' parts before that block's loads (through the barrier
         // below); the seventh and tenth sessions' versions with the SC fences lost to the reduce launch
-        int *c = counters + (size_t)s * gridDim.x + blockIdx.x, prev;
-        asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(prev) : "l"(c) : "memory");
+        int *c = counters + (size_t)s * gridDim.x + blockIdx.x;
+        const int prev = atom_inc_acq_rel_gpu(c);
         last = prev == np - 1;
         if (last) *c = 0; // every live partition has counted: ready for the next launch
     }

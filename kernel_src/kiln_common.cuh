@@ -4,7 +4,10 @@
 // with no CUDA include directory, so nothing here includes a system header.
 // Specialization defines name these types directly (-DACT=bf16).
 // Thread-safety: device code, no globals.
-#pragma once
+// (An include guard, not #pragma once: tests/emu's kiln_common.cuh defines KILN_COMMON_CUH too, so a kernel
+// header of kernel_src that includes this one gets the emulation's when it is compiled there.)
+#ifndef KILN_COMMON_CUH
+#define KILN_COMMON_CUH
 #include "kiln_types.cuh"
 
 #define KILN_INF __int_as_float(0x7f800000)
@@ -252,6 +255,71 @@ KILN_DEV void st8_g(void *p, u32 x, u32 y) { asm volatile("st.global.v2.u32 [%0]
 // ------------------------------------------------------------- reductions
 #include "kiln_reduce.cuh" // warp_sum, warp_max, block_sum, block_max
 
+// ------------------------------------------------ the attention kernels' instructions
+// (kernel_src/attn_common.cuh, attn_decode.cu; tests/emu's kiln_common.cuh emulates them)
+template <class T> struct mma_op;
+template <> struct mma_op<bf16> {
+    static KILN_DEV void run(float c[4], const u32 a[4], u32 b0, u32 b1) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+template <> struct mma_op<fp16> {
+    static KILN_DEV void run(float c[4], const u32 a[4], u32 b0, u32 b1) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+// 2^x for the softmax (ex2.approx.ftz: MUFU.EX2 without exp2f's range
+// fix-up for results below 2^-126, which a probability never needs).
+KILN_DEV float fast_exp2(float x) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+KILN_DEV u32 prmt(u32 a, u32 b, u32 sel) {
+    u32 r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+    return r;
+}
+KILN_DEV u32 lds32(u32 addr) {
+    u32 r;
+    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(r) : "r"(addr));
+    return r;
+}
+// 8x8 b16 transpose across the warp: lane (g, t) holding (row g, cols 2t,
+// 2t+1) of M gets (row g, cols 2t, 2t+1) of M^T, i.e. M[2t][g], M[2t+1][g].
+KILN_DEV u32 movtrans(u32 a) {
+    u32 d;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(d) : "r"(a));
+    return d;
+}
+KILN_DEV u32 dynamic_smem_bytes() {
+    u32 r;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+    return r;
+}
+// loads that bypass L1 (another block of the launch wrote the data), and an acquire-release count at GPU scope
+KILN_DEV float ld_cg_f32(const float *p) {
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+    return v;
+}
+KILN_DEV float4 ld_cg_f4(const float *p) {
+    float4 v;
+    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+    return v;
+}
+KILN_DEV int atom_inc_acq_rel_gpu(int *p) { // *p += 1, the value before
+    int prev;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(prev) : "l"(p) : "memory");
+    return prev;
+}
+
 // ---------------------------------------------------------------- Philox
 // Philox-4x32-10: the same stream as kiln_philox4x32 on the host.
 KILN_DEV void philox4x32(u64 key, u64 ctr_hi, u64 ctr_lo, u32 out[4]) {
@@ -295,3 +363,5 @@ KILN_DEV void ldsm_x4(u32 &r0, u32 &r1, u32 &r2, u32 &r3, u32 addr) {
 KILN_DEV void ldsm_x2(u32 &r0, u32 &r1, u32 addr) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r0), "=r"(r1) : "r"(addr));
 }
+
+#endif // KILN_COMMON_CUH

@@ -109,6 +109,7 @@ struct Block {
     emu_dim3 idx;
     unsigned rank = 0;
     Cluster *cl = nullptr;
+    int vote_or = 0, vote_res = 0; // __syncthreads_or
 };
 struct Cluster {
     std::vector<Block *> blocks;
@@ -158,6 +159,13 @@ inline unsigned char *block_smem() { return cur->blk->smem.data(); }
 
 inline void syncwarp() { cur->blk->warps[cur->warp]->bar.meet(); }
 inline void syncthreads() { cur->blk->bar->meet(); }
+// __syncthreads_or: the barrier, and whether any thread's predicate was non-zero
+inline int syncthreads_or(int pred) {
+    Block &b = *cur->blk;
+    if (pred) b.vote_or = 1;
+    b.bar->meet([&] { b.vote_res = b.vote_or, b.vote_or = 0; });
+    return b.vote_res;
+}
 inline void cluster_barrier() {
     if (!cur->blk->cl) fail("cluster barrier outside a cluster launch");
     cur->blk->cl->bar->meet();
@@ -209,6 +217,37 @@ inline u32 shfl(u32 v, int src) {
         for (int l = 0; l < 32; l++) w.sres[l] = w.sv[w.ssrc[l] < 32 ? w.ssrc[l] : (u32)l];
     });
     return w.sres[lane];
+}
+
+// movmatrix.sync.aligned.m8n8.trans.b16: lane (g, t) holding (row g, cols 2t, 2t + 1) of an 8 x 8 b16 matrix
+// gets (row g, cols 2t, 2t + 1) of its transpose
+inline u32 movtrans(u32 v) {
+    Warp &w = *cur->blk->warps[cur->warp];
+    const int lane = cur->lane;
+    w.sv[lane] = v;
+    w.bar.meet([&] {
+        u16 M[8][8];
+        for (int l = 0; l < 32; l++)
+            for (int h = 0; h < 2; h++) M[l >> 2][2 * (l & 3) + h] = (u16)(w.sv[l] >> (16 * h));
+        for (int l = 0; l < 32; l++) {
+            const int g = l >> 2, t = l & 3;
+            w.sres[l] = (u32)M[2 * t][g] | (u32)M[2 * t + 1][g] << 16;
+        }
+    });
+    return w.sres[lane];
+}
+
+// __any_sync: whether any lane's predicate is non-zero, in every lane
+inline int warp_any(int pred) {
+    Warp &w = *cur->blk->warps[cur->warp];
+    const int lane = cur->lane;
+    w.sv[lane] = pred != 0;
+    w.bar.meet([&] {
+        u32 a = 0;
+        for (int l = 0; l < 32; l++) a |= w.sv[l];
+        for (int l = 0; l < 32; l++) w.sres[l] = a;
+    });
+    return (int)w.sres[lane];
 }
 
 // mma.sync.m16n8k16.row.col.f32 (bf16 or f16 in): lane L = 4 g + t holds A[g][2t..], A[g + 8][2t..],
@@ -367,6 +406,8 @@ inline void launch(emu_dim3 grid, int threads, size_t smem, int cluster_y, void 
 #define blockDim (emu::block_dim)
 #define __syncwarp() emu::syncwarp()
 #define __syncthreads() emu::syncthreads()
+#define __syncthreads_or(p) emu::syncthreads_or(p)
+#define __any_sync(mask, p) emu::warp_any(p)
 #define __shared__ static // (per kernel, not per block: right while blocks run one at a time -- no cluster)
 #define __trap() emu::fail("__trap")
 #define __global__

@@ -4,10 +4,11 @@
 // the kernels tested under emulation use (tests/emu/test_emu_*.cc); a kernel that needs more fails to
 // compile here, not silently.
 #pragma once
+#define KILN_COMMON_CUH // kernel_src/kiln_common.cuh's guard: a kernel header including it gets this one
 #include "cuda_emu.h"
 #include <cmath>
 
-#define KILN_DEV static inline
+#define KILN_DEV inline
 #define KILN_INF INFINITY
 #define KILN_NAN NAN
 
@@ -74,6 +75,10 @@ KILN_DEV float max(float a, float b) { return fmaxf(a, b); }
 struct float4 {
     float x, y, z, w;
 };
+struct float2 {
+    float x, y;
+};
+KILN_DEV float2 make_float2(float x, float y) { return float2{x, y}; }
 KILN_DEV float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 KILN_DEV float rsqrtf(float v) { return 1.0f / sqrtf(v); }
 // global-memory atomics and fences: a thread runs alone until it reaches a barrier or the warp's rendezvous,
@@ -92,7 +97,64 @@ template <class T> KILN_DEV T __shfl_xor_sync(unsigned mask, T v, int o) {
     memcpy(&v, &u, 4);
     return v;
 }
+template <class T> KILN_DEV T __shfl_sync(unsigned mask, T v, int src) {
+    static_assert(sizeof(T) == 4, "32-bit shuffles");
+    u32 u;
+    memcpy(&u, &v, 4);
+    u = emu::shfl(u, src & 31);
+    memcpy(&v, &u, 4);
+    return v;
+}
 #include "kiln_reduce.cuh" // kernel_src's: warp_sum, warp_max, block_sum, block_max
+
+// the attention kernels' instructions (kernel_src/kiln_common.cuh's section of that name)
+template <class T> struct mma_op {
+    static KILN_DEV void run(float c[4], const u32 a[4], u32 b0, u32 b1) {
+        const u32 b[2] = {b0, b1};
+        emu::mma(c, a, b, [](u16 h) { return to_f32(T{h}); });
+    }
+};
+KILN_DEV float fast_exp2(float x) { return exp2f(x); }
+KILN_DEV u32 prmt(u32 a, u32 b, u32 sel) { // prmt.b32 (default mode): byte i of the result is byte sel[i] of {b, a}
+    const u64 x = (u64)b << 32 | a;
+    u32 r = 0;
+    for (int i = 0; i < 4; i++) {
+        const u32 sl = (sel >> (4 * i)) & 15, byte = (u32)(x >> (8 * (sl & 7))) & 0xffu;
+        r |= (sl & 8 ? (byte & 0x80u ? 0xffu : 0u) : byte) << (8 * i);
+    }
+    return r;
+}
+KILN_DEV u32 lds32(u32 addr) {
+    u32 v;
+    memcpy(&v, emu::sptr(addr, 4), 4);
+    return v;
+}
+KILN_DEV u32 movtrans(u32 a) { return emu::movtrans(a); }
+KILN_DEV u32 dynamic_smem_bytes() { return (u32)emu::cur->blk->smem.size(); }
+KILN_DEV float ld_cg_f32(const float *p) { return *p; }
+KILN_DEV float4 ld_cg_f4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
+KILN_DEV int atom_inc_acq_rel_gpu(int *p) { return (*p)++; }
+
+// two 16-bit values in a 32-bit register (cvt.rn.{bf16,f16}x2.f32: a in the low half), and back
+template <class T> KILN_DEV u32 pack2(float a, float b) {
+    const T x = from_f32<T>(a), y = from_f32<T>(b);
+    return (u32)x.x | (u32)y.x << 16;
+}
+template <class T> KILN_DEV void unpack2(u32 v, float &a, float &b) {
+    T x, y;
+    x.x = (u16)(v & 0xffffu), y.x = (u16)(v >> 16);
+    a = to_f32(x), b = to_f32(y);
+}
+// __fmaf_rn / __fmul_rn: one rounding each, never contracted (kiln_common.cuh rope_rot)
+KILN_DEV float __fmul_rn(float a, float b) {
+    volatile float r = a * b;
+    return r;
+}
+KILN_DEV float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+KILN_DEV void rope_rot(float x0, float x1, float c, float s, float &y0, float &y1) {
+    y0 = __fmaf_rn(x0, c, -__fmul_rn(x1, s));
+    y1 = __fmaf_rn(x1, c, __fmul_rn(x0, s));
+}
 
 // A vector of N elements of T stored in 16 bytes (N = 16 / sizeof(T)).
 template <class T> struct vec16 {
@@ -129,6 +191,7 @@ KILN_DEV void compiler_fence() {}
 KILN_DEV u32 smem_addr(const void *p) { return emu::saddr(p); }
 KILN_DEV void cp_async16_u32(u32 saddr, const void *gmem) { emu::cp_async(saddr, gmem, 16); }
 KILN_DEV void cp_async16_u32(u32 saddr, const void *gmem, int src_bytes) { emu::cp_async(saddr, gmem, src_bytes); }
+KILN_DEV void cp_async16(void *smem, const void *gmem, int src_bytes) { cp_async16_u32(smem_addr(smem), gmem, src_bytes); }
 KILN_DEV void cp_async_commit() { emu::cp_commit(); }
 template <int N> KILN_DEV void cp_async_wait() { emu::cp_wait(N); }
 

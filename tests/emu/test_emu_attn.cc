@@ -1,0 +1,161 @@
+// test_emu_attn.cc -- kernel_src/attn_decode.cu (paged decode attention, 16-bit caches) under the CPU emulation
+// of tests/emu/cuda_emu.h, one specialization a build (ACT = KV, HEAD_DIM, BLOCK_SIZE, GROUP). Sequences whose
+// contexts start, end and stop mid-block (1 .. 333 tokens) in a cache whose blocks are shuffled, GQA (a KV head
+// for nq / nkv query heads), as engine/cuda/ops_gpu.c launches it: one pass (4 and 2 warps); split into fixed
+// 64-token partitions combined by the attention's last block (counters; its blocks run in grid order, reversed
+// and shuffled: the same bits) or by kiln_attn_reduce; split into 3 parts a sequence (the adaptive form); a
+// sliding window. Against a double-precision softmax(q k^T scale) v on the same 16-bit values: every output
+// within the roundings the kernel makes (the probabilities to 16 bits before P V, the output once); rows of
+// other tokens untouched; the counters back at 0. Exit 0 when every case passes.
+#include "kiln_common.cuh"
+#include ATTN_DECODE_EMU_SRC
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <type_traits>
+#include <vector>
+
+struct Args {
+    act_t *out;
+    const act_t *q;
+    i64 q_stride;
+    const kv_t *kc, *vc;
+    const int *qstart, *ctx_len, *bt;
+    int max_blocks, n_seqs, nq, nkv;
+    float scale;
+    int window, psz, n_parts;
+    float *part_o, *part_ml;
+    int *counters;
+};
+static void body_attn(void *p) {
+    Args *a = static_cast<Args *>(p);
+    kiln_attn_decode(a->out, a->q, a->q_stride, a->kc, a->vc, a->qstart, a->ctx_len, a->bt, a->max_blocks, a->n_seqs,
+                     a->nq, a->nkv, a->scale, a->window, a->psz, a->n_parts, a->part_o, a->part_ml, nullptr, a->counters);
+}
+static void body_reduce(void *p) {
+    Args *a = static_cast<Args *>(p);
+    kiln_attn_reduce(a->out, a->part_o, a->part_ml, a->qstart, a->ctx_len, a->nq, a->n_parts, a->psz);
+}
+
+int main() {
+    const int nkv = 2, nq = nkv * (GROUP >= 4 ? GROUP : 4), ratio = nq / nkv, hd = HEAD_DIM, bs = BLOCK_SIZE;
+    const int ctxs[] = {1, 15, 16, 17, 100, 333};
+    const int n_seqs = (int)(sizeof ctxs / sizeof ctxs[0]), T = n_seqs + 2; // two rows no sequence owns
+    int max_ctx = 0, max_blocks = 0;
+    for (int c : ctxs) max_ctx = std::max(max_ctx, c), max_blocks = std::max(max_blocks, (c + bs - 1) / bs);
+    const int n_blocks = n_seqs * max_blocks + 3;
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    // the cache: key [blocks, nkv, hd / 8, bs, 8], value [blocks, nkv, hd, bs]; block tables over shuffled blocks
+    std::vector<kv_t> kc((size_t)n_blocks * nkv * hd * bs), vc(kc.size());
+    for (auto &e : kc) e = from_f32<kv_t>(u(rng));
+    for (auto &e : vc) e = from_f32<kv_t>(u(rng));
+    std::vector<int> perm(n_blocks);
+    for (int i = 0; i < n_blocks; i++) perm[i] = i;
+    std::shuffle(perm.begin(), perm.end(), rng);
+    std::vector<int> bt((size_t)n_seqs * max_blocks, 0), ctx(ctxs, ctxs + n_seqs), qstart(n_seqs);
+    for (int s = 0; s < n_seqs; s++) {
+        qstart[s] = (s * 5 + 3) % T; // rows in another order than the sequences
+        for (int b = 0; b < (ctx[s] + bs - 1) / bs; b++) bt[(size_t)s * max_blocks + b] = perm[s * max_blocks + b];
+    }
+    for (int s = 0; s < n_seqs; s++) // distinct rows
+        for (int r = 0; r < s; r++)
+            if (qstart[r] == qstart[s]) return fprintf(stderr, "test setup: rows collide\n"), 1;
+    const i64 q_stride = (i64)(nq + 2 * nkv) * hd; // a qkv row
+    std::vector<act_t> q((size_t)T * q_stride);
+    for (auto &e : q) e = from_f32<act_t>(u(rng));
+    const float scale = 1.0f / sqrtf((float)hd);
+    auto kv_at = [&](const std::vector<kv_t> &c, bool key, int s, int kvh, int t, int d) {
+        const int b = bt[(size_t)s * max_blocks + t / bs], o = t % bs;
+        const size_t base = ((size_t)b * nkv + kvh) * hd * bs;
+        return (double)to_f32(key ? c[base + (size_t)(d / 8) * bs * 8 + o * 8 + d % 8] : c[base + (size_t)d * bs + o]);
+    };
+    // the reference for a window: out[s][h][d], and sum p |v| for the tolerance
+    auto reference = [&](int window, std::vector<double> &ref, std::vector<double> &mag) {
+        ref.assign((size_t)n_seqs * nq * hd, 0.0), mag.assign(ref.size(), 0.0);
+        for (int s = 0; s < n_seqs; s++)
+            for (int h = 0; h < nq; h++) {
+                const int kvh = h / ratio, pos = ctx[s] - 1, lo = window > 0 ? std::max(0, pos - window + 1) : 0;
+                std::vector<double> p(ctx[s], 0.0);
+                double mx = -INFINITY, sum = 0.0;
+                for (int t = lo; t <= pos; t++) {
+                    double d = 0.0;
+                    for (int i = 0; i < hd; i++)
+                        d += (double)to_f32(q[(size_t)qstart[s] * q_stride + (size_t)h * hd + i]) * kv_at(kc, true, s, kvh, t, i);
+                    p[t] = d * scale, mx = std::max(mx, p[t]);
+                }
+                for (int t = lo; t <= pos; t++) p[t] = exp(p[t] - mx), sum += p[t];
+                for (int i = 0; i < hd; i++) {
+                    double a = 0.0, m = 0.0;
+                    for (int t = lo; t <= pos; t++) {
+                        const double v = kv_at(vc, false, s, kvh, t, i);
+                        a += p[t] * v, m += p[t] * fabs(v);
+                    }
+                    ref[((size_t)s * nq + h) * hd + i] = a / sum, mag[((size_t)s * nq + h) * hd + i] = m / sum;
+                }
+            }
+    };
+    const double ulp = std::is_same<act_t, fp16>::value ? 1.0 / 2048 : 1.0 / 256;
+    struct Case { const char *name; int nw, psz, n_parts, window; bool counters; unsigned long long order; };
+    const Case cases[] = {
+        {"one pass", 4, 0, 1, 0, false, 0},
+        {"one pass, 2 warps", 2, 0, 1, 0, false, 0},
+        {"one pass, window 50", 4, 0, 1, 50, false, 0},
+        {"64-token partitions, combined by the last block", 4, 64, 0, 0, true, 0},
+        {"... blocks reversed", 4, 64, 0, 0, true, 1},
+        {"... blocks shuffled", 4, 64, 0, 0, true, 777},
+        {"64-token partitions, kiln_attn_reduce", 4, 64, 0, 0, false, 0},
+        {"3 parts a sequence, combined by the last block", 4, -1, 3, 0, true, 0},
+        {"64-token partitions, window 100, kiln_attn_reduce", 2, 64, 0, 100, false, 0},
+    };
+    int failures = 0;
+    std::vector<act_t> first;
+    for (const Case &c : cases) {
+        const int n_parts = c.psz > 0 ? (max_ctx + c.psz - 1) / c.psz : c.n_parts;
+        std::vector<double> ref, mag;
+        reference(c.window, ref, mag);
+        std::vector<act_t> out((size_t)T * nq * hd);
+        for (auto &e : out) e = from_f32<act_t>(NAN);
+        std::vector<float> part_o((size_t)n_seqs * nq * n_parts * hd, NAN), part_ml((size_t)n_seqs * nq * n_parts * 2, NAN);
+        std::vector<int> counters((size_t)n_seqs * (nq / GROUP) + 1, 0);
+        const unsigned smem = (unsigned)std::max(c.nw * STAGES * TILE_BYTES, (c.nw * 16 * 2 + c.nw * 16 * hd) * 4);
+        Args a{out.data(), q.data(), q_stride, kc.data(), vc.data(), qstart.data(), ctx.data(), bt.data(), max_blocks,
+               n_seqs, nq, nkv, scale, c.window, c.psz, n_parts, part_o.data(), part_ml.data(),
+               c.counters ? counters.data() : nullptr};
+        emu::block_order = c.order;
+        emu::launch(emu_dim3{(unsigned)(nq / GROUP), (unsigned)n_seqs, (unsigned)n_parts}, 32 * c.nw, smem, 0, body_attn, &a);
+        emu::block_order = 0;
+        if (c.psz != 0 && !c.counters)
+            emu::launch(emu_dim3{(unsigned)((nq + 3) / 4), (unsigned)n_seqs, 1}, 128, 0, 0, body_reduce, &a);
+        int bad = 0, stray = 0;
+        for (int s = 0; s < n_seqs; s++)
+            for (int h = 0; h < nq; h++)
+                for (int i = 0; i < hd; i++) {
+                    const size_t k = ((size_t)s * nq + h) * hd + i;
+                    const double got = to_f32(out[(size_t)qstart[s] * nq * hd + (size_t)h * hd + i]);
+                    const double tol = fabs(ref[k]) * ulp + mag[k] * ulp + 1e-5;
+                    if (!(fabs(got - ref[k]) <= tol)) {
+                        if (bad < 5)
+                            fprintf(stderr, "  %s: seq %d (ctx %d) head %d dim %d: %.6g, reference %.6g (tol %.3g)\n", c.name, s,
+                                    ctx[s], h, i, got, ref[k], tol);
+                        bad++;
+                    }
+                }
+        for (int r = 0; r < T; r++) { // rows no sequence owns: untouched
+            bool owned = false;
+            for (int s = 0; s < n_seqs; s++) owned |= qstart[s] == r;
+            if (!owned)
+                for (int e = 0; e < nq * hd; e++) stray += !std::isnan(to_f32(out[(size_t)r * nq * hd + e]));
+        }
+        for (int x : counters) stray += x != 0;
+        if (c.order) // the same bits whatever the order of the blocks
+            bad += memcmp(first.data(), out.data(), out.size() * sizeof(act_t)) != 0;
+        else if (c.counters && c.psz > 0)
+            first = out;
+        const bool ok = !bad && !stray;
+        failures += !ok;
+        printf("%s attn_decode HD %d GROUP %d %s: %s: %d wrong, %d stray\n", ok ? "ok  " : "FAIL", hd, GROUP,
+               std::is_same<act_t, fp16>::value ? "fp16" : "bf16", c.name, bad, stray);
+    }
+    return failures ? 1 : 0;
+}
