@@ -4,7 +4,8 @@
 // for nq / nkv query heads), as engine/cuda/ops_gpu.c launches it: one pass (4 and 2 warps); split into fixed
 // 64-token partitions combined by the attention's last block (counters; its blocks run in grid order, reversed
 // and shuffled: the same bits) or by kiln_attn_reduce; split into 3 parts a sequence (the adaptive form); a
-// sliding window. Against a double-precision softmax(q k^T scale) v on the same 16-bit values: every output
+// sliding window; the persistent-warp kernel (kiln_attn_decode_pw: 1 to 24 items a warp, the 32 it allows at
+// most). Against a double-precision softmax(q k^T scale) v on the same 16-bit values: every output
 // within the roundings the kernel makes (the probabilities to 16 bits before P V, the output once); rows of
 // other tokens untouched; the counters back at 0. Exit 0 when every case passes.
 #include "kiln_common.cuh"
@@ -31,6 +32,11 @@ static void body_attn(void *p) {
     Args *a = static_cast<Args *>(p);
     kiln_attn_decode(a->out, a->q, a->q_stride, a->kc, a->vc, a->qstart, a->ctx_len, a->bt, a->max_blocks, a->n_seqs,
                      a->nq, a->nkv, a->scale, a->window, a->psz, a->n_parts, a->part_o, a->part_ml, nullptr, a->counters);
+}
+static void body_pw(void *p) {
+    Args *a = static_cast<Args *>(p);
+    kiln_attn_decode_pw(a->out, a->q, a->q_stride, a->kc, a->vc, a->qstart, a->ctx_len, a->bt, a->max_blocks, a->n_seqs,
+                        a->nq, a->nkv, a->scale, a->window);
 }
 static void body_reduce(void *p) {
     Args *a = static_cast<Args *>(p);
@@ -96,17 +102,22 @@ int main() {
             }
     };
     const double ulp = std::is_same<act_t, fp16>::value ? 1.0 / 2048 : 1.0 / 256;
-    struct Case { const char *name; int nw, psz, n_parts, window; bool counters; unsigned long long order; };
+    // pw > 0: kiln_attn_decode_pw (persistent warps, the items -- sequence x KV group -- dealt to the grid's warps)
+    // in pw blocks of nw warps
+    struct Case { const char *name; int nw, psz, n_parts, window; bool counters; unsigned long long order; int pw; };
     const Case cases[] = {
-        {"one pass", 4, 0, 1, 0, false, 0},
-        {"one pass, 2 warps", 2, 0, 1, 0, false, 0},
-        {"one pass, window 50", 4, 0, 1, 50, false, 0},
-        {"64-token partitions, combined by the last block", 4, 64, 0, 0, true, 0},
-        {"... blocks reversed", 4, 64, 0, 0, true, 1},
-        {"... blocks shuffled", 4, 64, 0, 0, true, 777},
-        {"64-token partitions, kiln_attn_reduce", 4, 64, 0, 0, false, 0},
-        {"3 parts a sequence, combined by the last block", 4, -1, 3, 0, true, 0},
-        {"64-token partitions, window 100, kiln_attn_reduce", 2, 64, 0, 100, false, 0},
+        {"one pass", 4, 0, 1, 0, false, 0, 0},
+        {"one pass, 2 warps", 2, 0, 1, 0, false, 0, 0},
+        {"one pass, window 50", 4, 0, 1, 50, false, 0, 0},
+        {"64-token partitions, combined by the last block", 4, 64, 0, 0, true, 0, 0},
+        {"... blocks reversed", 4, 64, 0, 0, true, 1, 0},
+        {"... blocks shuffled", 4, 64, 0, 0, true, 777, 0},
+        {"64-token partitions, kiln_attn_reduce", 4, 64, 0, 0, false, 0, 0},
+        {"3 parts a sequence, combined by the last block", 4, -1, 3, 0, true, 0, 0},
+        {"64-token partitions, window 100, kiln_attn_reduce", 2, 64, 0, 100, false, 0, 0},
+        {"persistent warps, 2 blocks of 4", 4, 0, 1, 0, false, 0, 2},
+        {"persistent warps, 2 blocks of one warp (6 or 24 items a warp)", 1, 0, 1, 0, false, 0, 2},
+        {"persistent warps, 3 blocks of 2, window 40, shuffled", 2, 0, 1, 40, false, 4242, 3},
     };
     int failures = 0;
     std::vector<act_t> first;
@@ -118,12 +129,14 @@ int main() {
         for (auto &e : out) e = from_f32<act_t>(NAN);
         std::vector<float> part_o((size_t)n_seqs * nq * n_parts * hd, NAN), part_ml((size_t)n_seqs * nq * n_parts * 2, NAN);
         std::vector<int> counters((size_t)n_seqs * (nq / GROUP) + 1, 0);
-        const unsigned smem = (unsigned)std::max(c.nw * STAGES * TILE_BYTES, (c.nw * 16 * 2 + c.nw * 16 * hd) * 4);
+        const unsigned smem = c.pw ? (unsigned)(c.nw * 3 * PW_SLOT)
+                                   : (unsigned)std::max(c.nw * STAGES * TILE_BYTES, (c.nw * 16 * 2 + c.nw * 16 * hd) * 4);
         Args a{out.data(), q.data(), q_stride, kc.data(), vc.data(), qstart.data(), ctx.data(), bt.data(), max_blocks,
                n_seqs, nq, nkv, scale, c.window, c.psz, n_parts, part_o.data(), part_ml.data(),
                c.counters ? counters.data() : nullptr};
         emu::block_order = c.order;
-        emu::launch(emu_dim3{(unsigned)(nq / GROUP), (unsigned)n_seqs, (unsigned)n_parts}, 32 * c.nw, smem, 0, body_attn, &a);
+        if (c.pw) emu::launch(emu_dim3{(unsigned)c.pw, 1, 1}, 32 * c.nw, smem, 0, body_pw, &a);
+        else emu::launch(emu_dim3{(unsigned)(nq / GROUP), (unsigned)n_seqs, (unsigned)n_parts}, 32 * c.nw, smem, 0, body_attn, &a);
         emu::block_order = 0;
         if (c.psz != 0 && !c.counters)
             emu::launch(emu_dim3{(unsigned)((nq + 3) / 4), (unsigned)n_seqs, 1}, 128, 0, 0, body_reduce, &a);
@@ -148,7 +161,7 @@ int main() {
                 for (int e = 0; e < nq * hd; e++) stray += !std::isnan(to_f32(out[(size_t)r * nq * hd + e]));
         }
         for (int x : counters) stray += x != 0;
-        if (c.order) // the same bits whatever the order of the blocks
+        if (c.order && !c.pw) // the same bits whatever the order of the blocks
             bad += memcmp(first.data(), out.data(), out.size() * sizeof(act_t)) != 0;
         else if (c.counters && c.psz > 0)
             first = out;
