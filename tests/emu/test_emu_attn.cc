@@ -5,7 +5,8 @@
 // 64-token partitions combined by the attention's last block (counters; its blocks run in grid order, reversed
 // and shuffled: the same bits) or by kiln_attn_reduce; split into 3 parts a sequence (the adaptive form); a
 // sliding window; the persistent-warp kernel (kiln_attn_decode_pw: 1 to 24 items a warp, the 32 it allows at
-// most). Against a double-precision softmax(q k^T scale) v on the same 16-bit values: every output
+// most); the step's rope + KV write inside the attention (kiln_attn_decode_rope, _pw_rope). Against a
+// double-precision softmax(q k^T scale) v on the same 16-bit values: every output
 // within the roundings the kernel makes (the probabilities to 16 bits before P V, the output once); rows of
 // other tokens untouched; the counters back at 0. Exit 0 when every case passes.
 #include "kiln_common.cuh"
@@ -37,6 +38,26 @@ static void body_pw(void *p) {
     Args *a = static_cast<Args *>(p);
     kiln_attn_decode_pw(a->out, a->q, a->q_stride, a->kc, a->vc, a->qstart, a->ctx_len, a->bt, a->max_blocks, a->n_seqs,
                         a->nq, a->nkv, a->scale, a->window);
+}
+struct RopeArgs {
+    Args a;
+    const int *pos, *slots;
+    const float *inv_freq;
+    float mscale;
+    kv_t *kc, *vc; // written: the step's key and value
+};
+static void body_rope(void *p) {
+    RopeArgs *r = static_cast<RopeArgs *>(p);
+    const Args *a = &r->a;
+    kiln_attn_decode_rope(a->out, a->q, a->q_stride, r->kc, r->vc, a->qstart, a->ctx_len, a->bt, a->max_blocks,
+                          a->n_seqs, a->nq, a->nkv, a->scale, a->window, a->psz, a->n_parts, a->part_o, a->part_ml,
+                          a->counters, r->pos, r->inv_freq, r->mscale, r->slots);
+}
+static void body_pw_rope(void *p) {
+    RopeArgs *r = static_cast<RopeArgs *>(p);
+    const Args *a = &r->a;
+    kiln_attn_decode_pw_rope(a->out, a->q, a->q_stride, r->kc, r->vc, a->qstart, a->ctx_len, a->bt, a->max_blocks,
+                             a->n_seqs, a->nq, a->nkv, a->scale, a->window, r->pos, r->inv_freq, r->mscale, r->slots);
 }
 static void body_reduce(void *p) {
     Args *a = static_cast<Args *>(p);
@@ -77,7 +98,8 @@ int main() {
         return (double)to_f32(key ? c[base + (size_t)(d / 8) * bs * 8 + o * 8 + d % 8] : c[base + (size_t)d * bs + o]);
     };
     // the reference for a window: out[s][h][d], and sum p |v| for the tolerance
-    auto reference = [&](int window, std::vector<double> &ref, std::vector<double> &mag) {
+    auto reference = [&](int window, std::vector<double> &ref, std::vector<double> &mag, const std::vector<act_t> &qv,
+                         const std::vector<kv_t> &kcv, const std::vector<kv_t> &vcv) {
         ref.assign((size_t)n_seqs * nq * hd, 0.0), mag.assign(ref.size(), 0.0);
         for (int s = 0; s < n_seqs; s++)
             for (int h = 0; h < nq; h++) {
@@ -87,14 +109,14 @@ int main() {
                 for (int t = lo; t <= pos; t++) {
                     double d = 0.0;
                     for (int i = 0; i < hd; i++)
-                        d += (double)to_f32(q[(size_t)qstart[s] * q_stride + (size_t)h * hd + i]) * kv_at(kc, true, s, kvh, t, i);
+                        d += (double)to_f32(qv[(size_t)qstart[s] * q_stride + (size_t)h * hd + i]) * kv_at(kcv, true, s, kvh, t, i);
                     p[t] = d * scale, mx = std::max(mx, p[t]);
                 }
                 for (int t = lo; t <= pos; t++) p[t] = exp(p[t] - mx), sum += p[t];
                 for (int i = 0; i < hd; i++) {
                     double a = 0.0, m = 0.0;
                     for (int t = lo; t <= pos; t++) {
-                        const double v = kv_at(vc, false, s, kvh, t, i);
+                        const double v = kv_at(vcv, false, s, kvh, t, i);
                         a += p[t] * v, m += p[t] * fabs(v);
                     }
                     ref[((size_t)s * nq + h) * hd + i] = a / sum, mag[((size_t)s * nq + h) * hd + i] = m / sum;
@@ -124,7 +146,7 @@ int main() {
     for (const Case &c : cases) {
         const int n_parts = c.psz > 0 ? (max_ctx + c.psz - 1) / c.psz : c.n_parts;
         std::vector<double> ref, mag;
-        reference(c.window, ref, mag);
+        reference(c.window, ref, mag, q, kc, vc);
         std::vector<act_t> out((size_t)T * nq * hd);
         for (auto &e : out) e = from_f32<act_t>(NAN);
         std::vector<float> part_o((size_t)n_seqs * nq * n_parts * hd, NAN), part_ml((size_t)n_seqs * nq * n_parts * 2, NAN);
@@ -169,6 +191,94 @@ int main() {
         failures += !ok;
         printf("%s attn_decode HD %d GROUP %d %s: %s: %d wrong, %d stray\n", ok ? "ok  " : "FAIL", hd, GROUP,
                std::is_same<act_t, fp16>::value ? "fp16" : "bf16", c.name, bad, stray);
+    }
+    // The step's rope + KV write inside the attention (kiln_attn_decode_rope, and kiln_attn_decode_pw_rope where a
+    // KV group is a whole KV head): q and the step's key arrive unrotated in the qkv row; the cache's cell of
+    // position ctx - 1 holds poison until the kernel writes the rotated key and the value there. Expected: the
+    // cache with those cells as rope_rot of the row (cos / sin of pos * inv_freq times mscale, rounded to act:
+    // bit for bit), every other cell unchanged; the output the attention of the rotated query over it.
+    {
+        std::vector<int> rpos(T, 0), slots(T, -1);
+        std::vector<float> inv(hd / 2);
+        for (int i = 0; i < hd / 2; i++) inv[i] = 1.0f / powf(10000.0f, (float)(2 * i) / (float)hd);
+        const float mscale = 1.125f;
+        std::vector<kv_t> kc0 = kc, vc0 = vc, kce = kc, vce = vc;
+        std::vector<act_t> qe = q;
+        for (int s = 0; s < n_seqs; s++) {
+            const int pos = ctx[s] - 1, row = qstart[s], b = bt[(size_t)s * max_blocks + pos / bs];
+            rpos[row] = pos, slots[row] = b * bs + pos % bs;
+            std::vector<float> cs(hd / 2), sn(hd / 2);
+            for (int i = 0; i < hd / 2; i++) {
+                float sv, cv;
+                sincosf((float)pos * inv[i], &sv, &cv);
+                cs[i] = cv * mscale, sn[i] = sv * mscale;
+            }
+            auto rot = [&](act_t *x) { // rotate-half of one head in place, rounded to act
+                for (int i = 0; i < hd / 2; i++) {
+                    float y0, y1;
+                    rope_rot(to_f32(x[i]), to_f32(x[i + hd / 2]), cs[i], sn[i], y0, y1);
+                    x[i] = from_f32<act_t>(y0), x[i + hd / 2] = from_f32<act_t>(y1);
+                }
+            };
+            for (int h = 0; h < nq; h++) rot(&qe[(size_t)row * q_stride + (size_t)h * hd]);
+            for (int kvh = 0; kvh < nkv; kvh++) {
+                std::vector<act_t> k(&q[(size_t)row * q_stride + (size_t)(nq + kvh) * hd],
+                                     &q[(size_t)row * q_stride + (size_t)(nq + kvh + 1) * hd]);
+                rot(k.data());
+                const act_t *v = &q[(size_t)row * q_stride + (size_t)(nq + nkv + kvh) * hd];
+                const size_t base = ((size_t)b * nkv + kvh) * hd * bs;
+                for (int d = 0; d < hd; d++) {
+                    const size_t kcell = base + (size_t)(d / 8) * bs * 8 + (pos % bs) * 8 + d % 8, vcell = base + (size_t)d * bs + pos % bs;
+                    kc0[kcell] = vc0[vcell] = from_f32<kv_t>(7.0f); // poison until the kernel writes it
+                    kce[kcell] = k[d], vce[vcell] = v[d];
+                }
+            }
+        }
+        std::vector<double> ref, mag;
+        reference(0, ref, mag, qe, kce, vce);
+        struct RCase { const char *name; int nw, psz; bool pw; };
+        const RCase rcases[] = {{"rope, one pass", 4, 0, false},
+                                {"rope, 64-token partitions combined by the last block", 4, 64, false},
+                                {"rope, persistent warps", 4, 0, true}};
+        for (const RCase &c : rcases) {
+            if (c.pw && (GROUP != ratio || hd % 64)) continue; // (the host launches it only there)
+            const int n_parts = c.psz > 0 ? (max_ctx + c.psz - 1) / c.psz : 1;
+            std::vector<kv_t> kcr = kc0, vcr = vc0;
+            std::vector<act_t> out((size_t)T * nq * hd), q_before = q;
+            for (auto &e : out) e = from_f32<act_t>(NAN);
+            std::vector<float> part_o((size_t)n_seqs * nq * n_parts * hd, NAN), part_ml((size_t)n_seqs * nq * n_parts * 2, NAN);
+            std::vector<int> counters((size_t)n_seqs * (nq / GROUP) + 1, 0);
+            RopeArgs r{Args{out.data(), q.data(), q_stride, kcr.data(), vcr.data(), qstart.data(), ctx.data(), bt.data(),
+                            max_blocks, n_seqs, nq, nkv, scale, 0, c.psz, n_parts, part_o.data(), part_ml.data(),
+                            c.psz ? counters.data() : nullptr},
+                       rpos.data(), slots.data(), inv.data(), mscale, kcr.data(), vcr.data()};
+            if (c.pw)
+                emu::launch(emu_dim3{2, 1, 1}, 32 * c.nw, (unsigned)(c.nw * 3 * PW_SLOT), 0, body_pw_rope, &r);
+            else
+                emu::launch(emu_dim3{(unsigned)(nq / GROUP), (unsigned)n_seqs, (unsigned)n_parts}, 32 * c.nw,
+                            (unsigned)(std::max(c.nw * STAGES * TILE_BYTES, (c.nw * 16 * 2 + c.nw * 16 * hd) * 4) + hd * 4), 0,
+                            body_rope, &r);
+            int bad = 0, stray = 0;
+            for (int s2 = 0; s2 < n_seqs; s2++)
+                for (int h = 0; h < nq; h++)
+                    for (int i = 0; i < hd; i++) {
+                        const size_t k = ((size_t)s2 * nq + h) * hd + i;
+                        const double got = to_f32(out[(size_t)qstart[s2] * nq * hd + (size_t)h * hd + i]);
+                        if (!(fabs(got - ref[k]) <= fabs(ref[k]) * ulp + mag[k] * ulp + 1e-5)) {
+                            if (bad < 5)
+                                fprintf(stderr, "  %s: seq %d head %d dim %d: %.6g, reference %.6g\n", c.name, s2, h, i, got, ref[k]);
+                            bad++;
+                        }
+                    }
+            const int cache_bad = (memcmp(kcr.data(), kce.data(), kce.size() * sizeof(kv_t)) != 0) +
+                                  (memcmp(vcr.data(), vce.data(), vce.size() * sizeof(kv_t)) != 0);
+            stray += memcmp(q.data(), q_before.data(), q.size() * sizeof(act_t)) != 0; // the qkv rows untouched
+            for (int x : counters) stray += x != 0;
+            const bool ok = !bad && !cache_bad && !stray;
+            failures += !ok;
+            printf("%s attn_decode HD %d GROUP %d %s: %s: %d wrong, cache %s, %d stray\n", ok ? "ok  " : "FAIL", hd, GROUP,
+                   std::is_same<act_t, fp16>::value ? "fp16" : "bf16", c.name, bad, cache_bad ? "WRONG" : "as expected", stray);
+        }
     }
     return failures ? 1 : 0;
 }
