@@ -257,23 +257,18 @@ KILN_DEV void st8_g(void *p, u32 x, u32 y) { asm volatile("st.global.v2.u32 [%0]
 
 // ------------------------------------------------ the attention kernels' instructions
 // (kernel_src/attn_common.cuh, attn_decode.cu; tests/emu's kiln_common.cuh emulates them)
-template <class T> struct mma_op;
-template <> struct mma_op<bf16> {
-    static KILN_DEV void run(float c[4], const u32 a[4], u32 b0, u32 b1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-};
-template <> struct mma_op<fp16> {
-    static KILN_DEV void run(float c[4], const u32 a[4], u32 b0, u32 b1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-};
+template <class T> struct mma_op; // mma.sync m16n8k16, row.col, fp32 accumulation: c += a b
+#define KILN_MMA_OP(T, PTX_T)                                                                                      \
+    template <> struct mma_op<T> {                                                                                 \
+        static KILN_DEV void run(float c[4], const u32 a[4], u32 b0, u32 b1) {                                     \
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." PTX_T "." PTX_T ".f32 {%0,%1,%2,%3}, "         \
+                         "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"                                                  \
+                         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])                                          \
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));                          \
+        }                                                                                                          \
+    };
+KILN_MMA_OP(bf16, "bf16")
+KILN_MMA_OP(fp16, "f16")
 // 2^x for the softmax (ex2.approx.ftz: MUFU.EX2 without exp2f's range
 // fix-up for results below 2^-126, which a probability never needs).
 KILN_DEV float fast_exp2(float x) {

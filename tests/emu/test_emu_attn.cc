@@ -124,6 +124,25 @@ int main() {
             }
     };
     const double ulp = std::is_same<act_t, fp16>::value ? 1.0 / 2048 : 1.0 / 256;
+    // the outputs of every sequence's row against ref (within the kernel's roundings); the wrong ones counted
+    auto check_out = [&](const char *name, const std::vector<act_t> &out, const std::vector<double> &ref,
+                         const std::vector<double> &mag) {
+        int bad = 0;
+        for (int s = 0; s < n_seqs; s++)
+            for (int h = 0; h < nq; h++)
+                for (int i = 0; i < hd; i++) {
+                    const size_t k = ((size_t)s * nq + h) * hd + i;
+                    const double got = to_f32(out[(size_t)qstart[s] * nq * hd + (size_t)h * hd + i]);
+                    const double tol = fabs(ref[k]) * ulp + mag[k] * ulp + 1e-5;
+                    if (!(fabs(got - ref[k]) <= tol)) {
+                        if (bad < 5)
+                            fprintf(stderr, "  %s: seq %d (ctx %d) head %d dim %d: %.6g, reference %.6g (tol %.3g)\n", name, s,
+                                    ctx[s], h, i, got, ref[k], tol);
+                        bad++;
+                    }
+                }
+        return bad;
+    };
     // pw > 0: kiln_attn_decode_pw (persistent warps, the items -- sequence x KV group -- dealt to the grid's warps)
     // in pw blocks of nw warps
     struct Case { const char *name; int nw, psz, n_parts, window; bool counters; unsigned long long order; int pw; };
@@ -162,20 +181,7 @@ int main() {
         emu::block_order = 0;
         if (c.psz != 0 && !c.counters)
             emu::launch(emu_dim3{(unsigned)((nq + 3) / 4), (unsigned)n_seqs, 1}, 128, 0, 0, body_reduce, &a);
-        int bad = 0, stray = 0;
-        for (int s = 0; s < n_seqs; s++)
-            for (int h = 0; h < nq; h++)
-                for (int i = 0; i < hd; i++) {
-                    const size_t k = ((size_t)s * nq + h) * hd + i;
-                    const double got = to_f32(out[(size_t)qstart[s] * nq * hd + (size_t)h * hd + i]);
-                    const double tol = fabs(ref[k]) * ulp + mag[k] * ulp + 1e-5;
-                    if (!(fabs(got - ref[k]) <= tol)) {
-                        if (bad < 5)
-                            fprintf(stderr, "  %s: seq %d (ctx %d) head %d dim %d: %.6g, reference %.6g (tol %.3g)\n", c.name, s,
-                                    ctx[s], h, i, got, ref[k], tol);
-                        bad++;
-                    }
-                }
+        int bad = check_out(c.name, out, ref, mag), stray = 0;
         for (int r = 0; r < T; r++) { // rows no sequence owns: untouched
             bool owned = false;
             for (int s = 0; s < n_seqs; s++) owned |= qstart[s] == r;
@@ -258,18 +264,7 @@ int main() {
                 emu::launch(emu_dim3{(unsigned)(nq / GROUP), (unsigned)n_seqs, (unsigned)n_parts}, 32 * c.nw,
                             (unsigned)(std::max(c.nw * STAGES * TILE_BYTES, (c.nw * 16 * 2 + c.nw * 16 * hd) * 4) + hd * 4), 0,
                             body_rope, &r);
-            int bad = 0, stray = 0;
-            for (int s2 = 0; s2 < n_seqs; s2++)
-                for (int h = 0; h < nq; h++)
-                    for (int i = 0; i < hd; i++) {
-                        const size_t k = ((size_t)s2 * nq + h) * hd + i;
-                        const double got = to_f32(out[(size_t)qstart[s2] * nq * hd + (size_t)h * hd + i]);
-                        if (!(fabs(got - ref[k]) <= fabs(ref[k]) * ulp + mag[k] * ulp + 1e-5)) {
-                            if (bad < 5)
-                                fprintf(stderr, "  %s: seq %d head %d dim %d: %.6g, reference %.6g\n", c.name, s2, h, i, got, ref[k]);
-                            bad++;
-                        }
-                    }
+            int bad = check_out(c.name, out, ref, mag), stray = 0;
             const int cache_bad = (memcmp(kcr.data(), kce.data(), kce.size() * sizeof(kv_t)) != 0) +
                                   (memcmp(vcr.data(), vce.data(), vce.size() * sizeof(kv_t)) != 0);
             stray += memcmp(q.data(), q_before.data(), q.size() * sizeof(act_t)) != 0; // the qkv rows untouched
