@@ -736,6 +736,11 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s146; then # twenty-sixth session, final: the attention kernels after their asm moved into kiln_common.cuh helpers (CUBINs byte-identical under nvcc; this runs them through NVRTC on the GPU)
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_attention_decode =test_attention_decode_2warps =test_attention_decode_fused =test_attention_decode_pw =test_attention_decode_rope =test_attention_fp8 =test_attention_prefill =test_attention_prefill_wg
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s145; then # twenty-sixth session, final build: the changed kernels' tests (gemm_skx, the norm fold, sampling, RMSNorm, SiLU) and test_gpu_engine
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_gemm_skx =test_gemv_norm =test_sampling_greedy =test_rmsnorm =test_glu_add_gather_cast =test_gemv
