@@ -279,9 +279,8 @@ KILN_DEV void fp8x4_to_f16(u32 w, u32 &lo, u32 &hi) {
     lo = prmt(w, 0u, 0x1404u);
     hi = prmt(w, 0u, 0x3424u);
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-    unsigned short a = (unsigned short)(w & 0xffffu), b = (unsigned short)(w >> 16);
-    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(lo) : "h"(a));
-    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(hi) : "h"(b));
+    lo = cvt_f16x2_e4m3x2((unsigned short)(w & 0xffffu));
+    hi = cvt_f16x2_e4m3x2((unsigned short)(w >> 16));
 #else // E4M3 as fp16 bits: sign | (exp, mantissa) >> 1 of the high byte = value * 2^-8
     u32 m = w & 0x7f7f7f7fu;
     lo = (prmt(w, 0u, 0x1404u) & 0x80008000u) | (prmt(m, 0u, 0x1404u) >> 1);

@@ -107,6 +107,16 @@ template <class T> KILN_DEV T __shfl_sync(unsigned mask, T v, int src) {
 }
 #include "kiln_reduce.cuh" // kernel_src's: warp_sum, warp_max, block_sum, block_max
 
+// fp8: kernel_src's software conversions (f32_to_fp8, to_f32), from_f32 through them (the GPU's cvt.satfinite
+// gives the same bits), and cvt.rn.f16x2.e4m3x2 (exact)
+#include "kiln_fp8.cuh"
+template <> inline fp8_e5m2 from_f32<fp8_e5m2>(float f) { return fp8_e5m2{f32_to_fp8(f, 2, 15, 57344.0f)}; }
+template <> inline fp8_e4m3 from_f32<fp8_e4m3>(float f) { return fp8_e4m3{f32_to_fp8(f, 3, 7, 448.0f)}; }
+KILN_DEV u32 cvt_f16x2_e4m3x2(unsigned short v) {
+    const fp16 a = from_f32<fp16>(to_f32(fp8_e4m3{(u8)(v & 0xffu)})), b = from_f32<fp16>(to_f32(fp8_e4m3{(u8)(v >> 8)}));
+    return (u32)a.x | (u32)b.x << 16;
+}
+
 // the attention kernels' instructions (kernel_src/kiln_common.cuh's section of that name)
 template <class T> struct mma_op {
     static KILN_DEV void run(float c[4], const u32 a[4], u32 b0, u32 b1) {
