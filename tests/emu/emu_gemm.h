@@ -9,6 +9,15 @@
 #include <random>
 #include <vector>
 
+// a GEMM launch's arguments (out[M, N] with row stride ldo = x[M, K] W[N, K]^T + bias), the tests' bodies unpack
+struct EmuGemmArgs {
+    out_t *out;
+    i64 ldo;
+    const act_t *x, *w;
+    const out_t *bias;
+    int M, N, K;
+};
+
 struct EmuGemmInputs {
     std::vector<act_t> x, w;
     std::vector<double> xf, wf;

@@ -9,15 +9,8 @@
 #include "gemm_types.cuh"
 #include "emu_gemm.h"
 
-struct Args {
-    out_t *out;
-    i64 ldo;
-    const act_t *x, *w;
-    const out_t *bias;
-    int M, N, K;
-};
 static void body(void *p) {
-    Args *a = static_cast<Args *>(p);
+    EmuGemmArgs *a = static_cast<EmuGemmArgs *>(p);
     kiln_gemv(a->out, a->ldo, a->x, a->w, a->bias, a->M, a->N, a->K, nullptr, nullptr, nullptr, nullptr, 0, 0.0f);
 }
 
@@ -31,7 +24,7 @@ int main() {
     const int failures = emu_gemm_cases(
         what, MAXM, NO,
         [&](int M, bool with_bias, int ldo, out_t *out) {
-            Args a{out, ldo, in.x.data(), in.w.data(), with_bias ? in.bias.data() : nullptr, M, N, K};
+            EmuGemmArgs a{out, ldo, in.x.data(), in.w.data(), with_bias ? in.bias.data() : nullptr, M, N, K};
             emu::launch(emu_dim3{(unsigned)((NO + per_block - 1) / per_block), 1, 1}, WARPS * 32, 0, 0, body, &a);
         },
         [&](int m, int n, bool with_bias, double &tol) { return in.expect(GLU, m, n, NO, K, with_bias, tol); });

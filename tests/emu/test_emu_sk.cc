@@ -9,12 +9,8 @@
 #include GEMM_SK_EMU_SRC
 #include "emu_gemm.h"
 
-struct Args {
-    out_t *out;
-    i64 ldo;
-    const act_t *x, *w;
-    const out_t *bias;
-    int M, N, K, cps;
+struct Args : EmuGemmArgs {
+    int cps;
 };
 static void body(void *p) {
     Args *a = static_cast<Args *>(p);
@@ -32,7 +28,7 @@ int main() {
     const int failures = emu_gemm_cases(
         what, MAXM, NO,
         [&](int M, bool with_bias, int ldo, out_t *out) {
-            Args a{out, ldo, in.x.data(), in.w.data(), with_bias ? in.bias.data() : nullptr, M, N, K, cps};
+            Args a{{out, ldo, in.x.data(), in.w.data(), with_bias ? in.bias.data() : nullptr, M, N, K}, cps};
             emu::launch(emu_dim3{(unsigned)((NO + rows - 1) / rows), (unsigned)CL, 1}, THREADS, SMEM_BYTES,
                         CL > 1 ? CL : 0, body, &a);
         },

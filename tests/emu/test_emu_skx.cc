@@ -9,12 +9,7 @@
 #include GEMM_SKX_EMU_SRC
 #include "emu_gemm.h"
 
-struct Args {
-    out_t *out;
-    i64 ldo;
-    const act_t *x, *w;
-    const out_t *bias;
-    int M, N, K;
+struct Args : EmuGemmArgs {
     act_t *residual = nullptr;
     float *ss = nullptr;
     const act_t *nw = nullptr;
@@ -38,7 +33,7 @@ static int nout_case(const EmuGemmInputs &in, int N, int K, bool with_bias) {
     std::vector<out_t> out((size_t)2 * N);
     for (auto &o : out) memset(&o, 0xff, sizeof o);
     std::vector<float> ss(blocks + 4, NAN);
-    Args a{out.data(), N, in.x.data(), in.w.data(), with_bias ? in.bias.data() : nullptr, 1, N, K};
+    Args a{{out.data(), N, in.x.data(), in.w.data(), with_bias ? in.bias.data() : nullptr, 1, N, K}};
     a.residual = res.data(), a.ss = ss.data(), a.nw = nw.data();
     emu::launch(emu_dim3{(unsigned)(N / (16 * RT)), (unsigned)CL, 1}, WARPS * 32, SKX_SMEM, CL > 1 ? CL : 0, body, &a);
     const double ulp = mma_kind<act_t>::f16 ? 1.0 / 2048 : 1.0 / 256;
@@ -79,7 +74,7 @@ int main() {
     const int failures = emu_gemm_cases(
         what, MAXM, N,
         [&](int M, bool with_bias, int ldo, out_t *out) {
-            Args a{out, ldo, in.x.data(), in.w.data(), with_bias ? in.bias.data() : nullptr, M, N, K};
+            Args a{{out, ldo, in.x.data(), in.w.data(), with_bias ? in.bias.data() : nullptr, M, N, K}};
             emu::launch(emu_dim3{(unsigned)(N / (16 * RT)), (unsigned)CL, 1}, WARPS * 32, SKX_SMEM, CL > 1 ? CL : 0, body, &a);
         },
         [&](int m, int n, bool with_bias, double &tol) { return in.expect(false, m, n, 0, K, with_bias, tol); });
