@@ -644,14 +644,18 @@ static int gemv_blocks(const kiln_gpu *g, int64_t N, int64_t K) {
     return (int)((N + per_block - 1) / per_block);
 }
 
-/* gemm_skx's one-row form in place of the GEMV ($KILN_SKX_M1) for an N x K weight: its plan (p.ok) */
+/* gemm_skx's plan for M rows of an N x K weight on g's device (p.ok where it serves) */
+static kiln_skx_shape skx_plan(const kiln_gpu *g, int64_t M, int64_t N, int64_t K) {
+    const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
+    return kiln_skx_plan(di->n_sms, di->smem_per_block_optin, di->cc_major, (int)M, N, K);
+}
+/* ... its one-row form in place of the GEMV ($KILN_SKX_M1) */
 static kiln_skx_shape skx_m1_plan(const kiln_gpu *g, kiln_dtype act, int64_t N, int64_t K) {
     kiln_skx_shape p = {0};
     if (!g->skx_m1 || g->skx_max_m < 1 || (act != KILN_DTYPE_BF16 && act != KILN_DTYPE_F16) || K % 8 ||
         N > INT32_MAX || K > INT32_MAX)
         return p;
-    const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
-    return kiln_skx_plan(di->n_sms, di->smem_per_block_optin, di->cc_major, 1, N, K);
+    return skx_plan(g, 1, N, K);
 }
 
 bool kiln_gpu_gemv_add_ss_ok(const kiln_gpu *g, kiln_dtype act, int64_t M, int64_t N, int64_t K, int *n_part) {
@@ -729,8 +733,7 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
                         (x | w) % 16 == 0 && N <= INT32_MAX && K <= INT32_MAX;
     const bool mma_ok = M >= 2 && mma_io;
     if (mma_io && M >= 1 && M <= g->skx_max_m && (M == 1 ? g->skx_m1 : !gemv_serves(g, in_dt, M, N, K))) {
-        const kiln_rt_device_info *di = kiln_rt_device_get_info(g->dev);
-        const kiln_skx_shape p = kiln_skx_plan(di->n_sms, di->smem_per_block_optin, di->cc_major, (int)M, N, K);
+        const kiln_skx_shape p = skx_plan(g, M, N, K);
         if (p.ok)
             return skx_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, &p, 0, 0, 0);
     }
