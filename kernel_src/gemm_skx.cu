@@ -51,6 +51,7 @@
 // WARPS * 32 threads, dynamic shared memory SKX_SMEM (host: WARPS * (SLOTS * 32 SK
 // + SKX_AREA) bytes, engine/cuda/ops_gpu.c skx_gemm).
 #include "gemm_tc_common.cuh"
+#include "norm_fold.cuh" // nout_put: NOUT's store
 
 #ifndef MAXM
 #define MAXM 32
@@ -323,11 +324,7 @@ kiln_gemm_skx(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, con
         float v = sum[q];
         if (bias) v += to_f32(bias[n]);
 #if NOUT
-        const act_t h = from_f32<act_t>(res[q] + to_f32(from_f32<act_t>(v)));
-        residual[n] = h;
-        const float hf = to_f32(h);
-        out[n] = from_f32<out_t>(hf * nwr[q]);
-        ss += hf * hf;
+        ss += nout_put(residual, out, n, v, res[q], nwr[q]);
 #else
         out[(size_t)m * ldo + n] = from_f32<out_t>(v);
 #endif

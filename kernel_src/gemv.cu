@@ -38,6 +38,7 @@
 //   (h * nw) where the norm kernel has the same one after h * r: other bits
 //   than the two kernels, no less precise.
 #include "kiln_common.cuh"
+#include "norm_fold.cuh" // nout_put: NOUT's store
 
 #if defined(AR) && AR // kiln_gemv_ar_norm's fixed shape (below)
 #define OUT ACT
@@ -296,11 +297,7 @@ kiln_gemv(out_t *__restrict__ out, i64 ldo, const act_t *__restrict__ x, const a
             float v = vs[r];
             if (n < N) {
                 if (bias) v += to_f32(bias[n]);
-                const act_t h = from_f32<act_t>(res[r] + to_f32(from_f32<act_t>(v)));
-                residual[n] = h;
-                const float hf = to_f32(h);
-                out[n] = from_f32<out_t>(hf * nwr[r]);
-                ss += hf * hf;
+                ss += nout_put(residual, out, n, v, res[r], nwr[r]);
             }
         }
     }
