@@ -579,24 +579,24 @@ static void bench_gemm(bool sk_only) {
             kiln_gpu_destroy(gk);
             /* ... with gemm_skx on (x in registers, warp-private rings) where kiln_skx_plan serves the shape */
             /* (at M = 1 in place of the GEMV) */
+            kiln_gpu_params xp = {.max_sample_rows = 1, .vocab = 16, .skx_max_m = 32, .skx_m1 = 1};
+            CK(kiln_gpu_create(dev, &xp, &gk));
+            g.g = gk;
+            const kiln_rt_device_info *di = kiln_rt_device_get_info(dev);
             static const int Mx[] = {1, 8, 16, 32};
             for (int mi = 0; mi < (int)KILN_ARRAY_LEN(Mx); mi++) {
                 g.M = Mx[mi];
                 if (m1_only && g.M != 1) continue;
-                const kiln_rt_device_info *di = kiln_rt_device_get_info(dev);
                 const kiln_skx_shape p = kiln_skx_plan(di->n_sms, di->smem_per_block_optin, di->cc_major, g.M, g.N, g.K);
                 if (!p.ok) continue;
-                kiln_gpu_params xp = {.max_sample_rows = 1, .vocab = 16, .skx_max_m = 32, .skx_m1 = 1};
-                CK(kiln_gpu_create(dev, &xp, &gk));
-                g.g = gk;
                 double t = time_op(op_gemm, &g, sets, 20, 20);
                 char shape[80], name[96];
                 snprintf(shape, sizeof shape, "%s M=%d N=%d K=%d", shapes[si].name, g.M, g.N, g.K);
                 snprintf(name, sizeof name, "kiln gemm_skx cl %d rt %d slots %d (weights)", p.cl, p.rt, p.s);
                 row_bw(name, shape, t, (double)wbytes, 0.85);
-                g.g = NULL;
-                kiln_gpu_destroy(gk);
             }
+            g.g = NULL;
+            kiln_gpu_destroy(gk);
         }
         if (lt_only || rows_only) {
             for (int s = 0; s < sets; s++) kiln_rt_free(dev, g.w[s]), kiln_rt_free(dev, g.x[s]);
