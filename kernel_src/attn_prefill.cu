@@ -70,23 +70,6 @@
 #define P2_V_BYTES (HD * P2_BN * 2)
 #define P2_STAGE_BYTES (P2_K_BYTES + P2_V_BYTES)
 
-// threadIdx.x and a global int, read afresh (not CSE'd with earlier reads)
-KILN_DEV int p2_tid() {
-    int r;
-    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(r));
-    return r;
-}
-KILN_DEV int p2_ldg(const int *p) {
-    int r;
-    asm volatile("ld.global.nc.b32 %0, [%1];" : "=r"(r) : "l"(p));
-    return r;
-}
-KILN_DEV float p2_ex2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
 // cp.async of KV tile (tokens t0 .. t0 + BN - 1) into the stage at sk (K)
 // and sv (V); 128 threads.
 KILN_DEV void p2_load_kv(u32 sk, u32 sv, const act_t *__restrict__ kc, const act_t *__restrict__ vc,
@@ -277,13 +260,13 @@ kiln_attn_prefill(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_st
                     // emulated, that raised the output error by 5-24% (scripts/attn_round_emul.py)
                     const float mc = mx * sl2, mnew = mc > m[mt][h] + P2_LAZY_MAX ? mc : m[mt][h];
                     const float mu = mnew == -KILN_INF ? 0.0f : mnew; // no key seen yet: p = alpha = 0
-                    alpha[mt][h] = p2_ex2(m[mt][h] - mu);
+                    alpha[mt][h] = fast_exp2(m[mt][h] - mu);
                     m[mt][h] = mnew;
                     float rs = 0.0f;
 #pragma unroll
                     for (int nt = 0; nt < P2_CN / 8; nt++) {
-                        float p0 = p2_ex2(fmaf(sc[mt][nt][2 * h], sl2, -mu));
-                        float p1 = p2_ex2(fmaf(sc[mt][nt][2 * h + 1], sl2, -mu));
+                        float p0 = fast_exp2(fmaf(sc[mt][nt][2 * h], sl2, -mu));
+                        float p1 = fast_exp2(fmaf(sc[mt][nt][2 * h + 1], sl2, -mu));
                         rs += p0 + p1;
                         // A fragment of k step nt / 2: row h, keys 2tig (+8 for odd nt)
                         pa[mt][nt >> 1][(nt & 1) * 2 + h] = pack2<act_t>(p0, p1);
@@ -331,8 +314,8 @@ kiln_attn_prefill(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_st
 
     // Epilogue: what it needs is derived again here from the thread / block
     // ids and qstart (read again), so none of it stays live through the loop.
-    const int etid = p2_tid(), ewarp = etid >> 5, eg = (etid & 31) >> 2, etig = etid & 3;
-    const int eq0 = p2_ldg(qstart + blockIdx.y), eq_len = p2_ldg(qstart + blockIdx.y + 1) - eq0;
+    const int etid = tid_x_fresh(), ewarp = etid >> 5, eg = (etid & 31) >> 2, etig = etid & 3;
+    const int eq0 = ldg_nc_fresh(qstart + blockIdx.y), eq_len = ldg_nc_fresh(qstart + blockIdx.y + 1) - eq0;
     const int etok0 = (int)(gridDim.x - 1 - blockIdx.x) * P2_TT;
 #pragma unroll
     for (int mt = 0; mt < 2; mt++)
@@ -344,8 +327,7 @@ kiln_attn_prefill(act_t *__restrict__ out, const act_t *__restrict__ q, i64 q_st
             const int row = ewarp * 32 + mt * 16 + h * 8 + eg;
             const int head = blockIdx.z * GROUP + row / P2_TT, tok = etok0 + row % P2_TT;
             if (tok >= eq_len) continue;
-            float inv; // 1 / sum (approximate reciprocal: no slow-path call in the epilogue)
-            asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(inv) : "f"(sum));
+            float inv = fast_rcp(sum); // 1 / sum (approximate reciprocal: no slow-path call in the epilogue)
             if (!(sum > 0.0f)) inv = 0.0f;
             act_t *orow = out + (size_t)(eq0 + tok) * nq * HD + (size_t)head * HD;
 #pragma unroll

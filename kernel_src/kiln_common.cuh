@@ -218,7 +218,7 @@ KILN_DEV void st8_g(void *p, u32 x, u32 y) { asm volatile("st.global.v2.u32 [%0]
 #include "kiln_reduce.cuh" // warp_sum, warp_max, block_sum, block_max
 
 // ------------------------------------------------ the attention kernels' instructions
-// (kernel_src/attn_common.cuh, attn_decode.cu; tests/emu's kiln_common.cuh emulates them)
+// (kernel_src/attn_common.cuh, attn_decode.cu, attn_prefill.cu; tests/emu's kiln_common.cuh emulates them)
 template <class T> struct mma_op; // mma.sync m16n8k16, row.col, fp32 accumulation: c += a b
 #define KILN_MMA_OP(T, PTX_T)                                                                                      \
     template <> struct mma_op<T> {                                                                                 \
@@ -236,6 +236,24 @@ KILN_MMA_OP(fp16, "f16")
 KILN_DEV float fast_exp2(float x) {
     float r;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+// 1 / x (rcp.approx.ftz: no slow-path call, e.g. in an epilogue)
+KILN_DEV float fast_rcp(float x) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+}
+// threadIdx.x and a global int, read afresh (volatile: not CSE'd with earlier reads, so what an epilogue
+// derives from them need not stay live through a loop)
+KILN_DEV int tid_x_fresh() {
+    int r;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(r));
+    return r;
+}
+KILN_DEV int ldg_nc_fresh(const int *p) {
+    int r;
+    asm volatile("ld.global.nc.b32 %0, [%1];" : "=r"(r) : "l"(p));
     return r;
 }
 KILN_DEV u32 prmt(u32 a, u32 b, u32 sel) {
@@ -283,23 +301,7 @@ KILN_DEV int atom_inc_acq_rel_gpu(int *p) { // *p += 1, the value before
     return prev;
 }
 
-// ---------------------------------------------------------------- Philox
-// Philox-4x32-10: the same stream as kiln_philox4x32 on the host.
-KILN_DEV void philox4x32(u64 key, u64 ctr_hi, u64 ctr_lo, u32 out[4]) {
-    u32 c0 = (u32)ctr_lo, c1 = (u32)(ctr_lo >> 32), c2 = (u32)ctr_hi, c3 = (u32)(ctr_hi >> 32);
-    u32 k0 = (u32)key, k1 = (u32)(key >> 32);
-#pragma unroll
-    for (int r = 0; r < 10; r++) {
-        u32 hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
-        u32 hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
-        u32 n0 = hi1 ^ c1 ^ k0, n1 = lo1, n2 = hi0 ^ c3 ^ k1, n3 = lo0;
-        c0 = n0; c1 = n1; c2 = n2; c3 = n3;
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-    }
-    out[0] = c0; out[1] = c1; out[2] = c2; out[3] = c3;
-}
-KILN_DEV float u32_to_unit(u32 x) { return (float)(x >> 8) * (1.0f / 16777216.0f); }
+#include "kiln_philox.cuh" // philox4x32, u32_to_unit (asm-free: tests/emu runs it)
 
 // --------------------------------------------------------- async copies
 KILN_DEV u32 smem_addr(const void *p) { return (u32)__cvta_generic_to_shared(p); }

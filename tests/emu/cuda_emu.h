@@ -60,6 +60,9 @@ struct uint4 {
     unsigned x, y, z, w;
 };
 static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
+struct uint2 {
+    unsigned x, y;
+};
 struct emu_dim3 {
     unsigned x = 1, y = 1, z = 1;
 };
@@ -249,6 +252,18 @@ inline int warp_any(int pred) {
     });
     return (int)w.sres[lane];
 }
+// __ballot_sync: bit l set where lane l's predicate is non-zero, in every lane (all 32 lanes arrive)
+inline u32 warp_ballot(int pred) {
+    Warp &w = *cur->blk->warps[cur->warp];
+    const int lane = cur->lane;
+    w.sv[lane] = pred != 0;
+    w.bar.meet([&] {
+        u32 a = 0;
+        for (int l = 0; l < 32; l++) a |= w.sv[l] << l;
+        for (int l = 0; l < 32; l++) w.sres[l] = a;
+    });
+    return w.sres[lane];
+}
 
 // mma.sync.m16n8k16.row.col.f32 (bf16 or f16 in): lane L = 4 g + t holds A[g][2t..], A[g + 8][2t..],
 // A[g][2t + 8..], A[g + 8][2t + 8..] (a0..a3), B[2t..][g], B[2t + 8..][g] (b0, b1), C / D[g][2t], [g][2t + 1],
@@ -408,6 +423,8 @@ inline void launch(emu_dim3 grid, int threads, size_t smem, int cluster_y, void 
 #define __syncthreads() emu::syncthreads()
 #define __syncthreads_or(p) emu::syncthreads_or(p)
 #define __any_sync(mask, p) emu::warp_any(p)
+#define __ballot_sync(mask, p) emu::warp_ballot(p)
+#define __all_sync(mask, p) (emu::warp_ballot(p) == 0xffffffffu)
 #define __shared__ static // (per kernel, not per block: right while blocks run one at a time -- no cluster)
 #define __trap() emu::fail("__trap")
 #define __global__

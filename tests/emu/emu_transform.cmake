@@ -6,6 +6,8 @@ string(REGEX REPLACE "extern __shared__ __align__\\(([0-9]+)\\) unsigned char ([
        "unsigned char *const \\2 = emu::block_smem();" text "${text}")
 string(REGEX REPLACE "extern __shared__ __align__\\(([0-9]+)\\) float4 ([A-Za-z_0-9]+)\\[\\];"
        "float4 *const \\2 = reinterpret_cast<float4 *>(emu::block_smem());" text "${text}")
+string(REGEX REPLACE "extern __shared__ float4 ([A-Za-z_0-9]+)\\[\\];"
+       "float4 *const \\1 = reinterpret_cast<float4 *>(emu::block_smem());" text "${text}")
 string(REPLACE "extern \"C\" __global__" "__global__" text "${text}")
 string(FIND "${text}" "extern __shared__" left)
 if(NOT left EQUAL -1)

@@ -89,22 +89,20 @@ KILN_DEV int atomicAdd(int *p, int v) {
     return o;
 }
 KILN_DEV void __threadfence() {}
-template <class T> KILN_DEV T __shfl_xor_sync(unsigned mask, T v, int o) {
-    static_assert(sizeof(T) == 4, "32-bit shuffles");
-    u32 u;
-    memcpy(&u, &v, 4);
-    u = emu::shfl(u, emu::cur->lane ^ o);
-    memcpy(&v, &u, 4);
+// (64-bit values: two 32-bit shuffles, as the GPU's __shfl_*_sync overloads for them do)
+template <class T> KILN_DEV T emu_shfl(T v, int src) {
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "32- and 64-bit shuffles");
+    u32 u[2] = {0, 0};
+    memcpy(u, &v, sizeof(T));
+    u[0] = emu::shfl(u[0], src);
+    if (sizeof(T) == 8) u[1] = emu::shfl(u[1], src);
+    memcpy(&v, u, sizeof(T));
     return v;
 }
-template <class T> KILN_DEV T __shfl_sync(unsigned mask, T v, int src) {
-    static_assert(sizeof(T) == 4, "32-bit shuffles");
-    u32 u;
-    memcpy(&u, &v, 4);
-    u = emu::shfl(u, src & 31);
-    memcpy(&v, &u, 4);
-    return v;
-}
+template <class T> KILN_DEV T __shfl_xor_sync(unsigned mask, T v, int o) { return emu_shfl(v, emu::cur->lane ^ o); }
+template <class T> KILN_DEV T __shfl_sync(unsigned mask, T v, int src) { return emu_shfl(v, src & 31); }
+// lane L gets lane L - d's value, its own where L < d
+template <class T> KILN_DEV T __shfl_up_sync(unsigned mask, T v, int d) { return emu_shfl(v, emu::cur->lane - d); }
 #include "kiln_reduce.cuh" // kernel_src's: warp_sum, warp_max, block_sum, block_max
 
 // fp8: kernel_src's software conversions (f32_to_fp8, to_f32), from_f32 through them (the GPU's cvt.satfinite
@@ -125,6 +123,14 @@ template <class T> struct mma_op {
     }
 };
 KILN_DEV float fast_exp2(float x) { return exp2f(x); }
+// rcp.approx.ftz.f32 (at most 1 ulp off 1 / x on the GPU; here the correctly rounded quotient), subnormal inputs
+// and results flushed to zero
+KILN_DEV float fast_rcp(float x) {
+    const float r = 1.0f / (std::fabs(x) < 1.17549435e-38f ? std::copysign(0.0f, x) : x);
+    return std::fabs(r) < 1.17549435e-38f ? std::copysign(0.0f, r) : r;
+}
+KILN_DEV int tid_x_fresh() { return (int)emu::cur->tidx.x; }
+KILN_DEV int ldg_nc_fresh(const int *p) { return *p; }
 KILN_DEV u32 prmt(u32 a, u32 b, u32 sel) { // prmt.b32 (default mode): byte i of the result is byte sel[i] of {b, a}
     const u64 x = (u64)b << 32 | a;
     u32 r = 0;
@@ -190,6 +196,18 @@ KILN_DEV uint4 ld16_cg(const void *p) { return ld16(p); }
 KILN_DEV uint4 ld16_nc(const void *p) { return ld16(p); }
 KILN_DEV uint4 ld16_stream(const void *p) { return ld16(p); }
 KILN_DEV void st16(void *p, uint4 v) { memcpy(p, &v, 16); }
+// st.global.v4 / .v2 (a misaligned address faults on the GPU: here too)
+KILN_DEV void st16_g(void *p, uint4 v) {
+    if ((uintptr_t)p & 15) emu::fail("st16_g: address not 16-byte aligned");
+    memcpy(p, &v, 16);
+}
+KILN_DEV void st8_g(void *p, u32 x, u32 y) {
+    if ((uintptr_t)p & 7) emu::fail("st8_g: address not 8-byte aligned");
+    const u32 v[2] = {x, y};
+    memcpy(p, v, 8);
+}
+KILN_DEV int __popc(u32 v) { return __builtin_popcount(v); }
+KILN_DEV int __ffs(int v) { return __builtin_ffs(v); }
 
 KILN_DEV void pdl_wait() {}
 KILN_DEV u64 global_timer() { return ++emu::ticks; }
@@ -224,3 +242,39 @@ KILN_DEV float ld_cluster_f32(u32 a) {
     memcpy(&v, emu::sptr(a, 4), 4);
     return v;
 }
+
+// the sampling kernels (kernel_src/sample.cu): int atomics (see atomicAdd), correctly rounded fp32 operations
+// never contracted, round-to-nearest-even conversion to u64, the high word of a 32-bit product, and
+// kernel_src's Philox
+KILN_DEV int atomicOr(int *p, int v) {
+    const int o = *p;
+    *p = o | v;
+    return o;
+}
+KILN_DEV int atomicExch(int *p, int v) {
+    const int o = *p;
+    *p = v;
+    return o;
+}
+KILN_DEV int atomicMin(int *p, int v) {
+    const int o = *p;
+    *p = o < v ? o : v;
+    return o;
+}
+KILN_DEV int atomicMax(int *p, int v) {
+    const int o = *p;
+    *p = o > v ? o : v;
+    return o;
+}
+KILN_DEV float __fadd_rn(float a, float b) {
+    volatile float r = a + b;
+    return r;
+}
+KILN_DEV float __fsub_rn(float a, float b) {
+    volatile float r = a - b;
+    return r;
+}
+KILN_DEV unsigned long long __float2ull_rn(float f) { return f > 0.0f ? (unsigned long long)nearbyint((double)f) : 0ull; }
+KILN_DEV u32 __umulhi(u32 a, u32 b) { return (u32)(((u64)a * b) >> 32); }
+using std::isfinite; // (CUDA's device isfinite is a global function)
+#include "kiln_philox.cuh"

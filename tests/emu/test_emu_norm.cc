@@ -6,8 +6,18 @@
 // (engine/ops_cpu.h kiln_cpu_add_rmsnorm): the residual x + r rounded to ACT bit for bit, the norm over the
 // residual as stored, out = h * rsqrt(mean(h^2) + eps) * w within one rounding to ACT; out aliasing x; rows past
 // `rows` untouched. Exit 0 when every case passes.
+// WIDE (test_emu_norm_wide.cc): the same cases through kernel_src/rmsnorm_wide.cu, the prefill-sized rows' kernels
+// (kiln_rmsnorm_wide, kiln_add_rmsnorm_wide: the same arguments and row shapes; its blocks of at most 512 threads)
 #include "kiln_common.cuh"
+#ifdef WIDE
+#include RMSNORM_WIDE_EMU_SRC
+#define KILN_NORM kiln_rmsnorm_wide
+#define KILN_ADD_NORM kiln_add_rmsnorm_wide
+#else
 #include RMSNORM_EMU_SRC
+#define KILN_NORM kiln_rmsnorm
+#define KILN_ADD_NORM kiln_add_rmsnorm
+#endif
 #include <cmath>
 #include <random>
 #include <type_traits>
@@ -22,11 +32,11 @@ struct Args {
 };
 static void body_norm(void *p) {
     Args *a = static_cast<Args *>(p);
-    kiln_rmsnorm(a->out, a->x, a->w, a->rows, a->dim, a->eps);
+    KILN_NORM(a->out, a->x, a->w, a->rows, a->dim, a->eps);
 }
 static void body_add(void *p) {
     Args *a = static_cast<Args *>(p);
-    kiln_add_rmsnorm(a->out, a->residual, a->x, a->w, a->rows, a->dim, a->eps);
+    KILN_ADD_NORM(a->out, a->residual, a->x, a->w, a->rows, a->dim, a->eps);
 }
 
 template <class T> static const char *name() { return sizeof(T) == 4 ? "fp32" : std::is_same<T, fp16>::value ? "fp16" : "bf16"; }
@@ -80,9 +90,13 @@ static int run_case(bool add, bool alias, int rows, int dim, int threads) {
         if (alias) stray -= !std::isnan(to_f32(out[i])); // (out is x there: not poisoned)
     }
     const bool ok = !bad && !stray;
-    printf("%s %s act %s w %s: rows %d dim %d, %d threads%s: %d wrong, %d stray\n", ok ? "ok  " : "FAIL",
-           add ? "add_rmsnorm" : "rmsnorm", name<act_t>(), name<w_t>(),
-           rows, dim, threads, alias ? " (out = x)" : "", bad, stray);
+#ifdef WIDE
+    const char *kn = add ? "add_rmsnorm_wide" : "rmsnorm_wide";
+#else
+    const char *kn = add ? "add_rmsnorm" : "rmsnorm";
+#endif
+    printf("%s %s act %s w %s: rows %d dim %d, %d threads%s: %d wrong, %d stray\n", ok ? "ok  " : "FAIL", kn,
+           name<act_t>(), name<w_t>(), rows, dim, threads, alias ? " (out = x)" : "", bad, stray);
     return !ok;
 }
 
