@@ -454,7 +454,35 @@ KT_TEST(test_gpu_fp8_graphs_capacity) {
     KT_CHECKF(ratio >= 1.9 && ratio <= 2.01, "FP8 pool %d blocks vs bf16 %d: %.3fx", blocks[1], blocks[0], ratio);
 }
 
-KT_MAIN(KT_CASE(test_gpu_draft_and_glide), KT_CASE(test_gpu_policy_kernel), KT_CASE(test_gpu_llama3_gqa), KT_CASE(test_gpu_llama2_mha), KT_CASE(test_gpu_llama_linear),
+/* a block size the GPU's paged kernels cannot take (16-byte runs of 8 slots, 16 with FP8) is refused at
+ * creation with the sizes named, before any kernel runs; the device is fine afterwards */
+KT_TEST(test_gpu_bad_block_size) {
+    static const struct { int bs; const char *kv; } bad[] = {{12, "auto"}, {4, "auto"}, {24, "fp8_e5m2"}};
+    for (size_t i = 0; i < KILN_ARRAY_LEN(bad); i++) {
+        kiln_engine_params p;
+        kt_engine_params(&p, KT_MODEL("llama3-hd128"), "cuda");
+        p.num_kv_blocks = 64;
+        p.block_size = bad[i].bs;
+        p.kv_cache_dtype = bad[i].kv;
+        p.kv_scales = "none";
+        kiln_engine *e = NULL;
+        KT_CHECKF(kiln_engine_create(&p, &e) == KILN_ERR_UNSUPPORTED && !e, "block_size %d (%s) accepted", bad[i].bs,
+                  bad[i].kv);
+        char want[32];
+        snprintf(want, sizeof want, "got block_size %d", bad[i].bs);
+        KT_CHECKF(strstr(kiln_last_error(), want) != NULL, "block_size %d: error \"%s\"", bad[i].bs, kiln_last_error());
+    }
+    static kt_golden g[8];
+    KT_REQUIRE(kt_load_golden("llama3-hd128", g, 8) > 0);
+    kiln_engine *e = gpu_engine("llama3-hd128", 64, true);
+    KT_REQUIRE(e);
+    float l[KT_VOCAB];
+    kt_prefill_logits(e, g[0].prompt, g[0].n_prompt, l);
+    KT_CHECK(kiln_logits_rel_l2(l, g[0].logits, KT_VOCAB) < 2e-2);
+    kiln_engine_destroy(e);
+}
+
+KT_MAIN(KT_CASE(test_gpu_bad_block_size), KT_CASE(test_gpu_draft_and_glide), KT_CASE(test_gpu_policy_kernel), KT_CASE(test_gpu_llama3_gqa), KT_CASE(test_gpu_llama2_mha), KT_CASE(test_gpu_llama_linear),
         KT_CASE(test_gpu_llama_dynamic), KT_CASE(test_gpu_llama_tied), KT_CASE(test_gpu_qwen2_bias),
         KT_CASE(test_gpu_mistral_swa), KT_CASE(test_gpu_phi3), KT_CASE(test_gpu_llama3_hd128),
         KT_CASE(test_gpu_batching_graphs), KT_CASE(test_gpu_ngram_speculation), KT_CASE(test_gpu_fp8_kv),

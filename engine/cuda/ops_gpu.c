@@ -1134,6 +1134,10 @@ static kiln_status check_kv(const kiln_kv_layout *l, kiln_dtype act) {
     if (l->x != (int)(16 / kiln_dtype_size(l->dtype)) || l->head_dim % l->x || l->head_dim % vec_elems(act))
         return KILN_FAIL(KILN_ERR_UNSUPPORTED, "GPU KV cache needs head_dim %d to be a multiple of %d", l->head_dim,
                          l->x);
+    /* the value rows' runs of 8 slots are 16-byte stores (FP8: the attention's 16-slot tiles) */
+    if (l->block_size % (l->x == 16 ? 16 : 8))
+        return KILN_FAIL(KILN_ERR_UNSUPPORTED, "GPU KV cache needs block_size %d to be a multiple of %d",
+                         l->block_size, l->x == 16 ? 16 : 8);
     return KILN_OK;
 }
 
