@@ -736,6 +736,12 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s147; then # twenty-seventh session: the whole test_gpu_ops by case (attn_prefill's asm moved to kiln_common helpers, Philox to kiln_philox.cuh, check_kv's block-size rule -- CUBINs byte-identical) and test_gpu_engine (test_gpu_bad_block_size new)
+  export CUDA_VISIBLE_DEVICES=0
+  ops_split
+  gt test_gpu_engine 280 "FAIL|passed|refused" -- test_gpu_engine
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s146; then # twenty-sixth session, final: the attention kernels after their asm moved into kiln_common.cuh helpers (CUBINs byte-identical under nvcc; this runs them through NVRTC on the GPU)
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_attention_decode =test_attention_decode_2warps =test_attention_decode_fused =test_attention_decode_pw =test_attention_decode_rope =test_attention_fp8 =test_attention_prefill =test_attention_prefill_wg
