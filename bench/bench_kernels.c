@@ -616,7 +616,13 @@ static void bench_gemm(bool sk_only) {
                                         {"tma", 0, 0, 0, 0, 2},            {"tma stages 4", 0, 0, 4, 0, 2},
                                         {"tma stages 6", 0, 0, 6, 0, 2},   {"tma stages 8", 0, 0, 8, 0, 2},
                                         {"tma rt 4", 0, 4, 0, 0, 2},       {"tma rt 4 stages 4", 0, 4, 4, 0, 2},
-                                        {"tma rt 1 stages 6", 0, 1, 6, 0, 2}};
+                                        {"tma rt 1 stages 6", 0, 1, 6, 0, 2},
+                                        {"tma rt 1 split 2 stages 8", 0, 1, 8, 2, 2},
+                                        {"tma rt 1 split 2 stages 12", 0, 1, 12, 2, 2},
+                                        {"tma rt 1 split 2 stages 16", 0, 1, 16, 2, 2},
+                                        {"tma rt 2 split 2 stages 12", 0, 2, 12, 2, 2},
+                                        {"tma rt 1 split 4 stages 8", 0, 1, 8, 4, 2},
+                                        {"tma rt 1 split 1 stages 16", 0, 1, 16, 1, 2}};
         const sk_tiling *tab = sk_quick ? skq : sk;
         const size_t n_tab = sk_quick ? KILN_ARRAY_LEN(skq) : KILN_ARRAY_LEN(sk);
         for (size_t ti = 0; ti < n_tab; ti++) {

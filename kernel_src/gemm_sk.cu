@@ -128,8 +128,9 @@
 #define KG (MAXM * RT >= 128 ? 2 : 4) // k16 steps whose fragments are held at once (registers)
 #define RED_BYTES (WARPS * ACCN * 32 * 4)
 #define SMEM_BYTES (PIPE_BYTES > RED_BYTES ? PIPE_BYTES : RED_BYTES)
-// SK_TMA: the ring's mbarriers (full[STAGES], empty[STAGES]) past SMEM_BYTES; the host asks SMEM_BYTES + 1024 + 128
-#define SK_BAR_BYTES 128
+// SK_TMA: the ring's mbarriers (full[STAGES], empty[STAGES]) past SMEM_BYTES; the host asks SMEM_BYTES + 1024 +
+// SK_BAR_BYTES (runtime/kiln_rt.h KILN_SKGEMM_TMA_SLACK)
+#define SK_BAR_BYTES 256
 // the W row (past the block's first) of warp w's tile r: mma.sync's tiling;
 // SK_TMA's ring holds 64-row boxes of W, tile r rows 64 r .. 64 r + 63, and
 // wgmma gives warp w rows 16 w .. 16 w + 15 of each
@@ -142,12 +143,12 @@
 static_assert(MAXM == 8 || MAXM == 16 || MAXM == 32 || MAXM == 64, "MAXM: 8, 16, 32 or 64");
 static_assert(WARPS == 4 || WARPS == 8, "WARPS: 4 or 8");
 static_assert(RT == 1 || RT == 2 || RT == 4, "RT: 1, 2 or 4");
-static_assert(STAGES >= 2 && STAGES <= 8, "STAGES: 2..8");
+static_assert(STAGES >= 2 && STAGES <= (SK_TMA ? 16 : 8), "STAGES: 2..8 (SK_TMA: 2..16)");
 static_assert(CL >= 1 && CL <= 8, "CL: 1..8 (a portable cluster)");
 static_assert(SK_TMA || (BN * 8) % THREADS == 0, "W copies divide among the threads");
 static_assert(!GLU || RT == 2, "GLU: a warp's tile 0 is 16 gate rows, its tile 1 the matching up rows");
 static_assert(!SK_WG || WARPS == 4, "SK_WG: one warpgroup a block");
-static_assert(!SK_TMA || (SK_WG && !ROPE && 2 * STAGES * 8 <= SK_BAR_BYTES), "SK_TMA: the wgmma kernel, no ROPE, STAGES <= 8");
+static_assert(!SK_TMA || (SK_WG && !ROPE && 2 * STAGES * 8 <= SK_BAR_BYTES), "SK_TMA: the wgmma kernel, no ROPE, STAGES <= 16");
 #if ROPE
 typedef KV kv_t;
 static_assert(sizeof(kv_t) == sizeof(act_t) && sizeof(out_t) == sizeof(act_t), "ROPE: act out, a cache of act");

@@ -357,7 +357,7 @@ typedef struct kiln_jit_kernel_def {
 /* the shared memory past the ring that gemm_sk_wg asks (the ring on a 1024-byte swizzle atom) and gemm_sk_tma
  * (that, and its mbarriers: kernel_src/gemm_sk.cu SK_BAR_BYTES) -- kiln_skgemm_plan's `slack` */
 #define KILN_SKGEMM_WG_SLACK 1024
-#define KILN_SKGEMM_TMA_SLACK (1024 + 128)
+#define KILN_SKGEMM_TMA_SLACK (1024 + 256)
 /* gemm_sk's launch shape for an N x K weight at MAXM bucket maxm: stages (the
  * asked ones, lowered until a block's ring and `slack` more bytes fit
  * smem_optin), split (the cluster's K slices, 1..8: split_knob when > 0, else

@@ -2108,7 +2108,7 @@ static bool sk_tested, sk_wg_tested, sk_tma_tested;
  * block, 16-row tiles a warp, stages, forced or automatic split-K up to a
  * cluster of 8), bf16 and fp16, act or fp32 out, bias, ldo > N, outputs
  * poisoned; on sm_90 the warpgroup-MMA kernel (gemm_sk_wg) and the one fed
- * by TMA (gemm_sk_tma) in four tilings each too; then the four Llama-3-8B
+ * by TMA (gemm_sk_tma) in four tilings each too (TMA: six, up to 16 stages); then the four Llama-3-8B
  * projections in the default tiling, with (sm_90) both warpgroup kernels
  * and without */
 KT_TEST(test_gemm_sk) {
@@ -2116,7 +2116,7 @@ KT_TEST(test_gemm_sk) {
     static const struct { int warps, rt, stages, split, wg; } tl[] = {
         {0, 0, 0, 0, -1}, {8, 1, 6, 1, -1}, {4, 4, 2, 3, -1}, {4, 1, 3, 8, -1}, {8, 2, 8, 2, -1},
         {0, 0, 0, 0, 1},  {4, 1, 3, 8, 1},  {4, 4, 2, 3, 1},  {4, 2, 6, 1, 1},
-        {0, 0, 0, 0, 2},  {4, 1, 3, 8, 2},  {4, 4, 2, 3, 2},  {4, 2, 8, 1, 2},
+        {0, 0, 0, 0, 2},  {4, 1, 3, 8, 2},  {4, 4, 2, 3, 2},  {4, 2, 8, 1, 2},  {4, 1, 16, 2, 2}, {4, 2, 12, 2, 2},
     };
     const bool sm90 = sm90_device();
     sk_wg_tested = sk_tma_tested = sm90;

@@ -27,6 +27,7 @@ struct kiln_gpu {
     int gemv_rope_unroll, gemv_rope_ksplit, gemv_rope_rows; /* the rope GEMV's tiling ($KILN_GEMV_ROPE_UNROLL / _KSPLIT / _ROWS) */
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int sk_max_m, sk_max_mb, sk_max_mb32, sk_warps, sk_rt, sk_stages, sk_split, sk_silu; /* gemm_sk knobs */
+    int sk_plain_split;
     int skx_max_m; /* gemm_skx for 2 <= M <= this ($KILN_SKX_MAX_M, <= 32; 0 never) */
     int skx_m1;     /* ... plain one-row GEMMs through it in place of the GEMV ($KILN_SKX_M1) */
     int sk_wg; /* gemm_sk on the warpgroup MMA on sm_90 ($KILN_SKGEMM_WG): 1 kernel_src/gemm_sk_wg.cu, 2 fed by TMA
@@ -134,8 +135,9 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->sk_max_mb = knob(p ? p->skgemm_max_weight_mb : 0, "KILN_SKGEMM_MAX_WEIGHT_MB", KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT);
     g->sk_max_mb32 = knob(0, "KILN_SKGEMM_MAX_WEIGHT_MB_M32", KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT);
     g->sk_stages = knob(p ? p->skgemm_stages : 0, "KILN_SKGEMM_STAGES", 0); /* 0: by MAXM */
-    if (g->sk_stages < 2 || g->sk_stages > 8) g->sk_stages = 0;
+    if (g->sk_stages < 2 || g->sk_stages > 16) g->sk_stages = 0; /* (above 8: gemm_sk_tma only, sk_gemm) */
     g->sk_split = knob(p ? p->skgemm_split : 0, "KILN_SKGEMM_SPLIT", 0); /* 0: auto */
+    g->sk_plain_split = knob(0, "KILN_SKGEMM_PLAIN_SPLIT", 0); /* (trial) the plain epilogue's split only; 0: as above */
     if (g->sk_split < 0 || g->sk_split > 8) g->sk_split = 0;
     g->sk_rope = sk_rope_rows(knob(0, "KILN_SKGEMM_ROPE", KILN_SKGEMM_ROPE_DEFAULT));
     g->sk_rope_stages = knob(0, "KILN_SKGEMM_ROPE_STAGES", 0);
@@ -143,7 +145,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->sk_wg = KILN_MAX(0, KILN_MIN(2, knob(p ? p->skgemm_wg : 0, "KILN_SKGEMM_WG", KILN_SKGEMM_WG_DEFAULT)));
     g->sk_tma = knob(0, "KILN_SKGEMM_TMA", KILN_SKGEMM_TMA_DEFAULT);
     g->sk_tma = g->sk_tma <= 0 ? 0 : g->sk_tma == 1 ? 32 : g->sk_tma; /* 1: from MAXM 32 */
-    g->sk_tma_stages = KILN_MAX(2, KILN_MIN(8, knob(0, "KILN_SKGEMM_TMA_STAGES", KILN_SKGEMM_TMA_STAGES_DEFAULT)));
+    g->sk_tma_stages = KILN_MAX(2, KILN_MIN(16, knob(0, "KILN_SKGEMM_TMA_STAGES", KILN_SKGEMM_TMA_STAGES_DEFAULT)));
     g->sk_tma_glu_stages =
         KILN_MAX(2, KILN_MIN(8, knob(0, "KILN_SKGEMM_TMA_GLU_STAGES", KILN_SKGEMM_TMA_GLU_STAGES_DEFAULT)));
     g->prefill_persist = knob(0, "KILN_PREFILL_PERSIST", KILN_PREFILL_PERSIST_DEFAULT) > 0;
@@ -489,11 +491,11 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
                                         : epi == SK_GLU ? 2
                                         : g->sk_rt      ? g->sk_rt
                                                         : KILN_SKGEMM_TILES_DEFAULT(maxm);
-    const int stages = epi == SK_ROPE && g->sk_rope_stages ? g->sk_rope_stages
-                       : g->sk_stages                        ? g->sk_stages
-                       : tma_auto                            ? (epi == SK_GLU ? g->sk_tma_glu_stages : g->sk_tma_stages)
-                                                             : KILN_SKGEMM_STAGES_DEFAULT(maxm);
-    int want = g->sk_split, fit = -1;
+    const int stages = KILN_MIN(tma ? 16 : 8, epi == SK_ROPE && g->sk_rope_stages ? g->sk_rope_stages
+                                              : g->sk_stages ? g->sk_stages
+                                              : tma_auto ? (epi == SK_GLU ? g->sk_tma_glu_stages : g->sk_tma_stages)
+                                                         : KILN_SKGEMM_STAGES_DEFAULT(maxm));
+    int want = epi == SK_PLAIN && g->sk_plain_split ? g->sk_plain_split : g->sk_split, fit = -1;
     for (int i = 0; i < g->n_sk_fit && !want; i++)
         if (g->sk_fit[i].N == N && g->sk_fit[i].K == K && g->sk_fit[i].maxm == maxm && g->sk_fit[i].epi == (int)epi)
             fit = want = g->sk_fit[i].split;
