@@ -736,7 +736,7 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
-if has s148; then # twenty-seventh session: gemm_sk_tma in 64-row tiles, split 2 (clusters of 2), up to 16 stages for the o projection at 17..32 rows -- test_gemm_sk (16-stage tilings), bench_kernels gemm_sk_quick, engine -b 32 / -b 24 with KILN_SKGEMM_TILES=1 KILN_SKGEMM_PLAIN_SPLIT=2 KILN_SKGEMM_TMA_STAGES=8/12/16 against the default, alternating
+if has s148; then # (the KILN_SKGEMM_PLAIN_SPLIT knob removed: its measured setting, o16, is now the default) twenty-seventh session: gemm_sk_tma in 64-row tiles, split 2 (clusters of 2), up to 16 stages for the o projection at 17..32 rows -- test_gemm_sk (16-stage tilings), bench_kernels gemm_sk_quick, engine -b 32 / -b 24 with KILN_SKGEMM_TILES=1 KILN_SKGEMM_PLAIN_SPLIT=2 KILN_SKGEMM_TMA_STAGES=8/12/16 against the default, alternating
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_gemm_sk
   timeout 200 "$here/bin/bench_kernels" gemm_sk_quick 2>&1 | grep -E " (qkv|o|down|gate_up) M=(16|32) " | grep -v wgmma | sed 's/(weight bytes)//; s/  */ /g' | cut -c1-110 | head -90

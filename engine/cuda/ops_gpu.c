@@ -27,7 +27,6 @@ struct kiln_gpu {
     int gemv_rope_unroll, gemv_rope_ksplit, gemv_rope_rows; /* the rope GEMV's tiling ($KILN_GEMV_ROPE_UNROLL / _KSPLIT / _ROWS) */
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
     int sk_max_m, sk_max_mb, sk_max_mb32, sk_warps, sk_rt, sk_stages, sk_split, sk_silu; /* gemm_sk knobs */
-    int sk_plain_split;
     int skx_max_m; /* gemm_skx for 2 <= M <= this ($KILN_SKX_MAX_M, <= 32; 0 never) */
     int skx_m1;     /* ... plain one-row GEMMs through it in place of the GEMV ($KILN_SKX_M1) */
     int sk_wg; /* gemm_sk on the warpgroup MMA on sm_90 ($KILN_SKGEMM_WG): 1 kernel_src/gemm_sk_wg.cu, 2 fed by TMA
@@ -137,7 +136,6 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->sk_stages = knob(p ? p->skgemm_stages : 0, "KILN_SKGEMM_STAGES", 0); /* 0: by MAXM */
     if (g->sk_stages < 2 || g->sk_stages > 16) g->sk_stages = 0; /* (above 8: gemm_sk_tma only, sk_gemm) */
     g->sk_split = knob(p ? p->skgemm_split : 0, "KILN_SKGEMM_SPLIT", 0); /* 0: auto */
-    g->sk_plain_split = knob(0, "KILN_SKGEMM_PLAIN_SPLIT", 0); /* (trial) the plain epilogue's split only; 0: as above */
     if (g->sk_split < 0 || g->sk_split > 8) g->sk_split = 0;
     g->sk_rope = sk_rope_rows(knob(0, "KILN_SKGEMM_ROPE", KILN_SKGEMM_ROPE_DEFAULT));
     g->sk_rope_stages = knob(0, "KILN_SKGEMM_ROPE_STAGES", 0);
@@ -490,17 +488,23 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     const int warps = wg ? 4 : g->sk_warps, threads = warps * 32 + (tma ? 32 : 0), rt = epi == SK_ROPE  ? ra->hd / (16 * warps)
                                         : epi == SK_GLU ? 2
                                         : g->sk_rt      ? g->sk_rt
+                                        : tma_auto      ? KILN_SKGEMM_TMA_TILES_DEFAULT
                                                         : KILN_SKGEMM_TILES_DEFAULT(maxm);
     const int stages = KILN_MIN(tma ? 16 : 8, epi == SK_ROPE && g->sk_rope_stages ? g->sk_rope_stages
                                               : g->sk_stages ? g->sk_stages
                                               : tma_auto ? (epi == SK_GLU ? g->sk_tma_glu_stages : g->sk_tma_stages)
                                                          : KILN_SKGEMM_STAGES_DEFAULT(maxm));
-    int want = epi == SK_PLAIN && g->sk_plain_split ? g->sk_plain_split : g->sk_split, fit = -1;
+    int want = g->sk_split, fit = -1;
     for (int i = 0; i < g->n_sk_fit && !want; i++)
         if (g->sk_fit[i].N == N && g->sk_fit[i].K == K && g->sk_fit[i].maxm == maxm && g->sk_fit[i].epi == (int)epi)
             fit = want = g->sk_fit[i].split;
     kiln_skgemm_shape p = kiln_skgemm_plan(di->n_sms, di->smem_per_sm, di->smem_per_block_optin, di->cc_major, N, K, maxm,
                                            warps, rt, stages, want, slack);
+    /* gemm_sk_tma's plain GEMMs: clusters of at most KILN_SKGEMM_TMA_MAX_SPLIT (larger ones cost more at launch than
+     * their split gains: bench/RESULTS.md, twenty-fourth and twenty-seventh sessions) */
+    if (!want && tma_auto && epi == SK_PLAIN && p.split > KILN_SKGEMM_TMA_MAX_SPLIT)
+        p = kiln_skgemm_plan(di->n_sms, di->smem_per_sm, di->smem_per_block_optin, di->cc_major, N, K, maxm, warps, rt,
+                             stages, KILN_SKGEMM_TMA_MAX_SPLIT, slack);
 #define SK_GET(pl)                                                                                                  \
     if (epi == SK_ROPE)                                                                                             \
         KILN_TRY(get(g, wg ? "gemm_sk_rope_wg" : "gemm_sk_rope", &f, "ACT=%s MAXM=%d WARPS=%d STAGES=%d CL=%d ROPE=1 HD=%d KV=%s", dt(in_dt),   \

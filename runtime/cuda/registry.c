@@ -516,8 +516,8 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
             }
     }
     /* ... through gemm_sk_tma (sm_90; ops_gpu.c sk_gemm) from MAXM KILN_SKGEMM_TMA_DEFAULT on: the o projection
-     * (plain, its stages) and the gate/up with SiLU (GLU) at the split planned and one lower (the occupancy
-     * check lowers a split whose clusters the GPCs cannot hold at once: o at 8 stages on the H200, 4 -> 3) */
+     * (plain: its tiles, stages and capped split) and the gate/up with SiLU (GLU) at the split planned and one lower
+     * (the occupancy check lowers a split whose clusters the GPCs cannot hold at once) */
     if (KILN_SKGEMM_TMA_DEFAULT > 0 && m->hidden > 0) {
         const int tmin = KILN_SKGEMM_TMA_DEFAULT == 1 ? 32 : KILN_SKGEMM_TMA_DEFAULT;
         for (int mm = tmin; mm / 2 < KILN_SKGEMM_MAX_M_DEFAULT && mm <= 64; mm *= 2)
@@ -526,11 +526,15 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
                 const int mb = mm > 16 ? KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT : KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT;
                 if (N <= 0 || (!glu && (int64_t)N * K * 2 > ((int64_t)mb << 20))) continue;
                 const int stages = glu ? KILN_SKGEMM_TMA_GLU_STAGES_DEFAULT : KILN_SKGEMM_TMA_STAGES_DEFAULT;
-                kiln_skgemm_shape p = kiln_skgemm_plan(132, 233472, 232448, 9, N, K, mm, 4, 2, stages, 0,
+                const int rt = glu ? 2 : KILN_SKGEMM_TMA_TILES_DEFAULT;
+                kiln_skgemm_shape p = kiln_skgemm_plan(132, 233472, 232448, 9, N, K, mm, 4, rt, stages, 0,
                                                        KILN_SKGEMM_TMA_SLACK);
+                if (!glu && p.split > KILN_SKGEMM_TMA_MAX_SPLIT) /* (as sk_gemm caps the plain split) */
+                    p = kiln_skgemm_plan(132, 233472, 232448, 9, N, K, mm, 4, rt, stages, KILN_SKGEMM_TMA_MAX_SPLIT,
+                                         KILN_SKGEMM_TMA_SLACK);
                 for (int sp = p.split; sp >= 1 && sp >= p.split - 1; sp--)
-                    KILN_TRY(add_spec(l, "gemm_sk_tma", "ACT=%s OUT=%s MAXM=%d WARPS=4 RT=2 STAGES=%d CL=%d GLU=%d", a, a,
-                                      mm, p.stages, sp, glu));
+                    KILN_TRY(add_spec(l, "gemm_sk_tma", "ACT=%s OUT=%s MAXM=%d WARPS=4 RT=%d STAGES=%d CL=%d GLU=%d", a, a,
+                                      mm, rt, p.stages, sp, glu));
             }
     }
     /* ... and with its rope + KV write epilogue on the qkv projection (ops_gpu.c sk_rope_ok: head dim 128,
