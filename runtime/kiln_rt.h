@@ -350,14 +350,17 @@ typedef struct kiln_jit_kernel_def {
  * (s95, alternating, tok/s): -b 32 6143 / 6214 / 6151 against 5971 / 6009 / 5941 (+3.2%), -b 24 4860 / 4704,
  * -b 20 4104 / 3923; the o projection alone through it neutral (s94), qkv through it slower */
 #define KILN_SKGEMM_TMA_DEFAULT 1
-/* ... its plain GEMMs (at -b 17..32 the o projection) in 64-row tiles (_TILES), 16 stages of 12 KiB (one block an SM,
+/* ... its plain GEMMs (at -b 17..32 the o projection) in 64-row tiles (kiln_skgemm_tma_tiles below), 16 stages of 12 KiB (one block an SM,
  * 192 KiB in flight) and a K split of at most 2 (_MAX_SPLIT, clusters of 2: o 64 tiles x 2 = 128 blocks). H200,
  * 2026-12-02 (bench/RESULTS.md, twenty-seventh session): bench_kernels gemm_sk_quick o at M = 32 67.0% of copy
  * (11.8 us) against 59.7-63.2% in 128-row tiles, 8 stages and 3 slices (12 stages 66.1%, 8 stages 61.5%); kiln bench
  * (alternating, tok/s) -b 32 6318.7 / 6332.3 against 6253.8 / 6257.3, -b 24 4950.8 against 4857.9 */
-#define KILN_SKGEMM_TMA_TILES_DEFAULT 1
 #define KILN_SKGEMM_TMA_MAX_SPLIT 2
 #define KILN_SKGEMM_TMA_STAGES_DEFAULT 16
+/* ... the 16-row tiles a warp (64-row boxes a block) of those plain GEMMs: 1 where the 64-row tiles split in 2 fill
+ * at most the SMs (o: 128 blocks), else 2 (qkv 6144 x 4096: 48 tiles x 2, 11 stages of 20 KiB; s148 71.7% of copy
+ * at M = 32 against 67.0% for cuBLASLt and 57.0% in 64-row tiles) */
+static inline int kiln_skgemm_tma_tiles(int n_sms, int N) { return 2 * ((N + 63) / 64) <= n_sms ? 1 : 2; }
 #define KILN_SKGEMM_TMA_GLU_STAGES_DEFAULT 4
 #define KILN_SKGEMM_TILES_DEFAULT(maxm) 2
 #define KILN_SKGEMM_STAGES_DEFAULT(maxm) ((maxm) >= 32 ? 3 : 4)

@@ -736,6 +736,21 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s149; then # twenty-seventh session: gemm_sk_tma's new plain tiling (64-row tiles where 2 x tiles fit the SMs, else 128; 16 stages or what fits; clusters <= 2) -- test_gemm_sk, test_gpu_engine, bench rows, engine against the session's start (bin/kiln_main = a590da9) and with qkv through it too (KILN_SKGEMM_MAX_WEIGHT_MB_M32=60), alternating
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_gemm_sk =test_silu_gemm_sk
+  gt test_gpu_engine 280 "FAIL|passed" -- test_gpu_engine
+  timeout 200 "$here/bin/bench_kernels" gemm_sk_quick 2>&1 | grep -E " (qkv|o) M=32 " | grep -E "^gemm |gemm_sk (default|tma) " | sed 's/(weight bytes)//; s/  */ /g' | cut -c1-110
+  for r in 1 2; do
+    [ -x "$here/bin/kiln_main" ] && KB_BIN=kiln_main kb "b32-main-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-new-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-qkv-$r" KILN_SKGEMM_MAX_WEIGHT_MB_M32=60 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  [ -x "$here/bin/kiln_main" ] && KB_BIN=kiln_main kb "b24-main" -- -b 24 -s 128 -o 256 --iters 1
+  kb "b24-new" -- -b 24 -s 128 -o 256 --iters 1
+  kb "b24-qkv" KILN_SKGEMM_MAX_WEIGHT_MB_M32=60 -- -b 24 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s148; then # (the KILN_SKGEMM_PLAIN_SPLIT knob removed: its measured setting, o16, is now the default) twenty-seventh session: gemm_sk_tma in 64-row tiles, split 2 (clusters of 2), up to 16 stages for the o projection at 17..32 rows -- test_gemm_sk (16-stage tilings), bench_kernels gemm_sk_quick, engine -b 32 / -b 24 with KILN_SKGEMM_TILES=1 KILN_SKGEMM_PLAIN_SPLIT=2 KILN_SKGEMM_TMA_STAGES=8/12/16 against the default, alternating
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_gemm_sk

@@ -488,7 +488,7 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     const int warps = wg ? 4 : g->sk_warps, threads = warps * 32 + (tma ? 32 : 0), rt = epi == SK_ROPE  ? ra->hd / (16 * warps)
                                         : epi == SK_GLU ? 2
                                         : g->sk_rt      ? g->sk_rt
-                                        : tma_auto      ? KILN_SKGEMM_TMA_TILES_DEFAULT
+                                        : tma_auto      ? kiln_skgemm_tma_tiles(di->n_sms, N)
                                                         : KILN_SKGEMM_TILES_DEFAULT(maxm);
     const int stages = KILN_MIN(tma ? 16 : 8, epi == SK_ROPE && g->sk_rope_stages ? g->sk_rope_stages
                                               : g->sk_stages ? g->sk_stages
