@@ -736,6 +736,16 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s150; then # twenty-seventh session, final: qkv at 17..32 rows through gemm_sk_tma by default (KILN_SKGEMM_MAX_WEIGHT_MB_M32 60) against it on cuBLASLt (=40), alternating; then `engine` (the table beside the peers)
+  export CUDA_VISIBLE_DEVICES=0
+  for r in 1 2 3; do
+    kb "b32-def-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-lt-$r" KILN_SKGEMM_MAX_WEIGHT_MB_M32=40 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  kb "b24-def" -- -b 24 -s 128 -o 256 --iters 1
+  kb "b24-lt" KILN_SKGEMM_MAX_WEIGHT_MB_M32=40 -- -b 24 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s149; then # twenty-seventh session: gemm_sk_tma's new plain tiling (64-row tiles where 2 x tiles fit the SMs, else 128; 16 stages or what fits; clusters <= 2) -- test_gemm_sk, test_gpu_engine, bench rows, engine against the session's start (bin/kiln_main = a590da9) and with qkv through it too (KILN_SKGEMM_MAX_WEIGHT_MB_M32=60), alternating
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_gemm_sk =test_silu_gemm_sk
