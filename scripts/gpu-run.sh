@@ -736,6 +736,14 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s151; then # twenty-seventh session: why -b 32 with qkv through gemm_sk_tma lands at ~6,250 or ~6,370 -- four runs with the cuBLASLt autotune's choices (KILN_LOG_LEVEL=debug)
+  export CUDA_VISIBLE_DEVICES=0
+  for r in 1 2 3 4; do
+    KILN_LOG_LEVEL=debug timeout 100 "$here/bin/kiln" bench --model llama3-8b --load-format dummy --json -b 32 -s 128 -o 256 --iters 1 2> "$out/dbg_$r.err" | tail -1 | python3 -c 'import json,sys; j=json.load(sys.stdin); print("run", sys.argv[1], "%.1f tok/s" % j["output_tok_s"])' "$r"
+    grep -E "autotune took" "$out/dbg_$r.err" | sed 's/.*GEMM //' | cut -c1-110
+  done
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s150; then # twenty-seventh session, final: qkv at 17..32 rows through gemm_sk_tma by default (KILN_SKGEMM_MAX_WEIGHT_MB_M32 60) against it on cuBLASLt (=40), alternating; then `engine` (the table beside the peers)
   export CUDA_VISIBLE_DEVICES=0
   for r in 1 2 3; do
