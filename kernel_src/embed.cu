@@ -94,9 +94,7 @@ extern "C" __global__ void kiln_step_feed(char *dmeta, const char *hmeta, i64 n,
     i64 u = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     uint4 first = make_uint4(0, 0, 0, 0);
     if (u < units) first = ld16(hmeta + 16 * u);
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory"); // not pdl_wait(): never the early signal of PDL_EARLY
-#endif
+    pdl_wait_only(); // not pdl_wait(): never the early signal of PDL_EARLY
     for (; u < units; u += stride) {
         const i64 o = 16 * u;
         uint4 v = o == 16 * ((i64)blockIdx.x * blockDim.x + threadIdx.x) ? first : ld16(hmeta + o);

@@ -45,6 +45,12 @@ KILN_DEV void pdl_launch() {
     asm volatile("griddepcontrol.launch_dependents;" :::);
 #endif
 }
+// the wait alone, never the early signal whatever PDL_EARLY says (kiln_step_feed: see kernel_src/embed.cu)
+KILN_DEV void pdl_wait_only() {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
 
 #if __CUDA_ARCH__ >= 900
 // Thread-block clusters (sm_90): this block's rank in its cluster, and the

@@ -159,6 +159,12 @@ inline u32 saddr(const void *p) {
     return (u32)(q - base);
 }
 inline unsigned char *block_smem() { return cur->blk->smem.data(); }
+// a kernel's static shared array of n bytes (emu_transform.cmake): the emulated block's shared memory, which the
+// launch must make at least that large
+inline unsigned char *static_smem(size_t n) {
+    if (cur->blk->smem.size() < n) fail("static shared array larger than the launch's shared memory");
+    return cur->blk->smem.data();
+}
 
 inline void syncwarp() { cur->blk->warps[cur->warp]->bar.meet(); }
 inline void syncthreads() { cur->blk->bar->meet(); }
@@ -327,11 +333,20 @@ inline void coro_entry() {
     emu_ctx_switch(&running->sp, sched_sp);
     abort(); // never resumed
 }
+// the stacks of finished blocks' threads, which the next blocks' threads take: no mapping, unmapping or first-touch
+// page faults a thread (they were most of the time of a launch of many blocks); a stack keeps its last thread's
+// bytes, as the GPU's registers and local memory do
+inline std::vector<unsigned char *> stack_pool;
 inline void coro_init(Coro &c) {
-    c.mem = static_cast<unsigned char *>(
-        mmap(nullptr, Coro::STACK + Coro::GUARD, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
-    if (c.mem == MAP_FAILED) fail("mmap of a thread's stack");
-    mprotect(c.mem, Coro::GUARD, PROT_NONE);
+    if (!stack_pool.empty()) {
+        c.mem = stack_pool.back();
+        stack_pool.pop_back();
+    } else {
+        c.mem = static_cast<unsigned char *>(mmap(nullptr, Coro::STACK + Coro::GUARD, PROT_READ | PROT_WRITE,
+                                                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0));
+        if (c.mem == MAP_FAILED) fail("mmap of a thread's stack");
+        mprotect(c.mem, Coro::GUARD, PROT_NONE);
+    }
     // the frame emu_ctx_switch pops: control words, r15 .. rbp, the return address (coro_entry), which it
     // enters with the stack 8 past a 16-byte boundary, as after a call
     uintptr_t top = ((uintptr_t)c.mem + Coro::STACK + Coro::GUARD) & ~(uintptr_t)15;
@@ -408,10 +423,31 @@ inline void launch(emu_dim3 grid, int threads, size_t smem, int cluster_y, void 
                 cur = nullptr;
                 if (live && progress == before) fail("deadlock: every live thread waits at a barrier no other reaches");
             }
-            for (Coro &c : cs) munmap(c.mem, Coro::STACK + Coro::GUARD);
+            for (Coro &c : cs) stack_pool.push_back(c.mem);
         }
     }
 }
+
+// n elements of T for a kernel to read that end where a page no access reaches begins: a read past the end
+// faults (the test dies of SIGSEGV). The elements start 16-byte aligned where n * sizeof(T) is a multiple of 16.
+template <class T> struct Guarded {
+    T *p;
+    size_t n, len;
+    unsigned char *map;
+    explicit Guarded(size_t n_) : n(n_) {
+        const size_t bytes = n * sizeof(T), page = 4096;
+        len = (bytes + page - 1) / page * page + page;
+        map = static_cast<unsigned char *>(mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        if (map == MAP_FAILED) fail("mmap of a guarded buffer");
+        mprotect(map + len - page, page, PROT_NONE);
+        p = reinterpret_cast<T *>(map + len - page - bytes);
+    }
+    Guarded(const Guarded &) = delete;
+    Guarded &operator=(const Guarded &) = delete;
+    ~Guarded() { munmap(map, len); }
+    T *data() const { return p; }
+    T &operator[](size_t i) const { return p[i]; }
+};
 
 } // namespace emu
 

@@ -187,7 +187,10 @@ template <class T> struct vec16 {
     }
 };
 
+// 16-byte loads and stores (ld / st .v4.u32, or a uint4 dereference: a misaligned address faults on the GPU, here
+// too)
 KILN_DEV uint4 ld16(const void *p) {
+    if ((uintptr_t)p & 15) emu::fail("ld16: address not 16-byte aligned");
     uint4 v;
     memcpy(&v, p, 16);
     return v;
@@ -195,7 +198,10 @@ KILN_DEV uint4 ld16(const void *p) {
 KILN_DEV uint4 ld16_cg(const void *p) { return ld16(p); }
 KILN_DEV uint4 ld16_nc(const void *p) { return ld16(p); }
 KILN_DEV uint4 ld16_stream(const void *p) { return ld16(p); }
-KILN_DEV void st16(void *p, uint4 v) { memcpy(p, &v, 16); }
+KILN_DEV void st16(void *p, uint4 v) {
+    if ((uintptr_t)p & 15) emu::fail("st16: address not 16-byte aligned");
+    memcpy(p, &v, 16);
+}
 // st.global.v4 / .v2 (a misaligned address faults on the GPU: here too)
 KILN_DEV void st16_g(void *p, uint4 v) {
     if ((uintptr_t)p & 15) emu::fail("st16_g: address not 16-byte aligned");
@@ -214,6 +220,8 @@ KILN_DEV u64 global_timer() { return ++emu::ticks; }
 KILN_DEV u32 sm_id() { return emu::cur->blk->idx.x % 132; }
 KILN_DEV i64 clock64() { return (i64)++emu::ticks; }
 KILN_DEV void pdl_launch() {}
+KILN_DEV void pdl_wait_only() {}
+KILN_DEV void prefetch_l2(const void *) {} // (an L2 hint: no effect on results)
 KILN_DEV void compiler_fence() {}
 
 KILN_DEV u32 smem_addr(const void *p) { return emu::saddr(p); }
