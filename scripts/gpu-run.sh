@@ -751,7 +751,7 @@ if has s151; then # twenty-seventh session: why -b 32 with qkv through gemm_sk_t
   export CUDA_VISIBLE_DEVICES=0
   for r in 1 2 3 4; do
     KILN_LOG_LEVEL=debug timeout 100 "$here/bin/kiln" bench --model llama3-8b --load-format dummy --json -b 32 -s 128 -o 256 --iters 1 2> "$out/dbg_$r.err" | tail -1 | python3 -c 'import json,sys; j=json.load(sys.stdin); print("run", sys.argv[1], "%.1f tok/s" % j["output_tok_s"])' "$r"
-    grep -E "autotune took" "$out/dbg_$r.err" | sed 's/.*GEMM //' | cut -c1-110
+    grep -E "autotune took|gemm_sk" "$out/dbg_$r.err" | sed 's/.*GEMM //; s/.*debug: //' | cut -c1-130
   done
   unset CUDA_VISIBLE_DEVICES
 fi

@@ -532,8 +532,13 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
         }
     }
 #undef SK_GET
-    if (!g->sk_split && fit < 0 && g->n_sk_fit < (int)KILN_ARRAY_LEN(g->sk_fit))
+    if (!g->sk_split && fit < 0 && g->n_sk_fit < (int)KILN_ARRAY_LEN(g->sk_fit)) {
         g->sk_fit[g->n_sk_fit++] = (__typeof__(g->sk_fit[0])){N, K, maxm, (int)epi, p.split};
+        /* (once a shape: KILN_LOG_LEVEL=debug shows the plan each run settled on) */
+        KILN_DEBUG("gemm_sk%s %dx%d at MAXM %d (%s): %d row tiles of %d, K split %d, %d stages, %d bytes of shared memory",
+                   tma ? "_tma" : wg ? "_wg" : "", N, K, maxm, epi == SK_GLU ? "SiLU" : epi == SK_ROPE ? "rope" : "plain",
+                   p.tiles, warps * rt * 16, p.split, p.stages, p.smem);
+    }
     int cps = p.cps;
     kiln_devptr prof = g->sk_prof && p.tiles * p.split <= g->sk_prof_blocks ? g->sk_prof : 0;
     g->sk_prof_last = prof ? p.tiles * p.split : 0;
