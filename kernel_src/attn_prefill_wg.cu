@@ -621,8 +621,7 @@ KILN_DEV void w2_main(act_t *__restrict__ out, const act_t *__restrict__ q, i64 
                 sum += __shfl_xor_sync(0xffffffffu, sum, 2);
                 const int row = 64 * cw + warp * 16 + h * 8 + g;
                 const int head = qh0 + row / WG_TT, tok = tok0 + row % WG_TT;
-                float inv; // 1 / sum (approximate reciprocal, as attn_prefill.cu)
-                asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(inv) : "f"(sum));
+                float inv = fast_rcp(sum); // 1 / sum (approximate reciprocal, as attn_prefill.cu)
                 if (!(sum > 0.0f)) inv = 0.0f;
                 act_t *orow = out + (size_t)(q0 + (tok < q_len ? tok : 0)) * nq * HD + (size_t)head * HD;
                 // 16-byte stores: the quad's four lanes transpose their packed pairs of 4 blocks of 8

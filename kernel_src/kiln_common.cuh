@@ -32,14 +32,6 @@
 #ifndef PDL_EARLY
 #define PDL_EARLY 0
 #endif
-KILN_DEV void pdl_wait() {
-#if __CUDA_ARCH__ >= 900
-#if PDL_EARLY
-    asm volatile("griddepcontrol.launch_dependents;" :::);
-#endif
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
 KILN_DEV void pdl_launch() {
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" :::);
@@ -50,6 +42,12 @@ KILN_DEV void pdl_wait_only() {
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+}
+KILN_DEV void pdl_wait() {
+#if PDL_EARLY
+    pdl_launch();
+#endif
+    pdl_wait_only();
 }
 
 #if __CUDA_ARCH__ >= 900
