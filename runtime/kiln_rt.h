@@ -402,6 +402,17 @@ static inline kiln_skgemm_shape kiln_skgemm_plan(int n_sms, int smem_per_sm, int
     p.split = (nchunks + p.cps - 1) / p.cps;
     return p;
 }
+/* ... with the automatic split (split_knob <= 0) at most max_split: gemm_sk_tma's plain GEMMs take
+ * KILN_SKGEMM_TMA_MAX_SPLIT (engine/cuda/ops_gpu.c sk_gemm, and the model's warm set in runtime/cuda/registry.c) */
+static inline kiln_skgemm_shape kiln_skgemm_plan_capped(int n_sms, int smem_per_sm, int smem_optin, int cc_major, int N,
+                                                        int K, int maxm, int warps, int rt, int stages, int split_knob,
+                                                        int slack, int max_split) {
+    const kiln_skgemm_shape p =
+        kiln_skgemm_plan(n_sms, smem_per_sm, smem_optin, cc_major, N, K, maxm, warps, rt, stages, split_knob, slack);
+    return split_knob <= 0 && p.split > max_split ? kiln_skgemm_plan(n_sms, smem_per_sm, smem_optin, cc_major, N, K,
+                                                                     maxm, warps, rt, stages, max_split, slack)
+                                                  : p;
+}
 
 /* gemm_skx (kernel_src/gemm_skx.cu; engine/cuda/ops_gpu.c skx_gemm) for 2 <= M <= this many rows, before
  * gemm_sk ($KILN_SKX_MAX_M, at most 32; 0 never): x stationary in registers, W through warp-private cp.async

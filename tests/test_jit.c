@@ -384,6 +384,24 @@ KT_TEST(test_skgemm_plan) {
     KT_CHECK(kiln_skgemm_plan(132, 233472, 232448, 9, 6144, 4096, 32, 4, 2, 3, 0, 0).split == 5);
     KT_CHECK(kiln_skgemm_plan(132, 233472, 232448, 9, 4096, 4096, 16, 4, 2, 4, 0, 0).split == 8);
     KT_CHECK(kiln_skgemm_plan(132, 233472, 232448, 9, 28672, 4096, 8, 4, 2, 4, 0, 0).split == 1);
+    /* gemm_sk_tma's plain plan at M = 32: o in 64-row tiles x 2 (16 stages), qkv in 128-row tiles x 2 (11 stages);
+     * the automatic split capped at KILN_SKGEMM_TMA_MAX_SPLIT (a 1024-row weight would take 8), a knob not */
+    KT_CHECK(kiln_skgemm_tma_tiles(132, 4096) == 1 && kiln_skgemm_tma_tiles(132, 6144) == 2);
+    {
+        const kiln_skgemm_shape o = kiln_skgemm_plan_capped(132, 233472, 232448, 9, 4096, 4096, 32, 4, 1, 16, 0,
+                                                            KILN_SKGEMM_TMA_SLACK, KILN_SKGEMM_TMA_MAX_SPLIT),
+                                q = kiln_skgemm_plan_capped(132, 233472, 232448, 9, 6144, 4096, 32, 4, 2, 16, 0,
+                                                            KILN_SKGEMM_TMA_SLACK, KILN_SKGEMM_TMA_MAX_SPLIT);
+        KT_CHECKF(o.tiles == 64 && o.split == 2 && o.stages == 16, "o: %d tiles, split %d, %d stages", o.tiles, o.split,
+                  o.stages);
+        KT_CHECKF(q.tiles == 48 && q.split == 2 && q.stages == 11, "qkv: %d tiles, split %d, %d stages", q.tiles, q.split,
+                  q.stages);
+        KT_CHECK(kiln_skgemm_plan(132, 233472, 232448, 9, 1024, 4096, 32, 4, 1, 16, 0, KILN_SKGEMM_TMA_SLACK).split == 8);
+        KT_CHECK(kiln_skgemm_plan_capped(132, 233472, 232448, 9, 1024, 4096, 32, 4, 1, 16, 0, KILN_SKGEMM_TMA_SLACK,
+                                         KILN_SKGEMM_TMA_MAX_SPLIT).split == KILN_SKGEMM_TMA_MAX_SPLIT);
+        KT_CHECK(kiln_skgemm_plan_capped(132, 233472, 232448, 9, 1024, 4096, 32, 4, 1, 16, 4, KILN_SKGEMM_TMA_SLACK,
+                                         KILN_SKGEMM_TMA_MAX_SPLIT).split == 4);
+    }
     /* gemm_sk_wg's alignment slack: in the block's shared memory, and the ring still fits with it */
     for (int maxm = 8; maxm <= 64; maxm *= 2) {
         const kiln_skgemm_shape a = kiln_skgemm_plan(132, 233472, 232448, 9, 6144, 4096, maxm, 4, 4, 8, 0, 0),

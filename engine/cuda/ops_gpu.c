@@ -498,13 +498,11 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     for (int i = 0; i < g->n_sk_fit && !want; i++)
         if (g->sk_fit[i].N == N && g->sk_fit[i].K == K && g->sk_fit[i].maxm == maxm && g->sk_fit[i].epi == (int)epi)
             fit = want = g->sk_fit[i].split;
-    kiln_skgemm_shape p = kiln_skgemm_plan(di->n_sms, di->smem_per_sm, di->smem_per_block_optin, di->cc_major, N, K, maxm,
-                                           warps, rt, stages, want, slack);
     /* gemm_sk_tma's plain GEMMs: clusters of at most KILN_SKGEMM_TMA_MAX_SPLIT (larger ones cost more at launch than
      * their split gains: bench/RESULTS.md, twenty-fourth and twenty-seventh sessions) */
-    if (!want && tma_auto && epi == SK_PLAIN && p.split > KILN_SKGEMM_TMA_MAX_SPLIT)
-        p = kiln_skgemm_plan(di->n_sms, di->smem_per_sm, di->smem_per_block_optin, di->cc_major, N, K, maxm, warps, rt,
-                             stages, KILN_SKGEMM_TMA_MAX_SPLIT, slack);
+    kiln_skgemm_shape p = kiln_skgemm_plan_capped(di->n_sms, di->smem_per_sm, di->smem_per_block_optin, di->cc_major, N,
+                                                  K, maxm, warps, rt, stages, want, slack,
+                                                  tma_auto && epi == SK_PLAIN ? KILN_SKGEMM_TMA_MAX_SPLIT : 8);
 #define SK_GET(pl)                                                                                                  \
     if (epi == SK_ROPE)                                                                                             \
         KILN_TRY(get(g, wg ? "gemm_sk_rope_wg" : "gemm_sk_rope", &f, "ACT=%s MAXM=%d WARPS=%d STAGES=%d CL=%d ROPE=1 HD=%d KV=%s", dt(in_dt),   \

@@ -528,11 +528,9 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
                 if (N <= 0 || (!glu && (int64_t)N * K * 2 > ((int64_t)mb << 20))) continue;
                 const int stages = glu ? KILN_SKGEMM_TMA_GLU_STAGES_DEFAULT : KILN_SKGEMM_TMA_STAGES_DEFAULT;
                 const int rt = glu ? 2 : kiln_skgemm_tma_tiles(132, N);
-                kiln_skgemm_shape p = kiln_skgemm_plan(132, 233472, 232448, 9, N, K, mm, 4, rt, stages, 0,
-                                                       KILN_SKGEMM_TMA_SLACK);
-                if (!glu && p.split > KILN_SKGEMM_TMA_MAX_SPLIT) /* (as sk_gemm caps the plain split) */
-                    p = kiln_skgemm_plan(132, 233472, 232448, 9, N, K, mm, 4, rt, stages, KILN_SKGEMM_TMA_MAX_SPLIT,
-                                         KILN_SKGEMM_TMA_SLACK);
+                const kiln_skgemm_shape p = kiln_skgemm_plan_capped(132, 233472, 232448, 9, N, K, mm, 4, rt, stages, 0,
+                                                                    KILN_SKGEMM_TMA_SLACK,
+                                                                    glu ? 8 : KILN_SKGEMM_TMA_MAX_SPLIT);
                 for (int sp = p.split; sp >= 1 && sp >= p.split - 1; sp--)
                     KILN_TRY(add_spec(l, "gemm_sk_tma", "ACT=%s OUT=%s MAXM=%d WARPS=4 RT=%d STAGES=%d CL=%d GLU=%d", a, a,
                                       mm, rt, p.stages, sp, glu));
