@@ -1260,12 +1260,12 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     KILN_CHECK(kvd == x->act || kv8, KILN_ERR_UNSUPPORTED,
                "a %s KV cache with %s activations: the GPU keeps it in the activation dtype or FP8",
                kiln_dtype_name(kvd), kiln_dtype_name(x->act));
-    /* the paged kernels (KV write, attention) move a key's x = 16 bytes of elements and 8-slot (FP8: 16-slot) runs
-     * of a value row with 16-byte accesses: checked here, before any weight is read or a kernel runs */
-    KILN_CHECK(cfg->block_size % (kv8 ? 16 : 8) == 0 && p->head_dim % (kv8 ? 16 : 8) == 0, KILN_ERR_UNSUPPORTED,
+    /* what the paged kernels need (kiln_gpu_kv_multiple), checked before any weight is read or a kernel runs */
+    const int kvm = kiln_gpu_kv_multiple(kvd);
+    KILN_CHECK(cfg->block_size % kvm == 0 && p->head_dim % kvm == 0, KILN_ERR_UNSUPPORTED,
                "the GPU's %s KV cache needs block_size and head_dim multiples of %d (got block_size %d, head_dim %d); "
                "the CPU backend takes any",
-               kiln_dtype_name(kvd), kv8 ? 16 : 8, cfg->block_size, p->head_dim);
+               kiln_dtype_name(kvd), kvm, cfg->block_size, p->head_dim);
     x->max_blocks = cfg->max_blocks_per_seq;
     x->max_ctx = x->max_blocks * cfg->block_size;
 

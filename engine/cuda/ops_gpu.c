@@ -1143,10 +1143,9 @@ static kiln_status check_kv(const kiln_kv_layout *l, kiln_dtype act) {
     if (l->x != (int)(16 / kiln_dtype_size(l->dtype)) || l->head_dim % l->x || l->head_dim % vec_elems(act))
         return KILN_FAIL(KILN_ERR_UNSUPPORTED, "GPU KV cache needs head_dim %d to be a multiple of %d", l->head_dim,
                          l->x);
-    /* the value rows' runs of 8 slots are 16-byte stores (FP8: the attention's 16-slot tiles) */
-    if (l->block_size % (l->x == 16 ? 16 : 8))
+    if (l->block_size % kiln_gpu_kv_multiple(l->dtype))
         return KILN_FAIL(KILN_ERR_UNSUPPORTED, "GPU KV cache needs block_size %d to be a multiple of %d",
-                         l->block_size, l->x == 16 ? 16 : 8);
+                         l->block_size, kiln_gpu_kv_multiple(l->dtype));
     return KILN_OK;
 }
 
@@ -1546,14 +1545,10 @@ kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, c
                "GPU attention needs bf16 or fp16 activations, not %s", dt(act));
     KILN_CHECK(l->dtype == act || kv8, KILN_ERR_UNSUPPORTED, "GPU attention needs the KV cache in %s or FP8, not %s",
                dt(act), dt(l->dtype));
-    if (kv8)
-        KILN_CHECK(l->x == 16 && l->head_dim % 16 == 0 && l->block_size % 16 == 0, KILN_ERR_UNSUPPORTED,
-                   "GPU attention over an FP8 cache needs head_dim and block_size multiples of 16 (got %d, %d)",
-                   l->head_dim, l->block_size);
-    else
-        KILN_CHECK(l->x == 8 && l->head_dim % 8 == 0 && l->block_size % 8 == 0, KILN_ERR_UNSUPPORTED,
-                   "GPU attention needs head_dim and block_size multiples of 8 (got %d, %d)", l->head_dim,
-                   l->block_size);
+    const int kvm = kiln_gpu_kv_multiple(l->dtype); /* (x, a key's 16 bytes, is the same number) */
+    KILN_CHECK(l->x == kvm && l->head_dim % kvm == 0 && l->block_size % kvm == 0, KILN_ERR_UNSUPPORTED,
+               "GPU attention%s needs head_dim and block_size multiples of %d (got %d, %d)",
+               kv8 ? " over an FP8 cache" : "", kvm, l->head_dim, l->block_size);
     KILN_CHECK(a->nq % l->n_kv_heads == 0, KILN_ERR_INVALID_ARGUMENT, "%d query heads, %d KV heads", a->nq,
                l->n_kv_heads);
     if (a->n_seqs <= 0) return KILN_OK;

@@ -423,6 +423,12 @@ typedef struct kiln_gpu_attn {
     kiln_devptr rope_pos, rope_slots;
 } kiln_gpu_attn;
 kiln_status kiln_gpu_attention(kiln_gpu *g, kiln_rt_stream *s, kiln_dtype act, const kiln_gpu_attn *a);
+/* What the paged kernels (KV write, attention) need the KV cache's block size and head dim to be multiples of,
+ * for a cache of kv: 8 (a value row's 8-slot runs and a key's x = 8 elements are 16-byte accesses), 16 for FP8
+ * (the attention's 16-token tiles, x = 16) */
+static inline int kiln_gpu_kv_multiple(kiln_dtype kv) {
+    return kv == KILN_DTYPE_FP8_E4M3 || kv == KILN_DTYPE_FP8_E5M2 ? 16 : 8;
+}
 
 /* Per-row sampling parameters, on the device [n_rows] (48 bytes each). */
 typedef struct kiln_gpu_sample_params {
