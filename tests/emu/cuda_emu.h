@@ -246,19 +246,8 @@ inline u32 movtrans(u32 v) {
     return w.sres[lane];
 }
 
-// __any_sync: whether any lane's predicate is non-zero, in every lane
-inline int warp_any(int pred) {
-    Warp &w = *cur->blk->warps[cur->warp];
-    const int lane = cur->lane;
-    w.sv[lane] = pred != 0;
-    w.bar.meet([&] {
-        u32 a = 0;
-        for (int l = 0; l < 32; l++) a |= w.sv[l];
-        for (int l = 0; l < 32; l++) w.sres[l] = a;
-    });
-    return (int)w.sres[lane];
-}
-// __ballot_sync: bit l set where lane l's predicate is non-zero, in every lane (all 32 lanes arrive)
+// __ballot_sync: bit l set where lane l's predicate is non-zero, in every lane (all 32 lanes arrive); __any_sync
+// and __all_sync through it
 inline u32 warp_ballot(int pred) {
     Warp &w = *cur->blk->warps[cur->warp];
     const int lane = cur->lane;
@@ -458,7 +447,7 @@ template <class T> struct Guarded {
 #define __syncwarp() emu::syncwarp()
 #define __syncthreads() emu::syncthreads()
 #define __syncthreads_or(p) emu::syncthreads_or(p)
-#define __any_sync(mask, p) emu::warp_any(p)
+#define __any_sync(mask, p) (emu::warp_ballot(p) != 0)
 #define __ballot_sync(mask, p) emu::warp_ballot(p)
 #define __all_sync(mask, p) (emu::warp_ballot(p) == 0xffffffffu)
 #define __shared__ static // (per kernel, not per block: right while blocks run one at a time -- no cluster)
