@@ -329,8 +329,11 @@ typedef struct kiln_jit_kernel_def {
  * M = 32 (kiln bench -b 32, H200, 2026-11-30: 5928 tok/s against 5823-5815
  * with cuBLASLt, same call); since the twenty-seventh session's gemm_sk_tma tiling (kiln_skgemm_tma_tiles) also the
  * 48 MiB qkv (H200, 2026-12-02, s149, alternating: -b 32 6373.8 / 6253.2 tok/s against 6254.2 / 6236.4 with qkv on
- * cuBLASLt, -b 24 4966.1 against 4900.2), not the 112 MiB down projection */
-#define KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT 60
+ * cuBLASLt, -b 24 4966.1 against 4900.2), and since the twenty-eighth session the 112 MiB down projection (64-row
+ * tiles x 2 K halves, 16 stages: no cuBLASLt split-K reduce kernel, no run-to-run autotune choice; H200, 2026-12-02,
+ * s152, alternating: -b 32 6426.3 / 6431.9 / 6443.5 tok/s against 6369.4 / 6369.5 / 6351.8, -b 24 5023.6 against
+ * 4955.7). Not a cap under KILN_SKGEMM_MAX_WEIGHT_MB: at 17..32 rows this limit alone applies */
+#define KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT 120
 #define KILN_SKGEMM_SILU_DEFAULT 0 /* the gate/up GEMM with SiLU through gemm_sk: not yet measured */
 /* the qkv GEMM with rope + KV write through gemm_sk (ROPE=1) for 2 <= M <= this
  * many rows (at most 32; $KILN_SKGEMM_ROPE=N, 1 meaning 32, 0 never; engine/cuda/ops_gpu.c

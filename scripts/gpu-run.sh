@@ -736,6 +736,21 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s153; then # twenty-eighth session: down at 17..32 rows through gemm_sk_tma by default (KILN_SKGEMM_MAX_WEIGHT_MB_M32 120) -- test_gemm_sk (the Llama shapes in the engine's plan), test_gpu_engine, bench_kernels gemm_rows, qkv M=32 tilings, engine -b 32 / -b 24 with the gate/up + SiLU in 5 / 3 stages against 4, alternating
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_gemm_sk
+  gt test_gpu_engine 280 "FAIL|passed" -- test_gpu_engine
+  timeout 120 "$here/bin/bench_kernels" gemm_rows 2>&1 | grep -E "kiln default|^copy|ceiling" | sed 's/(weight bytes)//; s/  */ /g' | cut -c1-120
+  timeout 200 "$here/bin/bench_kernels" gemm_sk_quick 2>&1 | grep -E " qkv M=32 " | grep -E "^gemm |gemm_sk (default|tma) " | sed 's/(weight bytes)//; s/  */ /g' | cut -c1-110
+  for r in 1 2; do
+    kb "b32-def-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-glu5-$r" KILN_SKGEMM_TMA_GLU_STAGES=5 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-glu3-$r" KILN_SKGEMM_TMA_GLU_STAGES=3 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  kb "b24-def" -- -b 24 -s 128 -o 256 --iters 1
+  kb "b24-glu5" KILN_SKGEMM_TMA_GLU_STAGES=5 -- -b 24 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s152; then # (for the twenty-eighth session) the down projection at 17..32 rows through gemm_sk_tma too (its plan: 64-row tiles, 2 K halves of 7168, 16 stages; no cuBLASLt split-K reduce kernel) -- bench rows, engine -b 32 / -b 24 with KILN_SKGEMM_MAX_WEIGHT_MB=120 KILN_SKGEMM_MAX_WEIGHT_MB_M32=120 against the default, alternating
   export CUDA_VISIBLE_DEVICES=0
   timeout 200 "$here/bin/bench_kernels" gemm_sk_quick 2>&1 | grep -E " down M=(16|32) " | grep -E "^gemm |gemm_sk (default|tma) " | sed 's/(weight bytes)//; s/  */ /g' | cut -c1-110
@@ -745,6 +760,10 @@ if has s152; then # (for the twenty-eighth session) the down projection at 17..3
   done
   kb "b24-def" -- -b 24 -s 128 -o 256 --iters 1
   kb "b24-down" KILN_SKGEMM_MAX_WEIGHT_MB=120 KILN_SKGEMM_MAX_WEIGHT_MB_M32=120 -- -b 24 -s 128 -o 256 --iters 1
+  tb b32def -- -b 32 -s 128 -o 64 --iters 1
+  python3 "$here/bench/trace_summary.py" /tmp/trace_b32def.csv --top 12 2>&1 | cut -c1-150 | head -18
+  tb b32down KILN_SKGEMM_MAX_WEIGHT_MB=120 KILN_SKGEMM_MAX_WEIGHT_MB_M32=120 -- -b 32 -s 128 -o 64 --iters 1
+  python3 "$here/bench/trace_summary.py" /tmp/trace_b32down.csv --top 12 2>&1 | cut -c1-150 | head -18
   unset CUDA_VISIBLE_DEVICES
 fi
 if has s151; then # twenty-seventh session: why -b 32 with qkv through gemm_sk_tma lands at ~6,250 or ~6,370 -- four runs with the cuBLASLt autotune's choices (KILN_LOG_LEVEL=debug)

@@ -2159,6 +2159,17 @@ KT_TEST(test_gemm_sk) {
         kiln_gpu_destroy(tg);
         tg = NULL;
     }
+    if (sm90) { /* ... and as the engine plans them at 17..32 rows (gemm_sk_tma's own tiles, 16 stages, split <= 2:
+                 * o, qkv and down, the gate/up plain here) */
+        static const int M32[] = {17, 24, 31, 32};
+        kiln_gpu_params ga = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1, .skx_max_m = -1,
+                              .skgemm_max_weight_mb = -1};
+        KT_OK(kiln_gpu_create(dev, &ga, &tg));
+        gemm_llama_shapes(tg, pool, M32, KILN_ARRAY_LEN(M32), "gemm_sk_tma (engine plan) ");
+        KT_CHECK(kiln_rt_kernels_was_used(kiln_gpu_kernels(tg), "gemm_sk_tma"));
+        kiln_gpu_destroy(tg);
+        tg = NULL;
+    }
     kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1, .skgemm_max_m = 64, .skx_max_m = -1,
                           .skgemm_max_weight_mb = -1, .skgemm_wg = -1};
     KT_OK(kiln_gpu_create(dev, &gp, &tg));

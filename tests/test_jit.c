@@ -396,6 +396,13 @@ KT_TEST(test_skgemm_plan) {
                   o.stages);
         KT_CHECKF(q.tiles == 48 && q.split == 2 && q.stages == 11, "qkv: %d tiles, split %d, %d stages", q.tiles, q.split,
                   q.stages);
+        /* down (4096 x 14336, through it at 17..32 rows since the twenty-eighth session): o's tiling, so o's CUBIN */
+        const kiln_skgemm_shape dn = kiln_skgemm_plan_capped(132, 233472, 232448, 9, 4096, 14336, 32, 4,
+                                                             kiln_skgemm_tma_tiles(132, 4096), 16, 0,
+                                                             KILN_SKGEMM_TMA_SLACK, KILN_SKGEMM_TMA_MAX_SPLIT);
+        KT_CHECKF(dn.tiles == 64 && dn.split == 2 && dn.stages == 16, "down: %d tiles, split %d, %d stages", dn.tiles,
+                  dn.split, dn.stages);
+        KT_CHECK((int64_t)4096 * 14336 * 2 <= ((int64_t)KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT << 20));
         KT_CHECK(kiln_skgemm_plan(132, 233472, 232448, 9, 1024, 4096, 32, 4, 1, 16, 0, KILN_SKGEMM_TMA_SLACK).split == 8);
         KT_CHECK(kiln_skgemm_plan_capped(132, 233472, 232448, 9, 1024, 4096, 32, 4, 1, 16, 0, KILN_SKGEMM_TMA_SLACK,
                                          KILN_SKGEMM_TMA_MAX_SPLIT).split == KILN_SKGEMM_TMA_MAX_SPLIT);

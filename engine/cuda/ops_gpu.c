@@ -748,8 +748,8 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
     }
     if (gemv_serves(g, in_dt, M, N, K))
         return gemv_plain(g, s, out, ldo, out_dt, x, w, in_dt, bias, M, N, K, 0, 0, 0, NULL);
-    const int sk_mb = M > 16 && g->sk_max_mb32 > 0 && g->sk_max_mb > 0 ? KILN_MIN(g->sk_max_mb, g->sk_max_mb32)
-                                                                        : g->sk_max_mb;
+    /* the weight limit: sk_max_mb at 2..16 rows, sk_max_mb32 at 17..32 (either negative: any weight) */
+    const int sk_mb = M > 16 && g->sk_max_mb >= 0 && g->sk_max_mb32 != 0 ? g->sk_max_mb32 : g->sk_max_mb;
     if (mma_ok && M <= g->sk_max_m && (sk_mb <= 0 || N * K * 2 <= ((int64_t)sk_mb << 20)))
         return sk_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, SK_PLAIN, NULL);
     if (mma_ok && M <= g->tc_max_m)

@@ -94,7 +94,9 @@ typedef struct kiln_gpu_params {
                                 KILN_SKGEMM_SILU_DEFAULT)                          */
     int skgemm_max_weight_mb; /* ... and only on weights of at most this many MiB (0:
                                 $KILN_SKGEMM_MAX_WEIGHT_MB, else
-                                KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT = 64; negative: any) */
+                                KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT = 64; negative: any, at
+                                every M); at 17..32 rows $KILN_SKGEMM_MAX_WEIGHT_MB_M32
+                                (KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT = 120) instead */
     int skgemm_warps, skgemm_tiles, skgemm_stages; /* its tiling: warps a block (4|8),
                                 16-row W tiles a warp (1|2|4), K chunks in flight
                                 (2..8); 0: $KILN_SKGEMM_WARPS / _TILES / _STAGES, else

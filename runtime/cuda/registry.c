@@ -515,17 +515,17 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
                                   KILN_SKGEMM_WARPS_DEFAULT, rt, p.stages, p.split));
             }
     }
-    /* ... through gemm_sk_tma (sm_90; ops_gpu.c sk_gemm) from MAXM KILN_SKGEMM_TMA_DEFAULT on: the o and qkv
+    /* ... through gemm_sk_tma (sm_90; ops_gpu.c sk_gemm) from MAXM KILN_SKGEMM_TMA_DEFAULT on: the o, qkv and down
      * projections within the weight limit (plain: their tiles, stages and capped split) and the gate/up with SiLU (GLU) at the split planned and one lower
      * (the occupancy check lowers a split whose clusters the GPCs cannot hold at once) */
     if (KILN_SKGEMM_TMA_DEFAULT > 0 && m->hidden > 0) {
         const int tmin = KILN_SKGEMM_TMA_DEFAULT == 1 ? 32 : KILN_SKGEMM_TMA_DEFAULT;
         for (int mm = tmin; mm / 2 < KILN_SKGEMM_MAX_M_DEFAULT && mm <= 64; mm *= 2)
-            for (int kind = 0; kind < 3; kind++) { /* the o, qkv and gate/up (GLU) projections */
-                const int glu = kind == 2, K = m->hidden;
-                const int N = glu ? 2 * m->intermediate : kind ? (m->n_heads + 2 * m->n_kv_heads) * m->head_dim : m->hidden;
+            for (int kind = 0; kind < 4; kind++) { /* the o, qkv, gate/up (GLU) and down projections */
+                const int glu = kind == 2, K = kind == 3 ? m->intermediate : m->hidden;
+                const int N = glu ? 2 * m->intermediate : kind == 1 ? (m->n_heads + 2 * m->n_kv_heads) * m->head_dim : m->hidden;
                 const int mb = mm > 16 ? KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT : KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT;
-                if (N <= 0 || (!glu && (int64_t)N * K * 2 > ((int64_t)mb << 20))) continue;
+                if (N <= 0 || K <= 0 || (!glu && (int64_t)N * K * 2 > ((int64_t)mb << 20))) continue;
                 const int stages = glu ? KILN_SKGEMM_TMA_GLU_STAGES_DEFAULT : KILN_SKGEMM_TMA_STAGES_DEFAULT;
                 const int rt = glu ? 2 : kiln_skgemm_tma_tiles(132, N);
                 const kiln_skgemm_shape p = kiln_skgemm_plan_capped(132, 233472, 232448, 9, N, K, mm, 4, rt, stages, 0,
