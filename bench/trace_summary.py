@@ -7,7 +7,8 @@ run): launches, mean span of a launch (first kernel start to last kernel end),
 busy time (union of kernel intervals), idle time inside the launch, the time
 between launches (host turn-around), then per kernel (name + grid): calls per
 launch, mean us a call, us per launch and share of the span. Kernels outside
-graphs (prefill, eager steps) get one table too."""
+graphs (prefill, eager steps) get one table too, and the last prefill step
+(the last run of kernels outside graphs spanning over 10 ms) its own."""
 import csv, sys
 from collections import defaultdict
 
@@ -108,6 +109,26 @@ def main():
         t = sum(r["end"] - r["start"] for r in eager)
         print("outside graphs: %d kernels, %.2f ms of kernel time" % (len(eager), t / 1e6))
         table([eager], 1, t, min(top, 12))
+        # the last prefill step: the last run of kernels outside graphs (no graph kernel between them) spanning > 10 ms
+        starts = sorted(r["start"] for r in recs if r["graph"])
+        import bisect
+        runs, cur, key = [], [], None
+        for r in sorted(eager, key=lambda r: r["start"]):
+            k = bisect.bisect_left(starts, r["start"])  # graph kernels started before it
+            if cur and k != key:
+                runs.append(cur)
+                cur = []
+            cur.append(r)
+            key = k
+        if cur:
+            runs.append(cur)
+        big = [rs for rs in runs if max(r["end"] for r in rs) - min(r["start"] for r in rs) > 10e6]
+        if big:
+            rs = big[-1]
+            span = max(r["end"] for r in rs) - min(r["start"] for r in rs)
+            print("last prefill step (%d kernels outside graphs): span %.2f ms, busy %.2f ms" %
+                  (len(rs), span / 1e6, union([(r["start"], r["end"]) for r in rs]) / 1e6))
+            table([rs], 1, span, top)
 
 
 if __name__ == "__main__":

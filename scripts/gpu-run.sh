@@ -736,6 +736,15 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s154; then # twenty-eighth session: where a prefill step goes (the CUPTI trace's last prefill step: -b 32 -s 128, 4096 tokens; -b 256, 8192-token steps) and the -b 32 decode graph on the new default
+  export CUDA_VISIBLE_DEVICES=0
+  tb b32p -- -b 32 -s 128 -o 32 --iters 1
+  python3 "$here/bench/trace_summary.py" /tmp/trace_b32p.csv --top 22 2>&1 | cut -c1-150
+  tb b256p -- -b 256 -s 128 -o 8 --iters 1
+  python3 "$here/bench/trace_summary.py" /tmp/trace_b256p.csv --top 22 2>&1 | sed -n '/last prefill/,$p' | cut -c1-150
+  for r in 1 2; do kb "b32-$r" -- -b 32 -s 128 -o 256 --iters 1; done
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s153; then # twenty-eighth session: down at 17..32 rows through gemm_sk_tma by default (KILN_SKGEMM_MAX_WEIGHT_MB_M32 120) -- test_gemm_sk (the Llama shapes in the engine's plan), test_gpu_engine, bench_kernels gemm_rows, qkv M=32 tilings, engine -b 32 / -b 24 with the gate/up + SiLU in 5 / 3 stages against 4, alternating
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_gemm_sk
