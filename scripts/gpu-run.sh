@@ -736,6 +736,20 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s155; then # twenty-eighth session: 33..64 rows through gemm_sk_tma too (KILN_SKGEMM_MAX_M=64: o / qkv / down in the 17..32-row plans at MAXM 64, the gate/up + SiLU) -- bench_kernels gemm_rows at M = 64 both ways, test_gemm_sk with it, engine -b 64 / -b 48 / -b 40 against the default, alternating
+  export CUDA_VISIBLE_DEVICES=0
+  timeout 120 "$here/bin/bench_kernels" gemm_rows 2>&1 | grep -E "M=(32|64) " | grep -E "^gemm |kiln default" | sed 's/(weight bytes)//; s/(weights)//; s/  */ /g' | cut -c1-110
+  KILN_SKGEMM_MAX_M=64 timeout 120 "$here/bin/bench_kernels" gemm_rows 2>&1 | grep -E "M=64 " | grep -E "kiln default" | sed 's/(weights)//; s/kiln default/kiln MAX_M=64/; s/  */ /g' | cut -c1-110
+  for r in 1 2; do
+    kb "b64-def-$r" -- -b 64 -s 128 -o 256 --iters 1
+    kb "b64-m64-$r" KILN_SKGEMM_MAX_M=64 -- -b 64 -s 128 -o 256 --iters 1
+  done
+  kb "b48-def" -- -b 48 -s 128 -o 256 --iters 1
+  kb "b48-m64" KILN_SKGEMM_MAX_M=64 -- -b 48 -s 128 -o 256 --iters 1
+  kb "b40-def" -- -b 40 -s 128 -o 256 --iters 1
+  kb "b40-m64" KILN_SKGEMM_MAX_M=64 -- -b 40 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s154; then # twenty-eighth session: where a prefill step goes (the CUPTI trace's last prefill step: -b 32 -s 128, 4096 tokens; -b 256, 8192-token steps) and the -b 32 decode graph on the new default
   export CUDA_VISIBLE_DEVICES=0
   tb b32p -- -b 32 -s 128 -o 32 --iters 1
