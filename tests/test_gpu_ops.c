@@ -2159,9 +2159,9 @@ KT_TEST(test_gemm_sk) {
         kiln_gpu_destroy(tg);
         tg = NULL;
     }
-    if (sm90) { /* ... and as the engine plans them at 17..32 rows (gemm_sk_tma's own tiles, 16 stages, split <= 2:
-                 * o, qkv and down, the gate/up plain here) */
-        static const int M32[] = {17, 24, 31, 32};
+    if (sm90) { /* ... and as the engine plans them at 17..64 rows (gemm_sk_tma's own tiles, 16 stages or what fits,
+                 * split <= 2: o, qkv and down, the gate/up plain here; every weight, so o and qkv at 33..64 too) */
+        static const int M32[] = {17, 24, 31, 32, 40, 64};
         kiln_gpu_params ga = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1, .skx_max_m = -1,
                               .skgemm_max_weight_mb = -1};
         KT_OK(kiln_gpu_create(dev, &ga, &tg));
@@ -2274,7 +2274,7 @@ KT_TEST(test_gemm_skx) {
 /* gemm_sk with the SiLU-and-mul as its epilogue (GLU=1, kiln_gpu_gemm_silu
  * where the GEMV does not serve M): close to the CPU's gemm + silu_mul, and
  * at a forced split the same bits as the plain gemm_sk of [gate | up] (same
- * tiling and split) followed by kiln_gpu_silu_mul; M 2..32, odd I, K not a
+ * tiling and split) followed by kiln_gpu_silu_mul; M 2..64, odd I, K not a
  * multiple of the chunk and of one chunk, bias, an output row stride */
 KT_TEST(test_silu_gemm_sk) {
     NEED_GPU();
@@ -2286,10 +2286,10 @@ KT_TEST(test_silu_gemm_sk) {
                               .skgemm_split = cf[ci].split, .skgemm_wg = cf[ci].wg};
         kiln_gpu *gv = NULL;
         KT_OK(kiln_gpu_create(dev, &gp, &gv));
-        static const int Ms[] = {2, 5, 8, 16, 31, 32};
+        static const int Ms[] = {2, 5, 8, 16, 31, 32, 33, 64};
         char what[64];
         snprintf(what, sizeof what, "gemm_sk+silu split %d wg %d", cf[ci].split, cf[ci].wg);
-        silu_gemm_sweep(gv, Ms, 6, cf[ci].split > 0, what); /* the same bits at a forced split */
+        silu_gemm_sweep(gv, Ms, (int)KILN_ARRAY_LEN(Ms), cf[ci].split > 0, what); /* the same bits at a forced split */
         const char *kern = cf[ci].wg == 2 ? "gemm_sk_tma" : "gemm_sk_wg";
         if (cf[ci].wg > 0) KT_CHECKF(kiln_rt_kernels_was_used(kiln_gpu_kernels(gv), kern), "%s did not run: %s", kern, what);
         kiln_gpu_destroy(gv);

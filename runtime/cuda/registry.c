@@ -506,8 +506,9 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
         const int nk[2][2] = {{qkv, hid}, {hid, hid}};
         for (int mm = 8; mm / 2 < KILN_SKGEMM_MAX_M_DEFAULT && mm <= 64; mm *= 2)
             for (int i = 0; i < 2; i++) {
-                const int mb = mm > 16 ? KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT : KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT;
-                if ((int64_t)nk[i][0] * nk[i][1] * 2 > ((int64_t)mb << 20)) continue;
+                if (!kiln_skgemm_weight_ok(mm, (int64_t)nk[i][0] * nk[i][1] * 2, KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT,
+                                           KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT, KILN_SKGEMM_MIN_WEIGHT_MB_M64_DEFAULT))
+                    continue;
                 const int rt = KILN_SKGEMM_TILES_DEFAULT(mm);
                 kiln_skgemm_shape p = kiln_skgemm_plan(132, 233472, 232448, 9, nk[i][0], nk[i][1], mm,
                                                        KILN_SKGEMM_WARPS_DEFAULT, rt, KILN_SKGEMM_STAGES_DEFAULT(mm), 0, 0);
@@ -524,8 +525,11 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
             for (int kind = 0; kind < 4; kind++) { /* the o, qkv, gate/up (GLU) and down projections */
                 const int glu = kind == 2, K = kind == 3 ? m->intermediate : m->hidden;
                 const int N = glu ? 2 * m->intermediate : kind == 1 ? (m->n_heads + 2 * m->n_kv_heads) * m->head_dim : m->hidden;
-                const int mb = mm > 16 ? KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT : KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT;
-                if (N <= 0 || K <= 0 || (!glu && (int64_t)N * K * 2 > ((int64_t)mb << 20))) continue;
+                if (N <= 0 || K <= 0 ||
+                    (!glu && !kiln_skgemm_weight_ok(mm, (int64_t)N * K * 2, KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT,
+                                                    KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT,
+                                                    KILN_SKGEMM_MIN_WEIGHT_MB_M64_DEFAULT)))
+                    continue;
                 const int stages = glu ? KILN_SKGEMM_TMA_GLU_STAGES_DEFAULT : KILN_SKGEMM_TMA_STAGES_DEFAULT;
                 const int rt = glu ? 2 : kiln_skgemm_tma_tiles(132, N);
                 const kiln_skgemm_shape p = kiln_skgemm_plan_capped(132, 233472, 232448, 9, N, K, mm, 4, rt, stages, 0,
