@@ -285,6 +285,33 @@ KT_TEST(test_defines_validated) {
         KT_CHECKF(kiln_jit_signature_parse(reg[i].signature, k, 32, &n) == KILN_OK, "%s", reg[i].name);
 }
 
+/* Llama-3-8B's set (bf16 and FP8 caches, with the pdl_early copies, as the engine asks) fits the list with room to
+ * spare, holds no spec twice, and has the 33..64-row gemm_sk_tma kernels (the down projection's, the gate/up +
+ * SiLU's). The list was once full (kiln bench failed at start-up: "too many kernel specializations"). */
+KT_TEST(test_model_specs_fit) {
+    const kiln_jit_model ms[] = {
+        {KILN_DTYPE_BF16, KILN_DTYPE_BF16, 128, 32, 8, 16, false, false, false, true, 4096, 14336},
+        {KILN_DTYPE_BF16, KILN_DTYPE_FP8_E4M3, 128, 32, 8, 16, false, false, true, true, 4096, 14336},
+        {KILN_DTYPE_F16, KILN_DTYPE_FP8_E5M2, 128, 32, 8, 16, false, false, false, true, 4096, 14336},
+    };
+    static kiln_jit_spec_list l;
+    for (size_t m = 0; m < KILN_ARRAY_LEN(ms); m++) {
+        KT_OK(kiln_jit_model_specs(&ms[m], &l));
+        KT_CHECKF(l.n <= KILN_JIT_MAX_SPECS * 3 / 4, "model %zu: %d specs of %d", m, l.n, KILN_JIT_MAX_SPECS);
+        int down64 = 0, glu64 = 0;
+        for (int i = 0; i < l.n; i++) {
+            for (int j = 0; j < i; j++)
+                KT_CHECKF(strcmp(l.specs[i].name, l.specs[j].name) || strcmp(l.specs[i].defines, l.specs[j].defines),
+                          "model %zu: %s [%s] twice", m, l.specs[i].name, l.specs[i].defines);
+            if (!strcmp(l.specs[i].name, "gemm_sk_tma") && strstr(l.specs[i].defines, "MAXM=64 ")) {
+                down64 += strstr(l.specs[i].defines, "RT=1 STAGES=14 CL=2 GLU=0") != NULL;
+                glu64 += strstr(l.specs[i].defines, "GLU=1") != NULL;
+            }
+        }
+        KT_CHECKF(down64 >= 1 && glu64 >= 1, "model %zu: MAXM 64 down %d, gate/up %d", m, down64, glu64);
+    }
+}
+
 /* The specializations an FP8 engine asks for (the tiny test models' shapes
  * and Llama-3-8B's) compile for sm_90, with the activation-dtype kernels of
  * start-up calibration for E4M3; bad combinations are refused up front. */
@@ -524,6 +551,6 @@ KT_TEST(test_skx_plan) {
     KT_CHECK(!kiln_skx_plan(132, 232448, 8, 1, 4096, 14336).ok); /* ... not before sm_90 */
 }
 
-KT_MAIN(KT_CASE(test_defines_validated), KT_CASE(test_skgemm_plan), KT_CASE(test_skx_plan), KT_CASE(test_gemm_buckets), KT_CASE(test_fp8_model_specs), KT_CASE(test_compile_error_names_file_and_line),
+KT_MAIN(KT_CASE(test_defines_validated), KT_CASE(test_model_specs_fit), KT_CASE(test_skgemm_plan), KT_CASE(test_skx_plan), KT_CASE(test_gemm_buckets), KT_CASE(test_fp8_model_specs), KT_CASE(test_compile_error_names_file_and_line),
         KT_CASE(test_policy_source_compiles), KT_CASE(test_kernel_dir_overrides_embedded),
         KT_CASE(test_registry_compiles_and_caches))

@@ -272,10 +272,12 @@ int kiln_gpu_set_kv_tile(kiln_gpu *g, int mode) {
 
 kiln_status kiln_gpu_prepare(kiln_gpu *g, const kiln_jit_model *m) {
     kiln_status st = KILN_OK;
-    kiln_jit_spec_list l;
-    KILN_TRY(kiln_jit_model_specs(m, &l));
-    KILN_TRY(kiln_rt_kernels_prepare(g->k, l.specs, l.n));
+    kiln_jit_spec_list *l = malloc(sizeof *l); /* (~37 KiB: not on a thread's stack) */
+    KILN_CHECK(l, KILN_ERR_OUT_OF_MEMORY, "out of memory listing the model's kernels");
+    KILN_TRY(kiln_jit_model_specs(m, l));
+    KILN_TRY(kiln_rt_kernels_prepare(g->k, l->specs, l->n));
 fail:
+    free(l);
     return st;
 }
 

@@ -393,11 +393,14 @@ int kiln_jit_attn_group(int n_heads, int n_kv_heads) {
 
 static kiln_status add_spec(kiln_jit_spec_list *l, const char *name, const char *fmt, ...) KILN_PRINTF(3, 4);
 static kiln_status add_spec(kiln_jit_spec_list *l, const char *name, const char *fmt, ...) {
-    if (l->n >= KILN_JIT_MAX_SPECS) return KILN_FAIL(KILN_ERR_LIMIT, "too many kernel specializations");
+    if (l->n >= KILN_JIT_MAX_SPECS)
+        return KILN_FAIL(KILN_ERR_LIMIT, "too many kernel specializations (more than %d)", KILN_JIT_MAX_SPECS);
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(l->defines[l->n], sizeof l->defines[l->n], fmt, ap);
     va_end(ap);
+    for (int i = 0; i < l->n; i++) /* (two projections of one tiling: one spec) */
+        if (!strcmp(l->specs[i].name, name) && !strcmp(l->defines[i], l->defines[l->n])) return KILN_OK;
     l->specs[l->n].name = name;
     l->specs[l->n].defines = l->defines[l->n];
     l->n++;
