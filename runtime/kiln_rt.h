@@ -322,10 +322,12 @@ typedef struct kiln_jit_kernel_def {
  * 66.3% of copy at M = 8 / 16 against 66.8 / 62.2, o 64.8 / 64.0 against 56.5 /
  * 56.0); on the larger gate_up / down weights and from M = 32 on it is
  * slower (M = 32: qkv 59% against 66%; bench/RESULTS.md). */
-/* ... up to 64 rows since the twenty-eighth session: at 33..64 rows the gate/up + SiLU and the down projection through
- * gemm_sk_tma (MAXM 64: down in 64-row tiles x 2, 14 stages), o and qkv left to cuBLASLt (KILN_SKGEMM_MIN_WEIGHT_MB_M64
- * below). H200, 2026-12-02 (bench/RESULTS.md, s155, alternating, everything at 33..64 through it): kiln bench -b 64
- * 10809.3 / 10807.3 tok/s against 10741.5 / 10732.4, -b 48 8633.3 against 8437.8, -b 40 7382.8 against 7216.8 */
+/* ... up to 64 rows since the twenty-eighth session: at 33..64 rows the o, qkv, down and gate/up + SiLU projections
+ * through gemm_sk_tma too (MAXM 64: o / down in 64-row tiles x 2, 14 stages; qkv 128-row x 2, 9). H200, 2026-12-02
+ * (bench/RESULTS.md, alternating, kiln bench tok/s): s155 -b 64 10809.3 / 10807.3 against 10741.5 / 10732.4 at 32,
+ * -b 48 8633.3 against 8437.8, -b 40 7382.8 against 7216.8; s156 -b 64 10604.4 / 10615.5 against 10396.7 / 10421.3
+ * (and 10523.0 / 10496.7 with o and qkv left to cuBLASLt, whose bench rows at M = 64 read them faster: o 61.5% of
+ * copy against 57.8%, qkv 68.6 against 64.8 -- in the engine gemm_sk_tma's W loads before its wait win) */
 #define KILN_SKGEMM_MAX_M_DEFAULT 64
 #define KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT 64
 /* ... and for 16 < M <= 32 only on weights of at most this many MiB
@@ -338,18 +340,12 @@ typedef struct kiln_jit_kernel_def {
  * s152, alternating: -b 32 6426.3 / 6431.9 / 6443.5 tok/s against 6369.4 / 6369.5 / 6351.8, -b 24 5023.6 against
  * 4955.7). Not a cap under KILN_SKGEMM_MAX_WEIGHT_MB: at 17..32 rows this limit alone applies */
 #define KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT 120
-/* ... and at 33..64 rows only on weights of at least this many MiB ($KILN_SKGEMM_MIN_WEIGHT_MB_M64; 0: any): there
- * cuBLASLt reads the smaller o and qkv projections faster (bench_kernels gemm_rows at M = 64, H200, s155: o 61.5%
- * of copy against 57.8% for gemm_sk_tma, qkv 68.6 against 64.8; down 78.7 against 80.0) */
-#define KILN_SKGEMM_MIN_WEIGHT_MB_M64_DEFAULT 64
-/* whether gemm_sk takes a GEMM of M rows (or a MAXM bucket) on bytes of weights under those limits: at most max_mb
- * MiB at 2..16 rows, max_mb32 at 17..64 where not 0, at least min_mb64 at 33..64 where > 0; a limit <= 0 or max_mb
- * < 0: none (max_mb < 0 lifts every limit: the tests' any weight) */
-static inline int kiln_skgemm_weight_ok(int M, int64_t bytes, int max_mb, int max_mb32, int min_mb64) {
+/* whether gemm_sk takes a GEMM of M rows (or a MAXM bucket) on bytes of weights: at most max_mb MiB at 2..16 rows,
+ * max_mb32 at 17..64 where not 0; a limit <= 0 or max_mb < 0: none (max_mb < 0 lifts both: the tests' any weight) */
+static inline int kiln_skgemm_weight_ok(int M, int64_t bytes, int max_mb, int max_mb32) {
     if (max_mb < 0) return 1;
     const int lim = M > 16 && max_mb32 != 0 ? max_mb32 : max_mb;
-    if (lim > 0 && bytes > ((int64_t)lim << 20)) return 0;
-    return M <= 32 || min_mb64 <= 0 || bytes >= ((int64_t)min_mb64 << 20);
+    return lim <= 0 || bytes <= ((int64_t)lim << 20);
 }
 #define KILN_SKGEMM_SILU_DEFAULT 0 /* the gate/up GEMM with SiLU through gemm_sk: not yet measured */
 /* the qkv GEMM with rope + KV write through gemm_sk (ROPE=1) for 2 <= M <= this

@@ -736,7 +736,13 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
-if has s156; then # (its first run: "too many kernel specializations" at every kiln start -- the model's list had reached 128 with the MAXM-64 specs; test_gemm_sk / test_silu_gemm_sk to 64 rows passed there) twenty-eighth session, final: 33..64 rows through gemm_sk_tma by default for down and the gate/up + SiLU (KILN_SKGEMM_MAX_M 64, o / qkv left to cuBLASLt by KILN_SKGEMM_MIN_WEIGHT_MB_M64 64) -- engine -b 64 / -b 48 against everything through it (=0) and the session's start (KILN_SKGEMM_MAX_M=32), alternating; test_gemm_sk / test_silu_gemm_sk (M to 64), test_gpu_engine; then `engine`
+if has s157; then # twenty-eighth session, final build (o / qkv at 33..64 rows through gemm_sk_tma too): -b 64 / -b 48 / -b 32
+  export CUDA_VISIBLE_DEVICES=0
+  for r in 1 2; do kb "b64-$r" -- -b 64 -s 128 -o 256 --iters 1; kb "b32-$r" -- -b 32 -s 128 -o 256 --iters 1; done
+  kb "b48" -- -b 48 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s156; then # (KILN_SKGEMM_MIN_WEIGHT_MB_M64 since removed: its =0 setting measured faster, now the default) (its first run: "too many kernel specializations" at every kiln start -- the model's list had reached 128 with the MAXM-64 specs; test_gemm_sk / test_silu_gemm_sk to 64 rows passed there) twenty-eighth session, final: 33..64 rows through gemm_sk_tma by default for down and the gate/up + SiLU (KILN_SKGEMM_MAX_M 64, o / qkv left to cuBLASLt by KILN_SKGEMM_MIN_WEIGHT_MB_M64 64) -- engine -b 64 / -b 48 against everything through it (=0) and the session's start (KILN_SKGEMM_MAX_M=32), alternating; test_gemm_sk / test_silu_gemm_sk (M to 64), test_gpu_engine; then `engine`
   export CUDA_VISIBLE_DEVICES=0
   for r in 1 2; do
     kb "b64-def-$r" -- -b 64 -s 128 -o 256 --iters 1

@@ -431,15 +431,14 @@ KT_TEST(test_skgemm_plan) {
                   dn.split, dn.stages);
         /* which projections gemm_sk takes by rows (the defaults; Llama-3-8B: o 32 MiB, qkv 48, down 112) */
         const int64_t ob = (int64_t)4096 * 4096 * 2, qb = (int64_t)6144 * 4096 * 2, db = (int64_t)4096 * 14336 * 2;
-#define WOK(M, b) kiln_skgemm_weight_ok(M, b, KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT, KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT, \
-                                        KILN_SKGEMM_MIN_WEIGHT_MB_M64_DEFAULT)
+#define WOK(M, b) kiln_skgemm_weight_ok(M, b, KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT, KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT)
         KT_CHECK(WOK(16, ob) && WOK(16, qb) && !WOK(16, db)); /* 2..16 rows: at most 64 MiB */
-        KT_CHECK(WOK(17, ob) && WOK(32, qb) && WOK(32, db));  /* 17..32: at most 120 */
-        KT_CHECK(!WOK(33, ob) && !WOK(64, qb) && WOK(64, db)); /* 33..64: at least 64 too */
+        KT_CHECK(WOK(17, ob) && WOK(32, qb) && WOK(32, db));  /* 17..64: at most 120 */
+        KT_CHECK(WOK(33, ob) && WOK(64, qb) && WOK(64, db) && !WOK(64, (int64_t)8192 * 8192 * 2));
 #undef WOK
-        KT_CHECK(kiln_skgemm_weight_ok(64, ob, 64, 120, 0) && kiln_skgemm_weight_ok(64, db, -1, 120, 64) &&
-                 kiln_skgemm_weight_ok(16, db, -1, 120, 64) && !kiln_skgemm_weight_ok(32, db, 64, 100, 0) &&
-                 kiln_skgemm_weight_ok(32, db, 64, -1, 0));
+        KT_CHECK(kiln_skgemm_weight_ok(16, db, -1, 120) && !kiln_skgemm_weight_ok(32, db, 64, 100) &&
+                 kiln_skgemm_weight_ok(32, db, 64, -1) && kiln_skgemm_weight_ok(32, db, 64, 0) == 0 &&
+                 kiln_skgemm_weight_ok(8, db, 0, 120));
         const kiln_skgemm_shape d64 = kiln_skgemm_plan_capped(132, 233472, 232448, 9, 4096, 14336, 64, 4, 1, 16, 0,
                                                               KILN_SKGEMM_TMA_SLACK, KILN_SKGEMM_TMA_MAX_SPLIT);
         KT_CHECKF(d64.tiles == 64 && d64.split == 2 && d64.stages == 14, "down at MAXM 64: %d tiles, split %d, %d stages",

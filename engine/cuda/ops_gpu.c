@@ -26,7 +26,7 @@ struct kiln_gpu {
     int gemv_norm; /* the add + RMSNorm folded into batch-1 GEMVs ($KILN_GEMV_NORM) */
     int gemv_rope_unroll, gemv_rope_ksplit, gemv_rope_rows; /* the rope GEMV's tiling ($KILN_GEMV_ROPE_UNROLL / _KSPLIT / _ROWS) */
     int tc_max_m, tc_warps, tc_wk, tc_rt, tc_stages, tc_split, tc_prefetch_mb; /* gemm_tc knobs */
-    int sk_max_m, sk_max_mb, sk_max_mb32, sk_min_mb64, sk_warps, sk_rt, sk_stages, sk_split, sk_silu; /* gemm_sk knobs */
+    int sk_max_m, sk_max_mb, sk_max_mb32, sk_warps, sk_rt, sk_stages, sk_split, sk_silu; /* gemm_sk knobs */
     int skx_max_m; /* gemm_skx for 2 <= M <= this ($KILN_SKX_MAX_M, <= 32; 0 never) */
     int skx_m1;     /* ... plain one-row GEMMs through it in place of the GEMV ($KILN_SKX_M1) */
     int sk_wg; /* gemm_sk on the warpgroup MMA on sm_90 ($KILN_SKGEMM_WG): 1 kernel_src/gemm_sk_wg.cu, 2 fed by TMA
@@ -133,7 +133,6 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->sk_silu = knob(p ? p->skgemm_silu : 0, "KILN_SKGEMM_SILU", KILN_SKGEMM_SILU_DEFAULT) > 0;
     g->sk_max_mb = knob(p ? p->skgemm_max_weight_mb : 0, "KILN_SKGEMM_MAX_WEIGHT_MB", KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT);
     g->sk_max_mb32 = knob(0, "KILN_SKGEMM_MAX_WEIGHT_MB_M32", KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT);
-    g->sk_min_mb64 = knob(0, "KILN_SKGEMM_MIN_WEIGHT_MB_M64", KILN_SKGEMM_MIN_WEIGHT_MB_M64_DEFAULT);
     g->sk_stages = knob(p ? p->skgemm_stages : 0, "KILN_SKGEMM_STAGES", 0); /* 0: by MAXM */
     if (g->sk_stages < 2 || g->sk_stages > 16) g->sk_stages = 0; /* (above 8: gemm_sk_tma only, sk_gemm) */
     g->sk_split = knob(p ? p->skgemm_split : 0, "KILN_SKGEMM_SPLIT", 0); /* 0: auto */
@@ -751,7 +750,7 @@ kiln_status kiln_gpu_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int64
     }
     if (gemv_serves(g, in_dt, M, N, K))
         return gemv_plain(g, s, out, ldo, out_dt, x, w, in_dt, bias, M, N, K, 0, 0, 0, NULL);
-    if (mma_ok && M <= g->sk_max_m && kiln_skgemm_weight_ok((int)M, N * K * 2, g->sk_max_mb, g->sk_max_mb32, g->sk_min_mb64))
+    if (mma_ok && M <= g->sk_max_m && kiln_skgemm_weight_ok((int)M, N * K * 2, g->sk_max_mb, g->sk_max_mb32))
         return sk_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K, SK_PLAIN, NULL);
     if (mma_ok && M <= g->tc_max_m)
         return tc_gemm(g, s, out, ldo ? ldo : N, out_dt, x, w, in_dt, bias, (int)M, (int)N, (int)K);

@@ -510,7 +510,7 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
         for (int mm = 8; mm / 2 < KILN_SKGEMM_MAX_M_DEFAULT && mm <= 64; mm *= 2)
             for (int i = 0; i < 2; i++) {
                 if (!kiln_skgemm_weight_ok(mm, (int64_t)nk[i][0] * nk[i][1] * 2, KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT,
-                                           KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT, KILN_SKGEMM_MIN_WEIGHT_MB_M64_DEFAULT))
+                                           KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT))
                     continue;
                 const int rt = KILN_SKGEMM_TILES_DEFAULT(mm);
                 kiln_skgemm_shape p = kiln_skgemm_plan(132, 233472, 232448, 9, nk[i][0], nk[i][1], mm,
@@ -530,8 +530,7 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
                 const int N = glu ? 2 * m->intermediate : kind == 1 ? (m->n_heads + 2 * m->n_kv_heads) * m->head_dim : m->hidden;
                 if (N <= 0 || K <= 0 ||
                     (!glu && !kiln_skgemm_weight_ok(mm, (int64_t)N * K * 2, KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT,
-                                                    KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT,
-                                                    KILN_SKGEMM_MIN_WEIGHT_MB_M64_DEFAULT)))
+                                                    KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT)))
                     continue;
                 const int stages = glu ? KILN_SKGEMM_TMA_GLU_STAGES_DEFAULT : KILN_SKGEMM_TMA_STAGES_DEFAULT;
                 const int rt = glu ? 2 : kiln_skgemm_tma_tiles(132, N);
