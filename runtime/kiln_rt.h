@@ -338,7 +338,7 @@ typedef struct kiln_jit_kernel_def {
  * cuBLASLt, -b 24 4966.1 against 4900.2), and since the twenty-eighth session the 112 MiB down projection (64-row
  * tiles x 2 K halves, 16 stages: no cuBLASLt split-K reduce kernel, no run-to-run autotune choice; H200, 2026-12-02,
  * s152, alternating: -b 32 6426.3 / 6431.9 / 6443.5 tok/s against 6369.4 / 6369.5 / 6351.8, -b 24 5023.6 against
- * 4955.7). Not a cap under KILN_SKGEMM_MAX_WEIGHT_MB: at 17..32 rows this limit alone applies */
+ * 4955.7). Not a cap under KILN_SKGEMM_MAX_WEIGHT_MB: at 17..64 rows this limit alone applies */
 #define KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT 120
 /* whether gemm_sk takes a GEMM of M rows (or a MAXM bucket) on bytes of weights: at most max_mb MiB at 2..16 rows,
  * max_mb32 at 17..64 where not 0; a limit <= 0 or max_mb < 0: none (max_mb < 0 lifts both: the tests' any weight) */
