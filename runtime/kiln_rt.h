@@ -329,6 +329,11 @@ typedef struct kiln_jit_kernel_def {
  * (and 10523.0 / 10496.7 with o and qkv left to cuBLASLt, whose bench rows at M = 64 read them faster: o 61.5% of
  * copy against 57.8%, qkv 68.6 against 64.8 -- in the engine gemm_sk_tma's W loads before its wait win) */
 #define KILN_SKGEMM_MAX_M_DEFAULT 64
+/* ... where gemm_sk_tma does not take them (GPUs before sm_90, $KILN_SKGEMM_TMA=0): the mma.sync gemm_sk's measured
+ * limits, 32 rows (H200, 2026-12-01, s71: -b 64's o projection through it 10,127 tok/s against 10,334 on cuBLASLt)
+ * and at 17..32 rows weights of at most 40 MiB (the o projection) */
+#define KILN_SKGEMM_MAX_M_MMA_DEFAULT 32
+#define KILN_SKGEMM_MAX_WEIGHT_MB_M32_MMA_DEFAULT 40
 #define KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT 64
 /* ... and for 16 < M <= 32 only on weights of at most this many MiB
  * ($KILN_SKGEMM_MAX_WEIGHT_MB_M32): the 32 MiB o projection of Llama-3-8B at
@@ -368,6 +373,14 @@ static inline int kiln_skgemm_weight_ok(int M, int64_t bytes, int max_mb, int ma
  * (s95, alternating, tok/s): -b 32 6143 / 6214 / 6151 against 5971 / 6009 / 5941 (+3.2%), -b 24 4860 / 4704,
  * -b 20 4104 / 3923; the o projection alone through it neutral (s94), qkv through it slower */
 #define KILN_SKGEMM_TMA_DEFAULT 1
+/* The defaults of KILN_SKGEMM_MAX_M and KILN_SKGEMM_MAX_WEIGHT_MB_M32 on a GPU of compute capability major.minor, with
+ * $KILN_SKGEMM_TMA's first bucket tma (0: never; 1 read as 32) and $KILN_SKGEMM_WG wg: the limits measured with
+ * gemm_sk_tma where it takes the 17..32-row bucket (sm_90), else the mma.sync kernel's (_MMA_DEFAULT) */
+static inline void kiln_skgemm_default_limits(int cc_major, int cc_minor, int tma, int wg, int *max_m, int *max_mb32) {
+    const int t = cc_major == 9 && cc_minor == 0 && ((tma > 0 && tma <= 32) || wg == 2);
+    *max_m = t ? KILN_SKGEMM_MAX_M_DEFAULT : KILN_SKGEMM_MAX_M_MMA_DEFAULT;
+    *max_mb32 = t ? KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT : KILN_SKGEMM_MAX_WEIGHT_MB_M32_MMA_DEFAULT;
+}
 /* ... its plain GEMMs (at -b 17..32 the o projection) in 64-row tiles (kiln_skgemm_tma_tiles below), 16 stages of 12 KiB (one block an SM,
  * 192 KiB in flight) and a K split of at most 2 (_MAX_SPLIT, clusters of 2: o 64 tiles x 2 = 128 blocks). H200,
  * 2026-12-02 (bench/RESULTS.md, twenty-seventh session): bench_kernels gemm_sk_quick o at M = 32 67.0% of copy

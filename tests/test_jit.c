@@ -439,6 +439,20 @@ KT_TEST(test_skgemm_plan) {
         KT_CHECK(kiln_skgemm_weight_ok(16, db, -1, 120) && !kiln_skgemm_weight_ok(32, db, 64, 100) &&
                  kiln_skgemm_weight_ok(32, db, 64, -1) && kiln_skgemm_weight_ok(32, db, 64, 0) == 0 &&
                  kiln_skgemm_weight_ok(8, db, 0, 120));
+        /* the defaults by GPU: gemm_sk_tma's limits on sm_90 (17..32 bucket on it), the mma.sync kernel's elsewhere */
+        int mm = 0, mb = 0;
+        kiln_skgemm_default_limits(9, 0, 32, 0, &mm, &mb);
+        KT_CHECK(mm == 64 && mb == 120);
+        kiln_skgemm_default_limits(9, 0, 0, 2, &mm, &mb); /* $KILN_SKGEMM_WG=2: gemm_sk_tma at every M */
+        KT_CHECK(mm == 64 && mb == 120);
+        kiln_skgemm_default_limits(9, 0, 0, 0, &mm, &mb); /* $KILN_SKGEMM_TMA=0 */
+        KT_CHECK(mm == 32 && mb == 40);
+        kiln_skgemm_default_limits(9, 0, 64, 0, &mm, &mb); /* gemm_sk_tma from MAXM 64 only */
+        KT_CHECK(mm == 32 && mb == 40);
+        kiln_skgemm_default_limits(8, 0, 32, 2, &mm, &mb); /* A100 */
+        KT_CHECK(mm == 32 && mb == 40);
+        kiln_skgemm_default_limits(8, 9, 32, 0, &mm, &mb); /* L40 */
+        KT_CHECK(mm == 32 && mb == 40 && !kiln_skgemm_weight_ok(32, qb, 64, mb) && kiln_skgemm_weight_ok(32, ob, 64, mb));
         const kiln_skgemm_shape d64 = kiln_skgemm_plan_capped(132, 233472, 232448, 9, 4096, 14336, 64, 4, 1, 16, 0,
                                                               KILN_SKGEMM_TMA_SLACK, KILN_SKGEMM_TMA_MAX_SPLIT);
         KT_CHECKF(d64.tiles == 64 && d64.split == 2 && d64.stages == 14, "down at MAXM 64: %d tiles, split %d, %d stages",

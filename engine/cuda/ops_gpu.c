@@ -122,7 +122,13 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->gemv_silu_unroll != 2 && g->gemv_silu_unroll != 4 && g->gemv_silu_unroll != 8)
         g->gemv_silu_unroll = KILN_GEMV_SILU_UNROLL_DEFAULT;
     tc_knobs(g, p);
-    g->sk_max_m = knob(p ? p->skgemm_max_m : 0, "KILN_SKGEMM_MAX_M", KILN_SKGEMM_MAX_M_DEFAULT);
+    g->sk_wg = KILN_MAX(0, KILN_MIN(2, knob(p ? p->skgemm_wg : 0, "KILN_SKGEMM_WG", KILN_SKGEMM_WG_DEFAULT)));
+    g->sk_tma = knob(0, "KILN_SKGEMM_TMA", KILN_SKGEMM_TMA_DEFAULT);
+    g->sk_tma = g->sk_tma <= 0 ? 0 : g->sk_tma == 1 ? 32 : g->sk_tma; /* 1: from MAXM 32 */
+    const kiln_rt_device_info *sdi = kiln_rt_device_get_info(d);
+    int def_max_m = 0, def_mb32 = 0; /* the defaults for the kernel that takes 17..64 rows here */
+    kiln_skgemm_default_limits(sdi->cc_major, sdi->cc_minor, g->sk_tma, g->sk_wg, &def_max_m, &def_mb32);
+    g->sk_max_m = knob(p ? p->skgemm_max_m : 0, "KILN_SKGEMM_MAX_M", def_max_m);
     g->sk_max_m = KILN_MAX(0, KILN_MIN(g->sk_max_m, 64)); /* MAXM buckets 8..64 */
     g->skx_max_m = KILN_MAX(0, KILN_MIN(32, knob(p ? p->skx_max_m : 0, "KILN_SKX_MAX_M", KILN_SKX_MAX_M_DEFAULT)));
     g->skx_m1 = knob(p ? p->skx_m1 : 0, "KILN_SKX_M1", KILN_SKX_M1_DEFAULT) > 0;
@@ -132,7 +138,7 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     if (g->sk_rt != 1 && g->sk_rt != 2 && g->sk_rt != 4) g->sk_rt = 0;
     g->sk_silu = knob(p ? p->skgemm_silu : 0, "KILN_SKGEMM_SILU", KILN_SKGEMM_SILU_DEFAULT) > 0;
     g->sk_max_mb = knob(p ? p->skgemm_max_weight_mb : 0, "KILN_SKGEMM_MAX_WEIGHT_MB", KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT);
-    g->sk_max_mb32 = knob(0, "KILN_SKGEMM_MAX_WEIGHT_MB_M32", KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT);
+    g->sk_max_mb32 = knob(0, "KILN_SKGEMM_MAX_WEIGHT_MB_M32", def_mb32);
     g->sk_stages = knob(p ? p->skgemm_stages : 0, "KILN_SKGEMM_STAGES", 0); /* 0: by MAXM */
     if (g->sk_stages < 2 || g->sk_stages > 16) g->sk_stages = 0; /* (above 8: gemm_sk_tma only, sk_gemm) */
     g->sk_split = knob(p ? p->skgemm_split : 0, "KILN_SKGEMM_SPLIT", 0); /* 0: auto */
@@ -140,9 +146,6 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->sk_rope = sk_rope_rows(knob(0, "KILN_SKGEMM_ROPE", KILN_SKGEMM_ROPE_DEFAULT));
     g->sk_rope_stages = knob(0, "KILN_SKGEMM_ROPE_STAGES", 0);
     if (g->sk_rope_stages < 2 || g->sk_rope_stages > 8) g->sk_rope_stages = 0;
-    g->sk_wg = KILN_MAX(0, KILN_MIN(2, knob(p ? p->skgemm_wg : 0, "KILN_SKGEMM_WG", KILN_SKGEMM_WG_DEFAULT)));
-    g->sk_tma = knob(0, "KILN_SKGEMM_TMA", KILN_SKGEMM_TMA_DEFAULT);
-    g->sk_tma = g->sk_tma <= 0 ? 0 : g->sk_tma == 1 ? 32 : g->sk_tma; /* 1: from MAXM 32 */
     g->sk_tma_stages = KILN_MAX(2, KILN_MIN(16, knob(0, "KILN_SKGEMM_TMA_STAGES", KILN_SKGEMM_TMA_STAGES_DEFAULT)));
     g->sk_tma_glu_stages =
         KILN_MAX(2, KILN_MIN(8, knob(0, "KILN_SKGEMM_TMA_GLU_STAGES", KILN_SKGEMM_TMA_GLU_STAGES_DEFAULT)));
