@@ -4,7 +4,8 @@
 //                     (vocabulary-parallel shards sum to the full embedding).
 //   kiln_gather_rows: out [n, dim] = x[rows[i], :]               (ACT elements)
 //   kiln_gather_last: out [n_seqs, dim] = x[qstart[s + 1] - 1, :] (logits of the
-//                     last position of each packed sequence)
+//                     last position of each packed sequence; zeros for an
+//                     empty one)
 //   kiln_cast:        dst [n] (DST) = src [n] (SRC); SRC/DST may be FP8 (E4M3,
 //                     E5M2: the conversions of the KV cache write and read)
 //   kiln_step_feed:   a step's metadata block read from pinned host memory
@@ -58,7 +59,13 @@ extern "C" __global__ void kiln_gather_last(act_t *out, const act_t *x, const in
     pdl_launch();
     int s = blockIdx.x;
     if (s >= n_seqs) return;
-    copy_row(out + (size_t)s * dim, x + (size_t)(qstart[s + 1] - 1) * dim, dim);
+    const int e = qstart[s + 1];
+    act_t *o = out + (size_t)s * dim;
+    if (e <= qstart[s]) { // an empty sequence has no last position: its row is zeros (not its neighbour's row)
+        for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = from_f32<act_t>(0.0f);
+        return;
+    }
+    copy_row(o, x + (size_t)(e - 1) * dim, dim);
 }
 #endif
 

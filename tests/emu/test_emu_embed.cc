@@ -19,7 +19,8 @@
 // `i += 2 * blockDim.x`; copy_row's `(bytes & 15) == 0` as `1` (an odd row's last element left poison), its
 // alignment test dropped (a misaligned st16) or dst's only (a misaligned ld16), `n = bytes / 16` one short, the
 // scalar loop's `i < dim` as `i <= dim` (a read past x faults); gather_rows's `rows[i]` as `rows[i] + 1` (a fault);
-// gather_last's `qstart[s + 1] - 1` as `qstart[s]` or `qstart[s + 1]` (a fault); kiln_cast's stride doubled, its
+// gather_last's `qstart[s + 1] - 1` as `qstart[s]` or `qstart[s + 1]` (a fault), its empty-sequence test dropped
+// or `e <= qstart[s]` as `e < qstart[s]` (empty sequences' rows wrong); kiln_cast's stride doubled, its
 // `i < n` as `i <= n` (a fault); kiln_step_feed's `k < n_feed` as `k <= n_feed` (a fault), `tok_end` not rounded up
 // to the unit (5 fed: the fifth lost), the feed list read from dmeta, `res[feed[k]]` as `res[k]`, `k` one word on,
 // `o >= tok_off` as `o > tok_off`, every unit taken from the thread's `first`, `u += stride` as `u += 2 * stride`,
@@ -141,13 +142,14 @@ static void body_gather(void *p) {
 // gather_rows (last false: n random rows of `rows`, the first and last among them, row 0 first: where x is 16-byte
 // aligned so is the first row's source, whatever dim) or gather_last (n packed sequences of 1..5 tokens, rows =
 // their total); x_off / out_mis: x one element short of a 16-byte boundary, out one past one
-static int gather_case(bool last, int rows, int n, int dim, bool x_off, bool out_mis, unsigned seed) {
+static int gather_case(bool last, int rows, int n, int dim, bool x_off, bool out_mis, unsigned seed,
+                       bool empties = false) {
     std::mt19937 rng(seed);
     std::vector<int> src(n), qs(n + 1, 0);
-    if (last) {
-        for (int s = 0; s < n; s++) qs[s + 1] = qs[s] + 1 + (int)(rng() % 5);
+    if (last) { // empties: every third sequence (the first among them) has no tokens, its row zeros (src -1)
+        for (int s = 0; s < n; s++) qs[s + 1] = qs[s] + (empties && s % 3 == 0 ? 0 : 1 + (int)(rng() % 5));
         rows = qs[n];
-        for (int s = 0; s < n; s++) src[s] = qs[s + 1] - 1;
+        for (int s = 0; s < n; s++) src[s] = qs[s + 1] > qs[s] ? qs[s + 1] - 1 : -1;
     } else {
         for (int i = 0; i < n; i++) src[i] = i == 0 ? 0 : i == 1 ? rows - 1 : (int)(rng() % (u32)rows);
     }
@@ -169,14 +171,15 @@ static int gather_case(bool last, int rows, int n, int dim, bool x_off, bool out
     int bad = 0;
     for (int i = 0; i < n; i++)
         for (int j = 0; j < dim; j++)
-            if (!same(out.out[(size_t)i * dim + j], x[(size_t)src[i] * dim + j])) {
+            if (!same(out.out[(size_t)i * dim + j], src[i] < 0 ? from_f32<act_t>(0.0f) : x[(size_t)src[i] * dim + j])) {
                 if (bad < 5) fprintf(stderr, "  row %d (of x row %d) [%d] differs\n", i, src[i], j);
                 bad++;
             }
     const int stray = out.stray();
     char what[160];
-    snprintf(what, sizeof what, "%s act %s: %d rows of %d, dim %d%s%s", last ? "gather_last" : "gather_rows",
-             name<act_t>(), n, rows, dim, x_off ? ", x misaligned" : "", out_mis ? ", out misaligned" : "");
+    snprintf(what, sizeof what, "%s act %s: %d rows of %d, dim %d%s%s%s", last ? "gather_last" : "gather_rows",
+             name<act_t>(), n, rows, dim, x_off ? ", x misaligned" : "", out_mis ? ", out misaligned" : "",
+             empties ? ", empty sequences" : "");
     return report(!bad && !stray, what, bad, stray);
 }
 #endif
@@ -287,6 +290,10 @@ int main() {
         failures += gather_case(last, 30, 4, 40 * e, true, false, 18 + last);   // x misaligned: scalar
         failures += gather_case(last, 8, 1, 2 * e + 1, false, false, 20 + last); // one row
         failures += gather_case(last, 64, 33, 1, false, false, 22 + last);        // rows of one element
+        if (last) {
+            failures += gather_case(true, 0, 7, 40 * e, false, false, 24, true); // empty sequences (the first one too)
+            failures += gather_case(true, 0, 5, 1001, false, false, 25, true);   // ... on the scalar path
+        }
     }
 #endif
 #if defined(SRC) && defined(DST)
