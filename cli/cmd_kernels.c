@@ -139,11 +139,14 @@ int kiln_cmd_kernels(int argc, char **argv) {
         int sm = 0; /* sm_90+: also the early-trigger copies small decode steps run (kiln_gpu_prepare) */
         m.pdl_early = sscanf(arch, "sm_%d", &sm) == 1 && sm >= 90 && KILN_PDL_EARLY_MAX_SEQS_DEFAULT > 0;
         kiln_model_config_free(&cfg);
-        kiln_jit_spec_list l;
+        static kiln_jit_spec_list l; /* (~37 KiB) */
         if (kiln_jit_model_specs(&m, &l) != KILN_OK) {
             ret = cli_fail("kernels");
             goto out;
         }
+        if (l.dropped)
+            fprintf(stderr, "kiln kernels: the model's warm set is full (%d specializations); the others (%d asked "
+                            "for) are not listed and compile on first use\n", l.n, l.dropped);
         for (int i = 0; i < l.n && n_rows < MAX_ROWS; i++) {
             rows[n_rows].def = kiln_jit_find(l.specs[i].name);
             snprintf(rows[n_rows].defines, sizeof rows[n_rows].defines, "%s", l.specs[i].defines);

@@ -585,15 +585,19 @@ typedef struct kiln_jit_model {
     int hidden, intermediate; /* the projections' sizes (0: unknown): the gemm_sk_tma
                             specs of the o and gate/up projections          */
 } kiln_jit_model;
-/* a model set is ~64 today (Llama-3-8B with a bf16 or FP8 cache; twice that with the pdl_early copies: test_jit
+/* a model set is ~70 today (Llama-3-8B with a bf16 or FP8 cache; twice that with the pdl_early copies: test_jit
  * test_model_specs_fit counts them; `kiln kernels --model` lists them) */
 #define KILN_JIT_MAX_SPECS 256
 typedef struct kiln_jit_spec_list {
     kiln_jit_spec specs[KILN_JIT_MAX_SPECS];
     char defines[KILN_JIT_MAX_SPECS][128];
     int n;
+    int dropped; /* specs asked for past the capacity, not listed: a warm set, so they compile on first use */
+    int cap;     /* the capacity this listing used (kiln_jit_model_specs_cap sets it) */
 } kiln_jit_spec_list;
 kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *out);
+/* ... listing at most cap specs (1..KILN_JIT_MAX_SPECS; others: KILN_JIT_MAX_SPECS), the rest counted in dropped */
+kiln_status kiln_jit_model_specs_cap(const kiln_jit_model *m, kiln_jit_spec_list *out, int cap);
 /* Query heads handled together per KV head by the attention kernels: the
  * largest of 16, 8, 4, 2, 1 dividing n_heads / n_kv_heads. */
 int kiln_jit_attn_group(int n_heads, int n_kv_heads);

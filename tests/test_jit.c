@@ -297,7 +297,8 @@ KT_TEST(test_model_specs_fit) {
     static kiln_jit_spec_list l;
     for (size_t m = 0; m < KILN_ARRAY_LEN(ms); m++) {
         KT_OK(kiln_jit_model_specs(&ms[m], &l));
-        KT_CHECKF(l.n <= KILN_JIT_MAX_SPECS * 3 / 4, "model %zu: %d specs of %d", m, l.n, KILN_JIT_MAX_SPECS);
+        KT_CHECKF(l.n <= KILN_JIT_MAX_SPECS * 3 / 4 && !l.dropped, "model %zu: %d specs of %d, %d dropped", m, l.n,
+                  KILN_JIT_MAX_SPECS, l.dropped);
         int down64 = 0, glu64 = 0;
         for (int i = 0; i < l.n; i++) {
             for (int j = 0; j < i; j++)
@@ -310,6 +311,17 @@ KT_TEST(test_model_specs_fit) {
         }
         KT_CHECKF(down64 >= 1 && glu64 >= 1, "model %zu: MAXM 64 down %d, gate/up %d", m, down64, glu64);
     }
+    /* a set larger than the list: the first cap specs, the rest counted as dropped, no error (a warm set) */
+    kiln_jit_model np = ms[2];
+    np.pdl_early = false; /* (the copies are of the listed specs only) */
+    KT_OK(kiln_jit_model_specs(&np, &l));
+    const int full = l.n;
+    KT_OK(kiln_jit_model_specs_cap(&np, &l, 10));
+    /* (dropped counts the specs asked for past the cap, a duplicate of an unlisted one too) */
+    KT_CHECKF(l.n == 10 && l.dropped >= full - 10, "cap 10: %d listed, %d dropped of %d", l.n, l.dropped, full);
+    for (int i = 0; i < 10; i++) KT_CHECK(kiln_jit_find(l.specs[i].name) && l.specs[i].defines == l.defines[i]);
+    KT_OK(kiln_jit_model_specs_cap(&np, &l, 0)); /* 0: the whole list */
+    KT_CHECK(l.n == full && l.dropped == 0);
 }
 
 /* The specializations an FP8 engine asks for (the tiny test models' shapes

@@ -274,9 +274,12 @@ int kiln_gpu_set_kv_tile(kiln_gpu *g, int mode) {
 
 kiln_status kiln_gpu_prepare(kiln_gpu *g, const kiln_jit_model *m) {
     kiln_status st = KILN_OK;
-    kiln_jit_spec_list *l = malloc(sizeof *l); /* (~37 KiB: not on a thread's stack) */
+    kiln_jit_spec_list *l = calloc(1, sizeof *l); /* (~37 KiB: not on a thread's stack) */
     KILN_CHECK(l, KILN_ERR_OUT_OF_MEMORY, "out of memory listing the model's kernels");
     KILN_TRY(kiln_jit_model_specs(m, l));
+    if (l->dropped)
+        KILN_WARN("the model's kernel warm set is full (%d specializations); the others (%d asked for) compile on "
+                  "first use", l->n, l->dropped);
     KILN_TRY(kiln_rt_kernels_prepare(g->k, l->specs, l->n));
 fail:
     free(l);

@@ -393,14 +393,18 @@ int kiln_jit_attn_group(int n_heads, int n_kv_heads) {
 
 static kiln_status add_spec(kiln_jit_spec_list *l, const char *name, const char *fmt, ...) KILN_PRINTF(3, 4);
 static kiln_status add_spec(kiln_jit_spec_list *l, const char *name, const char *fmt, ...) {
-    if (l->n >= KILN_JIT_MAX_SPECS)
-        return KILN_FAIL(KILN_ERR_LIMIT, "too many kernel specializations (more than %d)", KILN_JIT_MAX_SPECS);
+    char d[sizeof l->defines[0]];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(l->defines[l->n], sizeof l->defines[l->n], fmt, ap);
+    vsnprintf(d, sizeof d, fmt, ap);
     va_end(ap);
     for (int i = 0; i < l->n; i++) /* (two projections of one tiling: one spec) */
-        if (!strcmp(l->specs[i].name, name) && !strcmp(l->defines[i], l->defines[l->n])) return KILN_OK;
+        if (!strcmp(l->specs[i].name, name) && !strcmp(l->defines[i], d)) return KILN_OK;
+    if (l->n >= l->cap) { /* the warm set is full: the rest compile on first use (counted, and reported by the callers) */
+        l->dropped++;
+        return KILN_OK;
+    }
+    memcpy(l->defines[l->n], d, sizeof d);
     l->specs[l->n].name = name;
     l->specs[l->n].defines = l->defines[l->n];
     l->n++;
@@ -411,8 +415,13 @@ static kiln_status add_spec(kiln_jit_spec_list *l, const char *name, const char 
 _Static_assert(KILN_GEMV_RULE_DEFAULT == 0 || KILN_GEMV_RULE_DEFAULT == 3, "kiln_jit_model_specs: GEMV tilings");
 
 kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l) {
+    return kiln_jit_model_specs_cap(m, l, KILN_JIT_MAX_SPECS);
+}
+
+kiln_status kiln_jit_model_specs_cap(const kiln_jit_model *m, kiln_jit_spec_list *l, int cap) {
     kiln_status st = KILN_OK;
-    l->n = 0;
+    l->n = l->dropped = 0;
+    l->cap = cap >= 1 && cap <= KILN_JIT_MAX_SPECS ? cap : KILN_JIT_MAX_SPECS;
     KILN_CHECK(m->act == KILN_DTYPE_BF16 || m->act == KILN_DTYPE_F16, KILN_ERR_UNSUPPORTED,
                "GPU activations must be bf16 or fp16, not %s", kiln_dtype_name(m->act));
     KILN_CHECK(m->head_dim > 0 && m->head_dim % 8 == 0, KILN_ERR_UNSUPPORTED,
@@ -606,9 +615,10 @@ kiln_status kiln_jit_model_specs(const kiln_jit_model *m, kiln_jit_spec_list *l)
     KILN_TRY(add_spec(l, "sample_argmax_split", "%s", ""));
     if (m->pdl_early)
         for (int i = 0, n = l->n; i < n; i++) {
+            const int before = l->n;
             KILN_TRY(add_spec(l, l->specs[i].name, "%s PDL_EARLY=1", l->defines[i]));
-            KILN_CHECK(strlen(l->defines[l->n - 1]) == strlen(l->defines[i]) + 12, KILN_ERR_INTERNAL,
-                       "kernel %s: defines too long", l->specs[i].name);
+            KILN_CHECK(l->n == before || strlen(l->defines[l->n - 1]) == strlen(l->defines[i]) + 12,
+                       KILN_ERR_INTERNAL, "kernel %s: defines too long", l->specs[i].name);
         }
 fail:
     return st;
