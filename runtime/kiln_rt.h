@@ -583,7 +583,7 @@ typedef struct kiln_jit_model {
                             steps run where programmatic dependent launch does:
                             kiln_rt_kernels_set_pdl_early)                    */
     int hidden, intermediate; /* the projections' sizes (0: unknown): the gemm_sk_tma
-                            specs of the o and gate/up projections          */
+                            specs of the o, qkv, gate/up and down projections */
 } kiln_jit_model;
 /* a model set is ~70 today (Llama-3-8B with a bf16 or FP8 cache; twice that with the pdl_early copies: test_jit
  * test_model_specs_fit counts them; `kiln kernels --model` lists them) */

@@ -77,8 +77,9 @@ typedef struct kiln_gpu_params {
                                 KILN_TCGEMM_PREFETCH_MB_DEFAULT; negative: none) */
     int skgemm_max_m;        /* GEMMs with 2 <= M <= this (and M above gemv_max_m) use
                                 kernel_src/gemm_sk.cu before gemm_tc (0:
-                                $KILN_SKGEMM_MAX_M, else KILN_SKGEMM_MAX_M_DEFAULT;
-                                negative, or 0 in the environment: never; <= 64) */
+                                $KILN_SKGEMM_MAX_M, else kiln_skgemm_default_limits': 64
+                                where gemm_sk_tma takes 17.. rows, else 32; negative, or 0
+                                in the environment: never; <= 64) */
     int skx_max_m;           /* GEMMs with 2 <= M <= this (and M above gemv_max_m) use
                                 kernel_src/gemm_skx.cu where kiln_skx_plan serves the
                                 shape, before gemm_sk (0: $KILN_SKX_MAX_M, else
@@ -95,8 +96,9 @@ typedef struct kiln_gpu_params {
     int skgemm_max_weight_mb; /* ... and only on weights of at most this many MiB (0:
                                 $KILN_SKGEMM_MAX_WEIGHT_MB, else
                                 KILN_SKGEMM_MAX_WEIGHT_MB_DEFAULT = 64; negative: any, at
-                                every M); at 17..32 rows $KILN_SKGEMM_MAX_WEIGHT_MB_M32
-                                (KILN_SKGEMM_MAX_WEIGHT_MB_M32_DEFAULT = 120) instead */
+                                every M); at 17..64 rows $KILN_SKGEMM_MAX_WEIGHT_MB_M32
+                                instead (kiln_skgemm_default_limits: 120 where gemm_sk_tma
+                                takes those rows, else 40) */
     int skgemm_warps, skgemm_tiles, skgemm_stages; /* its tiling: warps a block (4|8),
                                 16-row W tiles a warp (1|2|4), K chunks in flight
                                 (2..8); 0: $KILN_SKGEMM_WARPS / _TILES / _STAGES, else
