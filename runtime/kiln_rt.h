@@ -682,6 +682,10 @@ static inline int64_t kiln_rt_gemm_bucket_m(int64_t M, bool fine) {
 }
 #define KILN_GEMM_BUCKETS_DEFAULT 1 /* 2026-12-01: -b 128 +3%, -b 256 +1-2%, -b 64 / 32 equal */
 #define KILN_GEMM_REDUCE_PENALTY_US_DEFAULT 3.0 /* see runtime/cuda/blas.c */
+/* the autotune's timing passes over a shape's candidates ($KILN_GEMM_AUTOTUNE_PASSES, 1..4; each candidate's time its
+ * best pass). 1 (one pass, as always) until a second is measured: H200, 2026-12-02 (s151), one pass picked the down
+ * projection's split-6 candidate at 32 rows in one start of four (38.7 us against 36.5-36.8 for the others' pick) */
+#define KILN_GEMM_AUTOTUNE_PASSES_DEFAULT 1
 /* out[M, N] = x[M, K] @ W[N, K]^T (+ bias[N]), all row-major; out rows have
  * stride ldo (>= N; 0 means N).
  * x and W: in_dt (BF16 or F16); out: out_dt (BF16, F16 or F32); bias:

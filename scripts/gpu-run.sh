@@ -736,6 +736,18 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s158; then # (for the next session) the cuBLASLt autotune in two passes (KILN_GEMM_AUTOTUNE_PASSES=2, each candidate its best pass) against one, alternating: -b 256 (its M = 256 GEMMs and LM head), -b 128, TTFT of -b 32 (the 4096-row prefill GEMMs)
+  export CUDA_VISIBLE_DEVICES=0
+  for r in 1 2; do
+    kb "b256-p1-$r" -- -b 256 -s 128 -o 256 --iters 1
+    kb "b256-p2-$r" KILN_GEMM_AUTOTUNE_PASSES=2 -- -b 256 -s 128 -o 256 --iters 1
+    kb "b128-p1-$r" -- -b 128 -s 128 -o 256 --iters 1
+    kb "b128-p2-$r" KILN_GEMM_AUTOTUNE_PASSES=2 -- -b 128 -s 128 -o 256 --iters 1
+    kb "b32-p1-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-p2-$r" KILN_GEMM_AUTOTUNE_PASSES=2 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s157; then # twenty-eighth session, final build (o / qkv at 33..64 rows through gemm_sk_tma too): -b 64 / -b 48 / -b 32
   export CUDA_VISIBLE_DEVICES=0
   for r in 1 2; do kb "b64-$r" -- -b 64 -s 128 -o 256 --iters 1; kb "b32-$r" -- -b 32 -s 128 -o 256 --iters 1; done

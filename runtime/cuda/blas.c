@@ -63,6 +63,7 @@ struct kiln_rt_blas {
     bool tune;
     bool fine;      /* decode-graph sized M buckets up to 256 (kiln_rt_gemm_bucket_m) */
     float reduce_penalty_ms; /* added to the time of a candidate with a separate split-K reduction kernel */
+    int tune_passes;         /* timing passes over the candidates ($KILN_GEMM_AUTOTUNE_PASSES, 1..4) */
     CUevent ev[2];
 };
 
@@ -114,6 +115,9 @@ kiln_status kiln_rt_blas_create(kiln_rt_device *d, kiln_devptr workspace, size_t
         char *end = NULL;
         const double pen = rp && *rp ? strtod(rp, &end) : -1; /* not a number >= 0: the default */
         b->reduce_penalty_ms = (float)(end && !*end && pen >= 0 ? pen : KILN_GEMM_REDUCE_PENALTY_US_DEFAULT) * 1e-3f;
+        const char *tp = getenv("KILN_GEMM_AUTOTUNE_PASSES");
+        b->tune_passes = tp && *tp ? atoi(tp) : KILN_GEMM_AUTOTUNE_PASSES_DEFAULT;
+        if (b->tune_passes < 1 || b->tune_passes > 4) b->tune_passes = KILN_GEMM_AUTOTUNE_PASSES_DEFAULT;
         const char *f = getenv("KILN_GEMM_BUCKETS");
         b->fine = f && (!strcmp(f, "0") || !strcmp(f, "1")) ? atoi(f) : KILN_GEMM_BUCKETS_DEFAULT;
         if (b->tune) {
@@ -206,28 +210,41 @@ static kiln_status heuristic(kiln_rt_blas *b, gemm_entry *e, cublasLtMatmulAlgo_
     b->n_algos++;
     CUstreamCaptureStatus cap = CU_STREAM_CAPTURE_STATUS_NONE;
     if (n > 1 && exact && kiln_cu.cuStreamIsCapturing(s, &cap) == CUDA_SUCCESS && cap == CU_STREAM_CAPTURE_STATUS_NONE) {
-        float best = 1e30f, first = 0;
+        float best = 1e30f, first = 0, tmin[TUNE_CANDS];
         int pick = 0;
+        bool usable[TUNE_CANDS];
         const float alpha = 1.0f, beta = 0.0f;
         for (int i = 0; i < n; i++) {
             cublasLtMatmulHeuristicResult_t chk;
             memset(&chk, 0, sizeof chk);
-            if (kiln_lt.cublasLtMatmulAlgoCheck(b->h, exact->op, exact->a, exact->b, exact->c, exact->c, &res[i].algo,
-                                                &chk) != CUBLAS_STATUS_SUCCESS ||
-                chk.workspaceSize > b->ws_bytes)
-                continue;
-            float ms = 0;
-            bool ok = true;
-            for (int rep = 0; rep < 4 && ok; rep++) { /* rep 0 warms up */
-                if (rep == 1) kiln_cu.cuEventRecord(b->ev[0], s);
-                ok = kiln_lt.cublasLtMatmul(b->h, exact->op, &alpha, ptrs[1], exact->a, ptrs[0], exact->b, &beta,
-                                            ptrs[2], exact->c, (void *)ptrs[2], exact->c, &res[i].algo,
-                                            (void *)(uintptr_t)b->ws, b->ws_bytes, s) == CUBLAS_STATUS_SUCCESS;
+            tmin[i] = 1e30f;
+            usable[i] = kiln_lt.cublasLtMatmulAlgoCheck(b->h, exact->op, exact->a, exact->b, exact->c, exact->c,
+                                                        &res[i].algo, &chk) == CUBLAS_STATUS_SUCCESS &&
+                        chk.workspaceSize <= b->ws_bytes;
+        }
+        /* each pass times every usable candidate once (3 runs after a warm-up); a candidate's time is its best pass */
+        for (int pass = 0; pass < b->tune_passes; pass++)
+            for (int i = 0; i < n; i++) {
+                if (!usable[i]) continue;
+                float ms = 0;
+                bool ok = true;
+                for (int rep = 0; rep < 4 && ok; rep++) { /* rep 0 warms up */
+                    if (rep == 1) kiln_cu.cuEventRecord(b->ev[0], s);
+                    ok = kiln_lt.cublasLtMatmul(b->h, exact->op, &alpha, ptrs[1], exact->a, ptrs[0], exact->b, &beta,
+                                                ptrs[2], exact->c, (void *)ptrs[2], exact->c, &res[i].algo,
+                                                (void *)(uintptr_t)b->ws, b->ws_bytes, s) == CUBLAS_STATUS_SUCCESS;
+                }
+                kiln_cu.cuEventRecord(b->ev[1], s);
+                if (!ok || kiln_cu.cuEventSynchronize(b->ev[1]) != CUDA_SUCCESS ||
+                    kiln_cu.cuEventElapsedTime(&ms, b->ev[0], b->ev[1]) != CUDA_SUCCESS) {
+                    usable[i] = false;
+                    continue;
+                }
+                if (ms < tmin[i]) tmin[i] = ms;
             }
-            kiln_cu.cuEventRecord(b->ev[1], s);
-            if (!ok || kiln_cu.cuEventSynchronize(b->ev[1]) != CUDA_SUCCESS ||
-                kiln_cu.cuEventElapsedTime(&ms, b->ev[0], b->ev[1]) != CUDA_SUCCESS)
-                continue;
+        for (int i = 0; i < n; i++) {
+            if (!usable[i]) continue;
+            float ms = tmin[i];
             bool sep = false;
             const int sk = algo_split(&res[i].algo, &sep);
             KILN_DEBUG("GEMM %lldx%lldx%lld candidate %d: %.1f us, split %d%s", (long long)exact->key.M,
