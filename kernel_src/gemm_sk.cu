@@ -236,7 +236,7 @@ template <typename F> KILN_DEV void sk_each_acc(int warp, int g, int t, int n_bl
 #if ROPE
 // ROPE's output of out[m, n]: xo its GEMM value (+ bias) rounded to act, xp
 // the partner's (n -+ HD / 2); rotated as gemv.cu's kiln_gemv_rope rotates
-// (y0 = x0 c - x1 s, y1 = x1 c + x0 s) for a q or k head, stored, and k / v
+// (y0 = x0 c - x1 s, y1 = x1 c + x0 s, kiln_common.cuh rope_rot's roundings) for a q or k head, stored, and k / v
 // into the caches at slots[m]
 KILN_DEV void sk_rope_put(out_t *out, i64 ldo, int m, int n, float xo, float xp, int nq, int nkv,
                           const int *__restrict__ pos, const float *__restrict__ inv_freq, float mscale,
@@ -247,7 +247,9 @@ KILN_DEV void sk_rope_put(out_t *out, i64 ldo, int m, int n, float xo, float xp,
         float sn, cs;
         sincosf((float)pos[m] * inv_freq[d < half ? d : d - half], &sn, &cs);
         const float c = cs * mscale, s = sn * mscale;
-        y = to_f32(from_f32<act_t>(d < half ? xo * c - xp * s : xo * c + xp * s));
+        // rope_rot's roundings (xo, xp = x0, x1 in the first half, x1, x0 in the second)
+        const float ps = __fmul_rn(xp, s);
+        y = to_f32(from_f32<act_t>(__fmaf_rn(xo, c, d < half ? -ps : ps)));
     }
     out[(size_t)m * ldo + n] = from_f32<out_t>(y);
     const int slot = slots[m];

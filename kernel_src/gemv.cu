@@ -387,7 +387,8 @@ __device__ __forceinline__ void rope_pair_store(act_t *__restrict__ out, float g
         float sn, cs;
         sincosf((float)pos[0] * inv_freq[d], &sn, &cs);
         const float c = cs * mscale, s = sn * mscale;
-        const float y0 = x0 * c - x1 * s, y1 = x1 * c + x0 * s;
+        float y0, y1;
+        rope_rot(x0, x1, c, s, y0, y1); // (the decode kernels' roundings)
         x0 = to_f32(from_f32<act_t>(y0)), x1 = to_f32(from_f32<act_t>(y1));
     }
     out[n0] = from_f32<act_t>(x0);

@@ -77,10 +77,10 @@ __device__ __forceinline__ void rope_body(act_t *qkv, i64 row_stride, int t0, in
                     const float2 *c = cs + (j0 + u) * half + v * AV::N;
 #pragma unroll
                     for (int k = 0; k < AV::N; k++) {
-                        float x0 = lo[u].get(k), x1 = hi[u].get(k);
-                        float2 q = c[k];
-                        lo[u].set(k, x0 * q.x - x1 * q.y);
-                        hi[u].set(k, x1 * q.x + x0 * q.y);
+                        float2 q = c[k], y;
+                        rope_rot(lo[u].get(k), hi[u].get(k), q.x, q.y, y.x, y.y);
+                        lo[u].set(k, y.x);
+                        hi[u].set(k, y.y);
                     }
                     st16(p[u], lo[u].v);
                     st16(p[u] + half, hi[u].v);
@@ -88,10 +88,10 @@ __device__ __forceinline__ void rope_body(act_t *qkv, i64 row_stride, int t0, in
                     const float2 *c = cs + (j0 + u) * half + v * AV::N / 2;
 #pragma unroll
                     for (int k = 0; k < AV::N; k += 2) {
-                        float x0 = lo[u].get(k), x1 = lo[u].get(k + 1);
-                        float2 q = c[k / 2];
-                        lo[u].set(k, x0 * q.x - x1 * q.y);
-                        lo[u].set(k + 1, x1 * q.x + x0 * q.y);
+                        float2 q = c[k / 2], y;
+                        rope_rot(lo[u].get(k), lo[u].get(k + 1), q.x, q.y, y.x, y.y);
+                        lo[u].set(k, y.x);
+                        lo[u].set(k + 1, y.y);
                     }
                     st16(p[u], lo[u].v);
                 }

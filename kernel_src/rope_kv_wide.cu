@@ -142,14 +142,15 @@ KILN_DEV void rope_rows_g(act_t *qkv, i64 row_stride, int T, const rope_args &a,
 #pragma unroll
             for (int u = 0; u < RI; u++) {
                 if (h0 + u * hs >= nh) continue;
+                float y0, y1; // (rope_rot: the decode kernels' roundings)
                 if (ILV) {
-                    const float x0 = lo[u].get(2 * k), x1 = lo[u].get(2 * k + 1);
-                    lo[u].set(2 * k, x0 * c - x1 * sk);
-                    lo[u].set(2 * k + 1, x1 * c + x0 * sk);
+                    rope_rot(lo[u].get(2 * k), lo[u].get(2 * k + 1), c, sk, y0, y1);
+                    lo[u].set(2 * k, y0);
+                    lo[u].set(2 * k + 1, y1);
                 } else {
-                    const float x0 = lo[u].get(k), x1 = hi[u].get(k);
-                    lo[u].set(k, x0 * c - x1 * sk);
-                    hi[u].set(k, x1 * c + x0 * sk);
+                    rope_rot(lo[u].get(k), hi[u].get(k), c, sk, y0, y1);
+                    lo[u].set(k, y0);
+                    hi[u].set(k, y1);
                 }
             }
         }
@@ -273,22 +274,24 @@ KILN_DEV void kv_block(act_t *k, const act_t *v, i64 row_stride, int T, int kb, 
                 if (ILV) {
 #pragma unroll
                     for (int q = 0; q < N / 2; q++) {
-                        float e0 = x0[h].get(2 * q), e1 = x0[h].get(2 * q + 1);
-                        x0[h].set(2 * q, e0 * cs[q] - e1 * sn[q]);
-                        x0[h].set(2 * q + 1, e1 * cs[q] + e0 * sn[q]);
+                        float y0, y1; // (rope_rot: the decode kernels' roundings)
+                        rope_rot(x0[h].get(2 * q), x0[h].get(2 * q + 1), cs[q], sn[q], y0, y1);
+                        x0[h].set(2 * q, y0);
+                        x0[h].set(2 * q + 1, y1);
                         if (c1 >= 0) {
                             const int f = N / 2 + q;
-                            e0 = x1[h].get(2 * q), e1 = x1[h].get(2 * q + 1);
-                            x1[h].set(2 * q, e0 * cs[f] - e1 * sn[f]);
-                            x1[h].set(2 * q + 1, e1 * cs[f] + e0 * sn[f]);
+                            rope_rot(x1[h].get(2 * q), x1[h].get(2 * q + 1), cs[f], sn[f], y0, y1);
+                            x1[h].set(2 * q, y0);
+                            x1[h].set(2 * q + 1, y1);
                         }
                     }
                 } else {
 #pragma unroll
                     for (int q = 0; q < N; q++) {
-                        const float e0 = x0[h].get(q), e1 = x1[h].get(q);
-                        x0[h].set(q, e0 * cs[q] - e1 * sn[q]);
-                        x1[h].set(q, e1 * cs[q] + e0 * sn[q]);
+                        float y0, y1;
+                        rope_rot(x0[h].get(q), x1[h].get(q), cs[q], sn[q], y0, y1);
+                        x0[h].set(q, y0);
+                        x1[h].set(q, y1);
                     }
                 }
                 act_t *e = row + (size_t)(h0 + h) * hd;
@@ -569,9 +572,10 @@ KILN_DEV void kv_tile(act_t *k, const act_t *v, i64 row_stride, int T, int kb, c
             const float2 q = cs[e];
             act_t *row = (act_t *)(sk + j * KP);
             const int i0 = ILV ? 2 * i : i, i1 = ILV ? 2 * i + 1 : i + half;
-            const float x0 = to_f32(row[i0]), x1 = to_f32(row[i1]);
-            row[i0] = from_f32<act_t>(x0 * q.x - x1 * q.y);
-            row[i1] = from_f32<act_t>(x1 * q.x + x0 * q.y);
+            float y0, y1; // (rope_rot: the decode kernels' roundings)
+            rope_rot(to_f32(row[i0]), to_f32(row[i1]), q.x, q.y, y0, y1);
+            row[i0] = from_f32<act_t>(y0);
+            row[i1] = from_f32<act_t>(y1);
         }
         __syncwarp();
         // the rotated columns back to qkv

@@ -99,7 +99,7 @@ static int run_rope_wide(RopeCase &c, int n_sms) {
     emu::launch(emu_dim3{(unsigned)nb, 1, 1}, RKV, 0, 0, body_rope_wide, &a);
     char what[80];
     snprintf(what, sizeof what, "kiln_rope_wide (%d SMs: %d head slots)", n_sms, a.hs);
-    return c.check(what, true, false, false);
+    return c.check(what, true, false, true);
 }
 // kiln_gpu_kv_write, $KILN_KV_TILE 2 (kv_pipe_ok: 16-bit rows and cache, head_dim a power of two in [32, 256]):
 // min(units, 12 blocks an SM) blocks of 256, 4 stages
@@ -146,7 +146,7 @@ static int run_rope_kv_write_tile(RopeCase &c, int n_sms) {
     emu::launch(emu_dim3{(unsigned)nb, 1, 1}, RKV, (size_t)smem, 0, body_rope_kv_write_tile, &a);
     char what[80];
     snprintf(what, sizeof what, "kiln_rope_kv_write_tile (%d SMs: %d head slots)", n_sms, hs);
-    return c.check(what, true, true, false);
+    return c.check(what, true, true, true);
 }
 // kiln_gpu_rope_kv_write, $KILN_KV_TILE 0 or 2 (kv_wide_ok): rope rows over the q heads (nbr blocks), then KV blocks
 static int run_rope_kv_write_wide(RopeCase &c, int n_sms) {
@@ -159,7 +159,7 @@ static int run_rope_kv_write_wide(RopeCase &c, int n_sms) {
     emu::launch(emu_dim3{(unsigned)nb, 1, 1}, RKV, kv_block_smem(hg, c.sp.hd), 0, body_rope_kv_write_wide, &a);
     char what[80];
     snprintf(what, sizeof what, "kiln_rope_kv_write_wide (%d SMs: %d head slots, %d heads a KV block)", n_sms, hs, hg);
-    return c.check(what, true, true, false);
+    return c.check(what, true, true, true);
 }
 
 int main() {
