@@ -736,6 +736,15 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s159; then # (for the next session, first) the twenty-eighth session's commits after its last device call: every rope rotation through rope_rot (rope_kv / rope_kv_wide / gemm_sk ROPE / the rope GEMV), kiln_gather_last's empty sequences, o / qkv at 33..64 rows through gemm_sk_tma, the per-GPU limits, the warm set's overflow -- the rope / gather / GEMM cases, test_gpu_engine, engine -b 1 / 16 / 32 / 64 (then `engine`)
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_rope =test_kv_write_and_fused_rope =test_gemv_rope =test_gemm_sk_rope =test_attention_decode_rope =test_glu_add_gather_cast =test_gemm_sk =test_silu_gemm_sk
+  gt test_gpu_engine 280 "FAIL|passed" -- test_gpu_engine
+  kb "b1" -- -b 1 -s 128 -o 512 --iters 1
+  kb "b16" -- -b 16 -s 128 -o 256 --iters 1
+  for r in 1 2; do kb "b32-$r" -- -b 32 -s 128 -o 256 --iters 1; kb "b64-$r" -- -b 64 -s 128 -o 256 --iters 1; done
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s158; then # (for the next session) the cuBLASLt autotune in two passes (KILN_GEMM_AUTOTUNE_PASSES=2, each candidate its best pass) against one, alternating: -b 256 (its M = 256 GEMMs and LM head), -b 128, TTFT of -b 32 (the 4096-row prefill GEMMs)
   export CUDA_VISIBLE_DEVICES=0
   for r in 1 2; do
