@@ -9,7 +9,7 @@ between launches (host turn-around), then per kernel (name + grid): calls per
 launch, mean us a call, us per launch and share of the span. Kernels outside
 graphs (prefill, eager steps) get one table too, and the last prefill step
 (the last run of kernels outside graphs spanning over 10 ms) its own."""
-import csv, sys
+import bisect, csv, sys
 from collections import defaultdict
 
 
@@ -111,7 +111,6 @@ def main():
         table([eager], 1, t, min(top, 12))
         # the last prefill step: the last run of kernels outside graphs (no graph kernel between them) spanning > 10 ms
         starts = sorted(r["start"] for r in recs if r["graph"])
-        import bisect
         runs, cur, key = [], [], None
         for r in sorted(eager, key=lambda r: r["start"]):
             k = bisect.bisect_left(starts, r["start"])  # graph kernels started before it

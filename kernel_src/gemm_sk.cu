@@ -247,9 +247,7 @@ KILN_DEV void sk_rope_put(out_t *out, i64 ldo, int m, int n, float xo, float xp,
         float sn, cs;
         sincosf((float)pos[m] * inv_freq[d < half ? d : d - half], &sn, &cs);
         const float c = cs * mscale, s = sn * mscale;
-        // rope_rot's roundings (xo, xp = x0, x1 in the first half, x1, x0 in the second)
-        const float ps = __fmul_rn(xp, s);
-        y = to_f32(from_f32<act_t>(__fmaf_rn(xo, c, d < half ? -ps : ps)));
+        y = to_f32(from_f32<act_t>(rope_rot_one(xo, xp, c, s, d < half)));
     }
     out[(size_t)m * ldo + n] = from_f32<out_t>(y);
     const int slot = slots[m];

@@ -98,9 +98,15 @@ KILN_DEV void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0]
 // round-to-nearest operation: left to the compiler, which multiply a subtraction absorbs into a fused
 // multiply-add differs from one kernel to the next (kiln_rope_kv_write_dec and kiln_attn_decode_rope's
 // rotations gave other bits in a few elements, s89), so kernels that must agree use this.
+// One output of it: xo c - xp s (first: the pair's first element, xo = x0, xp = x1) or xo c + xp s (xo = x1,
+// xp = x0), for kernels that hold one element and its partner (gemm_sk.cu's ROPE epilogue).
+KILN_DEV float rope_rot_one(float xo, float xp, float c, float s, bool first) {
+    const float ps = __fmul_rn(xp, s);
+    return __fmaf_rn(xo, c, first ? -ps : ps);
+}
 KILN_DEV void rope_rot(float x0, float x1, float c, float s, float &y0, float &y1) {
-    y0 = __fmaf_rn(x0, c, -__fmul_rn(x1, s));
-    y1 = __fmaf_rn(x1, c, __fmul_rn(x0, s));
+    y0 = rope_rot_one(x0, x1, c, s, true);
+    y1 = rope_rot_one(x1, x0, c, s, false);
 }
 KILN_DEV float to_f32(float v) { return v; }
 KILN_DEV float to_f32(bf16 v) { return __uint_as_float((u32)v.x << 16); }

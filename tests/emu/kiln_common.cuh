@@ -167,9 +167,13 @@ KILN_DEV float __fmul_rn(float a, float b) {
     return r;
 }
 KILN_DEV float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+KILN_DEV float rope_rot_one(float xo, float xp, float c, float s, bool first) {
+    const float ps = __fmul_rn(xp, s);
+    return __fmaf_rn(xo, c, first ? -ps : ps);
+}
 KILN_DEV void rope_rot(float x0, float x1, float c, float s, float &y0, float &y1) {
-    y0 = __fmaf_rn(x0, c, -__fmul_rn(x1, s));
-    y1 = __fmaf_rn(x1, c, __fmul_rn(x0, s));
+    y0 = rope_rot_one(x0, x1, c, s, true);
+    y1 = rope_rot_one(x1, x0, c, s, false);
 }
 
 // A vector of N elements of T stored in 16 bytes (N = 16 / sizeof(T)).
