@@ -887,6 +887,95 @@ static void bench_gemm_sk_prof(void) {
     kiln_rt_free(dev, prof);
 }
 
+/* `bench_kernels gemm_tma_prof`: the engine's own gemm_sk_tma launches at the decode steps' row counts
+ * (every knob at its default: the gate/up with its SiLU epilogue, down, qkv, o at M = 32 and 64), from the
+ * kernel's timing records (the second of two launches back to back, as in a stream): the launch's time (events),
+ * its span on the GPU's clock, block starts and ends (ns after the first start: median / 90th percentile / max),
+ * per block (cycles, mean / max) the wait on the previous kernel, the first stage's arrival and the K loop per
+ * chunk, and the W bytes a block's chunk loop moves a microsecond across the GPU (the steady rate) */
+static int cmp_u64(const void *a, const void *b) {
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+static void bench_gemm_tma_prof(void) {
+    static const struct { const char *name; int N, K, glu; } shapes[] = {
+        {"gate_up+silu", 28672, 4096, 1}, {"down", 4096, 14336, 0}, {"qkv", 6144, 4096, 0}, {"o", 4096, 4096, 0}};
+    const int maxb = 2048;
+    kiln_devptr prof;
+    CK(kiln_rt_malloc(dev, (size_t)2 * maxb * KILN_SKGEMM_PROF_N * 8, &prof));
+    uint64_t *h = malloc((size_t)maxb * KILN_SKGEMM_PROF_N * 8), *t0s = malloc(8 * (size_t)maxb),
+             *t1s = malloc(8 * (size_t)maxb);
+    kiln_gpu_params dp = {.max_sample_rows = 1, .vocab = 16};
+    kiln_gpu *gk = NULL;
+    CK(kiln_gpu_create(dev, &dp, &gk));
+    for (size_t si = 0; si < KILN_ARRAY_LEN(shapes); si++) {
+        gemm_ctx g;
+        memset(&g, 0, sizeof g);
+        g.N = shapes[si].N, g.K = shapes[si].K, g.odt = KILN_DTYPE_BF16, g.g = gk;
+        const double wbytes = (double)g.N * g.K * 2;
+        for (int q = 0; q < NSETS; q++) {
+            g.w[q] = drand((size_t)g.N * g.K, KILN_DTYPE_BF16, 0.02f);
+            g.x[q] = drand((size_t)64 * g.K, KILN_DTYPE_BF16, 1);
+        }
+        CK(kiln_rt_malloc(dev, (size_t)64 * g.N * 2, &g.out));
+        void (*op)(void *, int) = shapes[si].glu ? op_gemm_silu : op_gemm;
+        static const int Ms[] = {32, 64};
+        for (int mi = 0; mi < 2; mi++) {
+            g.M = Ms[mi];
+            const double t = time_op(op, &g, NSETS, 20, 20);
+            const kiln_devptr prof2 = prof + (kiln_devptr)maxb * KILN_SKGEMM_PROF_N * 8;
+            kiln_gpu_set_skgemm_profile(gk, prof, maxb);
+            op(&g, 1);
+            kiln_gpu_set_skgemm_profile(gk, prof2, maxb);
+            op(&g, 0);
+            CK(kiln_rt_stream_sync(st));
+            const int nb = kiln_gpu_set_skgemm_profile(gk, 0, 0);
+            if (nb <= 0) {
+                printf("gemm_tma prof %-12s M=%d: %6.1f us (%4.1f%% of copy), not through gemm_sk\n", shapes[si].name,
+                       g.M, t * 1e6, wbytes / t / copy_bw * 100);
+                continue;
+            }
+            CK(kiln_rt_memcpy_dtoh(h, prof2, (size_t)nb * KILN_SKGEMM_PROF_N * 8, NULL));
+            uint64_t g0 = UINT64_MAX;
+            for (int b = 0; b < nb; b++) g0 = h[(size_t)b * KILN_SKGEMM_PROF_N] < g0 ? h[(size_t)b * KILN_SKGEMM_PROF_N] : g0;
+            double mw = 0, mf = 0, ml = 0, xw = 0, xf = 0, xl = 0, cyc = 0, ns = 0;
+            static int per_sm[1024];
+            memset(per_sm, 0, sizeof per_sm);
+            int sms = 0, busiest = 0;
+            for (int b = 0; b < nb; b++) {
+                const uint64_t *r = h + (size_t)b * KILN_SKGEMM_PROF_N;
+                t0s[b] = r[0] - g0, t1s[b] = r[1] - g0;
+                cyc += (double)(r[6] - r[2]), ns += (double)(r[1] - r[0]); /* the SM clock, from the records */
+                const double w = (double)(r[3] - r[2]), f = (double)(r[4] - r[3]),
+                             l = (double)(r[5] - r[4]) / (double)(r[8] > 1 ? r[8] - 1 : 1);
+                mw += w, mf += f, ml += l;
+                xw = w > xw ? w : xw, xf = f > xf ? f : xf, xl = l > xl ? l : xl;
+                const int sm = (int)(r[7] & 1023);
+                if (!per_sm[sm]++) sms++;
+                if (per_sm[sm] > busiest) busiest = per_sm[sm];
+            }
+            qsort(t0s, (size_t)nb, 8, cmp_u64), qsort(t1s, (size_t)nb, 8, cmp_u64);
+            const int chunks = (int)h[8];
+            /* a chunk: the block's share of W (N / blocks rows x 64 columns of 2 bytes) */
+            const double chunk_w = wbytes / nb / (chunks > 0 ? chunks : 1), clk = ns > 0 ? cyc / ns * 1e9 : 0;
+            printf("gemm_tma prof %-12s M=%d: %6.1f us (%4.1f%% of copy), span %6.1f us, %d blocks on %d SMs (busiest %d), "
+                   "starts p50/p90/max %.1f/%.1f/%.1f us, ends min/p10/p50/p90/max %.1f/%.1f/%.1f/%.1f/%.1f us; cycles a "
+                   "block mean/max: wait %.0f/%.0f, first stage %.0f/%.0f, per chunk %.0f/%.0f (%d chunks: %.0f GB/s "
+                   "over the blocks at the mean, SM clock %.2f GHz)\n",
+                   shapes[si].name, g.M, t * 1e6, wbytes / t / copy_bw * 100, t1s[nb - 1] * 1e-3, nb, sms, busiest,
+                   t0s[nb / 2] * 1e-3, t0s[nb * 9 / 10] * 1e-3, t0s[nb - 1] * 1e-3, t1s[0] * 1e-3, t1s[nb / 10] * 1e-3,
+                   t1s[nb / 2] * 1e-3, t1s[nb * 9 / 10] * 1e-3, t1s[nb - 1] * 1e-3, mw / nb, xw, mf / nb, xf, ml / nb, xl,
+                   chunks, clk > 0 ? chunk_w * nb / (ml / nb / clk) * 1e-9 : 0.0, clk * 1e-9);
+            fflush(stdout);
+        }
+        for (int q = 0; q < NSETS; q++) kiln_rt_free(dev, g.w[q]), kiln_rt_free(dev, g.x[q]);
+        kiln_rt_free(dev, g.out);
+    }
+    kiln_gpu_destroy(gk);
+    free(h), free(t0s), free(t1s);
+    kiln_rt_free(dev, prof);
+}
+
 /* ---------------------------------------------------------------- sampling */
 
 typedef struct samp_ctx { kiln_devptr logits, params, tokens, logprobs; int R, V; bool greedy; } samp_ctx;
@@ -1055,6 +1144,7 @@ int main(int argc, char **argv) {
     }
     if (filter && !strncmp(filter, "gemm_mid", 8)) bench_gemm_mid();
     else if (filter && !strcmp(filter, "gemm_sk_prof")) bench_gemm_sk_prof();
+    else if (filter && !strcmp(filter, "gemm_tma_prof")) bench_gemm_tma_prof();
     else if (filter && !strcmp(filter, "gemm_sk_silu")) bench_gemm_sk_silu();
     else if (filter && !strcmp(filter, "gemm_sk_quick")) sk_quick = true, bench_gemm(true);
     else if (filter && !strcmp(filter, "gemm_sk")) bench_gemm(true);

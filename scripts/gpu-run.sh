@@ -736,6 +736,86 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s164; then # (needs branch glu-pt's build) twenty-ninth session: gemm_sk_tma's gate/up + SiLU in 256 tiles of 56 row pairs (GLU_PT, kiln_skgemm_glu_pt: two blocks on 124 SMs) instead of 224 of 64 -- test_silu_gemm_sk (forced 8 / 48 / 56 pairs, the engine plan), bench_kernels gemm_tma_prof at 56 / 64 / 48, engine -b 32 / -b 64 / -b 24 against KILN_SKGEMM_GLU_PT=64, alternating; test_gpu_engine
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_silu_gemm_sk
+  for cfg in "" "KILN_SKGEMM_GLU_PT=64" "KILN_SKGEMM_GLU_PT=48"; do
+    echo "bench_kernels gemm_tma_prof [$cfg]"; env $cfg timeout 100 "$here/bin/bench_kernels" gemm_tma_prof 2>&1 | grep -E "gate_up" | cut -c1-330
+  done
+  for r in 1 2 3; do
+    kb "b32-pt56-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-pt64-$r" KILN_SKGEMM_GLU_PT=64 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  for r in 1 2; do
+    kb "b64-pt56-$r" -- -b 64 -s 128 -o 256 --iters 1
+    kb "b64-pt64-$r" KILN_SKGEMM_GLU_PT=64 -- -b 64 -s 128 -o 256 --iters 1
+  done
+  kb "b24-pt56" -- -b 24 -s 128 -o 256 --iters 1
+  kb "b24-pt64" KILN_SKGEMM_GLU_PT=64 -- -b 24 -s 128 -o 256 --iters 1
+  gt test_gpu_engine 280 "FAIL|passed" -- test_gpu_engine
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s163; then # (needs branch stream-k's build) twenty-ninth session: gemm_stk's gate/up + SiLU (KILN_SKGEMM_STREAM=1) at 1 or 2 blocks an SM (KILN_SKGEMM_STREAM_BPS) and 3..6 stages, against gemm_sk_tma -- bench_kernels gemm_tma_prof's gate/up rows, engine -b 32 / -b 64 alternating
+  export CUDA_VISIBLE_DEVICES=0
+  for cfg in "" "KILN_SKGEMM_STREAM=1 KILN_SKGEMM_STREAM_STAGES=4" "KILN_SKGEMM_STREAM=1 KILN_SKGEMM_STREAM_STAGES=5" "KILN_SKGEMM_STREAM=1 KILN_SKGEMM_STREAM_STAGES=6" "KILN_SKGEMM_STREAM=1 KILN_SKGEMM_STREAM_BPS=2 KILN_SKGEMM_STREAM_STAGES=3" "KILN_SKGEMM_STREAM=1 KILN_SKGEMM_STREAM_BPS=2 KILN_SKGEMM_STREAM_STAGES=4" ""; do
+    echo "bench_kernels gemm_tma_prof [$cfg]"; env $cfg timeout 100 "$here/bin/bench_kernels" gemm_tma_prof 2>&1 | grep -E "gate_up" | cut -c1-100
+  done
+  for r in 1 2; do
+    kb "b32-def-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-b2s4-$r" KILN_SKGEMM_STREAM=1 KILN_SKGEMM_STREAM_BPS=2 KILN_SKGEMM_STREAM_STAGES=4 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-b1s6-$r" KILN_SKGEMM_STREAM=1 KILN_SKGEMM_STREAM_STAGES=6 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b64-def-$r" -- -b 64 -s 128 -o 256 --iters 1
+    kb "b64-b2s4-$r" KILN_SKGEMM_STREAM=1 KILN_SKGEMM_STREAM_BPS=2 KILN_SKGEMM_STREAM_STAGES=4 -- -b 64 -s 128 -o 256 --iters 1
+  done
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s162; then # (needs branch stream-k's build) twenty-ninth session: gemm_stk, gemm_sk_tma's GEMM as a persistent stream-K kernel (KILN_SKGEMM_STREAM: 1 the gate/up + SiLU, 2 all) -- test_gemm_stk; bench_kernels gemm_tma_prof's launch times with it (8, 6, 10 stages) against gemm_sk_tma; engine -b 32 / -b 64 alternating; test_gpu_engine with it
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_gemm_stk
+  for cfg in "" "KILN_SKGEMM_STREAM=2" "KILN_SKGEMM_STREAM=2 KILN_SKGEMM_STREAM_STAGES=6" "KILN_SKGEMM_STREAM=2 KILN_SKGEMM_STREAM_STAGES=10"; do
+    echo "bench_kernels gemm_tma_prof [$cfg]"; env $cfg timeout 100 "$here/bin/bench_kernels" gemm_tma_prof 2>&1 | grep -E "prof" | cut -c1-100
+  done
+  for r in 1 2; do
+    kb "b32-def-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-st1-$r" KILN_SKGEMM_STREAM=1 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-st2-$r" KILN_SKGEMM_STREAM=2 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b64-def-$r" -- -b 64 -s 128 -o 256 --iters 1
+    kb "b64-st1-$r" KILN_SKGEMM_STREAM=1 -- -b 64 -s 128 -o 256 --iters 1
+    kb "b64-st2-$r" KILN_SKGEMM_STREAM=2 -- -b 64 -s 128 -o 256 --iters 1
+  done
+  gt test_gpu_engine_st2 280 "FAIL|passed" KILN_SKGEMM_STREAM=2 -- test_gpu_engine
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s161; then # twenty-ninth session: where gemm_sk_tma's time goes at the decode steps' rows (bench_kernels gemm_tma_prof: the gate/up + SiLU at 59.8 us a -b 32 layer against 54.6 at the copy rate and ~53.6 for the batch-1 GEMV on the same weights) at its default 4 stages, 6 and 3; the -b 32 decode graph (CUPTI trace)
+  export CUDA_VISIBLE_DEVICES=0
+  for cfg in "" "KILN_SKGEMM_TMA_GLU_STAGES=6" "KILN_SKGEMM_TMA_GLU_STAGES=3"; do
+    echo "bench_kernels gemm_tma_prof [$cfg]"; env $cfg timeout 100 "$here/bin/bench_kernels" gemm_tma_prof 2>&1 | grep -E "prof|copy " | cut -c1-420
+  done
+  tb b32 -- -b 32 -s 128 -o 64 --iters 1
+  python3 "$here/bench/trace_summary.py" /tmp/trace_b32.csv --top 24 2>&1 | cut -c1-160
+  for r in 1 2; do kb "b32-$r" -- -b 32 -s 128 -o 256 --iters 1; done
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s160; then # (KILN_DECODE_PARTS since removed: measured slower) twenty-ninth session: -b 32's decode attention (256 blocks of 4 warps, one pass, 11.8 us a layer against ~7.8 at the copy rate) split in parts of each sequence's context (KILN_DECODE_PARTS, 2 warps, the fused combine) or the persistent-warp kernel -- bench_kernels decode-short and kiln bench -b 32 / -b 64, alternating
+  export CUDA_VISIBLE_DEVICES=0
+  for cfg in "" "KILN_DECODE_PARTS=2" "KILN_DECODE_PARTS=2 KILN_DECODE_FUSED_REDUCE=1" "KILN_DECODE_PARTS=2 KILN_DECODE_WARPS=2 KILN_DECODE_FUSED_REDUCE=1" "KILN_DECODE_PARTS=3 KILN_DECODE_WARPS=2 KILN_DECODE_FUSED_REDUCE=1" "KILN_DECODE_PW=2"; do
+    echo "bench_kernels decode-short [$cfg]"; env $cfg timeout 60 "$here/bin/bench_kernels" decode-short 2>&1 | grep -E "ctx" | head -6
+  done
+  for r in 1 2; do
+    kb "b32-def-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-p2f1-$r" KILN_DECODE_PARTS=2 KILN_DECODE_FUSED_REDUCE=1 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-p2w2f1-$r" KILN_DECODE_PARTS=2 KILN_DECODE_WARPS=2 KILN_DECODE_FUSED_REDUCE=1 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-pw2-$r" KILN_DECODE_PW=2 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  kb "b64-def" -- -b 64 -s 128 -o 256 --iters 1
+  kb "b64-w2" KILN_DECODE_WARPS=2 -- -b 64 -s 128 -o 256 --iters 1
+  kb "b64-p2w2f1" KILN_DECODE_PARTS=2 KILN_DECODE_WARPS=2 KILN_DECODE_FUSED_REDUCE=1 -- -b 64 -s 128 -o 256 --iters 1
+  for r in 1 2; do
+    kb "b256-p1-$r" -- -b 256 -s 128 -o 256 --iters 1
+    kb "b256-p2-$r" KILN_GEMM_AUTOTUNE_PASSES=2 -- -b 256 -s 128 -o 256 --iters 1
+  done
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s159; then # (for the next session, first) the twenty-eighth session's commits after its last device call: every rope rotation through rope_rot (rope_kv / rope_kv_wide / gemm_sk ROPE / the rope GEMV), kiln_gather_last's empty sequences, o / qkv at 33..64 rows through gemm_sk_tma, the per-GPU limits, the warm set's overflow -- the rope / gather / GEMM cases, test_gpu_engine, engine -b 1 / 16 / 32 / 64 (then `engine`)
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_rope =test_kv_write_and_fused_rope =test_gemv_rope =test_gemm_sk_rope =test_attention_decode_rope =test_glu_add_gather_cast =test_gemm_sk =test_silu_gemm_sk
