@@ -736,6 +736,13 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s165; then # (needs branch glu-pt's build with main's gemm_tma_prof) twenty-ninth session: the gate/up + SiLU right after a 32 / 64-row add + RMSNorm as in the engine -- block ends at 56 and 64 row pairs a tile (gemm_tma_prof)
+  export CUDA_VISIBLE_DEVICES=0
+  for cfg in "" "KILN_SKGEMM_GLU_PT=64" ""; do
+    echo "bench_kernels gemm_tma_prof [$cfg]"; env $cfg timeout 100 "$here/bin/bench_kernels" gemm_tma_prof 2>&1 | grep -E "gate_up|qkv" | cut -c1-330
+  done
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s164; then # (needs branch glu-pt's build) twenty-ninth session: gemm_sk_tma's gate/up + SiLU in 256 tiles of 56 row pairs (GLU_PT, kiln_skgemm_glu_pt: two blocks on 124 SMs) instead of 224 of 64 -- test_silu_gemm_sk (forced 8 / 48 / 56 pairs, the engine plan), bench_kernels gemm_tma_prof at 56 / 64 / 48, engine -b 32 / -b 64 / -b 24 against KILN_SKGEMM_GLU_PT=64, alternating; test_gpu_engine
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_silu_gemm_sk
