@@ -38,7 +38,7 @@ cp -L /usr/local/cuda/lib64/libcupti.so.13 "$out/lib/"
 [ -f "$root/bench/skring_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/skring_micro" "$root/bench/skring_micro.cu"
 [ -f "$root/bench/skx_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/skx_micro" "$root/bench/skx_micro.cu"
 mkdir -p "$out/bench" "$out/peers"
-cp "$root/bench/trace_summary.py" "$out/bench/"
+cp "$root/bench/trace_summary.py" "$root/bench/sk_prof_summary.py" "$out/bench/"
 sed -n '/^KT_MAIN(/,/))/p' "$root/tests/test_gpu_ops.c" > "$out/test_gpu_ops.cases" # ops_split's case list
 cp "$root/bench/engine_bench.sh" "$root/bench/hf_generate.py" "$root/bench/fp8_bench.sh" "$root/bench/serve_load.py" "$out/bench/"
 [ -f "$root/bench/spec_bench.sh" ] && cp "$root/bench/spec_bench.sh" "$root/scripts/make_copy_model.py" "$out/bench/"
@@ -735,6 +735,21 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-def$r" -- --tp 2 -b 1 -s 128 -o 512 --iters 2
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
+fi
+if has s166; then # (for the next session) what layer 16's projections do inside the -b 32 / -b 64 decode graphs: gemm_sk's timing records of GEMM op 61..64 (qkv, o, gate/up + SiLU, down; KILN_SKGEMM_PROF_OP, engine/cuda/exec_gpu.c) -- block starts / ends, SMs by load; then the plain projections (o, qkv, down) at 12 / 10 ring stages (KILN_SKGEMM_TMA_STAGES) against 16, alternating
+  export CUDA_VISIBLE_DEVICES=0
+  for b in 32 64; do
+    for op in 61 62 63 64; do
+      kb "b$b-prof$op" KILN_SKGEMM_PROF_OP=$op KILN_SKGEMM_PROF_OUT=/tmp/skp_${b}_${op}.bin -- -b $b -s 128 -o 64 --iters 1
+      echo "== -b $b GEMM op $op (layer 16: 61 qkv, 62 o, 63 gate/up + SiLU, 64 down)"; python3 "$here/bench/sk_prof_summary.py" /tmp/skp_${b}_${op}.bin
+    done
+  done
+  for r in 1 2; do
+    kb "b32-s16-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-s12-$r" KILN_SKGEMM_TMA_STAGES=12 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-s10-$r" KILN_SKGEMM_TMA_STAGES=10 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  unset CUDA_VISIBLE_DEVICES
 fi
 if has s165; then # (needs branch glu-pt's build with main's gemm_tma_prof) twenty-ninth session: the gate/up + SiLU right after a 32 / 64-row add + RMSNorm as in the engine -- block ends at 56 and 64 row pairs a tile (gemm_tma_prof)
   export CUDA_VISIBLE_DEVICES=0

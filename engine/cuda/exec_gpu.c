@@ -136,7 +136,14 @@ typedef struct exec_gpu {
     kiln_devptr ss_part; /* [KILN_GPU_NORM_MAX_PARTS] f32 */
     bool nin_next;
     kiln_gpu_norm_in nin;
+    /* $KILN_SKGEMM_PROF_OP=k with $KILN_SKGEMM_PROF_OUT=path (a measurement aid): the k-th GEMM op of every forward
+     * (1-based; Llama: 4 a layer, qkv o gate/up down) launches with gemm_sk's timing records into skprof_buf (also
+     * inside captured graphs: every replay rewrites them), written to path when the executor is destroyed */
+    int skprof_op, skprof_n, skprof_nb;
+    kiln_devptr skprof_buf;
+    char *skprof_out;
 } exec_gpu;
+#define SKPROF_BLOCKS 2048
 
 #define D(x, off, T) ((x)->d_meta + (x)->mo.off)
 #define H(x, off, T) ((T *)((x)->h_meta + (x)->mo.off))
@@ -420,8 +427,11 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
     /* small decode steps: the early-trigger kernels (KILN_PDL_EARLY_MAX_SEQS_DEFAULT) */
     kiln_rt_kernels_set_pdl_early(kiln_gpu_kernels(g), max_q <= 1 && T == S && S <= x->pdl_early_max);
     x->nin_next = false;
+    x->skprof_n = 0;
     for (int i = 0; i < p->n_ops; i++) {
         const kiln_op *o = &p->ops[i];
+        const bool skprof = x->skprof_buf && o->kind == KILN_OP_GEMM && ++x->skprof_n == x->skprof_op;
+        if (skprof) kiln_gpu_set_skgemm_profile(g, x->skprof_buf, SKPROF_BLOCKS);
         if (x->prof.on && !x->capturing) KILN_TRY(kiln_rt_event_record(x->ev[i], s));
         kiln_devptr Dp = o->dst >= 0 ? x->slot[o->dst] : 0;
         kiln_devptr Sp = o->src >= 0 ? x->slot[o->src] : 0;
@@ -588,6 +598,10 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
         }
         default:
             KILN_CHECK(false, KILN_ERR_UNSUPPORTED, "op '%s' has no GPU variant yet", kiln_op_kind_name(o->kind));
+        }
+        if (skprof) { /* the blocks of the launch that wrote records (0: not through gemm_sk) */
+            const int nb = kiln_gpu_set_skgemm_profile(g, 0, 0);
+            if (nb > 0) x->skprof_nb = nb;
         }
     }
     if (x->prof.on && !x->capturing) {
@@ -858,9 +872,36 @@ fail:
     return st;
 }
 
+/* $KILN_SKGEMM_PROF_OUT: the records of the profiled GEMM op (the last launch that ran it: a header of 2 u64, the
+ * block count and KILN_SKGEMM_PROF_N, then the records; bench/sk_prof_summary.py reads them) */
+static void skprof_write(exec_gpu *x) {
+    if (!x->skprof_buf || !x->skprof_out) return;
+    if (x->skprof_nb <= 0) {
+        KILN_WARN("KILN_SKGEMM_PROF_OP=%d: that GEMM op never ran through gemm_sk; no records written", x->skprof_op);
+        return;
+    }
+    const size_t n = (size_t)x->skprof_nb * KILN_SKGEMM_PROF_N;
+    uint64_t *h = malloc(8 * (n + 2));
+    FILE *f = h ? fopen(x->skprof_out, "wb") : NULL;
+    if (f) {
+        h[0] = (uint64_t)x->skprof_nb, h[1] = KILN_SKGEMM_PROF_N;
+        if (kiln_rt_stream_sync(x->st) == KILN_OK && kiln_rt_memcpy_dtoh(h + 2, x->skprof_buf, 8 * n, NULL) == KILN_OK &&
+            fwrite(h, 8, n + 2, f) == n + 2)
+            KILN_INFO("gemm_sk timing records of GEMM op %d (%d blocks) written to %s", x->skprof_op, x->skprof_nb,
+                      x->skprof_out);
+        else KILN_WARN("could not write gemm_sk timing records to %s", x->skprof_out);
+        fclose(f);
+    } else KILN_WARN("could not write gemm_sk timing records to %s", x->skprof_out);
+    free(h);
+}
+
 static void gpu_destroy(kiln_exec *base) {
     exec_gpu *x = (exec_gpu *)base;
     if (!x) return;
+    if (x->dev) kiln_rt_device_make_current(x->dev);
+    skprof_write(x);
+    if (x->skprof_buf) kiln_rt_free(x->dev, x->skprof_buf);
+    free(x->skprof_out);
     kiln_profile_report(&x->prof, "cuda");
     kiln_profile_free(&x->prof);
     if (x->dev) kiln_rt_device_make_current(x->dev);
@@ -1345,6 +1386,17 @@ kiln_status kiln_exec_gpu_create(const kiln_model_files *mf, const kiln_exec_con
     KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * x->hist_cap, 256, &x->d_hist));
     KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * 3 * ((size_t)cfg->max_out + 1), 256, &x->d_hoff));
     KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * (size_t)KILN_GPU_NORM_MAX_PARTS, 256, &x->ss_part));
+    {
+        const char *po = getenv("KILN_SKGEMM_PROF_OP"), *pf = getenv("KILN_SKGEMM_PROF_OUT");
+        x->skprof_op = po ? atoi(po) : 0;
+        if (x->skprof_op > 0 && pf && *pf) { /* (a measurement aid: outside the pools, zeroed once) */
+            const size_t bytes = 8 * (size_t)SKPROF_BLOCKS * KILN_SKGEMM_PROF_N;
+            KILN_TRY(kiln_rt_malloc(x->dev, bytes, &x->skprof_buf));
+            KILN_TRY(kiln_rt_memset8(x->skprof_buf, 0, bytes, NULL));
+            x->skprof_out = strdup(pf);
+            KILN_CHECK_ALLOC(x->skprof_out);
+        }
+    }
     if (p->tp_size > 1)
         KILN_TRY(kiln_rt_pool_alloc(x->apool, 4 * (size_t)cfg->max_out * (size_t)p->vocab_size, 256, &x->gather_tmp));
     for (int k = 0; k < 2; k++) {
