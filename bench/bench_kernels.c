@@ -804,6 +804,35 @@ static void bench_gemm_sk_silu(void) {
     kiln_gpu_destroy(gt);
 }
 
+/* gemm_sk's timing records of one launch (nb blocks, KILN_SKGEMM_PROF_N u64 each: kernel_src/gemm_sk.cu): the first
+ * entry, last exit and last entry (global ns), per block the mean and max cycles of the wait, the first stage, a K
+ * chunk and the reduction (or stores), the SM clock from the records, the SMs used and the blocks of the busiest */
+typedef struct sk_prof_stats {
+    uint64_t g0, g1, s1;
+    double mw, mf, ml, mr, xw, xf, xl, xr, clk;
+    int sms, busiest;
+} sk_prof_stats;
+static sk_prof_stats sk_prof_collect(const uint64_t *h, int nb) {
+    sk_prof_stats q = {.g0 = UINT64_MAX};
+    double cyc = 0, ns = 0;
+    static int per_sm[1024];
+    memset(per_sm, 0, sizeof per_sm);
+    for (int b = 0; b < nb; b++) {
+        const uint64_t *r = h + (size_t)b * KILN_SKGEMM_PROF_N;
+        q.g0 = r[0] < q.g0 ? r[0] : q.g0, q.g1 = r[1] > q.g1 ? r[1] : q.g1, q.s1 = r[0] > q.s1 ? r[0] : q.s1;
+        cyc += (double)(r[6] - r[2]), ns += (double)(r[1] - r[0]);
+        const double w = (double)(r[3] - r[2]), f = (double)(r[4] - r[3]),
+                     l = (double)(r[5] - r[4]) / (double)(r[8] > 1 ? r[8] - 1 : 1), red = (double)(r[6] - r[5]);
+        q.mw += w / nb, q.mf += f / nb, q.ml += l / nb, q.mr += red / nb;
+        q.xw = w > q.xw ? w : q.xw, q.xf = f > q.xf ? f : q.xf, q.xl = l > q.xl ? l : q.xl, q.xr = red > q.xr ? red : q.xr;
+        const int sm = (int)(r[7] & 1023);
+        if (!per_sm[sm]++) q.sms++;
+        if (per_sm[sm] > q.busiest) q.busiest = per_sm[sm];
+    }
+    q.clk = ns > 0 ? cyc / ns * 1e9 : 0;
+    return q;
+}
+
 /* `bench_kernels gemm_sk_prof`: where a gemm_sk launch's time goes, from the
  * kernel's own timing records (kiln_gpu_set_skgemm_profile; the second of two
  * launches back to back), for qkv, o and
@@ -850,31 +879,15 @@ static void bench_gemm_sk_prof(void) {
             int nb = kiln_gpu_set_skgemm_profile(gs, 0, 0);
             if (nb > 0) {
                 CK(kiln_rt_memcpy_dtoh(h, prof2, (size_t)nb * KILN_SKGEMM_PROF_N * 8, NULL));
-                uint64_t g0 = UINT64_MAX, g1 = 0, s0 = UINT64_MAX, s1 = 0;
-                double mw = 0, mf = 0, ml = 0, mr = 0, xw = 0, xf = 0, xl = 0, xr = 0;
-                static int per_sm[1024];
-                memset(per_sm, 0, sizeof per_sm);
-                int sms = 0, busiest = 0;
-                for (int b = 0; b < nb; b++) {
-                    const uint64_t *r = h + (size_t)b * KILN_SKGEMM_PROF_N;
-                    g0 = r[0] < g0 ? r[0] : g0, g1 = r[1] > g1 ? r[1] : g1;
-                    s0 = r[0] < s0 ? r[0] : s0, s1 = r[0] > s1 ? r[0] : s1;
-                    double w = (double)(r[3] - r[2]), f = (double)(r[4] - r[3]),
-                           l = (double)(r[5] - r[4]) / (double)(r[8] > 1 ? r[8] - 1 : 1), red = (double)(r[6] - r[5]);
-                    mw += w, mf += f, ml += l, mr += red;
-                    xw = w > xw ? w : xw, xf = f > xf ? f : xf, xl = l > xl ? l : xl, xr = red > xr ? red : xr;
-                    int sm = (int)(r[7] & 1023);
-                    if (!per_sm[sm]++) sms++;
-                    if (per_sm[sm] > busiest) busiest = per_sm[sm];
-                }
+                const sk_prof_stats q = sk_prof_collect(h, nb);
                 char stg[16];
                 snprintf(stg, sizeof stg, "%d", Sc[cfg]);
                 printf("gemm_sk prof %-5s M=%-2d stages %s: %6.1f us (%4.1f%% of copy), span %6.1f us, starts over %5.1f us, %d "
                        "blocks on %d SMs (busiest %d); cycles a block, mean/max: wait %.0f/%.0f, first stage %.0f/%.0f, "
                        "per chunk %.0f/%.0f (%d chunks), reduce %.0f/%.0f\n",
                        shapes[si].name, g.M, Sc[cfg] ? stg : "default", t * 1e6, wbytes / t / copy_bw * 100,
-                       (double)(g1 - g0) * 1e-3, (double)(s1 - s0) * 1e-3, nb, sms, busiest, mw / nb, xw, mf / nb, xf,
-                       ml / nb, xl, (int)h[8], mr / nb, xr);
+                       (double)(q.g1 - q.g0) * 1e-3, (double)(q.s1 - q.g0) * 1e-3, nb, q.sms, q.busiest, q.mw, q.xw,
+                       q.mf, q.xf, q.ml, q.xl, (int)h[8], q.mr, q.xr);
                 fflush(stdout);
             }
             g.g = NULL;
@@ -900,36 +913,23 @@ static int cmp_u64(const void *a, const void *b) {
 /* one gemm_tma_prof line from nb timing records h */
 static void tma_prof_line(const char *name, int M, const char *after, double t, double wbytes, const uint64_t *h,
                           int nb, uint64_t *t0s, uint64_t *t1s) {
-    uint64_t g0 = UINT64_MAX;
-    for (int b = 0; b < nb; b++) g0 = h[(size_t)b * KILN_SKGEMM_PROF_N] < g0 ? h[(size_t)b * KILN_SKGEMM_PROF_N] : g0;
-    double mw = 0, mf = 0, ml = 0, xw = 0, xf = 0, xl = 0, cyc = 0, ns = 0;
-    static int per_sm[1024];
-    memset(per_sm, 0, sizeof per_sm);
-    int sms = 0, busiest = 0;
+    const sk_prof_stats q = sk_prof_collect(h, nb);
     for (int b = 0; b < nb; b++) {
         const uint64_t *r = h + (size_t)b * KILN_SKGEMM_PROF_N;
-        t0s[b] = r[0] - g0, t1s[b] = r[1] - g0;
-        cyc += (double)(r[6] - r[2]), ns += (double)(r[1] - r[0]); /* the SM clock, from the records */
-        const double w = (double)(r[3] - r[2]), f = (double)(r[4] - r[3]),
-                     l = (double)(r[5] - r[4]) / (double)(r[8] > 1 ? r[8] - 1 : 1);
-        mw += w, mf += f, ml += l;
-        xw = w > xw ? w : xw, xf = f > xf ? f : xf, xl = l > xl ? l : xl;
-        const int sm = (int)(r[7] & 1023);
-        if (!per_sm[sm]++) sms++;
-        if (per_sm[sm] > busiest) busiest = per_sm[sm];
+        t0s[b] = r[0] - q.g0, t1s[b] = r[1] - q.g0;
     }
     qsort(t0s, (size_t)nb, 8, cmp_u64), qsort(t1s, (size_t)nb, 8, cmp_u64);
     const int chunks = (int)h[8];
     /* a chunk: the block's share of W (N / blocks rows x 64 columns of 2 bytes) */
-    const double chunk_w = wbytes / nb / (chunks > 0 ? chunks : 1), clk = ns > 0 ? cyc / ns * 1e9 : 0;
+    const double chunk_w = wbytes / nb / (chunks > 0 ? chunks : 1), clk = q.clk;
     printf("gemm_tma prof %-12s M=%d%s: %6.1f us (%4.1f%% of copy), span %6.1f us, %d blocks on %d SMs (busiest %d), "
            "starts p50/p90/max %.1f/%.1f/%.1f us, ends min/p10/p50/p90/max %.1f/%.1f/%.1f/%.1f/%.1f us; cycles a "
            "block mean/max: wait %.0f/%.0f, first stage %.0f/%.0f, per chunk %.0f/%.0f (%d chunks: %.0f GB/s "
            "over the blocks at the mean, SM clock %.2f GHz)\n",
-           name, M, after, t * 1e6, wbytes / t / copy_bw * 100, t1s[nb - 1] * 1e-3, nb, sms, busiest, t0s[nb / 2] * 1e-3,
-           t0s[nb * 9 / 10] * 1e-3, t0s[nb - 1] * 1e-3, t1s[0] * 1e-3, t1s[nb / 10] * 1e-3, t1s[nb / 2] * 1e-3,
-           t1s[nb * 9 / 10] * 1e-3, t1s[nb - 1] * 1e-3, mw / nb, xw, mf / nb, xf, ml / nb, xl, chunks,
-           clk > 0 ? chunk_w * nb / (ml / nb / clk) * 1e-9 : 0.0, clk * 1e-9);
+           name, M, after, t * 1e6, wbytes / t / copy_bw * 100, t1s[nb - 1] * 1e-3, nb, q.sms, q.busiest,
+           t0s[nb / 2] * 1e-3, t0s[nb * 9 / 10] * 1e-3, t0s[nb - 1] * 1e-3, t1s[0] * 1e-3, t1s[nb / 10] * 1e-3,
+           t1s[nb / 2] * 1e-3, t1s[nb * 9 / 10] * 1e-3, t1s[nb - 1] * 1e-3, q.mw, q.xw, q.mf, q.xf, q.ml, q.xl, chunks,
+           clk > 0 ? chunk_w * nb / (q.ml / clk) * 1e-9 : 0.0, clk * 1e-9);
     fflush(stdout);
 }
 static void bench_gemm_tma_prof(void) {
