@@ -736,6 +736,25 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s167; then # (for the next session) gemm_sk_tma's plain GEMMs in tiles of ~N / SMs rows, one K slice (KILN_SKGEMM_TMA_FIT=1: qkv 128 tiles of 48 rows instead of 48 x 2 on 96 SMs, o / down 128 of 32 instead of 64 x 2; =48: qkv only) -- test_gemm_sk (its fit pass), bench_kernels gemm_tma_prof both ways, engine -b 32 / -b 64 / -b 24 alternating
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_gemm_sk
+  for cfg in "" "KILN_SKGEMM_TMA_FIT=1"; do
+    echo "bench_kernels gemm_tma_prof [$cfg]"; env $cfg timeout 100 "$here/bin/bench_kernels" gemm_tma_prof 2>&1 | grep -E "down|qkv|o " | cut -c1-330
+  done
+  for r in 1 2 3; do
+    kb "b32-def-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-fit-$r" KILN_SKGEMM_TMA_FIT=1 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-fit48-$r" KILN_SKGEMM_TMA_FIT=48 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  for r in 1 2; do
+    kb "b64-def-$r" -- -b 64 -s 128 -o 256 --iters 1
+    kb "b64-fit-$r" KILN_SKGEMM_TMA_FIT=1 -- -b 64 -s 128 -o 256 --iters 1
+  done
+  kb "b24-def" -- -b 24 -s 128 -o 256 --iters 1
+  kb "b24-fit" KILN_SKGEMM_TMA_FIT=1 -- -b 24 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s166; then # (for the next session) what layer 16's projections do inside the -b 32 / -b 64 decode graphs: gemm_sk's timing records of GEMM op 61..64 (qkv, o, gate/up + SiLU, down; KILN_SKGEMM_PROF_OP, engine/cuda/exec_gpu.c) -- block starts / ends, SMs by load; then the plain projections (o, qkv, down) at 12 / 10 ring stages (KILN_SKGEMM_TMA_STAGES) against 16, alternating
   export CUDA_VISIBLE_DEVICES=0
   for b in 32 64; do
