@@ -2121,6 +2121,8 @@ KT_TEST(test_gemm_sk) {
     const bool sm90 = sm90_device();
     sk_wg_tested = sk_tma_tested = sm90;
     static const int Ms[] = {2, 3, 8, 9, 16, 31, 32, 64};
+    /* the small sweep's shapes: odd N, K not a multiple of the 64-wide chunk, tiny K, K long enough for 8 slices */
+    static const int NK[][2] = {{200, 512}, {4104, 320}, {1001, 136}, {384, 72}, {24, 8}, {640, 2056}};
     kiln_pool *pool = NULL;
     KT_OK(kiln_pool_create(8, &pool));
     for (size_t ti = 0; ti < KILN_ARRAY_LEN(tl); ti++) {
@@ -2133,7 +2135,6 @@ KT_TEST(test_gemm_sk) {
         char what[128];
         snprintf(what, sizeof what, "gemm_sk warps %d rt %d stages %d split %d wg %d", tl[ti].warps, tl[ti].rt,
                  tl[ti].stages, tl[ti].split, tl[ti].wg);
-        static const int NK[][2] = {{200, 512}, {4104, 320}, {1001, 136}, {384, 72}, {24, 8}, {640, 2056}};
         gemm_small_sweep(tg, pool, NK, KILN_ARRAY_LEN(NK), Ms, KILN_ARRAY_LEN(Ms), ti == 0, what);
         const char *kern = tl[ti].wg == 2 ? "gemm_sk_tma" : tl[ti].wg > 0 ? "gemm_sk_wg" : "gemm_sk";
         bool used = kiln_rt_kernels_was_used(kiln_gpu_kernels(tg), kern);
@@ -2176,8 +2177,7 @@ KT_TEST(test_gemm_sk) {
                               .skgemm_max_m = 64, .skx_max_m = -1, .skgemm_max_weight_mb = -1, .skgemm_wg = 2,
                               .skgemm_tma_fit = 1};
         KT_OK(kiln_gpu_create(dev, &gf, &tg));
-        static const int NKf[][2] = {{200, 512}, {4104, 320}, {1001, 136}, {384, 72}, {24, 8}, {640, 2056}};
-        gemm_small_sweep(tg, pool, NKf, KILN_ARRAY_LEN(NKf), Ms, KILN_ARRAY_LEN(Ms), false, "gemm_sk_tma fit");
+        gemm_small_sweep(tg, pool, NK, KILN_ARRAY_LEN(NK), Ms, KILN_ARRAY_LEN(Ms), false, "gemm_sk_tma fit");
         gemm_llama_shapes(tg, pool, M32, KILN_ARRAY_LEN(M32), "gemm_sk_tma fit ");
         KT_CHECK(kiln_rt_kernels_was_used(kiln_gpu_kernels(tg), "gemm_sk_tma"));
         kiln_gpu_destroy(tg);

@@ -139,7 +139,7 @@ typedef struct exec_gpu {
     /* $KILN_SKGEMM_PROF_OP=k with $KILN_SKGEMM_PROF_OUT=path (a measurement aid): the k-th GEMM op of every forward
      * (1-based; Llama: 4 a layer, qkv o gate/up down) launches with gemm_sk's timing records into skprof_buf (also
      * inside captured graphs: every replay rewrites them), written to path when the executor is destroyed */
-    int skprof_op, skprof_n, skprof_nb;
+    int skprof_op, skprof_nb; /* (skprof_nb: the blocks of the last launch that wrote records) */
     kiln_devptr skprof_buf;
     char *skprof_out;
 } exec_gpu;
@@ -427,10 +427,10 @@ static kiln_status run_ops(exec_gpu *x, int T, int S, int n_out, int max_q, int 
     /* small decode steps: the early-trigger kernels (KILN_PDL_EARLY_MAX_SEQS_DEFAULT) */
     kiln_rt_kernels_set_pdl_early(kiln_gpu_kernels(g), max_q <= 1 && T == S && S <= x->pdl_early_max);
     x->nin_next = false;
-    x->skprof_n = 0;
+    int n_gemm = 0; /* GEMM ops so far ($KILN_SKGEMM_PROF_OP) */
     for (int i = 0; i < p->n_ops; i++) {
         const kiln_op *o = &p->ops[i];
-        const bool skprof = x->skprof_buf && o->kind == KILN_OP_GEMM && ++x->skprof_n == x->skprof_op;
+        const bool skprof = x->skprof_buf && o->kind == KILN_OP_GEMM && ++n_gemm == x->skprof_op;
         if (skprof) kiln_gpu_set_skgemm_profile(g, x->skprof_buf, SKPROF_BLOCKS);
         if (x->prof.on && !x->capturing) KILN_TRY(kiln_rt_event_record(x->ev[i], s));
         kiln_devptr Dp = o->dst >= 0 ? x->slot[o->dst] : 0;
@@ -898,13 +898,12 @@ static void skprof_write(exec_gpu *x) {
 static void gpu_destroy(kiln_exec *base) {
     exec_gpu *x = (exec_gpu *)base;
     if (!x) return;
+    kiln_profile_report(&x->prof, "cuda");
+    kiln_profile_free(&x->prof);
     if (x->dev) kiln_rt_device_make_current(x->dev);
     skprof_write(x);
     if (x->skprof_buf) kiln_rt_free(x->dev, x->skprof_buf);
     free(x->skprof_out);
-    kiln_profile_report(&x->prof, "cuda");
-    kiln_profile_free(&x->prof);
-    if (x->dev) kiln_rt_device_make_current(x->dev);
     if (x->st) kiln_rt_stream_sync(x->st); /* an uncollected step still copies into pinned memory */
     if (x->cp_st) kiln_rt_stream_sync(x->cp_st);
     if (x->ev)
