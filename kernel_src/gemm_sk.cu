@@ -112,12 +112,6 @@
 #ifndef SK_TMA
 #define SK_TMA 0
 #endif
-// TR (SK_TMA's plain GEMMs of RT 1 only): the W rows a block owns, a multiple of 8 below 64 (default BN). Its W
-// boxes are TR rows (the rest of the 64-row ring tile is left as it was: the MMA rows it feeds are not stored), so
-// the host can cut N into about one tile an SM (engine/cuda/ops_gpu.c sk_gemm, $KILN_SKGEMM_TMA_FIT)
-#ifndef TR
-#define TR BN
-#endif
 #if SK_WG && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define SK_WGMMA 1 // the warpgroup MMA path (sm_90a)
 #else
@@ -129,7 +123,6 @@
 #define WBYTES (BN * 128)               // W part of a stage
 #define STAGE_BYTES ((BN + MAXM) * 128) // W then x
 #define PIPE_BYTES (STAGES * STAGE_BYTES)
-#define SK_TX_BYTES (TR < BN ? (TR + MAXM) * 128 : STAGE_BYTES) // the bytes SK_TMA's boxes land a stage
 #define ACCN (RT * NT * 4) // accumulators a thread
 #define NTP (NT > 1 ? NT / 2 : 1) // B fragment loads a k16 step (x4: two n tiles; x2 when NT == 1)
 #define KG (MAXM * RT >= 128 ? 2 : 4) // k16 steps whose fragments are held at once (registers)
@@ -154,8 +147,6 @@ static_assert(STAGES >= 2 && STAGES <= (SK_TMA ? 16 : 8), "STAGES: 2..8 (SK_TMA:
 static_assert(CL >= 1 && CL <= 8, "CL: 1..8 (a portable cluster)");
 static_assert(SK_TMA || (BN * 8) % THREADS == 0, "W copies divide among the threads");
 static_assert(!GLU || RT == 2, "GLU: a warp's tile 0 is 16 gate rows, its tile 1 the matching up rows");
-static_assert(TR == BN || (SK_TMA && !GLU && !ROPE && RT == 1 && TR % 8 == 0 && TR >= 8 && TR < BN),
-              "TR: SK_TMA's plain GEMMs of RT 1, 8..56 rows in 8-row groups");
 static_assert(!SK_WG || WARPS == 4, "SK_WG: one warpgroup a block");
 static_assert(!SK_TMA || (SK_WG && !ROPE && 2 * STAGES * 8 <= SK_BAR_BYTES), "SK_TMA: the wgmma kernel, no ROPE, STAGES <= 16");
 #if ROPE
@@ -297,7 +288,7 @@ kiln_gemm_sk
     extern __shared__ __align__(128) unsigned char smem[];
 #endif
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int n_blk = blockIdx.x * (GLU ? BN / 2 : TR); // first W row (GLU: first row pair) of the block
+    const int n_blk = blockIdx.x * (GLU ? BN / 2 : BN); // first W row (GLU: first row pair) of the block
     const int nchunks = (K + 63) >> 6;
     const int c_lo = blockIdx.y * cps, c_hi = min(nchunks, c_lo + cps);
     const int nst = max(0, c_hi - c_lo);
@@ -346,7 +337,7 @@ kiln_gemm_sk
             };
             const int pre = min(nst, STAGES);
             for (int s = 0; s < pre; s++) { // W needs no predecessor
-                mb_arrive_tx(bar_full + 8 * s, SK_TX_BYTES);
+                mb_arrive_tx(bar_full + 8 * s, STAGE_BYTES);
                 put_w(s, s);
             }
             pdl_wait();
@@ -354,7 +345,7 @@ kiln_gemm_sk
             for (int i = STAGES; i < nst; i++) {
                 const int slot = i % STAGES;
                 mb_wait(bar_empty + 8 * slot, (u32)((i / STAGES - 1) & 1));
-                mb_arrive_tx(bar_full + 8 * slot, SK_TX_BYTES);
+                mb_arrive_tx(bar_full + 8 * slot, STAGE_BYTES);
                 put_w(i, slot);
                 put_x(i, slot);
             }
@@ -624,9 +615,6 @@ kiln_gemm_sk
         const int r = gi / (NT * 4), j = (gi / 4) % NT, e = gi % 4;
         const int m = 8 * j + 2 * t + (e & 1), n = n_blk + SK_NROW(warp, r) + g + 8 * (e >> 1);
         if (m >= M || n >= N) continue;
-#if TR < BN
-        if (n - n_blk >= TR) continue; // a ring row past the block's box
-#endif
         float sum = 0.0f;
 #pragma unroll
         for (int q = 0; q < CL; q++) sum += v[o][0][q];
@@ -676,9 +664,6 @@ kiln_gemm_sk
             for (int e = 0; e < 4; e++) {
                 const int m = 8 * j + 2 * t + (e & 1), n = n_blk + SK_NROW(warp, r) + g + 8 * (e >> 1);
                 if (m >= M || n >= N) continue;
-#if TR < BN
-                if (n - n_blk >= TR) continue; // a ring row past the block's box
-#endif
                 const float b = bias ? to_f32(bias[n]) : 0.0f;
                 out[(size_t)m * ldo + n] = from_f32<out_t>(acc[r][j][e] + b);
             }

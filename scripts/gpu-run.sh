@@ -38,7 +38,7 @@ cp -L /usr/local/cuda/lib64/libcupti.so.13 "$out/lib/"
 [ -f "$root/bench/skring_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/skring_micro" "$root/bench/skring_micro.cu"
 [ -f "$root/bench/skx_micro.cu" ] && /usr/local/cuda/bin/nvcc -O3 -std=c++17 -arch=sm_90 -o "$out/bin/skx_micro" "$root/bench/skx_micro.cu"
 mkdir -p "$out/bench" "$out/peers"
-cp "$root/bench/trace_summary.py" "$root/bench/sk_prof_summary.py" "$out/bench/"
+cp "$root/bench/trace_summary.py" "$root/bench/sk_prof_summary.py" "$root/bench/trace_boundary.py" "$out/bench/"
 sed -n '/^KT_MAIN(/,/))/p' "$root/tests/test_gpu_ops.c" > "$out/test_gpu_ops.cases" # ops_split's case list
 cp "$root/bench/engine_bench.sh" "$root/bench/hf_generate.py" "$root/bench/fp8_bench.sh" "$root/bench/serve_load.py" "$out/bench/"
 [ -f "$root/bench/spec_bench.sh" ] && cp "$root/bench/spec_bench.sh" "$root/scripts/make_copy_model.py" "$out/bench/"
@@ -735,6 +735,15 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-def$r" -- --tp 2 -b 1 -s 128 -o 512 --iters 2
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
+fi
+if has s168; then # thirtieth session: the GPU timeline at decode step boundaries (bench/trace_boundary.py: the graph's last kernels, the sampling and metadata kernels outside it, the next launch's first kernels) at -b 32, -b 1 and -b 64
+  export CUDA_VISIBLE_DEVICES=0
+  for b in 32 1 64; do
+    tb "bnd$b" -- -b $b -s 128 -o 64 --iters 1
+    python3 "$here/bench/trace_boundary.py" /tmp/trace_bnd$b.csv --launches 2 --tail 4 --head 6 | cut -c1-150
+  done
+  echo "bench_kernels sample"; timeout 60 "$here/bin/bench_kernels" sample 2>&1 | tail -12
+  unset CUDA_VISIBLE_DEVICES
 fi
 if has s167; then # (for the next session) gemm_sk_tma's plain GEMMs in tiles of ~N / SMs rows, one K slice (KILN_SKGEMM_TMA_FIT=1: qkv 128 tiles of 48 rows instead of 48 x 2 on 96 SMs, o / down 128 of 32 instead of 64 x 2; =48: qkv only) -- test_gemm_sk (its fit pass), bench_kernels gemm_tma_prof both ways, engine -b 32 / -b 64 / -b 24 alternating
   export CUDA_VISIBLE_DEVICES=0

@@ -2170,18 +2170,6 @@ KT_TEST(test_gemm_sk) {
         KT_CHECK(kiln_rt_kernels_was_used(kiln_gpu_kernels(tg), "gemm_sk_tma"));
         kiln_gpu_destroy(tg);
         tg = NULL;
-        /* ... and its plain GEMMs in tiles of about N / SMs rows, one K slice (TR, $KILN_SKGEMM_TMA_FIT): the small
-         * sweep at every row count (8- and 32-row tiles there: the rows past a tile's box not stored) and the
-         * Llama-3-8B projections at 17..64 rows (on 132 SMs qkv in 48-row tiles, o and down in 32) */
-        kiln_gpu_params gf = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1,
-                              .skgemm_max_m = 64, .skx_max_m = -1, .skgemm_max_weight_mb = -1, .skgemm_wg = 2,
-                              .skgemm_tma_fit = 1};
-        KT_OK(kiln_gpu_create(dev, &gf, &tg));
-        gemm_small_sweep(tg, pool, NK, KILN_ARRAY_LEN(NK), Ms, KILN_ARRAY_LEN(Ms), false, "gemm_sk_tma fit");
-        gemm_llama_shapes(tg, pool, M32, KILN_ARRAY_LEN(M32), "gemm_sk_tma fit ");
-        KT_CHECK(kiln_rt_kernels_was_used(kiln_gpu_kernels(tg), "gemm_sk_tma"));
-        kiln_gpu_destroy(tg);
-        tg = NULL;
     }
     kiln_gpu_params gp = {.max_sample_rows = 4, .vocab = 1024, .gemv_max_m = -1, .tcgemm_max_m = -1, .skgemm_max_m = 64, .skx_max_m = -1,
                           .skgemm_max_weight_mb = -1, .skgemm_wg = -1};

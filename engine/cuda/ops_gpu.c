@@ -49,8 +49,6 @@ struct kiln_gpu {
                              kiln_gpu_params.decode_warps) */
     int decode_fused;     /* split decode attention combines its partitions in its last block ($KILN_DECODE_FUSED_REDUCE: 1 on, 2 from 2 sequences, 3 the fixed-partition split of 16-bit caches only) */
     kiln_devptr attn_counters; /* [KILN_ATTN_COUNTERS] int, zero between launches: its arrival counters */
-    int sk_tma_fit; /* gemm_sk_tma's plain GEMMs in tiles of ~N / SMs rows where those are at least this many, one K
-                       slice ($KILN_SKGEMM_TMA_FIT; 0 never) */
     int rope_dec_max;     /* rope + KV write of at most this many tokens: kiln_rope_kv_write_dec (kiln_gpu_params) */
     int decode_pw;        /* the persistent-warp decode attention (kiln_attn_decode_pw), 16-bit caches: 0 never, 1 by
                              the grid (decode_pw_plan), 2 wherever no split is planned ($KILN_DECODE_PW) */
@@ -149,7 +147,6 @@ kiln_status kiln_gpu_create(kiln_rt_device *d, const kiln_gpu_params *p, kiln_gp
     g->sk_rope_stages = knob(0, "KILN_SKGEMM_ROPE_STAGES", 0);
     if (g->sk_rope_stages < 2 || g->sk_rope_stages > 8) g->sk_rope_stages = 0;
     g->sk_tma_stages = KILN_MAX(2, KILN_MIN(16, knob(0, "KILN_SKGEMM_TMA_STAGES", KILN_SKGEMM_TMA_STAGES_DEFAULT)));
-    g->sk_tma_fit = KILN_MAX(0, knob(p ? p->skgemm_tma_fit : 0, "KILN_SKGEMM_TMA_FIT", 0));
     g->sk_tma_glu_stages =
         KILN_MAX(2, KILN_MIN(8, knob(0, "KILN_SKGEMM_TMA_GLU_STAGES", KILN_SKGEMM_TMA_GLU_STAGES_DEFAULT)));
     g->prefill_persist = knob(0, "KILN_PREFILL_PERSIST", KILN_PREFILL_PERSIST_DEFAULT) > 0;
@@ -496,15 +493,7 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     /* gemm_sk_tma: + the producer warp, + its mbarriers past the ring */
     const int slack = tma ? KILN_SKGEMM_TMA_SLACK : wg ? KILN_SKGEMM_WG_SLACK : 0;
     /* GLU: 2 tiles a warp (gate, up); ROPE: BN = the head dim */
-    /* $KILN_SKGEMM_TMA_FIT=R: gemm_sk_tma's plain GEMMs in tiles of about N / SMs rows (TR: a multiple of 8 below 64,
-     * used where it is at least R) and one K slice, a block on each of ~all SMs (else 64- or 128-row tiles split over
-     * clusters). Each stage still loads x's MAXM rows: the smaller the tile, the more of a stage is x */
-    const int tr_fit = ((N + di->n_sms - 1) / di->n_sms + 7) / 8 * 8,
-              tr = tma && epi == SK_PLAIN && g->sk_tma_fit > 0 && !g->sk_rt && tr_fit < 64 && tr_fit >= g->sk_tma_fit
-                       ? tr_fit
-                       : 0;
-    const int warps = wg ? 4 : g->sk_warps, threads = warps * 32 + (tma ? 32 : 0), rt = tr ? 1
-                                        : epi == SK_ROPE  ? ra->hd / (16 * warps)
+    const int warps = wg ? 4 : g->sk_warps, threads = warps * 32 + (tma ? 32 : 0), rt = epi == SK_ROPE  ? ra->hd / (16 * warps)
                                         : epi == SK_GLU ? 2
                                         : g->sk_rt      ? g->sk_rt
                                         : tma_auto      ? kiln_skgemm_tma_tiles(di->n_sms, N)
@@ -513,7 +502,7 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
                                               : g->sk_stages ? g->sk_stages
                                               : tma_auto ? (epi == SK_GLU ? g->sk_tma_glu_stages : g->sk_tma_stages)
                                                          : KILN_SKGEMM_STAGES_DEFAULT(maxm));
-    int want = tr ? 1 : g->sk_split, fit = -1;
+    int want = g->sk_split, fit = -1;
     for (int i = 0; i < g->n_sk_fit && !want; i++)
         if (g->sk_fit[i].N == N && g->sk_fit[i].K == K && g->sk_fit[i].maxm == maxm && g->sk_fit[i].epi == (int)epi)
             fit = want = g->sk_fit[i].split;
@@ -526,9 +515,6 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     if (epi == SK_ROPE)                                                                                             \
         KILN_TRY(get(g, wg ? "gemm_sk_rope_wg" : "gemm_sk_rope", &f, "ACT=%s MAXM=%d WARPS=%d STAGES=%d CL=%d ROPE=1 HD=%d KV=%s", dt(in_dt),   \
                      maxm, warps, (pl).stages, (pl).split, ra->hd, dt(in_dt)));                                      \
-    else if (tr)                                                                                                    \
-        KILN_TRY(get(g, "gemm_sk_tma", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d RT=1 STAGES=%d CL=%d GLU=0 TR=%d", dt(in_dt), \
-                     dt(out_dt), maxm, warps, (pl).stages, (pl).split, tr));                                           \
     else                                                                                                            \
         KILN_TRY(get(g, tma ? "gemm_sk_tma" : wg ? "gemm_sk_wg" : "gemm_sk", &f, "ACT=%s OUT=%s MAXM=%d WARPS=%d RT=%d STAGES=%d CL=%d GLU=%d", dt(in_dt),      \
                      dt(out_dt), maxm, warps, rt, (pl).stages, (pl).split, epi == SK_GLU))
@@ -552,13 +538,12 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
         }
     }
 #undef SK_GET
-    if (tr) p.tiles = (N + tr - 1) / tr;
     if (!g->sk_split && fit < 0 && g->n_sk_fit < (int)KILN_ARRAY_LEN(g->sk_fit)) {
         g->sk_fit[g->n_sk_fit++] = (__typeof__(g->sk_fit[0])){N, K, maxm, (int)epi, p.split};
         /* (once a shape: KILN_LOG_LEVEL=debug shows the plan each run settled on) */
         KILN_DEBUG("gemm_sk%s %dx%d at MAXM %d (%s): %d row tiles of %d, K split %d, %d stages, %d bytes of shared memory",
                    tma ? "_tma" : wg ? "_wg" : "", N, K, maxm, epi == SK_GLU ? "SiLU" : epi == SK_ROPE ? "rope" : "plain",
-                   p.tiles, tr ? tr : warps * rt * 16, p.split, p.stages, p.smem);
+                   p.tiles, warps * rt * 16, p.split, p.stages, p.smem);
     }
     int cps = p.cps;
     kiln_devptr prof = g->sk_prof && p.tiles * p.split <= g->sk_prof_blocks ? g->sk_prof : 0;
@@ -571,7 +556,7 @@ static kiln_status sk_gemm(kiln_gpu *g, kiln_rt_stream *s, kiln_devptr out, int6
     } else if (tma) {
         /* W [N, K] in 64-row boxes, x [M, K] in one box of maxm rows (rows >= M read as zeros) */
         kiln_rt_tmap wm, xm;
-        KILN_TRY(kiln_rt_tmap_2d(&wm, w, in_dt, N, K, K, tr ? tr : 64, 64)); /* (TR: boxes of tr rows) */
+        KILN_TRY(kiln_rt_tmap_2d(&wm, w, in_dt, N, K, K, 64, 64));
         KILN_TRY(kiln_rt_tmap_2d(&xm, x, in_dt, M, K, K, maxm, 64));
         LAUNCH(f, (unsigned)p.tiles, (unsigned)p.split, 1, (unsigned)threads, (unsigned)p.smem, s, &out, &ld, &x, &w,
                &bias, &M, &N, &K, &cps, &prof, &wm, &xm);

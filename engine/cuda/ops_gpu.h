@@ -107,9 +107,6 @@ typedef struct kiln_gpu_params {
     int skgemm_split;        /* its split-K (blocks of a cluster, 1..8; 0:
                                 $KILN_SKGEMM_SPLIT, else enough blocks for the SMs;
                                 1 before sm_90)                                   */
-    int skgemm_tma_fit;      /* gemm_sk_tma's plain GEMMs in tiles of about N / SMs rows (a multiple of 8 below 64;
-                                kernel_src/gemm_sk.cu TR) and one K slice where those are at least this many rows
-                                (negative never; 0: $KILN_SKGEMM_TMA_FIT, else never) */
     int skgemm_wg;           /* gemm_sk (and its rope epilogue) on Hopper's warpgroup
                                 MMA (kernel_src/gemm_sk_wg.cu, one warpgroup a block)
                                 on sm_90 (1 on, negative off; 0: $KILN_SKGEMM_WG,

@@ -248,9 +248,8 @@ static const kiln_jit_kernel_def registry[] = {
      * elsewhere; $KILN_SKGEMM_WG=2): gemm_sk's arguments, then the tensor maps of W and x */
     {"gemm_sk_tma", "kernel_src/gemm_sk_tma.cu", "kiln_gemm_sk", "ptr,i64,ptr,ptr,ptr,i32,i32,i32,i32,ptr,tmap,tmap",
      {{"ACT", ACT2}, {"OUT", ACT3}, {"MAXM", "8|16|32|64"}, {"WARPS", "4"}, {"RT", "1|2|4"},
-      {"STAGES", "2|3|4|5|6|7|8|9|10|11|12|13|14|15|16"}, {"CL", "1|2|3|4|5|6|7|8"}, {"GLU", "0|1"},
-      {"TR", "8|16|24|32|40|48|56", "BN"}},
-     GEMM_SK_WG_EX ";ACT=bf16 OUT=bf16 MAXM=32 WARPS=4 RT=1 STAGES=16 CL=1 GLU=0 TR=48"},
+      {"STAGES", "2|3|4|5|6|7|8|9|10|11|12|13|14|15|16"}, {"CL", "1|2|3|4|5|6|7|8"}, {"GLU", "0|1"}},
+     GEMM_SK_WG_EX},
     /* x stationary in registers, W through warp-private rings (kernel_src/gemm_skx.cu; engine/cuda/ops_gpu.c
      * skx_gemm with kiln_skx_plan's shape; CL > 1 needs sm_90: the host launches CL = 1 only before) */
     {"gemm_skx", "kernel_src/gemm_skx.cu", "kiln_gemm_skx", "ptr,i64,ptr,ptr,ptr,i32,i32,i32,ptr,ptr,ptr",
