@@ -20,6 +20,14 @@ typedef ACT act_t;
 
 #if defined(ACT) && defined(W)
 typedef W w_t;
+template <class A, class B> struct emb_same { static constexpr bool v = false; };
+template <class A> struct emb_same<A, A> { static constexpr bool v = true; };
+#define EMB_V 4 // 16-byte pieces a thread loads before it stores any
+
+// A block a row. Where W is ACT and rows are 16-byte aligned, the row is
+// copied as it is in 16-byte pieces, EMB_V a thread in flight (an element
+// loop issues one load after another's store: ~8 us for a 4096-wide bf16
+// row, H200 trace, 2026-12-02); else element by element through fp32.
 extern "C" __global__ void kiln_embed(act_t *out, const int *ids, int T, const w_t *w, i64 V_local, int H,
                                       i64 vocab_start) {
     pdl_wait();
@@ -30,6 +38,25 @@ extern "C" __global__ void kiln_embed(act_t *out, const int *ids, int T, const w
     act_t *o = out + (size_t)t * H;
     bool in = r >= 0 && r < V_local;
     const w_t *src = w + (size_t)(in ? r : 0) * H;
+    const size_t bytes = (size_t)H * sizeof(act_t);
+    if (emb_same<act_t, w_t>::v && (bytes & 15) == 0 && (((size_t)o | (size_t)src) & 15) == 0) {
+        const int n = (int)(bytes / 16);
+        for (int i0 = threadIdx.x; i0 < n; i0 += EMB_V * blockDim.x) {
+            uint4 v[EMB_V];
+#pragma unroll
+            for (int k = 0; k < EMB_V; k++) {
+                const int i = i0 + k * blockDim.x;
+                v[k] = make_uint4(0, 0, 0, 0);
+                if (in && i < n) v[k] = ld16((const char *)src + 16 * (size_t)i);
+            }
+#pragma unroll
+            for (int k = 0; k < EMB_V; k++) {
+                const int i = i0 + k * blockDim.x;
+                if (i < n) st16((char *)o + 16 * (size_t)i, v[k]);
+            }
+        }
+        return;
+    }
     for (int i = threadIdx.x; i < H; i += blockDim.x) o[i] = from_f32<act_t>(in ? to_f32(src[i]) : 0.0f);
 }
 #endif

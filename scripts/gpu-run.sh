@@ -736,6 +736,26 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s169; then # (build with KILN_AB_REVS="base=b43eaba"; the SPT / MINB knobs were removed after this call) thirtieth session: kiln_embed copying rows in 16-byte pieces (kv/base: the element loop) and the greedy split sampler in one wave (KILN_SAMPLE_MINB=8: 32 registers; KILN_SAMPLE_SPT=8: 8192-logit chunks) -- test_embed, test_sampling_greedy, bench_kernels sample, engine -b 32 / 64 / 1 alternating, the -b 32 step boundary
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_embed =test_sampling_greedy
+  echo "bench_kernels sample"; timeout 90 "$here/bin/bench_kernels" sample 2>&1 | grep -E "^sample" | cut -c1-100
+  for r in 1 2; do
+    kb "b32-new-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-base-$r" KILN_KERNEL_DIR="$here/kv/base" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-minb8-$r" KILN_SAMPLE_MINB=8 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-spt8-$r" KILN_SAMPLE_SPT=8 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  kb "b64-new" -- -b 64 -s 128 -o 256 --iters 1
+  kb "b64-base" KILN_KERNEL_DIR="$here/kv/base" -- -b 64 -s 128 -o 256 --iters 1
+  kb "b64-minb8" KILN_SAMPLE_MINB=8 -- -b 64 -s 128 -o 256 --iters 1
+  kb "b64-spt8" KILN_SAMPLE_SPT=8 -- -b 64 -s 128 -o 256 --iters 1
+  kb "b1-new" -- -b 1 -s 128 -o 512 --iters 1
+  kb "b1-base" KILN_KERNEL_DIR="$here/kv/base" -- -b 1 -s 128 -o 512 --iters 1
+  tb "bnd32n" KILN_SAMPLE_MINB=8 -- -b 32 -s 128 -o 64 --iters 1
+  python3 "$here/bench/trace_boundary.py" /tmp/trace_bnd32n.csv --launches 1 --tail 2 --head 4 | cut -c1-150
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s168; then # thirtieth session: the GPU timeline at decode step boundaries (bench/trace_boundary.py: the graph's last kernels, the sampling and metadata kernels outside it, the next launch's first kernels) at -b 32, -b 1 and -b 64
   export CUDA_VISIBLE_DEVICES=0
   for b in 32 1 64; do

@@ -14,6 +14,8 @@
 // Outputs are poisoned (0xff bytes: NaN in every float type) with guards before and after, which must stay
 // untouched; inputs end at an inaccessible page (emu::Guarded: a read past them faults); 16-byte accesses must be
 // aligned. (Sizes that are not whole 16-byte units: kiln_gpu_step_feed refuses them, the kernel never sees one.)
+// kiln_embed copies 16-bit rows of W = ACT as they are in 16-byte pieces, EMB_V a thread (H 40, 24, 256 and 8200:
+// more than one round of pieces; H 1000 bf16 and fp32 rows or another W the element loop).
 // Mutations of the transformed source (build/tests/emu/embed_emu.cu) this test fails: kiln_embed's `r < V_local`
 // as `<=` and `r >= 0` dropped (a read past W faults), `- vocab_start` dropped, its stride `i += blockDim.x` as
 // `i += 2 * blockDim.x`; copy_row's `(bytes & 15) == 0` as `1` (an odd row's last element left poison), its
@@ -279,6 +281,8 @@ int main() {
     failures += embed_case(5, 40, 64, 0, {0, 63, 64, -1, 7}, 2);        // rows shorter than the block
     failures += embed_case(3, 256, 10, 0, {9, 0, 10}, 3);              // a row exactly the block
     failures += embed_case(6, 24, 16, 2147483640LL, {INT_MAX, 2147483640, 2147483639, 5, -1, INT_MIN}, 4); // near INT_MAX
+    // 16-bit rows of 8200 (fp32 4100): 1025 16-byte pieces, past one round of EMB_V a thread (the copy's loop)
+    failures += embed_case(3, 8200, 4, 0, {3, 4, 0}, 5);
 #endif
 #ifdef ACT
     const int e = vec16<act_t>::N; // elements a 16-byte unit
