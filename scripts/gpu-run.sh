@@ -736,6 +736,29 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s170; then # (the PREW / STAGES_SQ knobs were removed after this call) thirtieth session: gemm_sk_tma's plain GEMMs issuing only PREW stages of W before the wait (x of those ahead of the rest: KILN_SKGEMM_TMA_PREW) and the o projection (N == K) in a ring that fits beside one decode-attention block (KILN_SKGEMM_TMA_STAGES_SQ=10) -- test_gemm_sk at PREW 4, gemm_tma_prof, layer 16's o / down in the -b 32 graph, engine -b 32 / 64 alternating
+  export CUDA_VISIBLE_DEVICES=0
+  KILN_SKGEMM_TMA_PREW=4 KT_VERBOSE=1 timeout 300 "$here/bin/test_gpu_ops" =test_gemm_sk > "$out/ops_prew4.log" 2>&1; echo "test_gemm_sk at PREW 4 rc=$? $(grep -E 'passed' "$out/ops_prew4.log" | tail -1)"; grep FAIL "$out/ops_prew4.log" | head -3
+  for cfg in "" "KILN_SKGEMM_TMA_PREW=8" "KILN_SKGEMM_TMA_PREW=4"; do
+    echo "bench_kernels gemm_tma_prof [$cfg]"; env $cfg timeout 100 "$here/bin/bench_kernels" gemm_tma_prof 2>&1 | grep -E "down|qkv|o " | grep "after" | cut -c1-300
+  done
+  for cfg in "" "KILN_SKGEMM_TMA_PREW=8" "KILN_SKGEMM_TMA_STAGES_SQ=10"; do
+    for op in 62 64; do
+      kb "prof$op" $cfg KILN_SKGEMM_PROF_OP=$op KILN_SKGEMM_PROF_OUT=/tmp/skp_$op.bin -- -b 32 -s 128 -o 64 --iters 1 > /dev/null
+      echo "== -b 32 GEMM op $op [$cfg]"; python3 "$here/bench/sk_prof_summary.py" /tmp/skp_$op.bin | grep -E "blocks on|starts|ends|wait|first"
+    done
+  done
+  for r in 1 2; do
+    kb "b32-def-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-prew8-$r" KILN_SKGEMM_TMA_PREW=8 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-prew4-$r" KILN_SKGEMM_TMA_PREW=4 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-sq10-$r" KILN_SKGEMM_TMA_STAGES_SQ=10 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  kb "b64-def" -- -b 64 -s 128 -o 256 --iters 1
+  kb "b64-prew8" KILN_SKGEMM_TMA_PREW=8 -- -b 64 -s 128 -o 256 --iters 1
+  kb "b64-sq10" KILN_SKGEMM_TMA_STAGES_SQ=10 -- -b 64 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s169; then # (build with KILN_AB_REVS="base=b43eaba"; the SPT / MINB knobs were removed after this call) thirtieth session: kiln_embed copying rows in 16-byte pieces (kv/base: the element loop) and the greedy split sampler in one wave (KILN_SAMPLE_MINB=8: 32 registers; KILN_SAMPLE_SPT=8: 8192-logit chunks) -- test_embed, test_sampling_greedy, bench_kernels sample, engine -b 32 / 64 / 1 alternating, the -b 32 step boundary
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_embed =test_sampling_greedy
