@@ -16,18 +16,43 @@
 
 #ifdef ACT
 typedef ACT act_t;
+
+#define COPY_V 4 // 16-byte pieces a thread loads before it stores any
+// A block's row copy: dst[0, dim) = src[0, dim), or zeros when src is null;
+// in 16-byte pieces, COPY_V a thread in flight, where the row allows it (a
+// loop of one load after another's store waits out each load: ~8 us for a
+// 4096-wide bf16 row, H200 trace, 2026-12-02), else element by element.
+__device__ __forceinline__ void copy_row(act_t *__restrict__ dst, const act_t *__restrict__ src, int dim) {
+    const size_t bytes = (size_t)dim * sizeof(act_t);
+    if ((bytes & 15) == 0 && (((size_t)dst | (size_t)src) & 15) == 0) {
+        const int n = (int)(bytes / 16);
+        for (int i0 = threadIdx.x; i0 < n; i0 += COPY_V * blockDim.x) {
+            uint4 v[COPY_V];
+#pragma unroll
+            for (int k = 0; k < COPY_V; k++) {
+                const int i = i0 + k * blockDim.x;
+                v[k] = make_uint4(0, 0, 0, 0);
+                if (src && i < n) v[k] = ld16((const char *)src + 16 * (size_t)i);
+            }
+#pragma unroll
+            for (int k = 0; k < COPY_V; k++) {
+                const int i = i0 + k * blockDim.x;
+                if (i < n) st16((char *)dst + 16 * (size_t)i, v[k]);
+            }
+        }
+    } else {
+        for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = src ? src[i] : from_f32<act_t>(0.0f);
+    }
+}
 #endif
 
 #if defined(ACT) && defined(W)
 typedef W w_t;
 template <class A, class B> struct emb_same { static constexpr bool v = false; };
 template <class A> struct emb_same<A, A> { static constexpr bool v = true; };
-#define EMB_V 4 // 16-byte pieces a thread loads before it stores any
 
-// A block a row. Where W is ACT and rows are 16-byte aligned, the row is
-// copied as it is in 16-byte pieces, EMB_V a thread in flight (an element
-// loop issues one load after another's store: ~8 us for a 4096-wide bf16
-// row, H200 trace, 2026-12-02); else element by element through fp32.
+// A block a row: W = ACT rows copied as they are (copy_row), else element by
+// element through fp32.
 extern "C" __global__ void kiln_embed(act_t *out, const int *ids, int T, const w_t *w, i64 V_local, int H,
                                       i64 vocab_start) {
     pdl_wait();
@@ -38,41 +63,14 @@ extern "C" __global__ void kiln_embed(act_t *out, const int *ids, int T, const w
     act_t *o = out + (size_t)t * H;
     bool in = r >= 0 && r < V_local;
     const w_t *src = w + (size_t)(in ? r : 0) * H;
-    const size_t bytes = (size_t)H * sizeof(act_t);
-    if (emb_same<act_t, w_t>::v && (bytes & 15) == 0 && (((size_t)o | (size_t)src) & 15) == 0) {
-        const int n = (int)(bytes / 16);
-        for (int i0 = threadIdx.x; i0 < n; i0 += EMB_V * blockDim.x) {
-            uint4 v[EMB_V];
-#pragma unroll
-            for (int k = 0; k < EMB_V; k++) {
-                const int i = i0 + k * blockDim.x;
-                v[k] = make_uint4(0, 0, 0, 0);
-                if (in && i < n) v[k] = ld16((const char *)src + 16 * (size_t)i);
-            }
-#pragma unroll
-            for (int k = 0; k < EMB_V; k++) {
-                const int i = i0 + k * blockDim.x;
-                if (i < n) st16((char *)o + 16 * (size_t)i, v[k]);
-            }
-        }
-        return;
-    }
-    for (int i = threadIdx.x; i < H; i += blockDim.x) o[i] = from_f32<act_t>(in ? to_f32(src[i]) : 0.0f);
+    if (emb_same<act_t, w_t>::v)
+        copy_row(o, in ? reinterpret_cast<const act_t *>(src) : nullptr, H);
+    else
+        for (int i = threadIdx.x; i < H; i += blockDim.x) o[i] = from_f32<act_t>(in ? to_f32(src[i]) : 0.0f);
 }
 #endif
 
 #ifdef ACT
-// one block per output row; 16-byte copies when the row allows it
-__device__ __forceinline__ void copy_row(act_t *__restrict__ dst, const act_t *__restrict__ src, int dim) {
-    size_t bytes = (size_t)dim * sizeof(act_t);
-    if ((bytes & 15) == 0 && (((size_t)dst | (size_t)src) & 15) == 0) {
-        int n = (int)(bytes / 16);
-        for (int i = threadIdx.x; i < n; i += blockDim.x) st16((char *)dst + 16 * (size_t)i, ld16((const char *)src + 16 * (size_t)i));
-    } else {
-        for (int i = threadIdx.x; i < dim; i += blockDim.x) dst[i] = src[i];
-    }
-}
-
 extern "C" __global__ void kiln_gather_rows(act_t *out, const act_t *x, const int *rows, int n, int dim) {
     pdl_wait();
     pdl_launch();
@@ -88,11 +86,8 @@ extern "C" __global__ void kiln_gather_last(act_t *out, const act_t *x, const in
     if (s >= n_seqs) return;
     const int e = qstart[s + 1];
     act_t *o = out + (size_t)s * dim;
-    if (e <= qstart[s]) { // an empty sequence has no last position: its row is zeros (not its neighbour's row)
-        for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = from_f32<act_t>(0.0f);
-        return;
-    }
-    copy_row(o, x + (size_t)(e - 1) * dim, dim);
+    // an empty sequence has no last position: its row is zeros (not its neighbour's row)
+    copy_row(o, e > qstart[s] ? x + (size_t)(e - 1) * dim : nullptr, dim);
 }
 #endif
 

@@ -284,6 +284,13 @@ kb() {
   python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%-22s %8.1f tok/s, step %.3f ms, full-batch step %.3f ms, ttft %.1f ms, kv tokens %s, ctx %s" % (sys.argv[2], j["output_tok_s"], j["decode_step_ms"], j["full_batch_step_ms"], j["ttft_ms"], j["kv_tokens"], j.get("max_model_len", "?")))' \
     "$out/kb_$tag.json" "$tag" || { echo "$tag failed"; tail -3 "$out/kb.err"; }
 }
+# skp OP [VAR=VALUE...] -- ARGS: kiln bench (kb, tag "profOP", its line not printed) with gemm_sk's timing records
+# of GEMM op OP of every forward (KILN_SKGEMM_PROF_OP), then bench/sk_prof_summary.py's report of them
+skp() {
+  local op="$1"; shift
+  kb "prof$op" KILN_SKGEMM_PROF_OP=$op KILN_SKGEMM_PROF_OUT=/tmp/skp_$op.bin "$@" > /dev/null
+  python3 "$here/bench/sk_prof_summary.py" /tmp/skp_$op.bin
+}
 # tb TAG [VAR=VALUE...] -- ARGS: kiln bench (llama3-8b, dummy weights) under the CUPTI trace, the CSV gzipped
 # into $out/trace_TAG.csv.gz, one line with its tok/s and step time
 tb() {
@@ -736,6 +743,13 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s171; then # thirtieth session, review: kiln_embed's row copy and kiln_gather_rows / _gather_last through one copy_row (16-byte pieces, 4 a thread loaded before any store; zeros for an empty sequence or an id outside the shard) -- test_embed, test_glu_add_gather_cast, engine -b 1 / -b 32
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_embed =test_glu_add_gather_cast
+  kb "b32" -- -b 32 -s 128 -o 256 --iters 1
+  kb "b1" -- -b 1 -s 128 -o 512 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s170; then # (the PREW / STAGES_SQ knobs were removed after this call) thirtieth session: gemm_sk_tma's plain GEMMs issuing only PREW stages of W before the wait (x of those ahead of the rest: KILN_SKGEMM_TMA_PREW) and the o projection (N == K) in a ring that fits beside one decode-attention block (KILN_SKGEMM_TMA_STAGES_SQ=10) -- test_gemm_sk at PREW 4, gemm_tma_prof, layer 16's o / down in the -b 32 graph, engine -b 32 / 64 alternating
   export CUDA_VISIBLE_DEVICES=0
   KILN_SKGEMM_TMA_PREW=4 KT_VERBOSE=1 timeout 300 "$here/bin/test_gpu_ops" =test_gemm_sk > "$out/ops_prew4.log" 2>&1; echo "test_gemm_sk at PREW 4 rc=$? $(grep -E 'passed' "$out/ops_prew4.log" | tail -1)"; grep FAIL "$out/ops_prew4.log" | head -3
@@ -744,8 +758,7 @@ if has s170; then # (the PREW / STAGES_SQ knobs were removed after this call) th
   done
   for cfg in "" "KILN_SKGEMM_TMA_PREW=8" "KILN_SKGEMM_TMA_STAGES_SQ=10"; do
     for op in 62 64; do
-      kb "prof$op" $cfg KILN_SKGEMM_PROF_OP=$op KILN_SKGEMM_PROF_OUT=/tmp/skp_$op.bin -- -b 32 -s 128 -o 64 --iters 1 > /dev/null
-      echo "== -b 32 GEMM op $op [$cfg]"; python3 "$here/bench/sk_prof_summary.py" /tmp/skp_$op.bin | grep -E "blocks on|starts|ends|wait|first"
+      echo "== -b 32 GEMM op $op [$cfg]"; skp $op $cfg -- -b 32 -s 128 -o 64 --iters 1 | grep -E "blocks on|starts|ends|wait|first"
     done
   done
   for r in 1 2; do
@@ -811,8 +824,7 @@ if has s166; then # (for the next session) what layer 16's projections do inside
   export CUDA_VISIBLE_DEVICES=0
   for b in 32 64; do
     for op in 61 62 63 64; do
-      kb "b$b-prof$op" KILN_SKGEMM_PROF_OP=$op KILN_SKGEMM_PROF_OUT=/tmp/skp_${b}_${op}.bin -- -b $b -s 128 -o 64 --iters 1
-      echo "== -b $b GEMM op $op (layer 16: 61 qkv, 62 o, 63 gate/up + SiLU, 64 down)"; python3 "$here/bench/sk_prof_summary.py" /tmp/skp_${b}_${op}.bin
+      echo "== -b $b GEMM op $op (layer 16: 61 qkv, 62 o, 63 gate/up + SiLU, 64 down)"; skp $op -- -b $b -s 128 -o 64 --iters 1
     done
   done
   for r in 1 2; do

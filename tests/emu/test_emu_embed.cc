@@ -14,15 +14,16 @@
 // Outputs are poisoned (0xff bytes: NaN in every float type) with guards before and after, which must stay
 // untouched; inputs end at an inaccessible page (emu::Guarded: a read past them faults); 16-byte accesses must be
 // aligned. (Sizes that are not whole 16-byte units: kiln_gpu_step_feed refuses them, the kernel never sees one.)
-// kiln_embed copies 16-bit rows of W = ACT as they are in 16-byte pieces, EMB_V a thread (H 40, 24, 256 and 8200:
-// more than one round of pieces; H 1000 bf16 and fp32 rows or another W the element loop).
+// copy_row (kiln_embed's rows of W = ACT, the gathers) copies in 16-byte pieces, COPY_V a thread, or zeros for a
+// null source (H 40, 24, 256 and 8200: more than one round of pieces; H 1000 bf16 rows its element loop; fp32 ACT
+// from bf16 W and the other mixed pairs kiln_embed's own element loop).
 // Mutations of the transformed source (build/tests/emu/embed_emu.cu) this test fails: kiln_embed's `r < V_local`
 // as `<=` and `r >= 0` dropped (a read past W faults), `- vocab_start` dropped, its stride `i += blockDim.x` as
 // `i += 2 * blockDim.x`; copy_row's `(bytes & 15) == 0` as `1` (an odd row's last element left poison), its
 // alignment test dropped (a misaligned st16) or dst's only (a misaligned ld16), `n = bytes / 16` one short, the
 // scalar loop's `i < dim` as `i <= dim` (a read past x faults); gather_rows's `rows[i]` as `rows[i] + 1` (a fault);
 // gather_last's `qstart[s + 1] - 1` as `qstart[s]` or `qstart[s + 1]` (a fault), its empty-sequence test dropped
-// or `e <= qstart[s]` as `e < qstart[s]` (empty sequences' rows wrong); kiln_cast's stride doubled, its
+// or `e > qstart[s]` as `e >= qstart[s]` (empty sequences' rows wrong); kiln_cast's stride doubled, its
 // `i < n` as `i <= n` (a fault); kiln_step_feed's `k < n_feed` as `k <= n_feed` (a fault), `tok_end` not rounded up
 // to the unit (5 fed: the fifth lost), the feed list read from dmeta, `res[feed[k]]` as `res[k]`, `k` one word on,
 // `o >= tok_off` as `o > tok_off`, every unit taken from the thread's `first`, `u += stride` as `u += 2 * stride`,
