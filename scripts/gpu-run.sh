@@ -743,6 +743,38 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s173; then # thirty-first session: the add + RMSNorm folded into gemm_sk_tma's GEMMs at 17..64 rows (KILN_SKGEMM_NORM=1: o / down add into the residual, write h * w and row partials; gate/up and qkv scale by 1 / rms) -- test_gemm_sk_norm, test_gemv_norm, test_gpu_engine with it on; engine -b 32 / 64 alternating default / fold / the nonorm bound (KILN_HACK_NONORM: the norm ops skipped, wrong results)
+  export CUDA_VISIBLE_DEVICES=0
+  ops_cases =test_gemm_sk_norm =test_gemv_norm
+  gt engine_fold 300 "passed|FAIL|rel err" KILN_SKGEMM_NORM=1 -- test_gpu_engine
+  for r in 1 2 3; do
+    kb "b32-def-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-fold-$r" KILN_SKGEMM_NORM=1 -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-nonorm-$r" KILN_HACK_NONORM=1 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  for r in 1 2; do
+    kb "b64-def-$r" -- -b 64 -s 128 -o 256 --iters 1
+    kb "b64-fold-$r" KILN_SKGEMM_NORM=1 -- -b 64 -s 128 -o 256 --iters 1
+  done
+  kb "b64-nonorm" KILN_HACK_NONORM=1 -- -b 64 -s 128 -o 256 --iters 1
+  kb "b32-noattn" KILN_HACK_NOATTN=1 -- -b 32 -s 128 -o 256 --iters 1
+  for op in 62 63; do echo "== -b 32 GEMM op $op, fold"; skp $op KILN_SKGEMM_NORM=1 -- -b 32 -s 128 -o 64 --iters 1 | grep -E "blocks on|starts|ends|wait|first"; done
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s172; then # thirty-first session: upper bounds at -b 32 / 64 (hack build, wrong results, timing only): the residual add + RMSNorm ops skipped at 2..64 rows (KILN_HACK_NONORM: as if folded into the GEMMs), the decode attention skipped (KILN_HACK_NOATTN)
+  export CUDA_VISIBLE_DEVICES=0
+  for r in 1 2 3; do
+    kb "b32-def-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-nonorm-$r" KILN_HACK_NONORM=1 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  kb "b32-noattn" KILN_HACK_NOATTN=1 -- -b 32 -s 128 -o 256 --iters 1
+  for r in 1 2; do
+    kb "b64-def-$r" -- -b 64 -s 128 -o 256 --iters 1
+    kb "b64-nonorm-$r" KILN_HACK_NONORM=1 -- -b 64 -s 128 -o 256 --iters 1
+  done
+  kb "b64-noattn" KILN_HACK_NOATTN=1 -- -b 64 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s171; then # thirtieth session, review: kiln_embed's row copy and kiln_gather_rows / _gather_last through one copy_row (16-byte pieces, 4 a thread loaded before any store; zeros for an empty sequence or an id outside the shard) -- test_embed, test_glu_add_gather_cast, engine -b 1 / -b 32
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_embed =test_glu_add_gather_cast
