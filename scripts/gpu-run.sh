@@ -743,6 +743,16 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s174; then # thirty-first session: programmatic dependent launch's early trigger (KILN_PDL_EARLY_MAX_SEQS, default 8) at -b 32 / 64 on today's kernels, alternating
+  export CUDA_VISIBLE_DEVICES=0
+  for r in 1 2; do
+    kb "b32-def-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-early-$r" KILN_PDL_EARLY_MAX_SEQS=64 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  kb "b64-def" -- -b 64 -s 128 -o 256 --iters 1
+  kb "b64-early" KILN_PDL_EARLY_MAX_SEQS=64 -- -b 64 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s173; then # thirty-first session: the add + RMSNorm folded into gemm_sk_tma's GEMMs at 17..64 rows (KILN_SKGEMM_NORM=1: o / down add into the residual, write h * w and row partials; gate/up and qkv scale by 1 / rms) -- test_gemm_sk_norm, test_gemv_norm, test_gpu_engine with it on; engine -b 32 / 64 alternating default / fold / the nonorm bound (KILN_HACK_NONORM: the norm ops skipped, wrong results)
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_gemm_sk_norm =test_gemv_norm
