@@ -743,6 +743,20 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s175; then # thirty-first session: the o projection's late blocks reading W from L2 (KILN_SKGEMM_TMA_PFP=1: each block of gemm_sk_tma's first half, before its wait, asks L2 for its partner's W) -- test_gemm_sk with it on, layer 16's o in the -b 32 graph, engine -b 32 / 64 alternating
+  export CUDA_VISIBLE_DEVICES=0
+  KILN_SKGEMM_TMA_PFP=1 KT_VERBOSE=1 timeout 300 "$here/bin/test_gpu_ops" =test_gemm_sk > "$out/ops_pfp.log" 2>&1; echo "test_gemm_sk with PFP rc=$? $(grep -E 'passed' "$out/ops_pfp.log" | tail -1)"; grep FAIL "$out/ops_pfp.log" | head -3
+  for cfg in "" "KILN_SKGEMM_TMA_PFP=1"; do echo "== -b 32 GEMM op 62 [$cfg]"; skp 62 $cfg -- -b 32 -s 128 -o 64 --iters 1 | grep -E "blocks on|starts|ends|wait|first"; done
+  for r in 1 2 3; do
+    kb "b32-def-$r" -- -b 32 -s 128 -o 256 --iters 1
+    kb "b32-pfp-$r" KILN_SKGEMM_TMA_PFP=1 -- -b 32 -s 128 -o 256 --iters 1
+  done
+  for r in 1 2; do
+    kb "b64-def-$r" -- -b 64 -s 128 -o 256 --iters 1
+    kb "b64-pfp-$r" KILN_SKGEMM_TMA_PFP=1 -- -b 64 -s 128 -o 256 --iters 1
+  done
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s174; then # thirty-first session: programmatic dependent launch's early trigger (KILN_PDL_EARLY_MAX_SEQS, default 8) at -b 32 / 64 on today's kernels, alternating
   export CUDA_VISIBLE_DEVICES=0
   for r in 1 2; do
