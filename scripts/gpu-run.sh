@@ -302,6 +302,16 @@ tb() {
 }
 # ab TAG VAR=VALUE -- ARGS: kb with the defaults (TAG-def) then with VAR=VALUE (TAG-alt), back to back
 ab() { local tag="$1" env="$2"; shift 3; kb "$tag-def" -- "$@"; kb "$tag-alt" "$env" -- "$@"; }
+# alt ROUNDS TAG NAME=VAR=VALUE... -- ARGS: ROUNDS rounds of kb with the defaults (TAG-def-R), then each variant
+# (TAG-NAME-R with VAR=VALUE), back to back: the A/B of the thirty-first session's modes
+alt() {
+  local rounds="$1" tag="$2"; shift 2; local vs=(); while [ "$1" != -- ]; do vs+=("$1"); shift; done; shift
+  local r v
+  for r in $(seq "$rounds"); do
+    kb "$tag-def-$r" -- "$@"
+    for v in "${vs[@]}"; do kb "$tag-${v%%=*}-$r" "${v#*=}" -- "$@"; done
+  done
+}
 # b1_fold_report: the folded batch-1 norm (KILN_GEMV_NORM) -- a CUPTI trace of -b 1 with its top kernels, then
 # three -b 1 pairs against KILN_GEMV_NORM=0
 b1_fold_report() {
@@ -743,59 +753,36 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
-if has s175; then # thirty-first session: the o projection's late blocks reading W from L2 (KILN_SKGEMM_TMA_PFP=1: each block of gemm_sk_tma's first half, before its wait, asks L2 for its partner's W) -- test_gemm_sk with it on, layer 16's o in the -b 32 graph, engine -b 32 / 64 alternating
+if has s175; then # thirty-first session (the knob was removed after this call): the o projection's late blocks reading W from L2 (KILN_SKGEMM_TMA_PFP=1: each block of gemm_sk_tma's first half, before its wait, asks L2 for its partner's W) -- test_gemm_sk with it on, layer 16's o in the -b 32 graph, engine -b 32 / 64 alternating
   export CUDA_VISIBLE_DEVICES=0
   KILN_SKGEMM_TMA_PFP=1 KT_VERBOSE=1 timeout 300 "$here/bin/test_gpu_ops" =test_gemm_sk > "$out/ops_pfp.log" 2>&1; echo "test_gemm_sk with PFP rc=$? $(grep -E 'passed' "$out/ops_pfp.log" | tail -1)"; grep FAIL "$out/ops_pfp.log" | head -3
   for cfg in "" "KILN_SKGEMM_TMA_PFP=1"; do echo "== -b 32 GEMM op 62 [$cfg]"; skp 62 $cfg -- -b 32 -s 128 -o 64 --iters 1 | grep -E "blocks on|starts|ends|wait|first"; done
-  for r in 1 2 3; do
-    kb "b32-def-$r" -- -b 32 -s 128 -o 256 --iters 1
-    kb "b32-pfp-$r" KILN_SKGEMM_TMA_PFP=1 -- -b 32 -s 128 -o 256 --iters 1
-  done
-  for r in 1 2; do
-    kb "b64-def-$r" -- -b 64 -s 128 -o 256 --iters 1
-    kb "b64-pfp-$r" KILN_SKGEMM_TMA_PFP=1 -- -b 64 -s 128 -o 256 --iters 1
-  done
+  alt 3 b32 pfp=KILN_SKGEMM_TMA_PFP=1 -- -b 32 -s 128 -o 256 --iters 1
+  alt 2 b64 pfp=KILN_SKGEMM_TMA_PFP=1 -- -b 64 -s 128 -o 256 --iters 1
   unset CUDA_VISIBLE_DEVICES
 fi
 if has s174; then # thirty-first session: programmatic dependent launch's early trigger (KILN_PDL_EARLY_MAX_SEQS, default 8) at -b 32 / 64 on today's kernels, alternating
   export CUDA_VISIBLE_DEVICES=0
-  for r in 1 2; do
-    kb "b32-def-$r" -- -b 32 -s 128 -o 256 --iters 1
-    kb "b32-early-$r" KILN_PDL_EARLY_MAX_SEQS=64 -- -b 32 -s 128 -o 256 --iters 1
-  done
-  kb "b64-def" -- -b 64 -s 128 -o 256 --iters 1
-  kb "b64-early" KILN_PDL_EARLY_MAX_SEQS=64 -- -b 64 -s 128 -o 256 --iters 1
+  alt 2 b32 early=KILN_PDL_EARLY_MAX_SEQS=64 -- -b 32 -s 128 -o 256 --iters 1
+  alt 1 b64 early=KILN_PDL_EARLY_MAX_SEQS=64 -- -b 64 -s 128 -o 256 --iters 1
   unset CUDA_VISIBLE_DEVICES
 fi
-if has s173; then # thirty-first session: the add + RMSNorm folded into gemm_sk_tma's GEMMs at 17..64 rows (KILN_SKGEMM_NORM=1: o / down add into the residual, write h * w and row partials; gate/up and qkv scale by 1 / rms) -- test_gemm_sk_norm, test_gemv_norm, test_gpu_engine with it on; engine -b 32 / 64 alternating default / fold / the nonorm bound (KILN_HACK_NONORM: the norm ops skipped, wrong results)
+if has s173; then # thirty-first session (the fold and the hacks were reverted after this call: it needs that code): the add + RMSNorm folded into gemm_sk_tma's GEMMs at 17..64 rows (KILN_SKGEMM_NORM=1: o / down add into the residual, write h * w and row partials; gate/up and qkv scale by 1 / rms) -- test_gemm_sk_norm, test_gemv_norm, test_gpu_engine with it on; engine -b 32 / 64 alternating default / fold / the nonorm bound (KILN_HACK_NONORM: the norm ops skipped, wrong results)
   export CUDA_VISIBLE_DEVICES=0
   ops_cases =test_gemm_sk_norm =test_gemv_norm
   gt engine_fold 300 "passed|FAIL|rel err" KILN_SKGEMM_NORM=1 -- test_gpu_engine
-  for r in 1 2 3; do
-    kb "b32-def-$r" -- -b 32 -s 128 -o 256 --iters 1
-    kb "b32-fold-$r" KILN_SKGEMM_NORM=1 -- -b 32 -s 128 -o 256 --iters 1
-    kb "b32-nonorm-$r" KILN_HACK_NONORM=1 -- -b 32 -s 128 -o 256 --iters 1
-  done
-  for r in 1 2; do
-    kb "b64-def-$r" -- -b 64 -s 128 -o 256 --iters 1
-    kb "b64-fold-$r" KILN_SKGEMM_NORM=1 -- -b 64 -s 128 -o 256 --iters 1
-  done
+  alt 3 b32 fold=KILN_SKGEMM_NORM=1 nonorm=KILN_HACK_NONORM=1 -- -b 32 -s 128 -o 256 --iters 1
+  alt 2 b64 fold=KILN_SKGEMM_NORM=1 -- -b 64 -s 128 -o 256 --iters 1
   kb "b64-nonorm" KILN_HACK_NONORM=1 -- -b 64 -s 128 -o 256 --iters 1
   kb "b32-noattn" KILN_HACK_NOATTN=1 -- -b 32 -s 128 -o 256 --iters 1
   for op in 62 63; do echo "== -b 32 GEMM op $op, fold"; skp $op KILN_SKGEMM_NORM=1 -- -b 32 -s 128 -o 64 --iters 1 | grep -E "blocks on|starts|ends|wait|first"; done
   unset CUDA_VISIBLE_DEVICES
 fi
-if has s172; then # thirty-first session: upper bounds at -b 32 / 64 (hack build, wrong results, timing only): the residual add + RMSNorm ops skipped at 2..64 rows (KILN_HACK_NONORM: as if folded into the GEMMs), the decode attention skipped (KILN_HACK_NOATTN)
+if has s172; then # thirty-first session: upper bounds at -b 32 / 64 (a hack build, reverted: wrong results, timing only): the residual add + RMSNorm ops skipped at 2..64 rows (KILN_HACK_NONORM: as if folded into the GEMMs), the decode attention skipped (KILN_HACK_NOATTN)
   export CUDA_VISIBLE_DEVICES=0
-  for r in 1 2 3; do
-    kb "b32-def-$r" -- -b 32 -s 128 -o 256 --iters 1
-    kb "b32-nonorm-$r" KILN_HACK_NONORM=1 -- -b 32 -s 128 -o 256 --iters 1
-  done
+  alt 3 b32 nonorm=KILN_HACK_NONORM=1 -- -b 32 -s 128 -o 256 --iters 1
   kb "b32-noattn" KILN_HACK_NOATTN=1 -- -b 32 -s 128 -o 256 --iters 1
-  for r in 1 2; do
-    kb "b64-def-$r" -- -b 64 -s 128 -o 256 --iters 1
-    kb "b64-nonorm-$r" KILN_HACK_NONORM=1 -- -b 64 -s 128 -o 256 --iters 1
-  done
+  alt 2 b64 nonorm=KILN_HACK_NONORM=1 -- -b 64 -s 128 -o 256 --iters 1
   kb "b64-noattn" KILN_HACK_NOATTN=1 -- -b 64 -s 128 -o 256 --iters 1
   unset CUDA_VISIBLE_DEVICES
 fi
