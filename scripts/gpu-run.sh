@@ -304,12 +304,13 @@ tb() {
 ab() { local tag="$1" env="$2"; shift 3; kb "$tag-def" -- "$@"; kb "$tag-alt" "$env" -- "$@"; }
 # alt ROUNDS TAG NAME=VAR=VALUE... -- ARGS: ROUNDS rounds of kb with the defaults (TAG-def-R), then each variant
 # (TAG-NAME-R with VAR=VALUE), back to back: the A/B of the thirty-first session's modes
+# (a variant's VAR=VALUE pairs separated by commas: NAME=A=1,B=2)
 alt() {
   local rounds="$1" tag="$2"; shift 2; local vs=(); while [ "$1" != -- ]; do vs+=("$1"); shift; done; shift
   local r v
   for r in $(seq "$rounds"); do
     kb "$tag-def-$r" -- "$@"
-    for v in "${vs[@]}"; do kb "$tag-${v%%=*}-$r" "${v#*=}" -- "$@"; done
+    for v in "${vs[@]}"; do local ev; IFS=, read -ra ev <<< "${v#*=}"; kb "$tag-${v%%=*}-$r" "${ev[@]}" -- "$@"; done
   done
 }
 # b1_fold_report: the folded batch-1 norm (KILN_GEMV_NORM) -- a CUPTI trace of -b 1 with its top kernels, then
@@ -752,6 +753,13 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-def$r" -- --tp 2 -b 1 -s 128 -o 512 --iters 2
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
+fi
+if has s176; then # thirty-second session (the knobs were removed after this call): the o projection's blocks beside the decode attention -- the attention in 2 warps (KILN_DECODE_WARPS=2: 2 x ~49 KB an SM), the o in 10 / 8 stages (KILN_SKGEMM_TMA_O_STAGES), the attention's early PDL trigger (KILN_DECODE_PDL_EARLY=1: the o's blocks launch at its start and load W under it), or 4 warps of 2 tile slots (KILN_DECODE_STAGES=2: 2 x ~65 KB) beside an o of 7 stages -- layer 16's o in the -b 32 graph, engine -b 32 / 64 alternating
+  export CUDA_VISIBLE_DEVICES=0
+  for cfg in "" "KILN_DECODE_WARPS=2 KILN_SKGEMM_TMA_O_STAGES=10 KILN_DECODE_PDL_EARLY=1"; do echo "== -b 32 GEMM op 62 [$cfg]"; skp 62 $cfg -- -b 32 -s 128 -o 64 --iters 1 | grep -E "blocks on|starts|ends|wait|first"; done
+  alt 2 b32 w2o10=KILN_DECODE_WARPS=2,KILN_SKGEMM_TMA_O_STAGES=10 w2o10e=KILN_DECODE_WARPS=2,KILN_SKGEMM_TMA_O_STAGES=10,KILN_DECODE_PDL_EARLY=1 s2o7e=KILN_DECODE_STAGES=2,KILN_SKGEMM_TMA_O_STAGES=7,KILN_DECODE_PDL_EARLY=1 -- -b 32 -s 128 -o 256 --iters 1
+  alt 1 b64 w2o10e=KILN_DECODE_WARPS=2,KILN_SKGEMM_TMA_O_STAGES=10,KILN_DECODE_PDL_EARLY=1 -- -b 64 -s 128 -o 256 --iters 1
+  unset CUDA_VISIBLE_DEVICES
 fi
 if has s175; then # thirty-first session (the knob was removed after this call): the o projection's late blocks reading W from L2 (KILN_SKGEMM_TMA_PFP=1: each block of gemm_sk_tma's first half, before its wait, asks L2 for its partner's W) -- test_gemm_sk with it on, layer 16's o in the -b 32 graph, engine -b 32 / 64 alternating
   export CUDA_VISIBLE_DEVICES=0
