@@ -58,11 +58,17 @@ static void add_unit(unit_list *l, const char *file, const char *defines, const 
     l->n++;
 }
 
-static void build_units(unit_list *l) {
+/* every example of the registry; one_per_file: only the first unit of each source file (the sanitizer pass of
+ * scripts/test.sh, $KT_JIT_ONE_PER_FILE: the host code a unit goes through is the same for all of a file's
+ * specializations, which the plain pass compiles for every arch) */
+static void build_units(unit_list *l, bool one_per_file) {
     int n = 0;
     const kiln_jit_kernel_def *reg = kiln_jit_registry(&n);
     l->n = 0;
     for (int i = 0; i < n; i++) {
+        bool seen = false;
+        for (int j = 0; j < l->n && one_per_file; j++) seen |= !strcmp(l->u[j].file, reg[i].file);
+        if (seen) continue;
         char *ex = kiln_strdup(reg[i].examples);
         char *save = NULL;
         bool any = false;
@@ -70,6 +76,7 @@ static void build_units(unit_list *l) {
             KT_CHECKF(kiln_jit_check_defines(&reg[i], t) == KILN_OK, "%s [%s]: %s", reg[i].name, t, kiln_last_error());
             add_unit(l, reg[i].file, t, reg[i].entry);
             any = true;
+            if (one_per_file) break;
         }
         if (!any) { /* no parameters */
             KT_CHECK(kiln_jit_check_defines(&reg[i], "") == KILN_OK);
@@ -92,13 +99,14 @@ KT_TEST(test_registry_compiles_and_caches) {
     static const char *archs[] = {"sm_80", "sm_89", "sm_90"};
     /* $KT_JIT_ARCH=sm_90 compiles for that one only (the sanitizer pass of
      * scripts/test.sh: the host code is the same for every arch) */
-    const char *only = getenv("KT_JIT_ARCH");
+    const char *only = getenv("KT_JIT_ARCH"), *opf = getenv("KT_JIT_ONE_PER_FILE");
+    const bool one_per_file = opf && *opf && strcmp(opf, "0");
     char *dir = temp_dir("cache");
     KT_REQUIRE(dir);
     static unit_list l;
     for (size_t a = 0; a < KILN_ARRAY_LEN(archs); a++) {
         if (only && *only && strcmp(only, archs[a])) continue;
-        build_units(&l);
+        build_units(&l, one_per_file);
         KT_REQUIRE(l.n > 0);
         kiln_jit_options opt = {archs[a], dir, NULL, false, 0};
         double t0 = kiln_now_sec();
@@ -130,7 +138,7 @@ KT_TEST(test_registry_compiles_and_caches) {
         }
         free_units(&l);
         /* second run: every unit from the disk cache, same key and cubin */
-        build_units(&l);
+        build_units(&l, one_per_file);
         t0 = kiln_now_sec();
         s = kiln_jit_compile(l.u, l.n, &opt);
         double warm = kiln_now_sec() - t0;
