@@ -291,6 +291,13 @@ skp() {
   kb "prof$op" KILN_SKGEMM_PROF_OP=$op KILN_SKGEMM_PROF_OUT=/tmp/skp_$op.bin "$@" > /dev/null
   python3 "$here/bench/sk_prof_summary.py" /tmp/skp_$op.bin
 }
+# skp_b32 OP [VAR=VALUE...]: skp of GEMM op OP in a -b 32 -s 128 -o 64 run under those variables, its block
+# placement, start / end, wait and first-stage lines under a header naming them
+skp_b32() {
+  local op="$1"; shift
+  echo "== -b 32 GEMM op $op [$*]"
+  skp "$op" "$@" -- -b 32 -s 128 -o 64 --iters 1 | grep -E "blocks on|starts|ends|wait|first"
+}
 # tb TAG [VAR=VALUE...] -- ARGS: kiln bench (llama3-8b, dummy weights) under the CUPTI trace, the CSV gzipped
 # into $out/trace_TAG.csv.gz, one line with its tok/s and step time
 tb() {
@@ -754,9 +761,9 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
-if has s176; then # thirty-second session (the knobs were removed after this call): the o projection's blocks beside the decode attention -- the attention in 2 warps (KILN_DECODE_WARPS=2: 2 x ~49 KB an SM), the o in 10 / 8 stages (KILN_SKGEMM_TMA_O_STAGES), the attention's early PDL trigger (KILN_DECODE_PDL_EARLY=1: the o's blocks launch at its start and load W under it), or 4 warps of 2 tile slots (KILN_DECODE_STAGES=2: 2 x ~65 KB) beside an o of 7 stages -- layer 16's o in the -b 32 graph, engine -b 32 / 64 alternating
+if has s176; then # thirty-second session (the knobs were removed after this call): the o projection's blocks beside the decode attention -- the attention in 2 warps (KILN_DECODE_WARPS=2: 2 x ~49 KB an SM), the o in 10 stages (KILN_SKGEMM_TMA_O_STAGES), the attention's early PDL trigger (KILN_DECODE_PDL_EARLY=1: the o's blocks launch at its start and load W under it), or 4 warps of 2 tile slots (KILN_DECODE_STAGES=2: 2 x ~65 KB) beside an o of 7 stages -- layer 16's o in the -b 32 graph, engine -b 32 / 64 alternating
   export CUDA_VISIBLE_DEVICES=0
-  for cfg in "" "KILN_DECODE_WARPS=2 KILN_SKGEMM_TMA_O_STAGES=10 KILN_DECODE_PDL_EARLY=1"; do echo "== -b 32 GEMM op 62 [$cfg]"; skp 62 $cfg -- -b 32 -s 128 -o 64 --iters 1 | grep -E "blocks on|starts|ends|wait|first"; done
+  for cfg in "" "KILN_DECODE_WARPS=2 KILN_SKGEMM_TMA_O_STAGES=10 KILN_DECODE_PDL_EARLY=1"; do skp_b32 62 $cfg; done
   alt 2 b32 w2o10=KILN_DECODE_WARPS=2,KILN_SKGEMM_TMA_O_STAGES=10 w2o10e=KILN_DECODE_WARPS=2,KILN_SKGEMM_TMA_O_STAGES=10,KILN_DECODE_PDL_EARLY=1 s2o7e=KILN_DECODE_STAGES=2,KILN_SKGEMM_TMA_O_STAGES=7,KILN_DECODE_PDL_EARLY=1 -- -b 32 -s 128 -o 256 --iters 1
   alt 1 b64 w2o10e=KILN_DECODE_WARPS=2,KILN_SKGEMM_TMA_O_STAGES=10,KILN_DECODE_PDL_EARLY=1 -- -b 64 -s 128 -o 256 --iters 1
   unset CUDA_VISIBLE_DEVICES
@@ -764,7 +771,7 @@ fi
 if has s175; then # thirty-first session (the knob was removed after this call): the o projection's late blocks reading W from L2 (KILN_SKGEMM_TMA_PFP=1: each block of gemm_sk_tma's first half, before its wait, asks L2 for its partner's W) -- test_gemm_sk with it on, layer 16's o in the -b 32 graph, engine -b 32 / 64 alternating
   export CUDA_VISIBLE_DEVICES=0
   KILN_SKGEMM_TMA_PFP=1 KT_VERBOSE=1 timeout 300 "$here/bin/test_gpu_ops" =test_gemm_sk > "$out/ops_pfp.log" 2>&1; echo "test_gemm_sk with PFP rc=$? $(grep -E 'passed' "$out/ops_pfp.log" | tail -1)"; grep FAIL "$out/ops_pfp.log" | head -3
-  for cfg in "" "KILN_SKGEMM_TMA_PFP=1"; do echo "== -b 32 GEMM op 62 [$cfg]"; skp 62 $cfg -- -b 32 -s 128 -o 64 --iters 1 | grep -E "blocks on|starts|ends|wait|first"; done
+  for cfg in "" "KILN_SKGEMM_TMA_PFP=1"; do skp_b32 62 $cfg; done
   alt 3 b32 pfp=KILN_SKGEMM_TMA_PFP=1 -- -b 32 -s 128 -o 256 --iters 1
   alt 2 b64 pfp=KILN_SKGEMM_TMA_PFP=1 -- -b 64 -s 128 -o 256 --iters 1
   unset CUDA_VISIBLE_DEVICES
@@ -783,7 +790,7 @@ if has s173; then # thirty-first session (the fold and the hacks were reverted a
   alt 2 b64 fold=KILN_SKGEMM_NORM=1 -- -b 64 -s 128 -o 256 --iters 1
   kb "b64-nonorm" KILN_HACK_NONORM=1 -- -b 64 -s 128 -o 256 --iters 1
   kb "b32-noattn" KILN_HACK_NOATTN=1 -- -b 32 -s 128 -o 256 --iters 1
-  for op in 62 63; do echo "== -b 32 GEMM op $op, fold"; skp $op KILN_SKGEMM_NORM=1 -- -b 32 -s 128 -o 64 --iters 1 | grep -E "blocks on|starts|ends|wait|first"; done
+  for op in 62 63; do skp_b32 $op KILN_SKGEMM_NORM=1; done
   unset CUDA_VISIBLE_DEVICES
 fi
 if has s172; then # thirty-first session: upper bounds at -b 32 / 64 (a hack build, reverted: wrong results, timing only): the residual add + RMSNorm ops skipped at 2..64 rows (KILN_HACK_NONORM: as if folded into the GEMMs), the decode attention skipped (KILN_HACK_NOATTN)
@@ -809,7 +816,7 @@ if has s170; then # (the PREW / STAGES_SQ knobs were removed after this call) th
   done
   for cfg in "" "KILN_SKGEMM_TMA_PREW=8" "KILN_SKGEMM_TMA_STAGES_SQ=10"; do
     for op in 62 64; do
-      echo "== -b 32 GEMM op $op [$cfg]"; skp $op $cfg -- -b 32 -s 128 -o 64 --iters 1 | grep -E "blocks on|starts|ends|wait|first"
+      skp_b32 $op $cfg
     done
   done
   for r in 1 2; do
