@@ -495,12 +495,21 @@ static void bench_elementwise_tilings(void) {
 
 /* -------------------------------------------------------------------- GEMM */
 
+/* a kiln_gpu for the GEMM rows; $KILN_BENCH_PDL_EARLY=1 hands out its kernels' PDL_EARLY=1 copies (the
+ * early trigger the engine takes in small decode steps: each launch's successor is placed as soon as this
+ * one's blocks all run, and issues its weight loads under this launch where the SMs have room) */
+static void gemm_gpu_create(const kiln_gpu_params *gp, kiln_gpu **out) {
+    CK(kiln_gpu_create(dev, gp, out));
+    const char *e = getenv("KILN_BENCH_PDL_EARLY");
+    if (e && atoi(e) > 0) kiln_rt_kernels_set_pdl_early(kiln_gpu_kernels(*out), true);
+}
+
 /* gemm rows (weight bytes) at M = 8, 16, 32, 64 (quick: 16 and 32) through a
  * kiln_gpu made with gp (a tiling of gemm_sk or gemm_tc), named label */
 static void small_m_rows(gemm_ctx *g, int sets, double wbytes, const char *shape_name, const kiln_gpu_params *gp,
                          const char *label, bool quick) {
     kiln_gpu *gk = NULL;
-    CK(kiln_gpu_create(dev, gp, &gk));
+    gemm_gpu_create(gp, &gk);
     g->g = gk;
     static const int Mt[] = {8, 16, 32, 64};
     for (int mi = 0; mi < 4; mi++) {
@@ -564,7 +573,7 @@ static void bench_gemm(bool sk_only) {
         if (rows_only) { /* kiln's default path (every knob at its default) */
             kiln_gpu_params dp = {.max_sample_rows = 1, .vocab = 16};
             kiln_gpu *gk = NULL;
-            CK(kiln_gpu_create(dev, &dp, &gk));
+            gemm_gpu_create(&dp, &gk);
             g.g = gk;
             static const int Mk[] = {1, 8, 16, 32, 64}; /* (64: the -b 64 decode step, no target) */
             for (int mi = 0; mi < (int)KILN_ARRAY_LEN(Mk); mi++) {
@@ -580,7 +589,7 @@ static void bench_gemm(bool sk_only) {
             /* ... with gemm_skx on (x in registers, warp-private rings) where kiln_skx_plan serves the shape */
             /* (at M = 1 in place of the GEMV) */
             kiln_gpu_params xp = {.max_sample_rows = 1, .vocab = 16, .skx_max_m = 32, .skx_m1 = 1};
-            CK(kiln_gpu_create(dev, &xp, &gk));
+            gemm_gpu_create(&xp, &gk);
             g.g = gk;
             const kiln_rt_device_info *di = kiln_rt_device_get_info(dev);
             static const int Mx[] = {1, 8, 16, 32};
@@ -622,7 +631,12 @@ static void bench_gemm(bool sk_only) {
                                         {"tma rt 1 split 2 stages 16", 0, 1, 16, 2, 2},
                                         {"tma rt 2 split 2 stages 12", 0, 2, 12, 2, 2},
                                         {"tma rt 1 split 4 stages 8", 0, 1, 8, 4, 2},
-                                        {"tma rt 1 split 1 stages 16", 0, 1, 16, 1, 2}};
+                                        {"tma rt 1 split 1 stages 16", 0, 1, 16, 1, 2},
+                                        /* rings that leave an SM room for a second block (the next launch's) */
+                                        {"tma rt 1 split 2 stages 6", 0, 1, 6, 2, 2},
+                                        {"tma rt 1 split 2 stages 9", 0, 1, 9, 2, 2},
+                                        {"tma rt 2 split 2 stages 5", 0, 2, 5, 2, 2},
+                                        {"tma rt 1 split 1 stages 8", 0, 1, 8, 1, 2}};
         const sk_tiling *tab = sk_quick ? skq : sk;
         const size_t n_tab = sk_quick ? KILN_ARRAY_LEN(skq) : KILN_ARRAY_LEN(sk);
         for (size_t ti = 0; ti < n_tab; ti++) {
@@ -1162,6 +1176,7 @@ int main(int argc, char **argv) {
     else if (filter && !strcmp(filter, "gemm_tma_prof")) bench_gemm_tma_prof();
     else if (filter && !strcmp(filter, "gemm_sk_silu")) bench_gemm_sk_silu();
     else if (filter && !strcmp(filter, "gemm_sk_quick")) sk_quick = true, bench_gemm(true);
+    else if (filter && !strncmp(filter, "gemm_sk_quick_", 14)) sk_quick = true, only_shape = filter + 14, bench_gemm(true);
     else if (filter && !strcmp(filter, "gemm_sk")) bench_gemm(true);
     else if (filter && !strcmp(filter, "gemm_lt")) lt_only = true, bench_gemm(true);
     else if (filter && !strcmp(filter, "gemm_rows")) rows_only = true, bench_gemm(false);

@@ -24,6 +24,13 @@
 //   MODE 4  the split-K reduction instead through fp32 partials in global
 //           memory, summed in K-range order by the last block of the tile
 //           to arrive (an atomic counter a tile; deterministic)
+//   MODE 10 the split-K reduction through global memory without a cluster
+//           and without a serial tail: each block stores its fp32
+//           accumulators (thread-major, float4 runs), the tile's KSPL blocks
+//           meet at a counter in global memory (a software barrier: the host
+//           runs it only where the whole grid is resident at once), then
+//           block q sums the q-th 1 / KSPL of the tile's elements over the K
+//           ranges in order (deterministic) and stores them in bf16
 // out[M, N] = x[M, K] W[N, K]^T, bf16 in, fp32 accumulate. A block owns BN
 // rows and one of KSPL K ranges; WARPS warps, each RT = BN / (16 WARPS)
 // 16-row tiles. Launched plain and as a programmatic dependent (W's first
@@ -184,6 +191,43 @@ __global__ void __launch_bounds__(WARPS * 32) skring(u16 *__restrict__ out, floa
     if (MODE < 2) {
         xs_acc += __shfl_xor_sync(0xffffffffu, xs_acc, 16);
         if (tid == 0) part[blockIdx.y * gridDim.x + blockIdx.x] = (float)xs_acc;
+        return;
+    }
+    if (MODE == 10) {
+        constexpr int E = THREADS * ACC_T, PER = E / (KSPL * THREADS);
+        static_assert(E % (KSPL * THREADS) == 0, "mode 10: a block's slice of the tile");
+        const float *a = &acc[0][0][0];
+        float *pt = part + ((size_t)blockIdx.x * KSPL + blockIdx.y) * E + tid * ACC_T;
+#pragma unroll
+        for (int i = 0; i < ACC_T; i += 4)
+            __stcg(reinterpret_cast<float4 *>(pt + i), make_float4(a[i], a[i + 1], a[i + 2], a[i + 3]));
+        __threadfence();
+        __syncthreads();
+        if (tid == 0) {
+            int *c = cnt + blockIdx.x;
+            const int target = (atomicAdd(c, 1) / KSPL + 1) * KSPL; // this launch's KSPL arrivals
+            int v;
+            do asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(c) : "memory");
+            while (v < target);
+        }
+        __syncthreads();
+        const float *p0 = part + (size_t)blockIdx.x * KSPL * E;
+        float v[PER][KSPL];
+#pragma unroll
+        for (int r = 0; r < PER; r++)
+#pragma unroll
+            for (int q = 0; q < KSPL; q++) v[r][q] = __ldcg(p0 + (size_t)q * E + blockIdx.y * (E / KSPL) + r * THREADS + tid);
+#pragma unroll
+        for (int r = 0; r < PER; r++) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int q = 0; q < KSPL; q++) sum += v[r][q];
+            const int f = blockIdx.y * (E / KSPL) + r * THREADS + tid, ot = f / ACC_T, i = f % ACC_T;
+            const int ow = ot >> 5, og = (ot & 31) >> 2, o4 = ot & 3;
+            const int rr = i / (NT * 4), j = (i / 4) % NT, e = i % 4;
+            const int m = 8 * j + 2 * o4 + (e & 1), nl = 16 * (ow * RT + rr) + og + 8 * (e >> 1);
+            if (m < M) out[(size_t)m * N + n_blk + nl] = f2bf(sum);
+        }
         return;
     }
     if (MODE == 4 || (MODE == 2 && KSPL == 1)) {
@@ -447,17 +491,28 @@ int main(int argc, char **argv) {
         VKW2(4, 2, 4, 2), VKW2(4, 2, 6, 2), VKW2(4, 2, 3, 2), VKW2(4, 2, 4, 1), VKW2(2, 4, 4, 1), VKW2(2, 4, 4, 2),
         VKW2(4, 4, 3, 2), VKW2(8, 2, 3, 2), VKW2(4, 2, 4, 4),
     };
+    // `skring_micro M sync`: mode 10 beside the MMAs alone (5) in tilings of 2 blocks an SM
+    const Var vsync[] = {
+        V(128, 8, 4, 8, 5), V(128, 8, 4, 8, 10), V(128, 8, 5, 8, 5), V(128, 8, 5, 8, 10),
+        V(64, 4, 6, 4, 5), V(64, 4, 6, 4, 10), V(64, 4, 8, 4, 5), V(64, 4, 8, 4, 10),
+        V(128, 8, 5, 4, 5), V(128, 8, 5, 4, 10), V(192, 12, 3, 8, 5), V(192, 12, 3, 8, 10), V(192, 12, 4, 8, 10),
+        V(64, 4, 8, 2, 10), V(128, 8, 5, 2, 10),
+    };
+    const bool sync = argc > 2 && !strcmp(argv[2], "sync");
+    const Var *vbeg = sync ? vsync : vs, *vend = sync ? vsync + sizeof vsync / sizeof *vsync : vs + sizeof vs / sizeof *vs;
     for (auto &sh : shapes) {
+        if (sync && sh.K != 4096) continue;
         const GemmInputs in(sh.N, sh.K, M, 3);
         const std::vector<float> ref = in.ref(M);
         const size_t wn = (size_t)sh.N * sh.K;
         Ctx c = {};
         c.M = M, c.N = sh.N, c.K = sh.K, c.x = in.x, c.out = in.out;
         for (int s = 0; s < 4; s++) c.w[s] = in.w[s];
-        CK(cudaMalloc(&c.part, (size_t)8 * M * sh.N * 4));
+        CK(cudaMalloc(&c.part, (size_t)8 * MAXM * sh.N * 4));
         CK(cudaMalloc(&c.cnt, (size_t)sh.N * 4));
         CK(cudaMemset(c.cnt, 0, (size_t)sh.N * 4));
-        for (auto &v : vs) {
+        for (const Var *vp = vbeg; vp != vend; vp++) {
+            const Var &v = *vp;
             if ((sh.K / v.kspl) % (64 * (v.kw ? v.kw : 1)) || sh.N % v.bn) continue;
             if (v.s * (v.bn * 128 + MAXM * 128) + (v.mode == 6 ? (v.kspl - 1) * v.bn * MAXM * 4 + 8 : 0) > 227 * 1024) continue;
             c.bn = v.bn, c.kspl = v.kspl, c.threads = v.warps * 32;
@@ -468,9 +523,18 @@ int main(int argc, char **argv) {
                 c.f = pdl ? v.fp : v.f;
                 c.pdl = pdl;
                 CK(cudaFuncSetAttribute(c.f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c.smem));
+                if (v.mode == 10) { // the tile barrier needs every block resident at once
+                    int per = 0, sms = 0;
+                    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, c.f, c.threads, c.smem));
+                    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+                    if (per * sms < sh.N / v.bn * v.kspl) {
+                        printf("%-4s M %2d %-40s skipped: grid %d > %d resident\n", sh.n, M, v.name, sh.N / v.bn * v.kspl, per * sms);
+                        continue;
+                    }
+                }
                 if (v.kspl > 8) CK(cudaFuncSetAttribute(c.f, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
                 const char *chk = "";
-                if (v.mode == 3 || v.mode == 4 || v.mode == 6 || v.mode == 8 || (v.mode == 2 && v.kspl == 1))
+                if (v.mode == 3 || v.mode == 4 || v.mode == 6 || v.mode == 8 || v.mode == 10 || (v.mode == 2 && v.kspl == 1))
                     chk = in.rel_err(M, ref, [&] { launch(&c, 0); }) < 1e-2 ? "ok" : "WRONG";
                 const float t = time_launches(launch, &c, 4);
                 printf("%-4s M %2d %-40s %-3s grid %4d smem %6u %7.2f us %6.1f%% %s\n", sh.n, M, v.name, pdl ? "PDL" : "",

@@ -761,6 +761,26 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s178; then # thirty-third session: skring_micro mode 10 -- the split-K sum through global memory at a software barrier of the tile's blocks (no cluster, every block sums a slice), 2 blocks an SM, against the MMAs alone (mode 5), M = 32 and 16 (o, qkv)
+  export CUDA_VISIBLE_DEVICES=0
+  for m in 32 16; do timeout 120 "$here/bin/skring_micro" $m sync 2>&1 | tee "$out/skring_sync_$m.log" | grep -E "ceiling|mode|skipped" | sed 's/  */ /g'; done
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s177; then # thirty-third session: back-to-back small-M GEMMs with the early PDL trigger (KILN_BENCH_PDL_EARLY=1: each launch's successor placed once its blocks all run, loading W under it where an SM has room) against the default trigger, gemm_sk_tma in rings that leave room for a second block -- bench_kernels gemm_sk_quick_o / _qkv and gemm_rows_o / _qkv both ways
+  export CUDA_VISIBLE_DEVICES=0
+  for sh in o qkv; do for e in 0 1; do
+    echo "== gemm_sk_quick_$sh KILN_BENCH_PDL_EARLY=$e"
+    KILN_BENCH_PDL_EARLY=$e timeout 100 "$here/bin/bench_kernels" gemm_sk_quick_$sh > "$out/skq_${sh}_$e.log" 2>&1; echo "rc=$?"
+    grep -E "^ceil|copy" "$out/skq_${sh}_$e.log" | head -2
+    grep -E " M=(16|32) " "$out/skq_${sh}_$e.log" | grep -E "^gemm |gemm_sk (default|tma)" | sed 's/(weight bytes)//; s/  */ /g' | cut -c1-110
+  done; done
+  for sh in o qkv; do for e in 0 1; do
+    echo "== gemm_rows_$sh KILN_BENCH_PDL_EARLY=$e"
+    KILN_BENCH_PDL_EARLY=$e timeout 60 "$here/bin/bench_kernels" gemm_rows_$sh > "$out/rows_${sh}_$e.log" 2>&1; echo "rc=$?"
+    grep -E "^kiln" "$out/rows_${sh}_$e.log" | sed 's/(weights)//; s/  */ /g' | cut -c1-110
+  done; done
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s176; then # thirty-second session (the knobs were removed after this call): the o projection's blocks beside the decode attention -- the attention in 2 warps (KILN_DECODE_WARPS=2: 2 x ~49 KB an SM), the o in 10 stages (KILN_SKGEMM_TMA_O_STAGES), the attention's early PDL trigger (KILN_DECODE_PDL_EARLY=1: the o's blocks launch at its start and load W under it), or 4 warps of 2 tile slots (KILN_DECODE_STAGES=2: 2 x ~65 KB) beside an o of 7 stages -- layer 16's o in the -b 32 graph, engine -b 32 / 64 alternating
   export CUDA_VISIBLE_DEVICES=0
   for cfg in "" "KILN_DECODE_WARPS=2 KILN_SKGEMM_TMA_O_STAGES=10 KILN_DECODE_PDL_EARLY=1"; do skp_b32 62 $cfg; done
