@@ -761,6 +761,37 @@ if has s43; then # twelfth session: tensor parallelism with the rope GEMV's rows
     kb "tp2-b1-early8-$r" KILN_PDL_EARLY_MAX_SEQS=8 -- --tp 2 -b 1 -s 128 -o 512 --iters 2
   done
 fi
+if has s181; then # thirty-third session: the o projection (the plain N == K GEMM) at 9..64 rows in 128-row tiles x 2 K halves (KILN_SKGEMM_TMA_SQ_RT=2: 64 blocks, half the SMs, where the plan has 128 of 64 rows) -- layer 16's o in the -b 32 graph, engine -b 32 / 16 / 64 alternating, bench_kernels gemm_rows_o --graph both ways
+  export CUDA_VISIBLE_DEVICES=0
+  for cfg in "" "KILN_SKGEMM_TMA_SQ_RT=2"; do skp_b32 62 $cfg; done
+  alt 2 b32 sq2=KILN_SKGEMM_TMA_SQ_RT=2 -- -b 32 -s 128 -o 256 --iters 1
+  alt 2 b16 sq2=KILN_SKGEMM_TMA_SQ_RT=2 -- -b 16 -s 128 -o 256 --iters 1
+  alt 1 b64 sq2=KILN_SKGEMM_TMA_SQ_RT=2 -- -b 64 -s 128 -o 256 --iters 1
+  for e in "" 2; do
+    echo "== gemm_rows_o --graph KILN_SKGEMM_TMA_SQ_RT=$e"
+    KILN_SKGEMM_TMA_SQ_RT=$e timeout 60 "$here/bin/bench_kernels" gemm_rows_o --graph 2>&1 | grep -E "^kiln default" | sed 's/(weights)//; s/  */ /g; s/ N=[0-9]* K=[0-9]*//; s/ target.*//'
+  done
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s180; then # thirty-third session: gemm_sk_quick_o / _qkv under --graph (the 20 calls of a batch in a CUDA graph, so each launch's successor is queued when its early trigger fires), default trigger and early (KILN_BENCH_PDL_EARLY=1): do rings that leave room for the next launch's blocks gain there?
+  export CUDA_VISIBLE_DEVICES=0
+  for sh in o qkv; do for e in 0 1; do
+    echo "== gemm_sk_quick_$sh --graph KILN_BENCH_PDL_EARLY=$e"
+    KILN_BENCH_PDL_EARLY=$e timeout 100 "$here/bin/bench_kernels" gemm_sk_quick_$sh --graph > "$out/skqg_${sh}_$e.log" 2>&1; echo "rc=$?"
+    grep -E " M=(16|32) " "$out/skqg_${sh}_$e.log" | grep -E "^gemm |gemm_sk (default|tma)" | sed 's/(weight bytes)//; s/  */ /g; s/ N=[0-9]* K=[0-9]*//; s/ target.*//' | cut -c1-100
+  done; done
+  unset CUDA_VISIBLE_DEVICES
+fi
+if has s179; then # thirty-third session: kiln's small-M rows (gemm_rows_o / _qkv) with the 20 calls of a batch in a CUDA graph (--graph: the host's launch cost out, as in the engine's decode graphs), default trigger and early; skx_micro (the probe of gemm_skx's design) in the same call
+  export CUDA_VISIBLE_DEVICES=0
+  for sh in o qkv; do for e in 0 1; do for gr in "" --graph; do
+    echo "== gemm_rows_$sh KILN_BENCH_PDL_EARLY=$e $gr"
+    KILN_BENCH_PDL_EARLY=$e timeout 60 "$here/bin/bench_kernels" gemm_rows_$sh $gr > "$out/rows_${sh}_$e$gr.log" 2>&1; echo "rc=$?"
+    grep -E "^kiln" "$out/rows_${sh}_$e$gr.log" | sed 's/(weights)//; s/  */ /g' | cut -c1-110
+  done; done; done
+  timeout 200 "$here/bin/skx_micro" 2>&1 | tee "$out/skx_micro.log" | grep -E "ceiling|mode 8|M  1" | sed 's/  */ /g'
+  unset CUDA_VISIBLE_DEVICES
+fi
 if has s178; then # thirty-third session: skring_micro mode 10 -- the split-K sum through global memory at a software barrier of the tile's blocks (no cluster, every block sums a slice), 2 blocks an SM, against the MMAs alone (mode 5), M = 32 and 16 (o, qkv)
   export CUDA_VISIBLE_DEVICES=0
   for m in 32 16; do timeout 120 "$here/bin/skring_micro" $m sync 2>&1 | tee "$out/skring_sync_$m.log" | grep -E "ceiling|mode|skipped" | sed 's/  */ /g'; done
