@@ -4,7 +4,10 @@
  * bandwidth counting bytes read + written; cuBLASLt bf16 8192^3).
  * Events around batches of launches (input sets rotated when one set would
  * fit in L2), warm-up first, median over batches.
- * Usage: bench_kernels [--quick] [filter]
+ * Usage: bench_kernels [--quick] [--graph] [filter]
+ *   --graph: each batch of calls captured in a CUDA graph and replayed (as the engine's decode steps run)
+ *   $KILN_BENCH_PDL_EARLY=1: the GEMM rows through the kernels' PDL_EARLY=1 copies (the engine's setting in
+ *   decode steps of up to KILN_PDL_EARLY_MAX_SEQS sequences)
  */
 #include "cuda/ops_gpu.h"
 
