@@ -178,15 +178,19 @@ __global__ void __launch_bounds__(WARPS * 32) skring(u16 *__restrict__ out, floa
         }
     }
     if (PDL) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    const int g = lane >> 2, t = lane & 3;
-    // f(accumulator index (r NT + j) 4 + e, its x row m, its W row past the block's first) for each of this thread's
+    // accumulator i = (r NT + j) 4 + e of thread ot: its x row m, its W row nl past the block's first
+    auto acc_at = [&](int ot, int i, int &m, int &nl) {
+        const int ow = ot >> 5, og = (ot & 31) >> 2, o4 = ot & 3, r = i / (NT * 4), j = (i / 4) % NT, e = i % 4;
+        m = 8 * j + 2 * o4 + (e & 1), nl = 16 * (ow * RT + r) + og + 8 * (e >> 1);
+    };
+    // f(accumulator index, its x row m, its W row past the block's first) for each of this thread's
     auto each_acc = [&](auto f) {
 #pragma unroll
-        for (int r = 0; r < RT; r++)
-#pragma unroll
-            for (int j = 0; j < NT; j++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) f((r * NT + j) * 4 + e, 8 * j + 2 * t + (e & 1), 16 * (warp * RT + r) + g + 8 * (e >> 1));
+        for (int i = 0; i < ACC_T; i++) {
+            int m, nl;
+            acc_at(tid, i, m, nl);
+            f(i, m, nl);
+        }
     };
     if (MODE < 2) {
         xs_acc += __shfl_xor_sync(0xffffffffu, xs_acc, 16);
@@ -222,10 +226,9 @@ __global__ void __launch_bounds__(WARPS * 32) skring(u16 *__restrict__ out, floa
             float sum = 0.0f;
 #pragma unroll
             for (int q = 0; q < KSPL; q++) sum += v[r][q];
-            const int f = blockIdx.y * (E / KSPL) + r * THREADS + tid, ot = f / ACC_T, i = f % ACC_T;
-            const int ow = ot >> 5, og = (ot & 31) >> 2, o4 = ot & 3;
-            const int rr = i / (NT * 4), j = (i / 4) % NT, e = i % 4;
-            const int m = 8 * j + 2 * o4 + (e & 1), nl = 16 * (ow * RT + rr) + og + 8 * (e >> 1);
+            const int f = blockIdx.y * (E / KSPL) + r * THREADS + tid;
+            int m, nl;
+            acc_at(f / ACC_T, f % ACC_T, m, nl);
             if (m < M) out[(size_t)m * N + n_blk + nl] = f2bf(sum);
         }
         return;
@@ -314,8 +317,8 @@ __global__ void __launch_bounds__(WARPS * 32) skring(u16 *__restrict__ out, floa
             for (int e = 0; e < 4; e++) red[(warp * ACCN + (r * NT + j) * 4 + e) * 32 + lane] = acc[r][j][e];
     cluster_sync_all();
     cluster_sum_store<ACCN, KSPL>(sbase, warp, lane, out, M, N, [&](int gi, int &m, int &n) {
-        const int r = gi / (NT * 4), j = (gi / 4) % NT, e = gi % 4;
-        m = 8 * j + 2 * t + (e & 1), n = n_blk + 16 * (warp * RT + r) + g + 8 * (e >> 1);
+        acc_at(tid, gi, m, n);
+        n += n_blk;
     });
     cluster_sync_all();
 }
