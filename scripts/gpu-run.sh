@@ -298,6 +298,17 @@ skp_b32() {
   echo "== -b 32 GEMM op $op [$*]"
   skp "$op" "$@" -- -b 32 -s 128 -o 64 --iters 1 | grep -E "blocks on|starts|ends|wait|first"
 }
+# bk_skq / bk_rows SHAPE LOG [VAR=VALUE...] -- [ARGS]: bench_kernels gemm_sk_quick_SHAPE (the M = 16 / 32 rows of
+# cuBLASLt and gemm_sk's tilings) / gemm_rows_SHAPE (kiln's default path by M) with ARGS under the variables, the log in
+# $out/LOG.log, its rows under a header naming the run
+bk_run() {
+  local what="$1" pat="$2" sh="$3" log="$4"; shift 4; local envs=(); while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+  echo "== ${what}_$sh ${envs[*]} $*"
+  env "${envs[@]}" timeout 100 "$here/bin/bench_kernels" "${what}_$sh" "$@" > "$out/$log.log" 2>&1; echo "rc=$?"
+  grep -E "$pat" "$out/$log.log" | sed 's/(weights)//; s/(weight bytes)//; s/  */ /g; s/ N=[0-9]* K=[0-9]*//; s/ target.*//' | cut -c1-110
+}
+bk_skq() { bk_run gemm_sk_quick " M=(16|32) |^ceil" "$@" | grep -E "^==|^rc=|^ceil|^gemm (qkv|o|down|gate_up) |^gemm_sk (default|tma)"; }
+bk_rows() { bk_run gemm_rows "^kiln" "$@"; }
 # tb TAG [VAR=VALUE...] -- ARGS: kiln bench (llama3-8b, dummy weights) under the CUPTI trace, the CSV gzipped
 # into $out/trace_TAG.csv.gz, one line with its tok/s and step time
 tb() {
@@ -767,28 +778,17 @@ if has s181; then # thirty-third session: the o projection (the plain N == K GEM
   alt 2 b32 sq2=KILN_SKGEMM_TMA_SQ_RT=2 -- -b 32 -s 128 -o 256 --iters 1
   alt 2 b16 sq2=KILN_SKGEMM_TMA_SQ_RT=2 -- -b 16 -s 128 -o 256 --iters 1
   alt 1 b64 sq2=KILN_SKGEMM_TMA_SQ_RT=2 -- -b 64 -s 128 -o 256 --iters 1
-  for e in "" 2; do
-    echo "== gemm_rows_o --graph KILN_SKGEMM_TMA_SQ_RT=$e"
-    KILN_SKGEMM_TMA_SQ_RT=$e timeout 60 "$here/bin/bench_kernels" gemm_rows_o --graph 2>&1 | grep -E "^kiln default" | sed 's/(weights)//; s/  */ /g; s/ N=[0-9]* K=[0-9]*//; s/ target.*//'
-  done
+  for e in "" 2; do bk_rows o rows_o_sq$e KILN_SKGEMM_TMA_SQ_RT=$e -- --graph; done
   unset CUDA_VISIBLE_DEVICES
 fi
 if has s180; then # thirty-third session: gemm_sk_quick_o / _qkv under --graph (the 20 calls of a batch in a CUDA graph, so each launch's successor is queued when its early trigger fires), default trigger and early (KILN_BENCH_PDL_EARLY=1): do rings that leave room for the next launch's blocks gain there?
   export CUDA_VISIBLE_DEVICES=0
-  for sh in o qkv; do for e in 0 1; do
-    echo "== gemm_sk_quick_$sh --graph KILN_BENCH_PDL_EARLY=$e"
-    KILN_BENCH_PDL_EARLY=$e timeout 100 "$here/bin/bench_kernels" gemm_sk_quick_$sh --graph > "$out/skqg_${sh}_$e.log" 2>&1; echo "rc=$?"
-    grep -E " M=(16|32) " "$out/skqg_${sh}_$e.log" | grep -E "^gemm |gemm_sk (default|tma)" | sed 's/(weight bytes)//; s/  */ /g; s/ N=[0-9]* K=[0-9]*//; s/ target.*//' | cut -c1-100
-  done; done
+  for sh in o qkv; do for e in 0 1; do bk_skq $sh skqg_${sh}_$e KILN_BENCH_PDL_EARLY=$e -- --graph; done; done
   unset CUDA_VISIBLE_DEVICES
 fi
 if has s179; then # thirty-third session: kiln's small-M rows (gemm_rows_o / _qkv) with the 20 calls of a batch in a CUDA graph (--graph: the host's launch cost out, as in the engine's decode graphs), default trigger and early; skx_micro (the probe of gemm_skx's design) in the same call
   export CUDA_VISIBLE_DEVICES=0
-  for sh in o qkv; do for e in 0 1; do for gr in "" --graph; do
-    echo "== gemm_rows_$sh KILN_BENCH_PDL_EARLY=$e $gr"
-    KILN_BENCH_PDL_EARLY=$e timeout 60 "$here/bin/bench_kernels" gemm_rows_$sh $gr > "$out/rows_${sh}_$e$gr.log" 2>&1; echo "rc=$?"
-    grep -E "^kiln" "$out/rows_${sh}_$e$gr.log" | sed 's/(weights)//; s/  */ /g' | cut -c1-110
-  done; done; done
+  for sh in o qkv; do for e in 0 1; do for gr in "" --graph; do bk_rows $sh rows_${sh}_$e$gr KILN_BENCH_PDL_EARLY=$e -- $gr; done; done; done
   timeout 200 "$here/bin/skx_micro" 2>&1 | tee "$out/skx_micro.log" | grep -E "ceiling|mode 8|M  1" | sed 's/  */ /g'
   unset CUDA_VISIBLE_DEVICES
 fi
@@ -799,17 +799,8 @@ if has s178; then # thirty-third session: skring_micro mode 10 -- the split-K su
 fi
 if has s177; then # thirty-third session: back-to-back small-M GEMMs with the early PDL trigger (KILN_BENCH_PDL_EARLY=1: each launch's successor placed once its blocks all run, loading W under it where an SM has room) against the default trigger, gemm_sk_tma in rings that leave room for a second block -- bench_kernels gemm_sk_quick_o / _qkv and gemm_rows_o / _qkv both ways
   export CUDA_VISIBLE_DEVICES=0
-  for sh in o qkv; do for e in 0 1; do
-    echo "== gemm_sk_quick_$sh KILN_BENCH_PDL_EARLY=$e"
-    KILN_BENCH_PDL_EARLY=$e timeout 100 "$here/bin/bench_kernels" gemm_sk_quick_$sh > "$out/skq_${sh}_$e.log" 2>&1; echo "rc=$?"
-    grep -E "^ceil|copy" "$out/skq_${sh}_$e.log" | head -2
-    grep -E " M=(16|32) " "$out/skq_${sh}_$e.log" | grep -E "^gemm |gemm_sk (default|tma)" | sed 's/(weight bytes)//; s/  */ /g' | cut -c1-110
-  done; done
-  for sh in o qkv; do for e in 0 1; do
-    echo "== gemm_rows_$sh KILN_BENCH_PDL_EARLY=$e"
-    KILN_BENCH_PDL_EARLY=$e timeout 60 "$here/bin/bench_kernels" gemm_rows_$sh > "$out/rows_${sh}_$e.log" 2>&1; echo "rc=$?"
-    grep -E "^kiln" "$out/rows_${sh}_$e.log" | sed 's/(weights)//; s/  */ /g' | cut -c1-110
-  done; done
+  for sh in o qkv; do for e in 0 1; do bk_skq $sh skq_${sh}_$e KILN_BENCH_PDL_EARLY=$e --; done; done
+  for sh in o qkv; do for e in 0 1; do bk_rows $sh rows_${sh}_$e KILN_BENCH_PDL_EARLY=$e --; done; done
   unset CUDA_VISIBLE_DEVICES
 fi
 if has s176; then # thirty-second session (the knobs were removed after this call): the o projection's blocks beside the decode attention -- the attention in 2 warps (KILN_DECODE_WARPS=2: 2 x ~49 KB an SM), the o in 10 stages (KILN_SKGEMM_TMA_O_STAGES), the attention's early PDL trigger (KILN_DECODE_PDL_EARLY=1: the o's blocks launch at its start and load W under it), or 4 warps of 2 tile slots (KILN_DECODE_STAGES=2: 2 x ~65 KB) beside an o of 7 stages -- layer 16's o in the -b 32 graph, engine -b 32 / 64 alternating
